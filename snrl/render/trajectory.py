@@ -1,0 +1,384 @@
+"""A recorded episode: observations, actions, rewards, frames and the network's activity.
+
+A :class:`Trajectory` is a plain container of numpy arrays plus JSON-able metadata. It is
+what ``agent.rollout(record=True)`` returns and what :class:`snrl.render.TrajectoryRenderer`
+draws. Time is the first axis of every array.
+
+Frame convention: ``frames`` holds ``T + 1`` images. ``frames[0]`` is rendered right after
+``env.reset``; ``frames[t + 1]`` right after step ``t`` (the step that took ``actions[t]``
+having seen ``observations[t]``). Rendered videos show all ``T + 1`` frames.
+
+Files are ``.npz`` archives written with :func:`numpy.savez` (atomically) and read with
+``allow_pickle=False``: arrays plus one JSON string entry for the metadata. Nothing is
+unpickled when loading.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import zipfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snrl.errors import UserError
+
+__all__ = ["Trajectory", "layer_dicts"]
+
+_FORMAT = "snrl.trajectory"
+_VERSION = 1
+_LAYER_KINDS = ("spiking", "readout", "ann")
+
+
+def _to_numpy(x: Any) -> np.ndarray:
+    """Convert an array-like (numpy, list, torch tensor) to a numpy array without copying."""
+    if hasattr(x, "detach") and hasattr(x, "cpu"):  # a torch tensor; no torch import needed
+        x = x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def layer_dicts(layers: Sequence[Any] | None) -> list[dict[str, Any]]:
+    """Normalize layer descriptions to plain JSON-able dicts.
+
+    Args:
+        layers: ``LayerInfo`` tuples (from ``backbone.layer_info()``), dicts with the keys
+            ``name``, ``kind``, ``size`` and optionally ``threshold``, ``sign``, or ``None``.
+
+    Returns:
+        A list of dicts ``{"name", "kind", "size", "threshold", "sign"}`` where ``threshold``
+        is a float or ``None`` and ``sign`` a list of ±1 ints or ``None``.
+
+    Raises:
+        UserError: a layer lacks a field, has an unknown kind, or a sign of the wrong length.
+    """
+    out: list[dict[str, Any]] = []
+    for i, layer in enumerate(layers or []):
+        if isinstance(layer, Mapping):
+            get = layer.get
+        else:
+
+            def get(key: str, default: Any = None, _layer: Any = layer) -> Any:
+                return getattr(_layer, key, default)
+
+        name, kind, size = get("name"), get("kind"), get("size")
+        if not isinstance(name, str) or not name:
+            raise UserError(f"layer {i} has no name (give each layer a non-empty 'name')")
+        if kind not in _LAYER_KINDS:
+            raise UserError(f"layer {name!r} has kind {kind!r} (use one of {_LAYER_KINDS})")
+        if size is None or int(size) < 0:
+            raise UserError(f"layer {name!r} has size {size!r} (give the number of units)")
+        threshold = get("threshold")
+        sign = get("sign")
+        if sign is not None:
+            sign_arr = _to_numpy(sign).reshape(-1)
+            if sign_arr.shape[0] != int(size) or not np.all(np.abs(sign_arr) == 1):
+                raise UserError(
+                    f"layer {name!r} sign has {sign_arr.shape[0]} entries for size {size} "
+                    "(give one ±1 per neuron, or None)"
+                )
+            sign = [int(s) for s in sign_arr]
+        out.append(
+            {
+                "name": name,
+                "kind": kind,
+                "size": int(size),
+                "threshold": None if threshold is None else float(threshold),
+                "sign": sign,
+            }
+        )
+    return out
+
+
+class Trajectory:
+    """One recorded episode (or a prefix of one) of a single environment.
+
+    Args:
+        observations: (T, *obs_shape) the observation the agent acted on at step t.
+        actions: (T, ...) the action taken at step t.
+        rewards: (T,) reward received after step t.
+        terminated: bool (T,) the episode terminated at step t.
+        truncated: bool (T,) the episode was truncated at step t.
+        env_id: gymnasium id of the environment (``""`` if unknown).
+        seed: the seed passed to ``env.reset(seed=...)`` at the start, or ``None``.
+        frames: uint8 (T + 1, H, W, 3) RGB frames, ``frames[0]`` after reset and
+            ``frames[t + 1]`` after step t; or ``None`` (the renderer can re-simulate them).
+        activity: ``"<layer>.<var>" -> (T, N)`` per-step activity of the policy backbone
+            (``"lif0.spikes"``, ``"lif0.v"``, ``"readout.v"``, ``"mlp0.h"`` ...).
+        layers: the policy backbone's ``LayerInfo`` as plain dicts (see :func:`layer_dicts`;
+            ``LayerInfo`` tuples are accepted and converted).
+        policy: ``name -> (T, K)`` per-step policy outputs: ``"probs"`` (Discrete action
+            probabilities), ``"q_values"`` (DQN), ``"mean"``/``"std"`` (Box). A 1-D array
+            is taken as (T, 1).
+        meta: JSON-able extra information (algo, backbone, ...).
+
+    Raises:
+        UserError: lengths disagree (the message names the mismatching field), frames are
+            not uint8 RGB, an activity array is not 2-D, or ``meta`` is not JSON-able.
+    """
+
+    def __init__(
+        self,
+        *,
+        observations: Any,
+        actions: Any,
+        rewards: Any,
+        terminated: Any,
+        truncated: Any,
+        env_id: str = "",
+        seed: int | None = None,
+        frames: Any | None = None,
+        activity: Mapping[str, Any] | None = None,
+        layers: Sequence[Any] | None = None,
+        policy: Mapping[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.observations = _to_numpy(observations)
+        self.actions = _to_numpy(actions)
+        self.rewards = _to_numpy(rewards).astype(np.float64, copy=False)
+        self.terminated = _to_numpy(terminated).astype(bool, copy=False)
+        self.truncated = _to_numpy(truncated).astype(bool, copy=False)
+        self.env_id = str(env_id)
+        self.seed = None if seed is None else int(seed)
+        self.frames = None if frames is None else _to_numpy(frames)
+        self.activity = {str(k): _to_numpy(v) for k, v in (activity or {}).items()}
+        self.layers = layer_dicts(layers)
+        policy_arrays = {str(k): _to_numpy(v) for k, v in (policy or {}).items()}
+        self.policy = {k: v[:, None] if v.ndim == 1 else v for k, v in policy_arrays.items()}
+        self.meta = dict(meta or {})
+        self._validate()
+
+    # ------------------------------------------------------------------ validation
+    def _validate(self) -> None:
+        if self.observations.ndim < 1:
+            raise UserError("observations must have a time axis (give an array shaped (T, ...))")
+        t = self.observations.shape[0]
+        for name in ("actions", "rewards", "terminated", "truncated"):
+            arr = getattr(self, name)
+            if arr.ndim < 1 or arr.shape[0] != t:
+                got = arr.shape[0] if arr.ndim else "a scalar"
+                raise UserError(
+                    f"{name} has length {got} but observations has length {t} "
+                    f"(give one entry per step)"
+                )
+        for name in ("rewards", "terminated", "truncated"):
+            if getattr(self, name).ndim != 1:
+                raise UserError(
+                    f"{name} has shape {getattr(self, name).shape} (give a 1-D array of length T)"
+                )
+        if self.frames is not None:
+            f = self.frames
+            if f.ndim != 4 or f.shape[-1] != 3:
+                raise UserError(
+                    f"frames have shape {f.shape} (give uint8 RGB frames shaped (T + 1, H, W, 3))"
+                )
+            if f.dtype != np.uint8:
+                raise UserError(f"frames have dtype {f.dtype} (convert them to uint8 0..255)")
+            if f.shape[0] != t + 1:
+                raise UserError(
+                    f"frames has length {f.shape[0]} but observations has length {t} "
+                    f"(give T + 1 frames: frames[0] after reset, frames[t + 1] after step t)"
+                )
+        for key, arr in self.activity.items():
+            if arr.ndim != 2 or arr.shape[0] != t:
+                raise UserError(
+                    f"activity[{key!r}] has shape {arr.shape} but observations has length {t} "
+                    "(give a (T, N) array per key: squeeze the batch axis of each step)"
+                )
+        for key, arr in self.policy.items():
+            if arr.ndim != 2 or arr.shape[0] != t:
+                raise UserError(
+                    f"policy[{key!r}] has shape {arr.shape} but observations has length {t} "
+                    "(give a (T, K) array per key)"
+                )
+        for layer in self.layers:
+            for key, arr in self.activity.items():
+                if key.rsplit(".", 1)[0] == layer["name"] and arr.shape[1] != layer["size"]:
+                    raise UserError(
+                        f"activity[{key!r}] has {arr.shape[1]} units but layer "
+                        f"{layer['name']!r} has size {layer['size']} (make them agree)"
+                    )
+        try:
+            json.dumps(self.meta)
+        except (TypeError, ValueError) as exc:
+            raise UserError(
+                f"meta is not JSON-able: {exc} (keep meta to str/int/float/bool/list/dict)"
+            ) from exc
+
+    # ------------------------------------------------------------------ accessors
+    def __len__(self) -> int:
+        """Number of steps T."""
+        return int(self.observations.shape[0])
+
+    def __repr__(self) -> str:
+        frames = "none" if self.frames is None else "x".join(map(str, self.frames.shape[1:3]))
+        return (
+            f"Trajectory(env_id={self.env_id!r}, T={len(self)}, seed={self.seed}, "
+            f"return={self.total_reward:.3g}, frames={frames}, activity={sorted(self.activity)})"
+        )
+
+    @property
+    def total_reward(self) -> float:
+        """Sum of rewards over the trajectory (the episode return when it is complete)."""
+        return float(self.rewards.sum())
+
+    @property
+    def cumulative_reward(self) -> np.ndarray:
+        """(T,) ``np.cumsum(rewards)``: the return so far after each step."""
+        return np.cumsum(self.rewards)
+
+    @property
+    def has_frames(self) -> bool:
+        """Whether ``frames`` are stored."""
+        return self.frames is not None
+
+    def layer(self, name: str) -> dict[str, Any] | None:
+        """The layer dict called ``name``, or ``None``."""
+        for layer in self.layers:
+            if layer["name"] == name:
+                return layer
+        return None
+
+    def replace(self, **changes: Any) -> Trajectory:
+        """A new trajectory with some fields replaced (arrays are shared, not copied)."""
+        fields = {
+            "observations": self.observations,
+            "actions": self.actions,
+            "rewards": self.rewards,
+            "terminated": self.terminated,
+            "truncated": self.truncated,
+            "env_id": self.env_id,
+            "seed": self.seed,
+            "frames": self.frames,
+            "activity": self.activity,
+            "layers": self.layers,
+            "policy": self.policy,
+            "meta": self.meta,
+        }
+        unknown = set(changes) - set(fields)
+        if unknown:
+            raise UserError(f"unknown trajectory fields {sorted(unknown)} (use {sorted(fields)})")
+        fields.update(changes)
+        return Trajectory(**fields)
+
+    # ------------------------------------------------------------------ files
+    def save(self, path: str | os.PathLike[str], *, compress: bool = True) -> Path:
+        """Write the trajectory to an ``.npz`` file, atomically.
+
+        Args:
+            path: destination; written exactly as given (no extension is added).
+                Parent directories are created.
+            compress: use :func:`numpy.savez_compressed` (frames shrink a lot).
+
+        Returns:
+            The path written.
+
+        Raises:
+            UserError: the directory cannot be created or written.
+        """
+        path = Path(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(
+                f"cannot create directory {path.parent}: {exc.strerror or exc} "
+                "(choose a writable output path)"
+            ) from exc
+        activity_keys = list(self.activity)
+        policy_keys = list(self.policy)
+        header = {
+            "format": _FORMAT,
+            "version": _VERSION,
+            "env_id": self.env_id,
+            "seed": self.seed,
+            "meta": self.meta,
+            "layers": self.layers,
+            "activity_keys": activity_keys,
+            "policy_keys": policy_keys,
+            "has_frames": self.frames is not None,
+        }
+        arrays: dict[str, np.ndarray] = {
+            "header": np.array(json.dumps(header)),
+            "observations": self.observations,
+            "actions": self.actions,
+            "rewards": self.rewards,
+            "terminated": self.terminated,
+            "truncated": self.truncated,
+        }
+        if self.frames is not None:
+            arrays["frames"] = self.frames
+        for i, key in enumerate(activity_keys):
+            arrays[f"activity_{i}"] = self.activity[key]
+        for i, key in enumerate(policy_keys):
+            arrays[f"policy_{i}"] = self.policy[key]
+        for key, arr in arrays.items():
+            if arr.dtype == object:
+                raise UserError(
+                    f"{key} has dtype object (store numeric arrays only; they cannot be saved "
+                    "without pickle)"
+                )
+        writer = np.savez_compressed if compress else np.savez
+        tmp_name = None
+        try:
+            with tempfile.NamedTemporaryFile(
+                dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False
+            ) as fh:
+                tmp_name = fh.name
+                writer(fh, **arrays)
+            os.replace(tmp_name, path)
+            tmp_name = None
+        except OSError as exc:
+            raise UserError(
+                f"cannot write {path}: {exc.strerror or exc} (choose a writable output path)"
+            ) from exc
+        finally:
+            if tmp_name is not None and os.path.exists(tmp_name):
+                os.unlink(tmp_name)
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Trajectory:
+        """Read a trajectory written by :meth:`save` (no pickle is ever loaded).
+
+        Raises:
+            UserError: the file is missing, not an npz, or not a snrl trajectory.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise UserError(f"no trajectory file at {path} (check the path)")
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                header = json.loads(str(data["header"][()]))
+                if header.get("format") != _FORMAT:
+                    raise UserError(f"{path} is not a snrl trajectory (save one with .save())")
+                if int(header.get("version", 0)) > _VERSION:
+                    raise UserError(
+                        f"{path} has trajectory format version {header['version']} "
+                        f"(this snrl reads up to {_VERSION}; upgrade snrl)"
+                    )
+                return cls(
+                    observations=data["observations"],
+                    actions=data["actions"],
+                    rewards=data["rewards"],
+                    terminated=data["terminated"],
+                    truncated=data["truncated"],
+                    env_id=header["env_id"],
+                    seed=header["seed"],
+                    frames=data["frames"] if header["has_frames"] else None,
+                    activity={
+                        k: data[f"activity_{i}"] for i, k in enumerate(header["activity_keys"])
+                    },
+                    layers=header["layers"],
+                    policy={k: data[f"policy_{i}"] for i, k in enumerate(header["policy_keys"])},
+                    meta=header["meta"],
+                )
+        except UserError:
+            raise
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+            raise UserError(
+                f"cannot read trajectory {path}: {exc} (the file is corrupt or not from "
+                "Trajectory.save)"
+            ) from exc
