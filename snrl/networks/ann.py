@@ -1,0 +1,162 @@
+"""ANN backbones behind the same recurrent protocol as the spiking ones.
+
+An :class:`MLP` is a recurrent module with an empty state ``()``, so spiking and ANN agents run
+through the same code path. :class:`GRU` and :class:`LSTM` carry their hidden state across env
+steps exactly like a spiking backbone carries its membranes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from snrl.functional.state import mask_state
+from snrl.networks.protocol import BackboneOutput, LayerInfo
+
+
+def _check_input(x: Tensor, input_size: int) -> None:
+    if x.dim() not in (2, 3) or x.shape[-1] != input_size:
+        raise ValueError(
+            f"input of shape {tuple(x.shape)} does not match input_size={input_size} "
+            "(expected (B, F) or (T, B, F))"
+        )
+
+
+def _check_batch(x: Tensor, h: Tensor) -> None:
+    if x.shape[-2] != h.shape[0]:
+        raise ValueError(
+            f"batch size of input {tuple(x.shape)} does not match the state {tuple(h.shape)} "
+            "(build the state with initial_state(batch_size) for this batch)"
+        )
+
+
+class MLP(nn.Module):
+    """Feed-forward tanh network; its recurrent state is ``()``.
+
+    Args:
+        input_size: observation features F.
+        hidden_sizes: widths of the hidden layers.
+        output_size: width of the final linear layer, or None to output the last hidden layer.
+    """
+
+    def __init__(self, input_size: int, hidden_sizes: Sequence[int], output_size: int | None):
+        super().__init__()
+        self.input_size = input_size
+        sizes = [input_size, *hidden_sizes]
+        self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
+        self.head = nn.Linear(sizes[-1], output_size) if output_size is not None else None
+        self.output_size = output_size if output_size is not None else sizes[-1]
+
+    def initial_state(self, batch_size: int, **_: object) -> tuple:
+        return ()
+
+    def reset_state(self, state: tuple, done: Tensor, **_: object) -> tuple:
+        return state
+
+    def run(self, x: Tensor, state: tuple = ()) -> BackboneOutput:
+        _check_input(x, self.input_size)
+        activity = {}
+        h = x
+        for i, layer in enumerate(self.hidden):
+            h = torch.tanh(layer(h))
+            activity[f"mlp{i}.h"] = h
+        out = self.head(h) if self.head is not None else h
+        return BackboneOutput(out, (), activity)
+
+    def forward(self, x: Tensor, state: tuple = ()) -> tuple[Tensor, tuple]:
+        out, state, _ = self.run(x, state)
+        return out, state
+
+    def layer_info(self) -> list[LayerInfo]:
+        infos = []
+        n_out = [layer.out_features for layer in self.hidden[1:]]
+        n_out.append(self.head.out_features if self.head is not None else 0)
+        for i, layer in enumerate(self.hidden):
+            infos.append(
+                LayerInfo(
+                    f"mlp{i}", "ann", layer.out_features, layer.in_features, n_out[i], None, None
+                )
+            )
+        return infos
+
+
+class GRUState(NamedTuple):
+    h: Tensor  # (B, H)
+
+
+class LSTMState(NamedTuple):
+    h: Tensor  # (B, H)
+    c: Tensor  # (B, H)
+
+
+class _RecurrentANN(nn.Module):
+    """One recurrent cell layer + linear head; state rows reset to zeros."""
+
+    kind = ""
+
+    def __init__(self, input_size: int, hidden_size: int, output_size: int | None):
+        super().__init__()
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        cls = nn.GRU if self.kind == "gru" else nn.LSTM
+        self.rnn = cls(input_size, hidden_size)
+        self.head = nn.Linear(hidden_size, output_size) if output_size is not None else None
+        self.output_size = output_size if output_size is not None else hidden_size
+
+    def _zeros(self, batch_size: int, device: torch.device | None) -> Tensor:
+        return torch.zeros(batch_size, self.hidden_size, device=device)
+
+    def initial_state(self, batch_size: int, *, device: torch.device | None = None, **_: object):
+        z = self._zeros(batch_size, device)
+        return GRUState(z) if self.kind == "gru" else LSTMState(z, z.clone())
+
+    def reset_state(self, state, done: Tensor, **_: object):
+        return mask_state(done, self.initial_state(done.shape[0], device=state[0].device), state)
+
+    def run(self, x: Tensor, state) -> BackboneOutput:
+        _check_input(x, self.input_size)
+        _check_batch(x, state[0])
+        seq = x if x.dim() == 3 else x.unsqueeze(0)
+        if self.kind == "gru":
+            hs, h = self.rnn(seq, state.h.unsqueeze(0))
+            new_state = GRUState(h[0])
+        else:
+            hs, (h, c) = self.rnn(seq, (state.h.unsqueeze(0), state.c.unsqueeze(0)))
+            new_state = LSTMState(h[0], c[0])
+        if x.dim() == 2:
+            hs = hs[0]
+        out = self.head(hs) if self.head is not None else hs
+        return BackboneOutput(out, new_state, {f"{self.kind}0.h": hs})
+
+    def forward(self, x: Tensor, state):
+        out, state, _ = self.run(x, state)
+        return out, state
+
+    def layer_info(self) -> list[LayerInfo]:
+        n_next = self.head.out_features if self.head is not None else 0
+        return [
+            LayerInfo(
+                f"{self.kind}0",
+                "ann",
+                self.hidden_size,
+                self.input_size,
+                self.hidden_size + n_next,
+                None,
+                None,
+            )
+        ]
+
+
+class GRU(_RecurrentANN):
+    """Single-layer GRU backbone with a linear head; state :class:`GRUState`."""
+
+    kind = "gru"
+
+
+class LSTM(_RecurrentANN):
+    """Single-layer LSTM backbone with a linear head; state :class:`LSTMState`."""
+
+    kind = "lstm"

@@ -1,0 +1,51 @@
+"""Running any backbone over a sequence in which some rows start a new episode."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from snrl.functional.state import State, mask_state
+from snrl.networks.protocol import BackboneOutput
+
+
+def run_with_resets(
+    net: nn.Module,
+    x: Tensor,
+    state: State,
+    starts: Tensor,
+    fresh: list[State] | None = None,
+) -> BackboneOutput:
+    """Run ``net`` over ``x`` (T, B, F), re-initializing rows where an episode starts.
+
+    The sequence is cut only at the time steps where some row starts an episode, so a segment
+    without episode ends runs as one fused sequence call.
+
+    Args:
+        net: a backbone following the recurrent protocol.
+        x: (T, B, F) inputs.
+        state: the state before step 0 (already reset where ``starts[0]`` is True).
+        starts: bool (T, B): row b starts a new episode at step t (its state is re-initialized
+            before step t). ``starts[0]`` is ignored: ``state`` already holds that.
+        fresh: optional list of T states whose rows replace the state where ``starts[t]``
+            (the states recorded during the rollout, for backbones whose reset draws random
+            numbers); without it ``net.reset_state`` is used.
+
+    Returns:
+        BackboneOutput with ``out`` (T, B, O), the final state and activity (T, B, N) per key.
+    """
+    T = x.shape[0]
+    cut = [0] + [t for t in range(1, T) if bool(starts[t].any())] + [T]
+    outs, acts = [], []
+    for a, b in zip(cut[:-1], cut[1:]):
+        if a > 0:
+            if fresh is not None:
+                state = mask_state(starts[a], fresh[a], state)
+            else:
+                state = net.reset_state(state, starts[a])
+        res = net.run(x[a:b], state)
+        state = res.state
+        outs.append(res.out)
+        acts.append(res.activity)
+    activity = {k: torch.cat([a[k] for a in acts], dim=0) for k in acts[0]}
+    return BackboneOutput(torch.cat(outs, dim=0), state, activity)
