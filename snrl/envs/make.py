@@ -1,0 +1,224 @@
+"""Building single and vectorized environments.
+
+``make_env`` accepts any registered gymnasium id (``"CartPole-v1"``), a gymnasium
+``"module:EnvId"`` id (the module is imported first so it can register the id), or
+``"module.path:ClassName"`` naming a user's own ``gymnasium.Env`` subclass, which is
+instantiated with the keyword arguments.
+
+``make_vector_env`` returns a gymnasium 1.x vector env in ``SAME_STEP`` autoreset mode:
+
+* ``obs, reward, terminated, truncated, infos = envs.step(actions)``; for a sub-env ``i``
+  whose episode ended at this step (``terminated[i] or truncated[i]``), ``obs[i]`` is
+  already the first observation of its next episode, and the true last observation of
+  the finished episode is ``infos["final_obs"][i]``. ``infos["final_obs"]`` is a numpy
+  *object* array of length ``n_envs`` (``None`` where no episode ended) and
+  ``infos["_final_obs"]`` its bool mask (True exactly where ``terminated | truncated``).
+  Both keys are absent when no sub-env finished at this step. Stack with
+  ``np.stack(infos["final_obs"][mask])``.
+* Likewise ``infos["final_info"]`` (a dict of batched arrays, with ``infos["_final_info"]``
+  as its mask) holds the step info of the finished episodes. Every sub-env is wrapped in
+  ``gymnasium.wrappers.RecordEpisodeStatistics``, so ``infos["final_info"]["episode"]``
+  has ``"r"`` (return), ``"l"`` (length) and ``"t"`` arrays with the mask
+  ``infos["final_info"]["_episode"]``; :func:`finished_episodes` extracts them.
+* ``reward`` is float64 (n_envs,), ``terminated``/``truncated`` bool (n_envs,).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from snrl.envs.spaces import check_spaces
+from snrl.envs.wrappers import FiniteCheck, SeedOnFirstReset
+from snrl.errors import UserError
+
+__all__ = ["make_env", "make_vector_env", "finished_episodes"]
+
+
+def _suggest(env_id: str) -> str:
+    ids = list(gym.registry.keys())
+    lowered = {i.lower(): i for i in ids}
+    close = difflib.get_close_matches(env_id.lower(), list(lowered), n=3, cutoff=0.6)
+    if close:
+        return "did you mean " + " or ".join(repr(lowered[c]) for c in close) + "?"
+    return "run `python -c 'import gymnasium; gymnasium.pprint_registry()'` to list the ids"
+
+
+def _gym_make(env_id: str, render_mode: str | None, kwargs: dict[str, Any]) -> gym.Env:
+    if env_id not in gym.registry:
+        raise UserError(f"unknown env id {env_id!r} ({_suggest(env_id)})")
+    if render_mode is not None:
+        kwargs = {**kwargs, "render_mode": render_mode}
+    try:
+        return gym.make(env_id, **kwargs)
+    except gym.error.DependencyNotInstalled as e:
+        raise UserError(
+            f"env {env_id} needs a package that is not installed: {e} "
+            "(install it, e.g. pip install 'snrl[box2d]' for Box2D envs)"
+        ) from e
+    except TypeError as e:
+        raise UserError(
+            f"env {env_id} does not accept the arguments {sorted(kwargs)}: {e} "
+            "(check the env's keyword arguments)"
+        ) from e
+
+
+def make_env(env_id: str, *, render_mode: str | None = None, **kwargs: Any) -> gym.Env:
+    """Create one environment.
+
+    Args:
+        env_id: A registered gymnasium id, ``"module:EnvId"``, or ``"module.path:ClassName"``.
+        render_mode: Passed to the env (``"rgb_array"`` for videos); omitted when None.
+        **kwargs: Keyword arguments for the env.
+
+    Returns:
+        The environment.
+
+    Raises:
+        UserError: Unknown id (with close matches), a module that cannot be imported, a
+            missing or non-Env class, a constructor that fails, a missing dependency.
+    """
+    if not isinstance(env_id, str) or not env_id.strip():
+        raise UserError(
+            f"env id must be a non-empty string, got {env_id!r} (pass e.g. CartPole-v1)"
+        )
+    if ":" not in env_id:
+        return _gym_make(env_id, render_mode, kwargs)
+
+    module_name, _, attr = env_id.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise UserError(
+            f"cannot import module {module_name!r} of env {env_id!r}: {e} "
+            "(check the module path and that it is importable, e.g. on PYTHONPATH)"
+        ) from e
+    except Exception as e:
+        raise UserError(
+            f"importing module {module_name!r} of env {env_id!r} failed: "
+            f"{type(e).__name__}: {e} (fix the module)"
+        ) from e
+
+    obj = getattr(module, attr, None)
+    if obj is None:
+        if attr in gym.registry:  # gymnasium's own "module:EnvId" form
+            return _gym_make(attr, render_mode, kwargs)
+        raise UserError(
+            f"module {module_name!r} has no class {attr!r} and {attr!r} is not a registered "
+            f"env id (use 'module.path:ClassName' with a gymnasium.Env subclass)"
+        )
+    if not (isinstance(obj, type) and issubclass(obj, gym.Env)):
+        raise UserError(
+            f"{env_id!r} is {type(obj).__name__} {obj!r}, not a gymnasium.Env subclass "
+            "(use 'module.path:ClassName' naming a gymnasium.Env subclass)"
+        )
+    if render_mode is not None:
+        kwargs = {**kwargs, "render_mode": render_mode}
+    try:
+        env = obj(**kwargs)
+    except Exception as e:
+        raise UserError(
+            f"creating env {env_id!r} with arguments {sorted(kwargs)} failed: "
+            f"{type(e).__name__}: {e} (fix the env class or its arguments)"
+        ) from e
+    return env
+
+
+def _make_wrapped(
+    env_id: str,
+    index: int,
+    seed: int | None,
+    render_mode: str | None,
+    kwargs: dict[str, Any],
+) -> gym.Env:
+    env = make_env(env_id, render_mode=render_mode, **kwargs)
+    env = FiniteCheck(env, env_id=env_id, index=index)
+    env = gym.wrappers.RecordEpisodeStatistics(env)
+    return SeedOnFirstReset(env, seed=seed)
+
+
+def make_vector_env(
+    env_id: str,
+    n_envs: int,
+    *,
+    seed: int | None,
+    asynchronous: bool = False,
+    render_mode: str | None = None,
+    algo: str | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+) -> gym.vector.VectorEnv:
+    """Create ``n_envs`` copies of an env behind one gymnasium vector env (SAME_STEP autoreset).
+
+    Each sub-env ``i`` is wrapped (inner to outer) in :class:`FiniteCheck`,
+    ``RecordEpisodeStatistics`` and :class:`SeedOnFirstReset` with seed ``seed + i``: its
+    first reset without an explicit seed uses ``seed + i`` and its action space is seeded
+    with ``seed + i``, so ``envs.reset()`` and ``envs.reset(seed=seed)`` give the same start.
+    See the module docstring for the exact ``step`` contract.
+
+    Args:
+        env_id: As for :func:`make_env`.
+        n_envs: Number of sub-envs (>= 1).
+        seed: Base seed; ``None`` for unseeded.
+        asynchronous: Use ``AsyncVectorEnv`` (one process per sub-env) instead of
+            ``SyncVectorEnv``.
+        render_mode: Passed to every sub-env.
+        algo: If given (``"ppo"``/``"dqn"``), check the spaces with :func:`check_spaces`.
+        env_kwargs: Keyword arguments for every sub-env.
+
+    Returns:
+        The vector env. The caller closes it.
+
+    Raises:
+        UserError: Bad ``n_envs``, any :func:`make_env` error, unsupported spaces.
+    """
+    if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
+        raise UserError(f"n_envs must be an integer >= 1, got {n_envs!r} (pass e.g. --n-envs 8)")
+    kwargs = dict(env_kwargs or {})
+    # Build one env in this process first: errors surface here as UserError, not from a worker.
+    probe = make_env(env_id, render_mode=render_mode, **kwargs)
+    try:
+        if algo is not None:
+            check_spaces(probe.observation_space, probe.action_space, algo=algo)
+    finally:
+        probe.close()
+    fns = [
+        functools.partial(
+            _make_wrapped, env_id, i, None if seed is None else seed + i, render_mode, kwargs
+        )
+        for i in range(n_envs)
+    ]
+    mode = gym.vector.AutoresetMode.SAME_STEP
+    if asynchronous:
+        envs: gym.vector.VectorEnv = gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode)
+    else:
+        envs = gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
+    if seed is not None:
+        envs.action_space.seed(seed)
+    return envs
+
+
+def finished_episodes(infos: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Returns and lengths of the episodes that ended at this ``step`` of a vector env.
+
+    Args:
+        infos: The info dict returned by ``step`` of an env from :func:`make_vector_env`.
+
+    Returns:
+        ``(env_indices, returns, lengths)``: int64 (K,), float64 (K,), int64 (K,) for the
+        K sub-envs whose episode ended at this step (K may be 0).
+    """
+    final = infos.get("final_info", {})
+    mask = np.asarray(final.get("_episode", np.zeros(0, dtype=bool)), dtype=bool)
+    if not mask.any():
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, np.zeros(0, dtype=np.float64), empty
+    episode = final["episode"]
+    idx = np.flatnonzero(mask)
+    returns = np.asarray(episode["r"], dtype=np.float64)[idx]
+    lengths = np.asarray(episode["l"], dtype=np.int64)[idx]
+    return idx.astype(np.int64), returns, lengths
