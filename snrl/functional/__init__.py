@@ -1,5 +1,21 @@
 """Pure tensor functions: neuron step functions, Dale signs, state helpers."""
 
+from snrl.functional.dale import (
+    check_sign_vector,
+    make_sign_vector,
+    resolve_sign,
+    signed_weights,
+)
+from snrl.functional.neurons import (
+    ALIFState,
+    LIFState,
+    LIState,
+    SpyLIFState,
+    alif_step,
+    li_step,
+    lif_step,
+    spylif_step,
+)
 from snrl.functional.state import (
     cat_states,
     detach_state,
@@ -9,6 +25,7 @@ from snrl.functional.state import (
     state_leaves,
     state_to_cpu,
 )
+from snrl.functional.surrogate import default_spike_grad, heaviside
 
 __all__ = [
     "cat_states",
@@ -18,4 +35,18 @@ __all__ = [
     "mask_state",
     "state_leaves",
     "state_to_cpu",
+    "ALIFState",
+    "LIFState",
+    "LIState",
+    "SpyLIFState",
+    "alif_step",
+    "check_sign_vector",
+    "default_spike_grad",
+    "heaviside",
+    "li_step",
+    "lif_step",
+    "make_sign_vector",
+    "resolve_sign",
+    "signed_weights",
+    "spylif_step",
 ]

@@ -1,0 +1,212 @@
+r"""Neuron models: one state type and one pure step function per model.
+
+Every model receives the synaptic input current of step ``t``,
+
+    I_t = x_t W_in + r_{t-1} W_rec + b,
+
+computed by its layer (``r`` is the recurrent signal: the spikes ``z`` of a spiking layer, the
+membrane ``v`` of a leaky integrator). Decay factors are ``alpha = exp(-dt / tau_m)``,
+``alpha_syn = exp(-dt / tau_syn)`` and ``rho = exp(-dt / tau_a)``; ``H`` is the Heaviside
+step (forward) with a surrogate derivative (backward). All states are (B, N).
+
+LIF (leaky integrate-and-fire)::
+
+    v_t = alpha v_{t-1} + I_t - threshold z_{t-1}          (reset="subtract")
+    v_t = alpha v_{t-1} (1 - z_{t-1}) + I_t                 (reset="zero")
+    z_t = H(v_t - threshold)
+
+ALIF (adaptive threshold, LSNN of Bellec et al. 2018)::
+
+    a_t   = rho a_{t-1} + (1 - rho) z_{t-1}
+    thr_t = threshold + beta a_t
+    v_t   = alpha v_{t-1} + I_t - thr_t z_{t-1}             (reset="subtract")
+    v_t   = alpha v_{t-1} (1 - z_{t-1}) + I_t               (reset="zero")
+    z_t   = H(v_t - thr_t)
+
+SpyLIF (LIF with a synaptic current, as in Zenke's SpyTorch)::
+
+    i_t = alpha_syn i_{t-1} + I_t
+    v_t = alpha v_{t-1} + i_t - threshold z_{t-1}           (reset="subtract")
+    v_t = alpha v_{t-1} (1 - z_{t-1}) + i_t                 (reset="zero")
+    z_t = H(v_t - threshold)
+
+LI (non-spiking leaky integrator; its membrane is its output)::
+
+    v_t = alpha v_{t-1} + I_t
+
+Gradients flow through the reset terms as well (nothing is detached).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from snrl.functional.surrogate import SpikeFn
+
+RESETS = ("subtract", "zero")
+
+
+class LIFState(NamedTuple):
+    """State of a LIF layer."""
+
+    v: Tensor
+    """(B, N) membrane potential."""
+    z: Tensor
+    """(B, N) spikes of the last step (0/1)."""
+
+
+class ALIFState(NamedTuple):
+    """State of an ALIF layer."""
+
+    v: Tensor
+    """(B, N) membrane potential."""
+    z: Tensor
+    """(B, N) spikes of the last step (0/1)."""
+    a: Tensor
+    """(B, N) adaptation variable (a low-passed spike train)."""
+
+
+class SpyLIFState(NamedTuple):
+    """State of a SpyLIF layer."""
+
+    v: Tensor
+    """(B, N) membrane potential."""
+    z: Tensor
+    """(B, N) spikes of the last step (0/1)."""
+    i: Tensor
+    """(B, N) synaptic current."""
+
+
+class LIState(NamedTuple):
+    """State of a leaky-integrator (readout) layer."""
+
+    v: Tensor
+    """(B, N) membrane potential (the layer's output)."""
+
+
+# States round-trip through torch.save / torch.load(weights_only=True).
+torch.serialization.add_safe_globals([LIFState, ALIFState, SpyLIFState, LIState])
+
+
+def _integrate(
+    drive: Tensor, v: Tensor, z: Tensor, alpha: Tensor, reset_by: Tensor | float, reset: str
+) -> Tensor:
+    """``alpha v_{t-1} + drive`` with the reset of the neurons that spiked at t-1."""
+    if reset == "subtract":
+        if isinstance(reset_by, Tensor):
+            return torch.addcmul(drive, alpha, v) - reset_by * z
+        return torch.addcmul(drive, alpha, v).sub(z, alpha=reset_by)
+    return torch.addcmul(drive, alpha * v, 1.0 - z)
+
+
+def _spike(v: Tensor, threshold: Tensor | float, spike_fn: SpikeFn | None) -> Tensor:
+    """``H(v - threshold)``: a plain comparison when ``spike_fn`` is None (no graph)."""
+    if spike_fn is None:
+        return (v > threshold).to(v.dtype)
+    return spike_fn(v - threshold)
+
+
+def lif_step(
+    current: Tensor,
+    state: LIFState,
+    alpha: Tensor,
+    threshold: float,
+    spike_fn: SpikeFn | None,
+    reset: str = "subtract",
+) -> tuple[Tensor, LIFState]:
+    """One LIF step (equations in the module docstring).
+
+    Args:
+        current: (B, N) input current ``I_t``.
+        state: the state at t-1.
+        alpha: (N,) membrane decay ``exp(-dt / tau_m)``.
+        threshold: spike threshold.
+        spike_fn: maps ``v - threshold`` to spikes with a surrogate gradient; None for a
+            plain comparison ``v > threshold`` (inference, no graph).
+        reset: ``"subtract"`` or ``"zero"``.
+
+    Returns:
+        ``(z_t, LIFState(v_t, z_t))``.
+    """
+    v = _integrate(current, state.v, state.z, alpha, threshold, reset)
+    z = _spike(v, threshold, spike_fn)
+    return z, LIFState(v, z)
+
+
+def alif_step(
+    current: Tensor,
+    state: ALIFState,
+    alpha: Tensor,
+    rho: Tensor,
+    threshold: float,
+    beta: Tensor | float,
+    spike_fn: SpikeFn | None,
+    reset: str = "subtract",
+) -> tuple[Tensor, ALIFState]:
+    """One ALIF step (equations in the module docstring).
+
+    Args:
+        current: (B, N) input current ``I_t``.
+        state: the state at t-1.
+        alpha: (N,) membrane decay ``exp(-dt / tau_m)``.
+        rho: (N,) adaptation decay ``exp(-dt / tau_a)``.
+        threshold: baseline threshold.
+        beta: adaptation strength (threshold increase per unit of ``a``).
+        spike_fn: maps ``v - thr_t`` to spikes; None for a plain comparison.
+        reset: ``"subtract"`` (subtracts the adaptive threshold) or ``"zero"``.
+
+    Returns:
+        ``(z_t, ALIFState(v_t, z_t, a_t))``.
+    """
+    a = rho * state.a + (1.0 - rho) * state.z
+    thr = threshold + beta * a
+    v = _integrate(current, state.v, state.z, alpha, thr, reset)
+    z = _spike(v, thr, spike_fn)
+    return z, ALIFState(v, z, a)
+
+
+def spylif_step(
+    current: Tensor,
+    state: SpyLIFState,
+    alpha: Tensor,
+    alpha_syn: Tensor,
+    threshold: float,
+    spike_fn: SpikeFn | None,
+    reset: str = "subtract",
+) -> tuple[Tensor, SpyLIFState]:
+    """One SpyLIF step (equations in the module docstring).
+
+    Args:
+        current: (B, N) input current ``I_t``.
+        state: the state at t-1.
+        alpha: (N,) membrane decay ``exp(-dt / tau_m)``.
+        alpha_syn: (N,) synaptic decay ``exp(-dt / tau_syn)``.
+        threshold: spike threshold.
+        spike_fn: maps ``v - threshold`` to spikes; None for a plain comparison.
+        reset: ``"subtract"`` or ``"zero"``.
+
+    Returns:
+        ``(z_t, SpyLIFState(v_t, z_t, i_t))``.
+    """
+    i = torch.addcmul(current, alpha_syn, state.i)
+    v = _integrate(i, state.v, state.z, alpha, threshold, reset)
+    z = _spike(v, threshold, spike_fn)
+    return z, SpyLIFState(v, z, i)
+
+
+def li_step(current: Tensor, state: LIState, alpha: Tensor) -> tuple[Tensor, LIState]:
+    """One leaky-integrator step ``v_t = alpha v_{t-1} + I_t``.
+
+    Args:
+        current: (B, N) input current ``I_t``.
+        state: the state at t-1.
+        alpha: (N,) membrane decay ``exp(-dt / tau_m)``.
+
+    Returns:
+        ``(v_t, LIState(v_t))``.
+    """
+    v = torch.addcmul(current, alpha, state.v)
+    return v, LIState(v)

@@ -1,0 +1,400 @@
+"""Shared shell of the recurrent layers: weights, Dale signs, masks, time constants, hh_init.
+
+The neuron dynamics live in :mod:`snrl.functional.neurons`; a layer owns the parameters and
+buffers, computes the input current ``I_t = x_t W_in + r_{t-1} W_rec + b`` and calls its
+model's step function. Layers keep no state on themselves: it is always passed explicitly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from snrl.errors import UserError
+from snrl.functional.dale import check_sign_vector, resolve_sign, signed_weights
+from snrl.functional.state import mask_state
+from snrl.functional.surrogate import SpikeFn, default_spike_grad
+
+HH_INITS = ("zeros", "random", "inputs", "given", "learned")
+
+
+class LayerOutput(NamedTuple):
+    """What a layer's ``run`` returns."""
+
+    out: Tensor
+    """(B, N) or (T, B, N): spikes (spiking layers) or membrane (leaky integrator)."""
+    v: Tensor
+    """(B, N) or (T, B, N): membrane potential after each step."""
+    state: Any
+    """The state after the last step."""
+
+
+def _seed_from_global() -> int:
+    """A seed drawn from the global torch RNG (so ``torch.manual_seed`` makes runs repeat)."""
+    return int(torch.randint(0, 2**62, (1,)).item())
+
+
+def _positive(value: float, name: str) -> float:
+    v = float(value)
+    if not (v > 0.0 and math.isfinite(v)):
+        raise UserError(f"{name}={value!r} must be a positive number of seconds")
+    return v
+
+
+class RecurrentLayer(nn.Module):
+    """Base of :class:`LIFLayer`, :class:`ALIFLayer`, :class:`SpyLIFLayer`, :class:`LILayer`.
+
+    Subclasses set ``state_type``, ``random_fields`` and implement ``_constants``, ``_step``
+    and ``_feedback``.
+    """
+
+    state_type: ClassVar[type]
+    random_fields: ClassVar[tuple[str, ...]] = ("v",)
+    """Continuous state variables drawn from Normal(mu, std) by ``hh_init="random"``."""
+
+    def __init__(
+        self,
+        input_size: int,
+        output_size: int,
+        *,
+        use_recurrent_connection: bool,
+        use_rec_eye_mask: bool,
+        dt: float,
+        tau_m: float | Tensor,
+        force_dale_law: bool,
+        forward_sign: Tensor | None,
+        recurrent_sign: float | Tensor,
+        hh_init: str,
+        hh_init_mu: float,
+        hh_init_std: float,
+        hh_init_seed: int | None,
+        learn_tau: bool,
+        seed: int | None,
+    ) -> None:
+        super().__init__()
+        for name, n in (("input_size", input_size), ("output_size", output_size)):
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise UserError(f"{name}={n!r} must be a positive integer")
+        if hh_init not in HH_INITS:
+            raise UserError(f"unknown hh_init={hh_init!r} (use one of {', '.join(HH_INITS)})")
+        if hh_init == "inputs" and input_size != output_size:
+            raise UserError(
+                f"hh_init='inputs' needs input_size == output_size, got {input_size} != "
+                f"{output_size} (use another hh_init or equal sizes)"
+            )
+        if float(hh_init_std) < 0:
+            raise UserError(f"hh_init_std={hh_init_std!r} must be >= 0")
+        self.input_size = input_size
+        self.output_size = output_size
+        self.use_recurrent_connection = bool(use_recurrent_connection)
+        self.use_rec_eye_mask = bool(use_rec_eye_mask)
+        self.dt = _positive(dt, "dt")
+        self.force_dale_law = bool(force_dale_law)
+        self.hh_init = hh_init
+        self.hh_init_mu = float(hh_init_mu)
+        self.hh_init_std = float(hh_init_std)
+        self.learn_tau = bool(learn_tau)
+        self.seed = _seed_from_global() if seed is None else int(seed)
+        self.hh_init_seed = _seed_from_global() if hh_init_seed is None else int(hh_init_seed)
+
+        gen = torch.Generator().manual_seed(self.seed)
+        n = output_size
+        # nn.Linear-like scale, identical with and without Dale: |W| ~ U(0, 1/sqrt(fan_in)).
+        k_in = 1.0 / math.sqrt(input_size)
+        self.weight_in = nn.Parameter((torch.rand(input_size, n, generator=gen) * 2 - 1) * k_in)
+        self.bias = nn.Parameter(torch.zeros(n))
+        if self.use_recurrent_connection:
+            k_rec = 1.0 / math.sqrt(n)
+            self.weight_rec = nn.Parameter((torch.rand(n, n, generator=gen) * 2 - 1) * k_rec)
+        else:
+            self.register_parameter("weight_rec", None)
+        mask = None
+        if self.use_recurrent_connection and self.use_rec_eye_mask:
+            mask = 1.0 - torch.eye(n)
+        self.register_buffer("rec_mask", mask)
+        rsign = resolve_sign(recurrent_sign, n, gen, "recurrent_sign") if force_dale_law else None
+        self.register_buffer("recurrent_sign", rsign)
+        fsign = None
+        if forward_sign is not None:
+            fsign = check_sign_vector(forward_sign, input_size, "forward_sign")
+        self.register_buffer("forward_sign", fsign)
+        self._add_tau("tau_m", tau_m)
+        if hh_init == "learned":
+            self.h0 = nn.Parameter(torch.full((n,), self.hh_init_mu))
+        else:
+            self.register_parameter("h0", None)
+        self._hh_generator = torch.Generator().manual_seed(self.hh_init_seed)
+        self._decay_memo: dict[str, tuple] = {}
+
+    # ----------------------------------------------------------------- parameters
+    def _add_tau(self, name: str, value: float | Tensor) -> None:
+        """Register ``log_<name>`` (N,), a Parameter if ``learn_tau`` else a buffer."""
+        n = self.output_size
+        if isinstance(value, Tensor):
+            tau = value.detach().to("cpu", torch.float32).clone()
+            if tau.dim() == 0:
+                tau = tau.expand(n).clone()
+            if tau.shape != (n,):
+                raise UserError(
+                    f"{name} has shape {tuple(tau.shape)}, expected a float or ({n},) per neuron"
+                )
+            if not bool((tau > 0).all()) or not bool(torch.isfinite(tau).all()):
+                raise UserError(f"{name} holds {tau.min().item()!r}; time constants must be > 0")
+        else:
+            tau = torch.full((n,), _positive(value, name))
+        log_tau = tau.log()
+        if self.learn_tau:
+            setattr(self, f"log_{name}", nn.Parameter(log_tau))
+        else:
+            self.register_buffer(f"log_{name}", log_tau)
+
+    def _decay(self, name: str) -> Tensor:
+        """(N,) ``exp(-dt / tau)`` for the time constant ``name``.
+
+        A fixed (buffer) time constant's decay is memoized on the buffer's identity and
+        version counter, which every in-place write (``load_state_dict``, ``copy_``) bumps.
+        """
+        log_tau = getattr(self, f"log_{name}")
+        if log_tau.requires_grad:
+            return torch.exp(-self.dt * torch.exp(-log_tau))
+        key = (log_tau.data_ptr(), log_tau._version, log_tau.device, log_tau.dtype, self.dt)
+        hit = self._decay_memo.get(name)
+        if hit is None or hit[0] != key:
+            hit = (key, torch.exp(-self.dt * torch.exp(-log_tau)))
+            self._decay_memo[name] = hit
+        return hit[1]
+
+    @property
+    def tau_m(self) -> Tensor:
+        """(N,) membrane time constant in seconds (always positive)."""
+        return self.log_tau_m.exp()
+
+    @property
+    def forward_weights(self) -> Tensor:
+        """(input_size, output_size) effective input weights (signed if ``forward_sign``)."""
+        return signed_weights(self.weight_in, self.forward_sign)
+
+    def _rec_weights(self) -> Tensor | None:
+        if self.weight_rec is None:
+            return None
+        return signed_weights(self.weight_rec, self.recurrent_sign, self.rec_mask)
+
+    @property
+    def recurrent_weights(self) -> Tensor:
+        """(output_size, output_size) effective recurrent weights (zeros without recurrence).
+
+        Row i holds the outgoing synapses of neuron i; with Dale's law its nonzero entries
+        all have the sign ``recurrent_sign[i]``.
+        """
+        w = self._rec_weights()
+        if w is None:
+            n = self.output_size
+            return torch.zeros(n, n, device=self.weight_in.device, dtype=self.weight_in.dtype)
+        return w
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):  # noqa: ANN001
+        for name, n in (("recurrent_sign", self.output_size), ("forward_sign", self.input_size)):
+            if state_dict.get(prefix + name) is not None:
+                check_sign_vector(state_dict[prefix + name], n, prefix + name)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    # ----------------------------------------------------------------- state
+    def _device_dtype(self) -> tuple[torch.device, torch.dtype]:
+        return self.weight_in.device, self.weight_in.dtype
+
+    def initial_state(
+        self,
+        batch_size: int,
+        *,
+        h0: Tensor | None = None,
+        inputs: Tensor | None = None,
+        device: torch.device | str | None = None,
+    ) -> Any:
+        """A fresh state for ``batch_size`` rows, by the layer's ``hh_init`` rule.
+
+        Args:
+            batch_size: B.
+            h0: initial membrane (N,) or (B, N); required by (and only allowed with)
+                ``hh_init="given"``.
+            inputs: (B, input_size) input setting the membrane for ``hh_init="inputs"``
+                (ignored by the other modes).
+            device: where to put the state (default: the layer's device).
+
+        Returns:
+            The model's state NamedTuple, each field (B, N). Spikes start at 0.
+        """
+        b = int(batch_size)
+        if b < 1:
+            raise UserError(f"batch_size={batch_size!r} must be a positive integer")
+        dev, dtype = self._device_dtype()
+        dev = dev if device is None else torch.device(device)
+        n = self.output_size
+        if h0 is not None and self.hh_init != "given":
+            raise UserError(f"h0 was given but hh_init={self.hh_init!r} (use hh_init='given')")
+        fields = {f: torch.zeros(b, n, device=dev, dtype=dtype) for f in self.state_type._fields}
+        mode = self.hh_init
+        if mode == "random":
+            for f in self.random_fields:
+                r = torch.randn(b, n, generator=self._hh_generator)
+                fields[f] = (r * self.hh_init_std + self.hh_init_mu).to(dev, dtype)
+        elif mode == "inputs":
+            if inputs is None:
+                raise UserError("hh_init='inputs' needs initial_state(..., inputs=x) (x: (B, F))")
+            if tuple(inputs.shape) != (b, self.input_size):
+                raise UserError(
+                    f"inputs has shape {tuple(inputs.shape)}, expected ({b}, {self.input_size})"
+                    " (one input row per batch element)"
+                )
+            fields["v"] = inputs.to(dev, dtype)
+        elif mode == "given":
+            if h0 is None:
+                raise UserError("hh_init='given' needs initial_state(..., h0=...) ((N,) or (B, N))")
+            if tuple(h0.shape) not in ((n,), (b, n)):
+                raise UserError(
+                    f"h0 has shape {tuple(h0.shape)}, expected ({n},) or ({b}, {n})"
+                    " (one membrane value per neuron, optionally per batch row)"
+                )
+            fields["v"] = fields["v"] + h0.to(dev, dtype)
+        elif mode == "learned":
+            fields["v"] = fields["v"] + self.h0.to(dev, dtype)
+        return self.state_type(**fields)
+
+    def reset_state(
+        self,
+        state: Any,
+        done: Tensor,
+        *,
+        h0: Tensor | None = None,
+        inputs: Tensor | None = None,
+    ) -> Any:
+        """Re-initialize the rows of ``state`` where ``done`` is True (others are kept).
+
+        Args:
+            state: the current state (B, N) per field.
+            done: bool (B,).
+            h0: as in :meth:`initial_state`.
+            inputs: as in :meth:`initial_state` ((B, input_size); only done rows are used).
+        """
+        v = state[0]
+        done = torch.as_tensor(done, device=v.device)
+        if done.shape != (v.shape[0],):
+            raise UserError(
+                f"done has shape {tuple(done.shape)} but the state has batch {v.shape[0]} "
+                f"(pass a bool ({v.shape[0]},) tensor)"
+            )
+        fresh = self.initial_state(v.shape[0], h0=h0, inputs=inputs, device=v.device)
+        return mask_state(done.bool(), fresh, self.state_type(*state))
+
+    def _check(self, x: Tensor, state: Any) -> Any:
+        """Validate shapes; returns the state as the model's NamedTuple."""
+        if x.dim() not in (2, 3) or x.shape[-1] != self.input_size:
+            raise UserError(
+                f"input has shape {tuple(x.shape)}, expected (B, {self.input_size}) or "
+                f"(T, B, {self.input_size})"
+            )
+        fields = self.state_type._fields
+        if not isinstance(state, tuple) or len(state) != len(fields):
+            raise UserError(
+                f"state must be a {self.state_type.__name__}{fields}, got {type(state).__name__}"
+                " (use initial_state(batch_size))"
+            )
+        b, n = x.shape[-2], self.output_size
+        for f, t in zip(fields, state):
+            if t.shape != (b, n):
+                raise UserError(
+                    f"state.{f} has shape {tuple(t.shape)} but the input {tuple(x.shape)} needs "
+                    f"({b}, {n}) (make the state with initial_state({b}) or reset_state)"
+                )
+        return state if type(state) is self.state_type else self.state_type(*state)
+
+    # ----------------------------------------------------------------- dynamics
+    def _constants(self) -> tuple:
+        """Per-call model constants (decays ...), computed once per forward call."""
+        raise NotImplementedError
+
+    def _step(self, current: Tensor, state: Any, consts: tuple, spike_fn: SpikeFn | None) -> tuple:
+        raise NotImplementedError
+
+    def _feedback(self, state: Any) -> Tensor:
+        """The recurrent signal ``r_{t-1}`` multiplied by ``W_rec``."""
+        return state.z
+
+    def _project(self, x: Tensor) -> Tensor:
+        """``x W_in + b`` for all time steps at once."""
+        w = self.forward_weights
+        if x.dim() == 2:
+            return torch.addmm(self.bias, x, w)
+        t, b, f = x.shape
+        return torch.addmm(self.bias, x.reshape(t * b, f), w).reshape(t, b, -1)
+
+    def _integrate(
+        self, u: Tensor, w_rec: Tensor | None, state: Any, consts: tuple, spike_fn: SpikeFn | None
+    ) -> LayerOutput:
+        """Loop the step function over ``u`` ((B, N) one step or (T, B, N))."""
+        seq = u.dim() == 3
+        outs, vs = [], []
+        for u_t in u.unbind(0) if seq else (u,):
+            cur = u_t if w_rec is None else torch.addmm(u_t, self._feedback(state), w_rec)
+            out, state = self._step(cur, state, consts, spike_fn)
+            outs.append(out)
+            vs.append(state.v)
+        if seq:
+            return LayerOutput(torch.stack(outs), torch.stack(vs), state)
+        return LayerOutput(outs[0], vs[0], state)
+
+    def _spike_fn(self) -> SpikeFn | None:
+        return None
+
+    def run(self, x: Tensor, state: Any) -> LayerOutput:
+        """Run one step (x: (B, F)) or a sequence (x: (T, B, F)).
+
+        Returns:
+            ``LayerOutput(out, v, state)``: outputs and membranes after each step, shaped
+            like the input's leading dims with N features, and the state after the last step.
+        """
+        state = self._check(x, state)
+        return self._integrate(
+            self._project(x), self._rec_weights(), state, self._constants(), self._spike_fn()
+        )
+
+    def forward(self, x: Tensor, state: Any) -> tuple[Tensor, Any]:
+        """``(out, new_state)``: :meth:`run` without the membranes."""
+        res = self.run(x, state)
+        return res.out, res.state
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.input_size}, {self.output_size}, recurrent={self.use_recurrent_connection}, "
+            f"dale={self.force_dale_law}, hh_init={self.hh_init!r}"
+        )
+
+
+class SpikingLayer(RecurrentLayer):
+    """Base of the spiking layers: threshold, reset and surrogate gradient."""
+
+    def __init__(
+        self,
+        input_size: int,
+        output_size: int,
+        *,
+        threshold: float,
+        reset: str,
+        spike_grad: SpikeFn | None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(input_size, output_size, **kwargs)
+        if reset not in ("subtract", "zero"):
+            raise UserError(f"unknown reset={reset!r} (use 'subtract' or 'zero')")
+        thr = float(threshold)
+        if not (thr > 0 and math.isfinite(thr)):
+            raise UserError(f"threshold={threshold!r} must be a positive number")
+        self.threshold = thr
+        self.reset = reset
+        self.spike_grad = default_spike_grad() if spike_grad is None else spike_grad
+
+    def _spike_fn(self) -> SpikeFn | None:
+        """The surrogate when autograd is on, else None (a plain ``v > threshold``)."""
+        return self.spike_grad if torch.is_grad_enabled() else None

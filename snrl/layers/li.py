@@ -1,0 +1,71 @@
+"""LILayer: a non-spiking leaky-integrator readout (``v_t = alpha v_{t-1} + I_t``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor
+
+from snrl.functional.neurons import LIState, li_step
+from snrl.functional.surrogate import SpikeFn
+from snrl.layers.base import RecurrentLayer
+
+
+class LILayer(RecurrentLayer):
+    """Leaky integrators whose membrane is the output (a readout of spikes).
+
+    Args are those of :class:`snrl.layers.LIFLayer` without the spike-related ones
+    (``threshold``, ``reset``, ``spike_grad``); ``use_recurrent_connection`` defaults to
+    False. With recurrence the feedback is the membrane: ``I_t = x_t W_in + v_{t-1} W_rec + b``.
+
+    Shape:
+        ``forward(x, state)``: x (B, F) or (T, B, F) -> membrane (B, N) or (T, B, N).
+    """
+
+    state_type = LIState
+
+    def __init__(
+        self,
+        input_size: int,
+        output_size: int,
+        *,
+        use_recurrent_connection: bool = False,
+        use_rec_eye_mask: bool = True,
+        dt: float = 1e-3,
+        tau_m: float | Tensor = 20e-3,
+        force_dale_law: bool = False,
+        forward_sign: Tensor | None = None,
+        recurrent_sign: float | Tensor = 0.2,
+        hh_init: str = "zeros",
+        hh_init_mu: float = 0.0,
+        hh_init_std: float = 1.0,
+        hh_init_seed: int | None = None,
+        learn_tau: bool = False,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(
+            input_size,
+            output_size,
+            use_recurrent_connection=use_recurrent_connection,
+            use_rec_eye_mask=use_rec_eye_mask,
+            dt=dt,
+            tau_m=tau_m,
+            force_dale_law=force_dale_law,
+            forward_sign=forward_sign,
+            recurrent_sign=recurrent_sign,
+            hh_init=hh_init,
+            hh_init_mu=hh_init_mu,
+            hh_init_std=hh_init_std,
+            hh_init_seed=hh_init_seed,
+            learn_tau=learn_tau,
+            seed=seed,
+        )
+
+    def _constants(self) -> tuple:
+        return (self._decay("tau_m"),)
+
+    def _feedback(self, state: Any) -> Tensor:
+        return state.v
+
+    def _step(self, current: Tensor, state: Any, consts: tuple, spike_fn: SpikeFn | None) -> tuple:
+        return li_step(current, state, consts[0])

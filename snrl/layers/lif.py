@@ -1,0 +1,109 @@
+"""LIFLayer: recurrent leaky integrate-and-fire neurons (equations in snrl.functional.neurons)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from snrl.functional.neurons import LIFState, lif_step
+from snrl.functional.surrogate import SpikeFn
+from snrl.layers.base import LayerOutput, SpikingLayer
+
+try:  # the fused training path (a hand-written backward); the step loop is the fallback
+    from snrl.functional.lif_sequence import lif_sequence as _lif_sequence
+except ImportError:  # pragma: no cover - only before that module exists
+    _lif_sequence = None
+
+
+class LIFLayer(SpikingLayer):
+    """A layer of LIF neurons with optional recurrence and Dale's law.
+
+    Args:
+        input_size: F, features per input step.
+        output_size: N, number of neurons.
+        use_recurrent_connection: add ``z_{t-1} W_rec`` to the input current.
+        use_rec_eye_mask: no autapses (zero diagonal of ``W_rec``, no gradient on it).
+        dt: integration step in seconds.
+        tau_m: membrane time constant in seconds, a float or an (N,) tensor.
+        threshold: spike threshold (membrane units).
+        reset: ``"subtract"`` (subtract ``threshold`` after a spike) or ``"zero"``.
+        spike_grad: surrogate spike function (any ``snntorch.surrogate`` callable) applied to
+            ``v - threshold``; default :func:`snrl.functional.surrogate.default_spike_grad`.
+        force_dale_law: sign-constrain the recurrent weights by ``recurrent_sign``.
+        forward_sign: None (free input weights) or a ±1 (input_size,) tensor: input row i has
+            the sign ``forward_sign[i]``.
+        recurrent_sign: fraction of inhibitory neurons (float) or a ±1 (N,) tensor (used only
+            with ``force_dale_law``).
+        hh_init: ``"zeros"``, ``"random"``, ``"inputs"``, ``"given"`` or ``"learned"``.
+        hh_init_mu: mean of the random init (and the start value of the learned init).
+        hh_init_std: std of the random init.
+        hh_init_seed: seed of the layer's own generator for ``"random"`` (None: from the
+            global torch RNG).
+        learn_tau: make the time constants trainable (parametrized as log tau, so tau > 0).
+        seed: seed of the layer's generator for weight init and the choice of inhibitory
+            neurons (None: drawn from the global torch RNG).
+
+    Shape:
+        ``forward(x, state)``: x (B, F) or (T, B, F) -> spikes (B, N) or (T, B, N).
+    """
+
+    state_type = LIFState
+
+    def __init__(
+        self,
+        input_size: int,
+        output_size: int,
+        *,
+        use_recurrent_connection: bool = True,
+        use_rec_eye_mask: bool = True,
+        dt: float = 1e-3,
+        tau_m: float | Tensor = 20e-3,
+        threshold: float = 1.0,
+        reset: str = "subtract",
+        spike_grad: SpikeFn | None = None,
+        force_dale_law: bool = False,
+        forward_sign: Tensor | None = None,
+        recurrent_sign: float | Tensor = 0.2,
+        hh_init: str = "zeros",
+        hh_init_mu: float = 0.0,
+        hh_init_std: float = 1.0,
+        hh_init_seed: int | None = None,
+        learn_tau: bool = False,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(
+            input_size,
+            output_size,
+            threshold=threshold,
+            reset=reset,
+            spike_grad=spike_grad,
+            use_recurrent_connection=use_recurrent_connection,
+            use_rec_eye_mask=use_rec_eye_mask,
+            dt=dt,
+            tau_m=tau_m,
+            force_dale_law=force_dale_law,
+            forward_sign=forward_sign,
+            recurrent_sign=recurrent_sign,
+            hh_init=hh_init,
+            hh_init_mu=hh_init_mu,
+            hh_init_std=hh_init_std,
+            hh_init_seed=hh_init_seed,
+            learn_tau=learn_tau,
+            seed=seed,
+        )
+
+    def _constants(self) -> tuple:
+        return (self._decay("tau_m"),)
+
+    def _step(self, current: Tensor, state: Any, consts: tuple, spike_fn: SpikeFn | None) -> tuple:
+        return lif_step(current, state, consts[0], self.threshold, spike_fn, self.reset)
+
+    def _integrate(
+        self, u: Tensor, w_rec: Tensor | None, state: Any, consts: tuple, spike_fn: SpikeFn | None
+    ) -> LayerOutput:
+        if _lif_sequence is not None and u.dim() == 3 and torch.is_grad_enabled():
+            z, v = _lif_sequence(u, w_rec, state, consts[0], self.threshold, self.reset, spike_fn)
+            return LayerOutput(z, v, LIFState(v[-1], z[-1]))
+        return super()._integrate(u, w_rec, state, consts, spike_fn)

@@ -1,0 +1,257 @@
+"""SpikingBackbone: stacked recurrent spiking layers with an optional leaky-integrator readout.
+
+Layer k runs over the whole sequence before layer k+1 (exact, since layers only feed forward
+between each other), so a sequence is one fused call per layer. With ``force_dale_law`` the
+sign vector of each spiking layer is the ``forward_sign`` of the next layer (and of the
+readout): a neuron's outgoing synapses share one sign everywhere. The first layer's
+``forward_sign`` is None: observations are not neurons.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from snrl.errors import UserError
+from snrl.layers import ALIFLayer, LIFLayer, LILayer, SpyLIFLayer
+from snrl.layers.base import RecurrentLayer, _seed_from_global
+from snrl.networks.protocol import BackboneOutput, LayerInfo
+
+NEURONS: dict[str, type[RecurrentLayer]] = {
+    "lif": LIFLayer,
+    "alif": ALIFLayer,
+    "spylif": SpyLIFLayer,
+}
+
+
+def _derive_seed(seed: int, index: int, stream: int) -> int:
+    """An independent seed for layer ``index`` (stream 0: weights, 1: hidden-state init)."""
+    return int(np.random.SeedSequence([seed, stream, index]).generate_state(1, np.uint64)[0] >> 2)
+
+
+class SpikingBackbone(nn.Module):
+    """Recurrent spiking layers ("lif0", "lif1", ...) and an LI readout ("readout").
+
+    Args:
+        input_size: observation features F.
+        hidden_sizes: neurons per spiking layer (an int for one layer).
+        output_size: readout width (its membrane is the output), or None to output the last
+            layer's spikes.
+        neuron: ``"lif"``, ``"alif"`` or ``"spylif"``.
+        force_dale_law: hard Dale's law in every spiking layer, signs wired downstream.
+        recurrent_sign: fraction of inhibitory neurons (float), or one entry per spiking layer
+            (a float or a ±1 tensor each).
+        readout_tau_m: membrane time constant of the readout, seconds.
+        seed: base seed; every layer's ``seed`` (and ``hh_init_seed`` unless given) is derived
+            from it. None: drawn from the global torch RNG.
+        **layer_kwargs: passed to every spiking layer (``tau_m``, ``dt``, ``hh_init``, ...).
+            ``dt`` is also used by the readout. ``hh_init_seed``, if given, is a base seed
+            from which each layer's own is derived.
+
+    Shape:
+        ``forward(x, state)``: x (B, F) or (T, B, F) -> out (B, O) or (T, B, O).
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_sizes: int | Sequence[int],
+        output_size: int | None,
+        *,
+        neuron: str = "lif",
+        force_dale_law: bool = False,
+        recurrent_sign: float | Sequence[float | Tensor] = 0.2,
+        readout_tau_m: float | Tensor = 20e-3,
+        seed: int | None = None,
+        **layer_kwargs: Any,
+    ) -> None:
+        super().__init__()
+        if neuron not in NEURONS:
+            raise UserError(f"unknown neuron={neuron!r} (use one of {', '.join(NEURONS)})")
+        sizes = [hidden_sizes] if isinstance(hidden_sizes, int) else list(hidden_sizes)
+        if not sizes:
+            raise UserError("hidden_sizes is empty (give at least one layer width)")
+        for key in ("forward_sign", "seed", "force_dale_law", "recurrent_sign"):
+            if key in layer_kwargs:
+                raise UserError(f"{key} is set by SpikingBackbone itself (do not pass it)")
+        if isinstance(recurrent_sign, (int, float)) and not isinstance(recurrent_sign, bool):
+            signs: list[Any] = [float(recurrent_sign)] * len(sizes)
+        else:
+            signs = list(recurrent_sign)
+            if len(signs) != len(sizes):
+                raise UserError(
+                    f"recurrent_sign has {len(signs)} entries for {len(sizes)} spiking layers "
+                    "(give one per layer, or a float)"
+                )
+        self.seed = _seed_from_global() if seed is None else int(seed)
+        hh_seed = layer_kwargs.pop("hh_init_seed", None)
+        hh_seed = self.seed if hh_seed is None else int(hh_seed)
+        self.input_size = input_size
+        self.neuron = neuron
+        self.force_dale_law = bool(force_dale_law)
+        self.hidden_sizes = sizes
+        self.output_size = sizes[-1] if output_size is None else output_size
+
+        cls = NEURONS[neuron]
+        layers: dict[str, RecurrentLayer] = {}
+        n_in, fsign = input_size, None
+        for k, n in enumerate(sizes):
+            layer = cls(
+                n_in,
+                n,
+                force_dale_law=self.force_dale_law,
+                forward_sign=fsign,
+                recurrent_sign=signs[k],
+                seed=_derive_seed(self.seed, k, 0),
+                hh_init_seed=_derive_seed(hh_seed, k, 1),
+                **layer_kwargs,
+            )
+            layers[f"{neuron}{k}"] = layer
+            n_in, fsign = n, layer.recurrent_sign
+        self.spiking_names = list(layers)
+        if output_size is not None:
+            layers["readout"] = LILayer(
+                n_in,
+                output_size,
+                dt=layer_kwargs.get("dt", 1e-3),
+                tau_m=readout_tau_m,
+                forward_sign=fsign,
+                seed=_derive_seed(self.seed, len(sizes), 0),
+                hh_init_seed=_derive_seed(hh_seed, len(sizes), 1),
+            )
+        self.layers = nn.ModuleDict(layers)
+
+    # ------------------------------------------------------------------ state
+    def _per_layer(self, value: Any, name: str) -> list[Any]:
+        """Spread a per-layer argument (None, sequence or mapping by layer name)."""
+        names = list(self.layers)
+        if value is None:
+            return [None] * len(names)
+        if isinstance(value, Mapping):
+            unknown = set(value) - set(names)
+            if unknown:
+                raise UserError(f"{name} names unknown layers {sorted(unknown)} (use {names})")
+            return [value.get(k) for k in names]
+        if isinstance(value, Tensor):
+            if len(self.spiking_names) != 1:
+                raise UserError(
+                    f"{name} is one tensor but there are {len(self.spiking_names)} spiking "
+                    "layers (pass a dict {layer name: tensor})"
+                )
+            value = [value]
+        value = list(value)
+        if len(value) > len(names):
+            raise UserError(f"{name} has {len(value)} entries for layers {names}")
+        return value + [None] * (len(names) - len(value))
+
+    def initial_state(
+        self,
+        batch_size: int,
+        *,
+        h0: Any = None,
+        inputs: Tensor | None = None,
+        device: torch.device | str | None = None,
+    ) -> tuple:
+        """A tuple of layer states, one per layer in order.
+
+        Args:
+            batch_size: B.
+            h0: for layers with ``hh_init="given"``: a dict ``{layer name: (N,) or (B, N)}``,
+                a sequence in layer order, or one tensor when there is one spiking layer.
+            inputs: (B, input_size) observation for ``hh_init="inputs"``: the first layer's
+                membrane is set from it; deeper layers see the spikes of the layer below,
+                which start at 0, so their membrane starts at 0.
+            device: where to put the state (default: the backbone's device).
+        """
+        return self._fresh(batch_size, h0, inputs, device)
+
+    def _fresh(self, batch_size: int, h0: Any, inputs: Tensor | None, device: Any) -> tuple:
+        h0s = self._per_layer(h0, "h0")
+        states = []
+        for k, (layer, h) in enumerate(zip(self.layers.values(), h0s)):
+            inp = None
+            if layer.hh_init == "inputs":
+                if k == 0 or inputs is None:
+                    inp = inputs
+                else:
+                    inp = torch.zeros(batch_size, layer.input_size, device=inputs.device)
+            states.append(layer.initial_state(batch_size, h0=h, inputs=inp, device=device))
+        return tuple(states)
+
+    def reset_state(
+        self, state: tuple, done: Tensor, *, h0: Any = None, inputs: Tensor | None = None
+    ) -> tuple:
+        """Re-initialize the rows where ``done`` (bool (B,)) is True, in every layer."""
+        self._check_state(state)
+        h0s = self._per_layer(h0, "h0")
+        out = []
+        for k, (layer, s, h) in enumerate(zip(self.layers.values(), state, h0s)):
+            inp = None
+            if layer.hh_init == "inputs" and inputs is not None:
+                inp = inputs if k == 0 else torch.zeros_like(s[0][:, : layer.input_size])
+            out.append(layer.reset_state(s, done, h0=h, inputs=inp))
+        return tuple(out)
+
+    def _check_state(self, state: Any) -> None:
+        if not isinstance(state, tuple) or len(state) != len(self.layers):
+            n = len(state) if isinstance(state, tuple) else type(state).__name__
+            raise UserError(
+                f"state has {n} parts but the backbone has {len(self.layers)} layers "
+                "(use initial_state(batch_size))"
+            )
+
+    # ------------------------------------------------------------------ running
+    def run(self, x: Tensor, state: tuple) -> BackboneOutput:
+        """Run one step (x: (B, F)) or a sequence (x: (T, B, F)).
+
+        Returns:
+            ``BackboneOutput(out, state, activity)`` with activity ``"<layer>.spikes"`` and
+            ``"<layer>.v"`` for spiking layers and ``"readout.v"``, each shaped like ``out``
+            with that layer's width.
+        """
+        self._check_state(state)
+        activity: dict[str, Tensor] = {}
+        new_states = []
+        h = x
+        for (name, layer), s in zip(self.layers.items(), state):
+            res = layer.run(h, s)
+            new_states.append(res.state)
+            if name != "readout":
+                activity[f"{name}.spikes"] = res.out
+            activity[f"{name}.v"] = res.v
+            h = res.out
+        return BackboneOutput(h, tuple(new_states), activity)
+
+    def forward(self, x: Tensor, state: tuple) -> tuple[Tensor, tuple]:
+        """``(out, new_state)``: :meth:`run` without the activity."""
+        res = self.run(x, state)
+        return res.out, res.state
+
+    def layer_info(self) -> list[LayerInfo]:
+        """Static description of each layer (sizes, fan-in/out, threshold, Dale sign)."""
+        layers = list(self.layers.items())
+        infos = []
+        for k, (name, layer) in enumerate(layers):
+            n = layer.output_size
+            rec = 0
+            if layer.use_recurrent_connection:
+                rec = n - 1 if layer.use_rec_eye_mask else n
+            nxt = layers[k + 1][1].output_size if k + 1 < len(layers) else 0
+            spiking = name != "readout"
+            sign = layer.recurrent_sign
+            infos.append(
+                LayerInfo(
+                    name=name,
+                    kind="spiking" if spiking else "readout",
+                    size=n,
+                    fan_in=layer.input_size,
+                    fan_out=rec + nxt,
+                    threshold=layer.threshold if spiking else None,
+                    sign=None if sign is None else sign.detach().clone(),
+                )
+            )
+        return infos
