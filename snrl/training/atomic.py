@@ -1,0 +1,82 @@
+"""Atomic file writes: a temp file in the same directory, flush + fsync, then ``os.replace``.
+
+A reader (or a crash) never sees a partially written file under the final name: it sees the
+old file or the complete new one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+__all__ = ["atomic_open", "atomic_write_bytes", "atomic_write_text", "write_json_atomic"]
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO[Any]]:
+    """Open a temp file next to ``path``; on a clean exit it replaces ``path`` atomically.
+
+    Parent directories are created. If the body raises, the temp file is removed and
+    ``path`` is left untouched.
+
+    Args:
+        path: The final file.
+        mode: ``"wb"`` or ``"w"`` (text, UTF-8).
+
+    Yields:
+        The open temp file.
+    """
+    if mode not in ("wb", "w"):
+        raise ValueError(f"atomic_open mode must be 'wb' or 'w', got {mode!r}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode, **({"encoding": "utf-8"} if mode == "w" else {})) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (parents created)."""
+    with atomic_open(path, "wb") as f:
+        f.write(data)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically (parents created)."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
+    """Write ``obj`` as indented JSON (with a trailing newline) to ``path`` atomically.
+
+    Raises:
+        TypeError: If ``obj`` is not JSON-serializable (nothing is written).
+    """
+    atomic_write_text(path, json.dumps(obj, indent=2) + "\n")
