@@ -1,0 +1,316 @@
+"""Building typed, frozen, keyword-only dataclass configs from TOML files and ``--set`` strings.
+
+Precedence (later wins): the dataclass defaults, ``base``, the TOML file, the ``--set`` items.
+Values are converted to the field's annotated type:
+
+* ``int``: ``"3"``, ``"100_000"``, ``"1e6"`` (an integral float); ``float``: ``"3e-4"``;
+* ``bool``: ``true/false/1/0/yes/no`` (any case);
+* ``str``; ``pathlib.Path``;
+* ``X | None``: ``"none"`` (any case) gives ``None``;
+* ``tuple[int, ...]``: ``"64,64"`` (also ``"[64, 64]"``, ``"(64,64)"``, ``""`` for empty),
+  ``tuple[int, float]`` (fixed length), ``list[...]``;
+* ``Literal["a", "b"]``: one of the listed values.
+
+TOML values are checked the same way (a TOML integer is accepted for a float field and an
+array for a tuple field). Bad keys and values raise :class:`~snrl.errors.UserError`; the
+dataclass's own ``__post_init__`` ValueErrors propagate unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import os
+import pathlib
+import sys
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
+
+from snrl.errors import UserError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+__all__ = ["config_from_dict", "config_to_dict", "load_config", "parse_set"]
+
+C = TypeVar("C")
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+class _BadValue(Exception):
+    """Internal: a value does not fit a type."""
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join("none" if a is type(None) else _type_name(a) for a in args)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if origin in (tuple, list):
+        if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+            return f"comma-separated {_type_name(args[0])}s, e.g. 64,64"
+        if origin is list and args:
+            return f"comma-separated {_type_name(args[0])}s"
+        return f"{len(args)} comma-separated values ({', '.join(_type_name(a) for a in args)})"
+    if tp is bool:
+        return "bool (true/false/1/0)"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _split_sequence(text: str) -> list[str]:
+    text = text.strip()
+    if len(text) >= 2 and text[0] + text[-1] in ("[]", "()"):
+        text = text[1:-1].strip()
+    if not text:
+        return []
+    return [part.strip() for part in text.split(",")]
+
+
+def _convert(tp: Any, value: Any, from_string: bool) -> Any:
+    """Convert ``value`` to ``tp``; raise _BadValue if it does not fit."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
+            if type(None) in args:
+                return None
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _convert(arg, value, from_string)
+            except _BadValue:
+                continue
+        raise _BadValue
+    if origin is typing.Literal:
+        for arg in args:
+            if value == arg or (isinstance(value, str) and value.strip() == str(arg)):
+                return arg
+        raise _BadValue
+    if origin in (tuple, list):
+        if isinstance(value, str):
+            items: list[Any] = _split_sequence(value)
+            item_from_string = True
+        elif isinstance(value, (list, tuple)):
+            items = list(value)
+            item_from_string = from_string
+        else:
+            raise _BadValue
+        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+            if args and len(items) != len(args):
+                raise _BadValue
+            item_types = list(args) if args else [Any] * len(items)
+        else:
+            item_types = [args[0] if args else Any] * len(items)
+        converted = [_convert(t, v, item_from_string) for t, v in zip(item_types, items)]
+        return tuple(converted) if origin is tuple else converted
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str):
+            low = value.strip().lower()
+            if low in _TRUE:
+                return True
+            if low in _FALSE:
+                return False
+        raise _BadValue
+    if tp is int:
+        if isinstance(value, bool):
+            raise _BadValue
+        if isinstance(value, int):
+            return value
+        if isinstance(value, str):
+            text = value.strip()
+            try:
+                return int(text)
+            except ValueError:
+                pass
+            try:
+                value = float(text)
+            except ValueError:
+                raise _BadValue from None
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            return int(value)
+        raise _BadValue
+    if tp is float:
+        if isinstance(value, bool):
+            raise _BadValue
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value.strip())
+            except ValueError:
+                raise _BadValue from None
+        raise _BadValue
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise _BadValue
+    if tp in (pathlib.Path, os.PathLike):
+        if isinstance(value, (str, os.PathLike)):
+            return pathlib.Path(value)
+        raise _BadValue
+    if isinstance(tp, type):
+        if isinstance(value, tp):
+            return value
+        raise _BadValue
+    return value  # an annotation we do not interpret: pass through
+
+
+def _fields(cls: type) -> tuple[dict[str, dataclasses.Field], dict[str, Any]]:
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        raise TypeError(f"{cls!r} is not a dataclass type")
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    hints = typing.get_type_hints(cls)
+    return fields, hints
+
+
+def _unknown_key(key: str, valid: Iterable[str], source: str) -> UserError:
+    valid = sorted(valid)
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return UserError(
+        f"unknown config key {key!r} in {source} ({hint}valid keys: {', '.join(valid)})"
+    )
+
+
+def _set_value(
+    values: dict[str, Any],
+    fields: Mapping[str, dataclasses.Field],
+    hints: Mapping[str, Any],
+    key: str,
+    value: Any,
+    *,
+    source: str,
+    from_string: bool,
+) -> None:
+    if key not in fields:
+        raise _unknown_key(key, fields, source)
+    tp = hints.get(key, Any)
+    try:
+        values[key] = _convert(tp, value, from_string)
+    except _BadValue:
+        raise UserError(
+            f"bad value {value!r} for config key {key!r} in {source} (expected {_type_name(tp)})"
+        ) from None
+
+
+def _build(cls: type[C], fields: Mapping[str, dataclasses.Field], values: dict[str, Any]) -> C:
+    missing = [
+        name
+        for name, f in fields.items()
+        if name not in values
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        raise UserError(
+            f"missing required config key(s) {', '.join(missing)} "
+            f"(set them in the TOML file or with --set {missing[0]}=...)"
+        )
+    return cls(**values)
+
+
+def parse_set(item: str) -> tuple[str, str]:
+    """Split one ``--set key=value`` item into ``(key, value)`` (both stripped).
+
+    Raises:
+        UserError: If there is no ``=`` or the key is empty.
+    """
+    key, sep, value = item.partition("=")
+    if not sep or not key.strip():
+        raise UserError(f"bad --set item {item!r} (use key=value, e.g. --set lr=3e-4)")
+    return key.strip(), value.strip()
+
+
+def load_config(
+    cls: type[C],
+    *,
+    toml_path: str | os.PathLike | None = None,
+    sets: Iterable[str] = (),
+    base: Mapping[str, Any] | None = None,
+) -> C:
+    """Build a ``cls`` instance from defaults, ``base``, a TOML file and ``--set`` items.
+
+    Args:
+        cls: A dataclass type (typically frozen and keyword-only).
+        toml_path: A TOML file whose top-level keys are field names.
+        sets: ``"key=value"`` strings, converted by the field types.
+        base: Field values applied before the TOML file (e.g. from CLI flags).
+
+    Returns:
+        The config.
+
+    Raises:
+        UserError: Missing/unparsable TOML file, unknown key (with a close match), bad
+            value (naming key, value and expected type), missing required key.
+        ValueError: Whatever the dataclass's ``__post_init__`` raises.
+    """
+    fields, hints = _fields(cls)
+    values: dict[str, Any] = {}
+    for key, value in (base or {}).items():
+        _set_value(values, fields, hints, key, value, source="the base config", from_string=False)
+    if toml_path is not None:
+        path = pathlib.Path(toml_path)
+        try:
+            with open(path, "rb") as f:
+                data = tomllib.load(f)
+        except FileNotFoundError:
+            raise UserError(
+                f"config file {path} does not exist (check the --config path)"
+            ) from None
+        except IsADirectoryError:
+            raise UserError(f"config file {path} is a directory (pass a .toml file)") from None
+        except tomllib.TOMLDecodeError as e:
+            raise UserError(f"config file {path} is not valid TOML: {e} (fix the file)") from None
+        for key, value in data.items():
+            _set_value(values, fields, hints, key, value, source=str(path), from_string=False)
+    for item in sets:
+        key, text = parse_set(item)
+        _set_value(values, fields, hints, key, text, source="--set", from_string=True)
+    return _build(cls, fields, values)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (tuple, list)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return value
+
+
+def config_to_dict(cfg: Any) -> dict[str, Any]:
+    """The init fields of a dataclass config as a JSON-able dict (tuples become lists)."""
+    if not dataclasses.is_dataclass(cfg) or isinstance(cfg, type):
+        raise TypeError(f"{cfg!r} is not a dataclass instance")
+    return {f.name: _jsonable(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.init}
+
+
+def config_from_dict(cls: type[C], d: Mapping[str, Any]) -> C:
+    """Rebuild a config from :func:`config_to_dict` output (e.g. a run's ``config.json``).
+
+    Keys absent from ``d`` take the dataclass defaults.
+
+    Raises:
+        UserError: Unknown key, bad value, missing required key.
+        ValueError: Whatever the dataclass's ``__post_init__`` raises.
+    """
+    fields, hints = _fields(cls)
+    values: dict[str, Any] = {}
+    for key, value in d.items():
+        _set_value(values, fields, hints, key, value, source="the saved config", from_string=False)
+    return _build(cls, fields, values)

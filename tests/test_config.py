@@ -1,0 +1,204 @@
+"""load_config / config_to_dict / config_from_dict with a frozen keyword-only dataclass."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+from typing import Literal
+
+import pytest
+
+from snrl.config import config_from_dict, config_to_dict, load_config, parse_set
+from snrl.errors import UserError
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Cfg:
+    """A config like PPOConfig."""
+
+    env_id: str = "CartPole-v1"
+    """Gymnasium id."""
+    total_steps: int = 1000
+    """Env steps."""
+    learning_rate: float = 3e-4
+    """Adam step size."""
+    dale: bool = False
+    """Dale's law."""
+    target_kl: float | None = None
+    """KL stop."""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """Layer widths."""
+    backbone: Literal["lif", "mlp"] = "lif"
+    """Backbone name."""
+    log_dir: pathlib.Path | None = None
+    """Where to log."""
+
+    def __post_init__(self):
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Required:
+    """A config with a required field."""
+
+    env_id: str
+    seed: int = 0
+
+
+def test_defaults():
+    assert load_config(Cfg) == Cfg()
+
+
+@pytest.mark.parametrize(
+    ("item", "field", "expected"),
+    [
+        ("total_steps=5000", "total_steps", 5000),
+        ("total_steps=100_000", "total_steps", 100_000),
+        ("total_steps=1e6", "total_steps", 1_000_000),
+        ("learning_rate=1e-3", "learning_rate", 1e-3),
+        ("learning_rate = 2", "learning_rate", 2.0),
+        ("dale=true", "dale", True),
+        ("dale=TRUE", "dale", True),
+        ("dale=1", "dale", True),
+        ("dale=0", "dale", False),
+        ("dale=false", "dale", False),
+        ("target_kl=none", "target_kl", None),
+        ("target_kl=None", "target_kl", None),
+        ("target_kl=0.02", "target_kl", 0.02),
+        ("hidden_sizes=128,32", "hidden_sizes", (128, 32)),
+        ("hidden_sizes=[8, 4, 2]", "hidden_sizes", (8, 4, 2)),
+        ("hidden_sizes=16", "hidden_sizes", (16,)),
+        ("hidden_sizes=", "hidden_sizes", ()),
+        ("backbone=mlp", "backbone", "mlp"),
+        ("env_id=LunarLander-v3", "env_id", "LunarLander-v3"),
+        ("env_id=a=b", "env_id", "a=b"),  # split at the first '='
+        ("log_dir=runs/x", "log_dir", pathlib.Path("runs/x")),
+    ],
+)
+def test_set_coercion(item, field, expected):
+    cfg = load_config(Cfg, sets=[item])
+    value = getattr(cfg, field)
+    assert value == expected and type(value) is type(expected)
+
+
+@pytest.mark.parametrize(
+    ("item", "pattern"),
+    [
+        (
+            "total_steps=abc",
+            r"bad value 'abc' for config key 'total_steps' in --set \(expected int\)",
+        ),
+        ("total_steps=1.5", r"'1.5' for config key 'total_steps'"),
+        ("learning_rate=fast", r"'fast' for config key 'learning_rate' .*expected float"),
+        ("dale=maybe", r"'maybe' for config key 'dale' .*expected bool \(true/false/1/0\)"),
+        ("target_kl=x", r"'x' for config key 'target_kl' .*expected float or none"),
+        ("hidden_sizes=64,a", r"'64,a' for config key 'hidden_sizes' .*comma-separated ints"),
+        ("backbone=gru", r"'gru' for config key 'backbone' .*one of 'lif', 'mlp'"),
+    ],
+)
+def test_set_bad_values(item, pattern):
+    with pytest.raises(UserError, match=pattern):
+        load_config(Cfg, sets=[item])
+
+
+def test_unknown_key_suggests():
+    with pytest.raises(
+        UserError,
+        match=r"unknown config key 'learning_rat' in --set \(did you "
+        r"mean 'learning_rate'\? valid keys: backbone, dale, env_id",
+    ):
+        load_config(Cfg, sets=["learning_rat=1"])
+    with pytest.raises(UserError, match=r"unknown config key 'zzz' in --set \(valid keys:"):
+        load_config(Cfg, sets=["zzz=1"])
+
+
+@pytest.mark.parametrize("item", ["novalue", "=3", ""])
+def test_set_without_key_value(item):
+    with pytest.raises(UserError, match=r"bad --set item .* \(use key=value"):
+        load_config(Cfg, sets=[item])
+
+
+def test_parse_set():
+    assert parse_set(" lr = 3e-4 ") == ("lr", "3e-4")
+
+
+def test_post_init_error_propagates():
+    with pytest.raises(ValueError, match="learning_rate must be > 0, got -1.0") as info:
+        load_config(Cfg, sets=["learning_rate=-1"])
+    assert not isinstance(info.value, UserError)
+
+
+def test_toml_and_precedence(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(
+        'env_id = "Acrobot-v1"\ntotal_steps = 20000\nlearning_rate = 1\n'
+        "hidden_sizes = [32, 16]\ndale = true\n"
+    )
+    cfg = load_config(
+        Cfg, toml_path=path, base={"total_steps": 7, "backbone": "mlp"}, sets=["total_steps=9"]
+    )
+    assert cfg == Cfg(
+        env_id="Acrobot-v1",
+        total_steps=9,
+        learning_rate=1.0,
+        hidden_sizes=(32, 16),
+        dale=True,
+        backbone="mlp",
+    )
+    assert type(cfg.learning_rate) is float  # TOML integer accepted for a float field
+    assert load_config(Cfg, toml_path=path, base={"backbone": "mlp"}).total_steps == 20000
+
+
+@pytest.mark.parametrize(
+    ("text", "pattern"),
+    [
+        ("lr = 1\n", r"unknown config key 'lr' in .*c.toml"),
+        ('dale = "yes-ish"\n', r"bad value 'yes-ish' for config key 'dale' in .*c.toml"),
+        ("total_steps = 1.5\n", r"bad value 1.5 for config key 'total_steps'"),
+        ("env_id = 3\n", r"bad value 3 for config key 'env_id' .*expected str"),
+        ("hidden_sizes = [1, 2.5]\n", r"config key 'hidden_sizes'"),
+        ("[ppo]\nlr = 1\n", r"unknown config key 'ppo'"),
+        ("total_steps = \n", r"is not valid TOML"),
+    ],
+)
+def test_toml_errors(tmp_path, text, pattern):
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(UserError, match=pattern):
+        load_config(Cfg, toml_path=path)
+
+
+def test_toml_missing_file(tmp_path):
+    with pytest.raises(UserError, match=r"config file .*nope.toml does not exist"):
+        load_config(Cfg, toml_path=tmp_path / "nope.toml")
+    with pytest.raises(UserError, match="is a directory"):
+        load_config(Cfg, toml_path=tmp_path)
+
+
+def test_base_is_checked():
+    with pytest.raises(UserError, match="unknown config key 'nope' in the base config"):
+        load_config(Cfg, base={"nope": 1})
+
+
+def test_required_field():
+    with pytest.raises(UserError, match=r"missing required config key\(s\) env_id"):
+        load_config(Required)
+    assert load_config(Required, sets=["env_id=X"]) == Required(env_id="X")
+
+
+def test_dict_round_trip_through_json():
+    cfg = Cfg(total_steps=5, hidden_sizes=(3, 2), target_kl=0.1, log_dir=pathlib.Path("a/b"))
+    d = json.loads(json.dumps(config_to_dict(cfg)))
+    assert d["hidden_sizes"] == [3, 2] and d["log_dir"] == "a/b"
+    assert config_from_dict(Cfg, d) == cfg
+    del d["total_steps"]  # absent keys take the defaults
+    assert config_from_dict(Cfg, d).total_steps == 1000
+
+
+def test_from_dict_is_strict():
+    with pytest.raises(UserError, match="unknown config key 'extra' in the saved config"):
+        config_from_dict(Cfg, {"extra": 1})
+    with pytest.raises(UserError, match="bad value 'x' for config key 'total_steps'"):
+        config_from_dict(Cfg, {"total_steps": "x"})
