@@ -1,7 +1,7 @@
 """A whole LIF sequence in one call, for the training path.
 
-The dynamics are those of the LIF step function (one equation, written here once more only
-as the contract this module implements)::
+The dynamics are those of the LIF step function, written here as the contract this module
+implements::
 
     I_t = u_t + z_{t-1} W_rec                       (no recurrent term if W_rec is None)
     v_t = alpha * v_{t-1} + I_t - threshold * z_{t-1}          reset == "subtract"
@@ -9,6 +9,19 @@ as the contract this module implements)::
     z_t = spike_fn(v_t - threshold)
 
 Gradients flow through every term, the reset included (nothing is detached).
+
+Why a hand-written backward: an autograd loop records ~6 small ops per step and replays them
+one by one. Here the forward runs without a graph and keeps only ``v`` and ``z``; the backward
+walks the sequence in reverse with one matmul and two fused multiply-adds per step, using
+
+    s_t   = spike_fn'(v_t - threshold)          (elementwise, one autograd call for all t)
+    dv_t  = gv_t + s_t * gz_t + s_t * (dv_{t+1} W_rec^T) + c_t * dv_{t+1}
+    c_t   = alpha - threshold * s_t                               reset == "subtract"
+    c_t   = alpha * (1 - z_t - s_t * v_t)                         reset == "zero"
+
+where ``gv``, ``gz`` are the gradients arriving at the outputs and ``dv`` the total gradient
+of a membrane. Then ``du = dv``, ``dW_rec = sum_t z_{t-1}^T dv_t`` (one matmul over all
+steps) and ``dalpha = sum_t v_{t-1} dv_t`` (times ``1 - z_{t-1}`` for the zero reset).
 """
 
 from __future__ import annotations
@@ -22,6 +35,7 @@ from torch import Tensor
 from snrl.errors import UserError
 
 RESETS = ("subtract", "zero")
+_CHUNK = 8  # time steps per surrogate-derivative call in the backward pass
 
 
 class LIFStateLike(Protocol):
@@ -40,23 +54,53 @@ def lif_sequence(
     reset: str,
     spike_fn: Callable[[Tensor], Tensor],
 ) -> tuple[Tensor, Tensor]:
-    """Run LIF dynamics over a whole sequence.
+    """Run LIF dynamics over a whole sequence (forward and hand-written backward).
 
     Args:
         u: (T, B, N) input current without the recurrent term (``x W_in + b``).
         w_rec: (N, N) effective recurrent weights, row i = presynaptic neuron i, or None.
         state: state at t = -1 with fields ``v`` and ``z``, each (B, N).
-        alpha: (N,) membrane decay per step, ``exp(-dt / tau_m)``.
+        alpha: (N,) (or a scalar tensor) membrane decay per step, ``exp(-dt / tau_m)``.
         threshold: firing threshold (same units as the membrane).
         reset: ``"subtract"`` or ``"zero"``.
         spike_fn: elementwise Heaviside forward / surrogate backward, applied to
-            ``v - threshold`` (any snntorch.surrogate callable).
+            ``v - threshold`` (any snntorch.surrogate callable, or any elementwise
+            differentiable function). Its output is cast to ``u``'s dtype.
 
     Returns:
-        (z, v): spikes and membranes, each (T, B, N).
+        (z, v): spikes and membranes, each (T, B, N), differentiable with respect to ``u``,
+        ``w_rec``, ``state.v``, ``state.z`` and ``alpha`` (once; no double backward).
+
+    Raises:
+        ValueError: on an unknown reset or mismatched shapes.
     """
-    _check(u, w_rec, state, alpha, reset)
+    alpha = torch.as_tensor(alpha, dtype=u.dtype, device=u.device)
+    v0, z0 = state.v, state.z
+    _check(u, w_rec, v0, z0, alpha, reset)
+    threshold = float(threshold)
+    inputs = (u, w_rec, v0, z0, alpha)
+    if torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in inputs):
+        return _LIFSequence.apply(u, w_rec, v0, z0, alpha, threshold, reset, spike_fn, True)
+    with torch.no_grad():
+        return _forward_loop(u, w_rec, v0, z0, alpha, threshold, reset, None)
+
+
+def lif_sequence_autograd(
+    u: Tensor,
+    w_rec: Tensor | None,
+    state: LIFStateLike,
+    alpha: Tensor,
+    threshold: float,
+    reset: str,
+    spike_fn: Callable[[Tensor], Tensor],
+) -> tuple[Tensor, Tensor]:
+    """Same as :func:`lif_sequence`, as a plain autograd loop (the slow reference).
+
+    Supports double backward; kept as the oracle for tests and the baseline for benchmarks.
+    """
+    alpha = torch.as_tensor(alpha, dtype=u.dtype, device=u.device)
     v, z = state.v, state.z
+    _check(u, w_rec, v, z, alpha, reset)
     zs, vs = [], []
     for t in range(u.shape[0]):
         current = u[t] if w_rec is None else u[t] + z @ w_rec
@@ -67,16 +111,169 @@ def lif_sequence(
         z = spike_fn(v - threshold).to(v.dtype)
         zs.append(z)
         vs.append(v)
+    if not zs:
+        return u.new_zeros(u.shape), u.new_zeros(u.shape)
     return torch.stack(zs), torch.stack(vs)
 
 
-def _check(u: Tensor, w_rec: Tensor | None, state: LIFStateLike, alpha: Tensor, reset: str) -> None:
+def _forward_loop(
+    u: Tensor,
+    w_rec: Tensor | None,
+    v0: Tensor,
+    z0: Tensor,
+    alpha: Tensor,
+    threshold: float,
+    reset: str,
+    spike_fn: Callable[[Tensor], Tensor] | None,
+) -> tuple[Tensor, Tensor]:
+    """The forward pass without a graph; returns fresh (T, B, N) buffers (z, v).
+
+    With ``spike_fn=None`` the spikes are the Heaviside step ``v > threshold`` (the forward of
+    every snntorch surrogate, bit for bit, at a tenth of the cost of calling one per step).
+    """
+    u, v_prev, z_prev = u.detach(), v0.detach(), z0.detach()
+    alpha = alpha.detach()
+    vs = torch.empty_like(u, memory_format=torch.contiguous_format)
+    zs = torch.empty_like(vs)
+    w = None if w_rec is None else w_rec.detach()
+    if w is not None and reset == "subtract":
+        # z W - threshold z = z (W - threshold I): the reset rides on the recurrent matmul.
+        w = w - threshold * torch.eye(w.shape[0], dtype=w.dtype, device=w.device)
+    for t in range(u.shape[0]):
+        v = vs[t]
+        if w is not None:
+            torch.addmm(u[t], z_prev, w, out=v)
+        else:
+            v.copy_(u[t])
+            if reset == "subtract":
+                v.sub_(z_prev, alpha=threshold)
+        if reset == "subtract":
+            v.addcmul_(alpha, v_prev)
+        else:
+            v.addcmul_(alpha, v_prev - v_prev * z_prev)
+        if spike_fn is None:
+            torch.gt(v, threshold, out=zs[t])
+        else:
+            zs[t].copy_(spike_fn(v - threshold))
+        v_prev, z_prev = v, zs[t]
+    return zs, vs
+
+
+def _surrogate_derivative(spike_fn: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
+    """d spike_fn(x) / dx elementwise, by one autograd call (spike_fn is elementwise)."""
+    with torch.enable_grad():
+        x = x.detach().requires_grad_()
+        y = spike_fn(x)
+        if not y.requires_grad:  # a plain Heaviside: zero derivative everywhere
+            return torch.zeros_like(x)
+        (s,) = torch.autograd.grad(y, x, torch.ones_like(y))
+    return s.to(x.dtype)
+
+
+class _LIFSequence(torch.autograd.Function):
+    """Whole-sequence LIF with the hand-written backward of the module docstring."""
+
+    @staticmethod
+    def forward(ctx, u, w_rec, v0, z0, alpha, threshold, reset, spike_fn, heaviside):
+        # heaviside=True: spikes by `v > threshold`, spike_fn only for its derivative (the
+        # contract of lif_sequence); False: spike_fn's own forward (any smooth elementwise
+        # function, which lets tests check this backward by finite differences).
+        forward_fn = None if heaviside else spike_fn
+        zs, vs = _forward_loop(u, w_rec, v0, z0, alpha, threshold, reset, forward_fn)
+        ctx.save_for_backward(w_rec, v0, z0, alpha, zs, vs)
+        ctx.threshold, ctx.reset, ctx.spike_fn = threshold, reset, spike_fn
+        ctx.set_materialize_grads(False)
+        return zs, vs
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, gz, gv):
+        w, v0, z0, alpha, zs, vs = ctx.saved_tensors
+        need_u, need_w, need_v0, need_z0, need_alpha = ctx.needs_input_grad[:5]
+        threshold, reset, spike_fn = ctx.threshold, ctx.reset, ctx.spike_fn
+        steps = vs.shape[0]
+        subtract = reset == "subtract"
+        # Everything below works on (B, N) slices: large temporaries cost more than the
+        # per-step dispatch (fresh pages), and dv is the only (T, B, N) buffer allocated.
+        w_back = None
+        if w is not None:
+            w_back = w.t().contiguous()
+            if subtract:  # dv W^T - threshold dv = dv (W - threshold I)^T
+                w_back.diagonal().sub_(threshold)
+        dv = torch.empty_like(vs)
+        dalpha_acc = torch.zeros_like(vs[0, 0]) if need_alpha else None
+        nxt = None  # dv_{t+1}
+        s_chunk, chunk_start = None, steps
+        for t in range(steps - 1, -1, -1):
+            v_t, z_t, d = vs[t], zs[t], dv[t]
+            if t < chunk_start:  # surrogate derivative for a few steps at once
+                chunk_start = max(0, t + 1 - _CHUNK)
+                s_chunk = _surrogate_derivative(spike_fn, vs[chunk_start : t + 1] - threshold)
+            s_t = s_chunk[t - chunk_start]
+            if gz is not None:
+                torch.mul(s_t, gz[t], out=d)
+                if gv is not None:
+                    d.add_(gv[t])
+            elif gv is not None:
+                d.copy_(gv[t])
+            else:
+                d.zero_()
+            if nxt is not None:
+                # dz_t (through step t + 1) = dv_{t+1} W^T - reset term; dv_t += s_t dz_t
+                if subtract:
+                    if w_back is not None:
+                        d.addcmul_(s_t, nxt @ w_back)
+                    else:
+                        d.addcmul_(s_t, nxt, value=-threshold)
+                    d.addcmul_(alpha, nxt)
+                else:
+                    av = alpha * v_t
+                    dz = torch.mul(av, nxt).neg_()
+                    if w_back is not None:
+                        dz.add_(nxt @ w_back)
+                    d.addcmul_(s_t, dz)
+                    d.addcmul_(alpha - alpha * z_t, nxt)
+                if need_alpha:
+                    prev = v_t if subtract else v_t - v_t * z_t
+                    dalpha_acc.add_(torch.sum(prev * nxt, 0))
+            nxt = d
+
+        first = nxt if nxt is not None else torch.zeros_like(v0)
+        du = dv if need_u else None
+        dw = dv0 = dz0 = dalpha = None
+        if need_w and w is not None:
+            dw = z0.t() @ first
+            if steps > 1:
+                n = vs.shape[-1]
+                dw.addmm_(zs[:-1].reshape(-1, n).t(), dv[1:].reshape(-1, n))
+        if need_v0:
+            dv0 = alpha * first if subtract else (alpha - alpha * z0) * first
+        if need_z0:
+            if subtract:
+                if w_back is not None:
+                    dz0 = first @ w_back
+                else:
+                    dz0 = first * -threshold
+            else:
+                dz0 = -(alpha * v0 * first)
+                if w is not None:
+                    dz0.addmm_(first, w.t())
+        if need_alpha:
+            prev = v0 if subtract else v0 - v0 * z0
+            dalpha_acc.add_(torch.sum(prev * first, 0))
+            dalpha = dalpha_acc.sum_to_size(alpha.shape) if alpha.dim() else dalpha_acc.sum()
+        return du, dw, dv0, dz0, dalpha, None, None, None, None
+
+
+def _check(
+    u: Tensor, w_rec: Tensor | None, v0: Tensor, z0: Tensor, alpha: Tensor, reset: str
+) -> None:
     if reset not in RESETS:
         raise UserError(f"unknown reset {reset!r} (use one of {', '.join(RESETS)})")
     if u.dim() != 3:
         raise UserError(f"u must be (T, B, N), got shape {tuple(u.shape)} (pass a sequence)")
     _, b, n = u.shape
-    for name, t in (("state.v", state.v), ("state.z", state.z)):
+    for name, t in (("state.v", v0), ("state.z", z0)):
         if tuple(t.shape) != (b, n):
             raise UserError(
                 f"{name} has shape {tuple(t.shape)} but u is {tuple(u.shape)} "
@@ -84,5 +281,5 @@ def _check(u: Tensor, w_rec: Tensor | None, state: LIFStateLike, alpha: Tensor, 
             )
     if w_rec is not None and tuple(w_rec.shape) != (n, n):
         raise UserError(f"w_rec has shape {tuple(w_rec.shape)} (expected ({n}, {n}))")
-    if alpha.shape not in ((n,), ()):
+    if tuple(alpha.shape) not in ((n,), (1,), ()):
         raise UserError(f"alpha has shape {tuple(alpha.shape)} (expected ({n},))")
