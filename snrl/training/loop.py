@@ -13,17 +13,12 @@ import math
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from snrl.config import config_from_dict, config_to_dict
 from snrl.errors import UserError
 from snrl.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from snrl.training.metrics import MetricsWriter
 from snrl.training.plots import plot_learning_curve
 from snrl.training.progress import Progress
-
-CHECKPOINT_FORMAT = "snrl-checkpoint"
-CHECKPOINT_VERSION = 1
 
 
 class RunLogger:
@@ -98,8 +93,6 @@ def save_algo_checkpoint(algo: Any, path: str | Path) -> None:
     save_checkpoint(
         Path(path),
         {
-            "format": CHECKPOINT_FORMAT,
-            "version": CHECKPOINT_VERSION,
             "algo": algo.algo_name,
             "config": config_to_dict(algo.config),
             "custom_backbones": bool(algo.custom_backbones),
@@ -121,8 +114,8 @@ def save_algo_checkpoint(algo: Any, path: str | Path) -> None:
 def load_algo_checkpoint(cls: Any, path: str | Path, *, policy=None, critic=None, run_dir=None):
     """Rebuild an algorithm from :func:`save_algo_checkpoint`'s file."""
     d = load_checkpoint(Path(path))
-    if not isinstance(d, dict) or d.get("format") != CHECKPOINT_FORMAT:
-        raise UserError(f"{path} is not an snrl checkpoint (pass a checkpoints/*.pt file)")
+    if "algo" not in d or "config" not in d or "agent" not in d:
+        raise UserError(f"{path} is not an snrl agent checkpoint (pass a checkpoints/*.pt file)")
     if d.get("algo") != cls.algo_name:
         raise UserError(
             f"{path} holds a {d.get('algo')!r} checkpoint, not {cls.algo_name!r} "
@@ -151,8 +144,3 @@ def load_algo_checkpoint(cls: Any, path: str | Path, *, policy=None, critic=None
     if hasattr(algo, "load_extra_state"):
         algo.load_extra_state(d.get("extra", {}))
     return algo
-
-
-def torch_threads(n: int = 1) -> None:
-    """Single-threaded torch is faster for the small matrices of RL on CPU."""
-    torch.set_num_threads(n)

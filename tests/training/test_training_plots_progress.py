@@ -1,0 +1,88 @@
+"""plot_learning_curve and Progress."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from matplotlib.image import imread
+
+from snrl.errors import UserError
+from snrl.training import MetricsWriter, Progress, plot_learning_curve, read_metrics
+from snrl.training import plots as plots_module
+from snrl.training import progress as progress_module
+
+FIELDS = ["env_step", "episode_return_mean", "eval_return_mean"]
+
+
+def _metrics(path):
+    with MetricsWriter(path, FIELDS) as w:
+        w.write({"env_step": 100, "episode_return_mean": 10.0})
+        w.write({"env_step": 200, "episode_return_mean": 20.0, "eval_return_mean": 25.0})
+        w.write({"env_step": 300})  # no finished episode in this update
+        w.write({"env_step": 400, "episode_return_mean": 40.0, "eval_return_mean": 45.0})
+    return path
+
+
+def test_curves_skip_missing_values(tmp_path):
+    metrics = read_metrics(_metrics(tmp_path / "metrics.csv"))
+    fig = plots_module._figure(metrics, "t")
+    lines = fig.axes[0].get_lines()
+    assert [ln.get_label() for ln in lines] == [
+        "training episodes (mean return)",
+        "evaluation (mean return)",
+    ]
+    np.testing.assert_array_equal(lines[0].get_xdata(), [100, 200, 400])
+    np.testing.assert_array_equal(lines[0].get_ydata(), [10, 20, 40])
+    np.testing.assert_array_equal(lines[1].get_xdata(), [200, 400])
+    np.testing.assert_array_equal(lines[1].get_ydata(), [25, 45])
+
+
+def test_png_written_atomically(tmp_path):
+    csv = _metrics(tmp_path / "run" / "metrics.csv")
+    png = plot_learning_curve(csv, tmp_path / "run" / "learning_curve.png", title="CartPole")
+    image = imread(png)
+    assert image.shape[:2] == (400, 640)
+    assert sorted(os.listdir(tmp_path / "run")) == ["learning_curve.png", "metrics.csv"]
+
+
+def test_plot_without_eval_column_and_empty(tmp_path):
+    path = tmp_path / "m.csv"
+    with MetricsWriter(path, ["env_step", "episode_return_mean"]) as w:
+        w.write({"env_step": 1})
+    fig = plots_module._figure(read_metrics(path), "t")
+    assert fig.axes[0].get_lines() == []
+    assert plot_learning_curve(path, tmp_path / "c.png").stat().st_size > 0
+
+
+def test_plot_errors(tmp_path):
+    with pytest.raises(UserError, match="must end in .png"):
+        plot_learning_curve(tmp_path / "m.csv", tmp_path / "c.jpg")
+    with pytest.raises(UserError, match="does not exist"):
+        plot_learning_curve(tmp_path / "m.csv", tmp_path / "c.png")
+    path = tmp_path / "m.csv"
+    with MetricsWriter(path, ["env_step", "loss"]) as w:
+        w.write({"env_step": 1, "loss": 0.5})
+    with pytest.raises(UserError, match="has no column.*episode_return_mean"):
+        plot_learning_curve(path, tmp_path / "c.png")
+
+
+def test_progress_disabled_when_not_a_tty(capsys):
+    with Progress(1000) as bar:  # pytest's captured stderr is not a terminal
+        assert bar.disabled
+        bar.update(100, ret=1.5)
+        assert bar.n == 100
+    assert capsys.readouterr().err == ""
+
+
+def test_progress_shows_steps_return_and_sps(capsys, monkeypatch):
+    monkeypatch.setattr(progress_module, "_stderr_is_tty", lambda: True)
+    bar = Progress(1000, initial=200)
+    assert not bar.disabled
+    bar.update(300, ret=12.3456, loss=None)
+    bar.close()
+    err = capsys.readouterr().err
+    assert "500/1" in err  # 500 of 1.00k steps (unit_scale)
+    assert "ret=12.35" in err and "sps=" in err and "loss" not in err
+    assert Progress(10, disable=True).disabled
