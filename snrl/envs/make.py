@@ -179,13 +179,15 @@ def make_vector_env(
     if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
         raise UserError(f"n_envs must be an integer >= 1, got {n_envs!r} (pass e.g. --n-envs 8)")
     kwargs = dict(env_kwargs or {})
-    # Build one env in this process first: errors surface here as UserError, not from a worker.
-    probe = make_env(env_id, render_mode=render_mode, **kwargs)
-    try:
-        if algo is not None:
-            check_spaces(probe.observation_space, probe.action_space, algo=algo)
-    finally:
-        probe.close()
+    if asynchronous:
+        # Build one env in this process first, so that construction errors and unsupported
+        # spaces surface as UserError here rather than from a worker process.
+        probe = make_env(env_id, **kwargs)
+        try:
+            if algo is not None:
+                check_spaces(probe.observation_space, probe.action_space, algo=algo)
+        finally:
+            probe.close()
     fns = [
         functools.partial(
             _make_wrapped, env_id, i, None if seed is None else seed + i, render_mode, kwargs
@@ -197,6 +199,12 @@ def make_vector_env(
         envs: gym.vector.VectorEnv = gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode)
     else:
         envs = gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
+        if algo is not None:
+            try:
+                check_spaces(envs.single_observation_space, envs.single_action_space, algo=algo)
+            except UserError:
+                envs.close()
+                raise
     if seed is not None:
         envs.action_space.seed(seed)
     return envs

@@ -210,3 +210,20 @@ def test_async_vector_env_same_step():
         ref.close()
     finally:
         envs.close()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # gymnasium logs the worker's traceback
+def test_async_errors_surface_as_user_error():
+    with pytest.raises(UserError, match="DQN needs a Discrete action space"):
+        make_vector_env("Pendulum-v1", 2, seed=0, asynchronous=True, algo="dqn")
+    with pytest.raises(UserError, match="unknown env id"):
+        make_vector_env("CartPol-v1", 2, seed=0, asynchronous=True)
+    envs = make_vector_env(f"{HERE}:NanEnv", 2, seed=0, asynchronous=True)
+    try:
+        envs.reset()
+        envs.step(np.zeros(2, dtype=np.int64))
+        envs.step(np.zeros(2, dtype=np.int64))
+        with pytest.raises(UserError, match=r"non-finite observation at step 3"):
+            envs.step(np.zeros(2, dtype=np.int64))
+    finally:
+        envs.close(terminate=True)
