@@ -1,0 +1,255 @@
+"""Agent: gymnasium spaces -> recurrent backbones -> action distributions and values.
+
+Data flow for one env step (the rollout path)::
+
+    raw obs --flatten--> --normalize--> policy backbone --readout--> distribution -> action
+                                    \\-> critic backbone --readout--> value
+
+The policy's readout *is* the distribution's parameter vector (logits for Discrete and
+MultiDiscrete, the mean for Box, whose log-std is a learned state-independent vector). For a
+spiking backbone the readout is the membrane of its leaky-integrator layer. The critic's
+readout is one value. Policy and critic are separate backbones with separate states.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import Tensor, nn
+from torch.distributions import Categorical, Normal
+
+from snrl.envs.spaces import ObsFlattener
+from snrl.errors import UserError
+from snrl.functional.state import State
+from snrl.networks.sequence import run_with_resets
+
+
+class AgentState(NamedTuple):
+    """Recurrent state of both backbones."""
+
+    policy: Any
+    critic: Any
+
+
+class StepResult(NamedTuple):
+    """What :meth:`Agent.step` returns."""
+
+    action: Tensor
+    log_prob: Tensor
+    value: Tensor
+    state: AgentState
+    dist_params: dict[str, Tensor]
+    activity: dict[str, Tensor]
+
+
+class ObsNormalizer(nn.Module):
+    """Running mean/std of observations (parallel-variance update, Chan et al. 1979).
+
+    Its buffers are part of the agent's ``state_dict``, so a saved agent normalizes exactly as
+    it did in training. ``update`` is called by the algorithm on fresh rollout data only.
+    """
+
+    def __init__(self, size: int, *, enabled: bool = True, clip: float = 10.0, eps: float = 1e-8):
+        super().__init__()
+        self.enabled = enabled
+        self.clip = clip
+        self.eps = eps
+        self.register_buffer("mean", torch.zeros(size, dtype=torch.float64))
+        self.register_buffer("var", torch.ones(size, dtype=torch.float64))
+        self.register_buffer("count", torch.tensor(1e-4, dtype=torch.float64))
+
+    @torch.no_grad()
+    def update(self, x: Tensor) -> None:
+        """Fold a batch (..., F) of raw observations into the running moments."""
+        if not self.enabled:
+            return
+        x = x.reshape(-1, x.shape[-1]).to(torch.float64)
+        n = x.shape[0]
+        b_mean, b_var = x.mean(0), x.var(0, unbiased=False)
+        delta = b_mean - self.mean
+        tot = self.count + n
+        m2 = self.var * self.count + b_var * n + delta**2 * self.count * n / tot
+        self.mean += delta * n / tot
+        self.var.copy_(m2 / tot)
+        self.count.copy_(tot)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.enabled:
+            return x
+        mean, std = self.mean.to(x.dtype), torch.sqrt(self.var + self.eps).to(x.dtype)
+        return torch.clamp((x - mean) / std, -self.clip, self.clip)
+
+
+def _action_head(space: gym.Space) -> tuple[str, int]:
+    if isinstance(space, gym.spaces.Discrete):
+        return "discrete", int(space.n)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        if space.nvec.ndim != 1:
+            raise UserError(f"unsupported action space {space} (MultiDiscrete must be 1-D)")
+        return "multidiscrete", int(space.nvec.sum())
+    if isinstance(space, gym.spaces.Box):
+        return "box", int(np.prod(space.shape))
+    raise UserError(
+        f"unsupported action space {space} (snrl supports Discrete, MultiDiscrete and Box)"
+    )
+
+
+class Agent(nn.Module):
+    """Policy and critic backbones with the heads the spaces call for.
+
+    Args:
+        observation_space: Box (any shape; flattened) or Discrete (one-hot).
+        action_space: Discrete, MultiDiscrete or Box.
+        policy: a recurrent-protocol module whose output width is the head size
+            (``n`` logits, ``sum(nvec)`` logits, or the action dimension for Box).
+        critic: a recurrent-protocol module with output width 1.
+        normalize_obs: keep running observation statistics and normalize with them.
+        log_std_init: initial log standard deviation of a Box policy.
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        *,
+        policy: nn.Module,
+        critic: nn.Module,
+        normalize_obs: bool = True,
+        log_std_init: float = 0.0,
+    ):
+        super().__init__()
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.flattener = ObsFlattener(observation_space)
+        self.obs_size = self.flattener.size
+        self.kind, self.head_size = _action_head(action_space)
+        self.policy = policy
+        self.critic = critic
+        self.obs_norm = ObsNormalizer(self.obs_size, enabled=normalize_obs)
+        if self.kind == "box":
+            self.log_std = nn.Parameter(torch.full((self.head_size,), float(log_std_init)))
+            self.register_buffer("act_low", torch.as_tensor(action_space.low, dtype=torch.float32))
+            self.register_buffer(
+                "act_high", torch.as_tensor(action_space.high, dtype=torch.float32)
+            )
+        if self.kind == "multidiscrete":
+            self.nvec = [int(n) for n in action_space.nvec]
+        self._random_reset = any(getattr(m, "hh_init", None) == "random" for m in self.modules())
+
+    # ---- state ---------------------------------------------------------------------------
+    def initial_state(self, batch_size: int, device: torch.device | str | None = None):
+        return AgentState(
+            self.policy.initial_state(batch_size, device=device),
+            self.critic.initial_state(batch_size, device=device),
+        )
+
+    def reset_state(self, state: AgentState, done: Tensor) -> AgentState:
+        """Re-initialize the rows of both backbones' states where ``done``."""
+        if not bool(done.any()):
+            return state
+        return AgentState(
+            self.policy.reset_state(state.policy, done),
+            self.critic.reset_state(state.critic, done),
+        )
+
+    @property
+    def random_reset(self) -> bool:
+        """True when a reset draws random numbers (``hh_init="random"``): sequence updates
+        then replay the states recorded in the rollout instead of calling ``reset_state``."""
+        return self._random_reset
+
+    # ---- distributions -----------------------------------------------------------------------
+    def distribution(self, out: Tensor):
+        """The action distribution for readout ``out`` (..., head_size)."""
+        if self.kind == "discrete":
+            return Categorical(logits=out)
+        if self.kind == "multidiscrete":
+            return [Categorical(logits=p) for p in torch.split(out, self.nvec, dim=-1)]
+        return Normal(out, self.log_std.exp().expand_as(out))
+
+    def _log_prob_entropy(self, dist, action: Tensor) -> tuple[Tensor, Tensor]:
+        if self.kind == "discrete":
+            return dist.log_prob(action), dist.entropy()
+        if self.kind == "multidiscrete":
+            lp = sum(d.log_prob(action[..., i]) for i, d in enumerate(dist))
+            ent = sum(d.entropy() for d in dist)
+            return lp, ent
+        return dist.log_prob(action).sum(-1), dist.entropy().sum(-1)
+
+    def _sample(self, dist, deterministic: bool) -> Tensor:
+        if self.kind == "discrete":
+            return dist.probs.argmax(-1) if deterministic else dist.sample()
+        if self.kind == "multidiscrete":
+            parts = [d.probs.argmax(-1) if deterministic else d.sample() for d in dist]
+            return torch.stack(parts, dim=-1)
+        return dist.mean if deterministic else dist.sample()
+
+    def dist_params(self, out: Tensor) -> dict[str, Tensor]:
+        """Policy outputs for trajectories: ``probs`` or ``mean``/``std``."""
+        if self.kind == "box":
+            return {"mean": out, "std": self.log_std.exp().expand_as(out)}
+        if self.kind == "discrete":
+            return {"probs": torch.softmax(out, -1)}
+        parts = torch.split(out, self.nvec, dim=-1)
+        return {"probs": torch.cat([torch.softmax(p, -1) for p in parts], -1)}
+
+    def env_action(self, action: Tensor) -> np.ndarray:
+        """The action to send to the env: Box samples are clipped to the bounds (the
+        log-prob stays that of the unclipped sample)."""
+        if self.kind == "box":
+            a = torch.clamp(action, self.act_low.flatten(), self.act_high.flatten())
+            return a.reshape(action.shape[0], *self.action_space.shape).cpu().numpy()
+        return action.cpu().numpy()
+
+    # ---- acting and learning -----------------------------------------------------------
+    def preprocess(self, obs: np.ndarray, device: torch.device | str = "cpu") -> Tensor:
+        """Raw (B, ...) observations -> normalized (B, F)."""
+        return self.obs_norm(torch.as_tensor(self.flattener(obs), device=device))
+
+    @torch.no_grad()
+    def step(self, x: Tensor, state: AgentState, *, deterministic: bool = False) -> StepResult:
+        """One env step for a batch of normalized observations ``x`` (B, F)."""
+        pol = self.policy.run(x, state.policy)
+        val, critic_state = self.critic(x, state.critic)
+        dist = self.distribution(pol.out)
+        action = self._sample(dist, deterministic)
+        log_prob, _ = self._log_prob_entropy(dist, action)
+        return StepResult(
+            action,
+            log_prob,
+            val[..., 0],
+            AgentState(pol.state, critic_state),
+            self.dist_params(pol.out),
+            pol.activity,
+        )
+
+    @torch.no_grad()
+    def value(self, x: Tensor, critic_state: State) -> Tensor:
+        """V(x) (B,) for normalized observations, from the given critic state."""
+        return self.critic(x, critic_state)[0][..., 0]
+
+    def evaluate_sequence(
+        self,
+        obs: Tensor,
+        actions: Tensor,
+        starts: Tensor,
+        states: list[AgentState],
+    ) -> tuple[Tensor, Tensor, Tensor, dict[str, Tensor]]:
+        """Log-probs, entropies and values of a whole (T, b) sequence, with gradients.
+
+        The state is rebuilt from ``states[0]`` (the state recorded before the first step) and
+        re-initialized where an episode starts inside the sequence, exactly as in the rollout.
+
+        Returns:
+            (log_probs, entropy, values), each (T, b), and the policy's activity.
+        """
+        fresh_p = [s.policy for s in states] if self._random_reset else None
+        fresh_c = [s.critic for s in states] if self._random_reset else None
+        pol = run_with_resets(self.policy, obs, states[0].policy, starts, fresh_p)
+        val = run_with_resets(self.critic, obs, states[0].critic, starts, fresh_c)
+        dist = self.distribution(pol.out)
+        log_prob, entropy = self._log_prob_entropy(dist, actions)
+        return log_prob, entropy, val.out[..., 0], pol.activity

@@ -1,0 +1,530 @@
+"""PPO with recurrent (spiking or ANN) policy and critic backbones.
+
+Data flow, one update::
+
+    vector env --obs--> Agent.step (state carried across env steps, reset per finished env)
+        --> RolloutBuffer (normalized obs, the state before every step, episode starts,
+            actions, old log-probs, values, rewards, terminated/done, V(final obs))
+        --> GAE (truncation bootstraps from V(final obs), termination does not)
+        --> minibatches of whole env sequences (optionally chunked), state rebuilt from the
+            stored state at the sequence start (truncated BPTT)
+        --> clipped surrogate + value loss (optionally clipped) - entropy bonus
+        --> one global grad-norm clip, Adam step; linear LR annealing; optional target-KL stop.
+
+The training loop (:meth:`PPO.learn`) reads top to bottom: collect, update, evaluate, log,
+checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from snrl.agents.agent import Agent
+from snrl.agents.evaluation import evaluate_agent, record_trajectory
+from snrl.buffers.rollout import RolloutBuffer
+from snrl.envs import finished_episodes, make_env, make_vector_env
+from snrl.errors import UserError
+from snrl.functional.state import index_state
+from snrl.networks.factory import BACKBONES, SPIKING, build_backbone
+from snrl.render.trajectory import Trajectory
+from snrl.training.loop import RunLogger, load_algo_checkpoint, save_algo_checkpoint
+
+
+def _check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise UserError(msg)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PPOConfig:
+    """PPO hyperparameters; the defaults solve CartPole-v1 with a Dale LIF backbone."""
+
+    env_id: str = "CartPole-v1"
+    """Gymnasium id, or ``module:Class`` for a user's env."""
+    backbone: str = "lif"
+    """lif | alif | spylif | mlp | gru | lstm."""
+    hidden_size: int = 128
+    """Neurons / units per hidden layer (policy and critic each)."""
+    n_layers: int = 1
+    """Hidden layers per backbone."""
+    force_dale_law: bool = True
+    """Hard Dale's law in spiking backbones."""
+    recurrent_sign: float = 0.2
+    """Fraction of inhibitory neurons with Dale's law."""
+    tau_m: float = 10e-3
+    """Membrane time constant of spiking layers, seconds."""
+    readout_tau_m: float = 10e-3
+    """Membrane time constant of the LI readout, seconds."""
+    dt: float = 1e-3
+    """Simulation step, seconds."""
+    hh_init: str = "zeros"
+    """Initial hidden state of spiking layers: zeros | random | learned."""
+    encoder: str = "direct"
+    """Input encoding of spiking backbones: direct | population."""
+    sim_steps: int = 1
+    """Network steps per env step (spiking backbones)."""
+    n_envs: int = 8
+    """Parallel envs."""
+    n_steps: int = 32
+    """Segment length per env and update."""
+    asynchronous: bool = False
+    """AsyncVectorEnv (processes) instead of SyncVectorEnv."""
+    n_epochs: int = 10
+    """Passes over the segment per update."""
+    n_minibatches: int = 1
+    """Minibatches per epoch; each takes n_envs / n_minibatches whole env sequences."""
+    chunk_len: int = 0
+    """Cut sequences into chunks of this many steps for BPTT (0: whole segment)."""
+    lr: float = 1e-3
+    """Adam learning rate (start value when annealed)."""
+    anneal_lr: bool = True
+    """Anneal the learning rate linearly to 0 over the run."""
+    gamma: float = 0.98
+    """Discount."""
+    gae_lambda: float = 0.8
+    """GAE lambda."""
+    clip_coef: float = 0.2
+    """Surrogate clipping range."""
+    clip_vloss: bool = False
+    """Clip the value update around the old values (same range as clip_coef)."""
+    ent_coef: float = 0.0
+    """Entropy bonus coefficient."""
+    vf_coef: float = 0.5
+    """Value loss coefficient."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip."""
+    target_kl: float | None = None
+    """Stop an update's epochs early when the approximate KL exceeds this."""
+    norm_adv: bool = True
+    """Normalize advantages per minibatch."""
+    normalize_obs: bool = True
+    """Running observation mean/std normalization (saved with the agent)."""
+    log_std_init: float = 0.0
+    """Initial log-std of Gaussian (Box) policies."""
+    eval_interval: int = 5_000
+    """Env steps between deterministic evaluations that select best.pt (0: only at the end)."""
+    eval_episodes: int = 10
+    """Episodes per periodic evaluation."""
+    checkpoint_interval: int = 10
+    """Updates between writes of last.pt."""
+    total_steps: int = 100_000
+    """Env steps of a run (used by the CLI and for LR annealing)."""
+    seed: int = 0
+    """Seeds torch, numpy, the envs and the layers' generators."""
+    device: str = "cpu"
+    """Torch device."""
+
+    def __post_init__(self) -> None:
+        _check(self.backbone in BACKBONES, f"backbone={self.backbone!r} (one of {BACKBONES})")
+        for name in ("hidden_size", "n_layers", "n_envs", "n_steps", "n_epochs", "sim_steps"):
+            v = getattr(self, name)
+            _check(isinstance(v, int) and v >= 1, f"{name}={v!r} (must be an integer >= 1)")
+        _check(
+            1 <= self.n_minibatches <= self.n_envs and self.n_envs % self.n_minibatches == 0,
+            f"n_minibatches={self.n_minibatches} (must divide n_envs={self.n_envs})",
+        )
+        _check(0 <= self.chunk_len, f"chunk_len={self.chunk_len} (must be >= 0)")
+        _check(self.lr > 0, f"lr={self.lr} (must be > 0)")
+        _check(0 < self.gamma <= 1, f"gamma={self.gamma} (must be in (0, 1])")
+        _check(0 <= self.gae_lambda <= 1, f"gae_lambda={self.gae_lambda} (must be in [0, 1])")
+        _check(self.clip_coef > 0, f"clip_coef={self.clip_coef} (must be > 0)")
+        _check(self.max_grad_norm > 0, f"max_grad_norm={self.max_grad_norm} (must be > 0)")
+        _check(
+            self.tau_m > 0 and self.readout_tau_m > 0 and self.dt > 0,
+            "tau_m, readout_tau_m and dt must be > 0 seconds",
+        )
+        _check(
+            self.hh_init in ("zeros", "random", "learned"),
+            f"hh_init={self.hh_init!r} (zeros | random | learned for agents)",
+        )
+        _check(
+            self.target_kl is None or self.target_kl > 0,
+            f"target_kl={self.target_kl} (must be > 0 or none)",
+        )
+        _check(
+            self.eval_interval >= 0 and self.eval_episodes >= 1,
+            "eval_interval must be >= 0 and eval_episodes >= 1",
+        )
+        _check(
+            self.checkpoint_interval >= 1,
+            f"checkpoint_interval={self.checkpoint_interval} (must be >= 1)",
+        )
+        _check(self.total_steps >= 1, f"total_steps={self.total_steps} (must be >= 1)")
+
+    @property
+    def batch_size(self) -> int:
+        """Env steps per update."""
+        return self.n_envs * self.n_steps
+
+
+def build_agent(cfg: Any, observation_space, action_space, *, policy=None, critic=None) -> Agent:
+    """The agent a config describes; ``policy``/``critic`` replace the built backbones."""
+    probe = Agent(observation_space, action_space, policy=nn.Identity(), critic=nn.Identity())
+    common = dict(
+        hidden_size=cfg.hidden_size,
+        n_layers=cfg.n_layers,
+        force_dale_law=cfg.force_dale_law,
+        encoder=cfg.encoder,
+        sim_steps=cfg.sim_steps,
+        readout_tau_m=cfg.readout_tau_m,
+    )
+    if cfg.backbone in SPIKING:
+        common["layer_kwargs"] = dict(
+            tau_m=cfg.tau_m, dt=cfg.dt, hh_init=cfg.hh_init, recurrent_sign=cfg.recurrent_sign
+        )
+    if policy is None:
+        policy = build_backbone(
+            cfg.backbone, probe.obs_size, probe.head_size, seed=cfg.seed, **common
+        )
+        _init_readout(policy, gain=0.01)
+    if critic is None:
+        critic = build_backbone(cfg.backbone, probe.obs_size, 1, seed=cfg.seed + 7919, **common)
+        _init_readout(critic, gain=1.0)
+    return Agent(
+        observation_space,
+        action_space,
+        policy=policy,
+        critic=critic,
+        normalize_obs=cfg.normalize_obs,
+        log_std_init=getattr(cfg, "log_std_init", 0.0),
+    )
+
+
+def _init_readout(net: nn.Module, gain: float) -> None:
+    """Orthogonal init of ANN linear layers (hidden gain sqrt(2), readout ``gain``, zero
+    biases), as in the PPO implementation details of Huang et al. (2022). Spiking layers keep
+    their own init; their readout weights are scaled so that the initial policy is near
+    uniform (``gain`` < 1) like the ANN one."""
+    linears = [m for m in net.modules() if isinstance(m, nn.Linear)]
+    for i, m in enumerate(linears):
+        nn.init.orthogonal_(m.weight, gain=gain if i == len(linears) - 1 else math.sqrt(2))
+        nn.init.zeros_(m.bias)
+    for m in net.modules():
+        if isinstance(m, nn.GRU | nn.LSTM):
+            for name, p in m.named_parameters():
+                if "weight" in name:
+                    nn.init.orthogonal_(p)
+                else:
+                    nn.init.zeros_(p)
+    readout = getattr(net, "readout", None) or getattr(
+        getattr(net, "backbone", None), "readout", None
+    )
+    if readout is not None and gain < 1:
+        with torch.no_grad():
+            for name, p in readout.named_parameters():
+                if "weight" in name:
+                    p.mul_(gain * 10)
+
+
+class PPO:
+    """Proximal policy optimization with recurrent backbones.
+
+    Args:
+        env: gymnasium id or ``module:Class`` (overrides ``config.env_id``).
+        config: a :class:`PPOConfig`; keyword ``overrides`` replace its fields.
+        policy: optional recurrent-protocol module used as the policy backbone.
+        critic: optional recurrent-protocol module used as the critic backbone.
+        run_dir: directory for metrics.csv, checkpoints and the learning curve (None: none).
+    """
+
+    Config = PPOConfig
+    algo_name = "ppo"
+
+    def __init__(
+        self,
+        env: str | None = None,
+        *,
+        config: PPOConfig | None = None,
+        policy: nn.Module | None = None,
+        critic: nn.Module | None = None,
+        run_dir: str | Path | None = None,
+        **overrides: Any,
+    ):
+        cfg = config or PPOConfig()
+        if env is not None:
+            overrides["env_id"] = env
+        unknown = set(overrides) - {f.name for f in dataclasses.fields(PPOConfig)}
+        _check(not unknown, f"unknown PPO option(s) {sorted(unknown)} (see snrl.PPOConfig)")
+        self.config = cfg = dataclasses.replace(cfg, **overrides)
+        torch.manual_seed(cfg.seed)
+        np.random.seed(cfg.seed)
+        self.device = torch.device(cfg.device)
+        probe = make_env(cfg.env_id)
+        try:
+            from snrl.envs import check_spaces
+
+            check_spaces(probe.observation_space, probe.action_space, algo="ppo")
+            obs_space, act_space = probe.observation_space, probe.action_space
+        finally:
+            probe.close()
+        self.custom_backbones = policy is not None or critic is not None
+        self.agent = build_agent(cfg, obs_space, act_space, policy=policy, critic=critic)
+        self.agent.to(self.device)
+        self.optimizer = torch.optim.Adam(self.agent.parameters(), lr=cfg.lr, eps=1e-5)
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.env_step = 0
+        self.n_updates = 0
+        self.best_eval = -math.inf
+        self.generator = torch.Generator().manual_seed(cfg.seed)
+        self._envs = None
+
+    # ---- collection ----------------------------------------------------------------------
+    def _start_envs(self) -> None:
+        cfg = self.config
+        seed = cfg.seed + 1000 * self.n_updates
+        self._envs = make_vector_env(
+            cfg.env_id, cfg.n_envs, seed=seed, asynchronous=cfg.asynchronous, algo="ppo"
+        )
+        self._obs, _ = self._envs.reset(seed=seed)
+        self._state = self.agent.initial_state(cfg.n_envs, device=self.device)
+        self._start = torch.ones(cfg.n_envs, dtype=torch.bool)
+        self._recent: list[float] = []
+
+    @torch.no_grad()
+    def _collect(self) -> tuple[RolloutBuffer, list[float]]:
+        cfg, agent = self.config, self.agent
+        T, B = cfg.n_steps, cfg.n_envs
+        act_shape = () if agent.kind == "discrete" else (agent.action_space.shape[0],)
+        if agent.kind == "multidiscrete":
+            act_shape = (len(agent.nvec),)
+        buf = RolloutBuffer(
+            n_steps=T,
+            n_envs=B,
+            obs_size=agent.obs_size,
+            action_shape=act_shape,
+            action_dtype=torch.float32 if agent.kind == "box" else torch.long,
+            device=self.device,
+        )
+        final_values = torch.zeros(T, B, device=self.device)
+        raw = []
+        episode_returns: list[float] = []
+        for t in range(T):
+            raw.append(self.agent.flattener(self._obs))
+            x = agent.preprocess(self._obs, self.device)
+            res = agent.step(x, self._state)
+            next_obs, reward, term, trunc, info = self._envs.step(agent.env_action(res.action))
+            done = np.logical_or(term, trunc)
+            if trunc.any():
+                idx = np.flatnonzero(trunc)
+                final = np.stack([info["final_obs"][i] for i in idx])
+                critic_rows = index_state(res.state.critic, torch.as_tensor(idx))
+                final_values[t, idx] = agent.value(
+                    agent.preprocess(final, self.device), critic_rows
+                )
+            buf.add(
+                obs=x,
+                state=self._state,
+                start=self._start,
+                action=res.action,
+                log_prob=res.log_prob,
+                value=res.value,
+                reward=torch.as_tensor(reward, dtype=torch.float32),
+                terminated=torch.as_tensor(term),
+                done=torch.as_tensor(done),
+            )
+            episode_returns.extend(finished_episodes(info)[1].tolist())
+            done_t = torch.as_tensor(done, device=self.device)
+            self._state = agent.reset_state(res.state, done_t)
+            self._start = done_t
+            self._obs = next_obs
+        last_value = agent.value(agent.preprocess(self._obs, self.device), self._state.critic)
+        buf.finish(
+            final_values=final_values, last_value=last_value, gamma=cfg.gamma, lam=cfg.gae_lambda
+        )
+        agent.obs_norm.update(torch.as_tensor(np.stack(raw)))
+        return buf, episode_returns
+
+    # ---- update --------------------------------------------------------------------------
+    def _update(self, buf: RolloutBuffer) -> dict[str, float]:
+        cfg, agent = self.config, self.agent
+        B, T = cfg.n_envs, cfg.n_steps
+        per_mb = B // cfg.n_minibatches
+        L = cfg.chunk_len or T
+        chunks = [(t0, min(t0 + L, T)) for t0 in range(0, T, L)]
+        stats: dict[str, list[float]] = {}
+        rates: dict[str, list[float]] = {}
+        for _epoch in range(cfg.n_epochs):
+            perm = torch.randperm(B, generator=self.generator)
+            for m in range(cfg.n_minibatches):
+                idx = perm[m * per_mb : (m + 1) * per_mb]
+                for t0, t1 in chunks:
+                    mb = buf.minibatch(idx, t0, t1)
+                    logp, entropy, values, activity = agent.evaluate_sequence(
+                        mb.obs, mb.actions, mb.starts, mb.states
+                    )
+                    log_ratio = logp - mb.log_probs
+                    ratio = log_ratio.exp()
+                    adv = mb.advantages
+                    if cfg.norm_adv and adv.numel() > 1:
+                        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                    pg_loss = torch.max(
+                        -adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)
+                    ).mean()
+                    if cfg.clip_vloss:
+                        v_clip = mb.values + (values - mb.values).clamp(
+                            -cfg.clip_coef, cfg.clip_coef
+                        )
+                        v_loss = (
+                            0.5
+                            * torch.max(
+                                (values - mb.returns) ** 2, (v_clip - mb.returns) ** 2
+                            ).mean()
+                        )
+                    else:
+                        v_loss = 0.5 * ((values - mb.returns) ** 2).mean()
+                    ent = entropy.mean()
+                    loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
+                    self.optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
+                    self.optimizer.step()
+                    with torch.no_grad():
+                        approx_kl = ((ratio - 1) - log_ratio).mean().item()
+                        clipfrac = ((ratio - 1).abs() > cfg.clip_coef).float().mean().item()
+                    for k, v in (
+                        ("policy_loss", pg_loss.item()),
+                        ("value_loss", v_loss.item()),
+                        ("entropy", ent.item()),
+                        ("approx_kl", approx_kl),
+                        ("clip_fraction", clipfrac),
+                    ):
+                        stats.setdefault(k, []).append(v)
+                    for k, a in activity.items():
+                        if k.endswith(".spikes"):
+                            rates.setdefault(k[: -len(".spikes")], []).append(a.mean().item())
+            if cfg.target_kl is not None and stats["approx_kl"][-1] > cfg.target_kl:
+                break
+        out = {k: float(np.mean(v)) for k, v in stats.items()}
+        out["approx_kl"] = stats["approx_kl"][-1]
+        with torch.no_grad():
+            y, v = buf.returns.flatten(), buf.values.flatten()
+            var_y = y.var()
+            out["explained_variance"] = float(1 - (y - v).var() / var_y) if var_y > 0 else 0.0
+        for k, v in rates.items():
+            out[f"spike_rate_{k}"] = float(np.mean(v))
+        return out
+
+    # ---- the loop ------------------------------------------------------------------------
+    def learn(self, total_steps: int | None = None, *, progress: bool = True) -> dict[str, list]:
+        """Train until ``total_steps`` env steps (default ``config.total_steps``).
+
+        Returns the metrics history (column -> list). With a run directory, also appends each
+        row to ``metrics.csv``, writes ``checkpoints/last.pt`` every ``checkpoint_interval``
+        updates, ``checkpoints/best.pt`` whenever a periodic deterministic evaluation is at
+        least as good as the best so far, and ``learning_curve.png`` at the end.
+        """
+        cfg = self.config
+        total = int(total_steps if total_steps is not None else cfg.total_steps)
+        _check(total >= 1, f"total_steps={total} (must be >= 1)")
+        if self._envs is None:
+            self._start_envs()
+        logger = RunLogger(self, total, progress=progress)
+        next_eval = (
+            (self.env_step // cfg.eval_interval + 1) * cfg.eval_interval
+            if cfg.eval_interval
+            else None
+        )
+        t_start = time.perf_counter()
+        try:
+            while self.env_step < total:
+                if cfg.anneal_lr:
+                    frac = 1.0 - self.env_step / total
+                    for g in self.optimizer.param_groups:
+                        g["lr"] = cfg.lr * frac
+                buf, returns = self._collect()
+                stats = self._update(buf)
+                self.env_step += cfg.batch_size
+                self.n_updates += 1
+                self._recent = (self._recent + returns)[-100:]
+                row = {
+                    "env_step": self.env_step,
+                    "episode_return_mean": float(np.mean(self._recent))
+                    if self._recent
+                    else math.nan,
+                    "episodes": len(returns),
+                    "lr": self.optimizer.param_groups[0]["lr"],
+                    **stats,
+                }
+                evaluated = False
+                if next_eval is not None and self.env_step >= next_eval or self.env_step >= total:
+                    res = self.evaluate(n_episodes=cfg.eval_episodes, seed=cfg.seed + 10_000)
+                    row["eval_return_mean"] = res["mean_return"]
+                    evaluated = True
+                    if next_eval is not None:
+                        while next_eval <= self.env_step:
+                            next_eval += cfg.eval_interval
+                logger.log(row, time.perf_counter() - t_start, evaluated=evaluated)
+        finally:
+            logger.close()
+        return logger.history
+
+    # ---- using a trained agent -----------------------------------------------------------
+    def evaluate(self, n_episodes: int = 20, seed: int = 123, deterministic: bool = True) -> dict:
+        """Deterministic evaluation: ``{"mean_return", "std_return", "n_episodes", "returns",
+        "mean_length"}``."""
+        self.agent.eval()
+        try:
+            return evaluate_agent(
+                self.agent,
+                self.config.env_id,
+                n_episodes=n_episodes,
+                seed=seed,
+                deterministic=deterministic,
+            )
+        finally:
+            self.agent.train()
+
+    def rollout(
+        self,
+        seed: int = 0,
+        record: bool = True,
+        deterministic: bool = True,
+        max_steps: int | None = None,
+    ) -> Trajectory:
+        """One episode as a :class:`snrl.Trajectory` (frames when ``record`` and the env
+        renders rgb_array; per-layer activity and action probabilities always)."""
+        meta = {
+            "algo": self.algo_name,
+            "backbone": self.config.backbone,
+            "force_dale_law": self.config.force_dale_law,
+        }
+        return record_trajectory(
+            self.agent,
+            self.config.env_id,
+            seed=seed,
+            record=record,
+            deterministic=deterministic,
+            max_steps=max_steps,
+            meta=meta,
+        )
+
+    def save(self, path: str | Path) -> None:
+        """Write a checkpoint atomically (config, agent, optimizer, counters, RNG)."""
+        save_algo_checkpoint(self, path)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        policy: nn.Module | None = None,
+        critic: nn.Module | None = None,
+        run_dir: str | Path | None = None,
+    ) -> PPO:
+        """Restore an algorithm saved by :meth:`save` (pass ``policy``/``critic`` when it was
+        built with custom backbones)."""
+        return load_algo_checkpoint(cls, path, policy=policy, critic=critic, run_dir=run_dir)
+
+    def close(self) -> None:
+        if self._envs is not None:
+            self._envs.close()
+            self._envs = None

@@ -1,0 +1,160 @@
+"""Rollout storage for PPO: whole segments per env, with the recurrent state of every step.
+
+Data flow: the collector writes one row per env step (``add``); the update reads whole
+(T, b) sequences for a subset ``b`` of envs (``minibatch``), rebuilding the recurrent state from
+the stored state at the start of each sequence (truncated BPTT), never shuffled single steps.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import torch
+from torch import Tensor
+
+from snrl.functional.state import map_state
+
+
+def compute_gae(
+    rewards: Tensor,
+    values: Tensor,
+    next_values: Tensor,
+    terminated: Tensor,
+    dones: Tensor,
+    gamma: float,
+    lam: float,
+) -> tuple[Tensor, Tensor]:
+    """Generalized advantage estimation over a (T, B) segment.
+
+    ``delta_t = r_t + gamma * (1 - terminated_t) * V(s'_t) - V(s_t)`` where ``s'_t`` is the
+    observation that followed step t: on truncation it is the true final observation (so the
+    value bootstraps), on termination it is not used. The recursion
+    ``A_t = delta_t + gamma * lam * (1 - done_t) * A_{t+1}`` stops at every episode end.
+
+    Args:
+        rewards: (T, B).
+        values: (T, B) V(s_t).
+        next_values: (T, B) V(s'_t): V(final observation) where the episode ended,
+            V(s_{t+1}) otherwise (the value of the observation after the last step for t=T-1).
+        terminated: bool (T, B).
+        dones: bool (T, B) terminated or truncated.
+        gamma: discount.
+        lam: GAE lambda.
+
+    Returns:
+        (advantages, returns), each (T, B); returns = advantages + values.
+    """
+    T = rewards.shape[0]
+    not_term = 1.0 - terminated.float()
+    not_done = 1.0 - dones.float()
+    delta = rewards + gamma * not_term * next_values - values
+    adv = torch.zeros_like(rewards)
+    last = torch.zeros_like(rewards[0])
+    for t in reversed(range(T)):
+        last = delta[t] + gamma * lam * not_done[t] * last
+        adv[t] = last
+    return adv, adv + values
+
+
+class Minibatch(NamedTuple):
+    """Whole sequences (T, b) for a subset of envs."""
+
+    obs: Tensor
+    actions: Tensor
+    log_probs: Tensor
+    values: Tensor
+    advantages: Tensor
+    returns: Tensor
+    starts: Tensor
+    states: list[Any]
+    """The recurrent state before each step t (T entries, batch b)."""
+
+
+class RolloutBuffer:
+    """Stores one segment of ``n_steps`` steps for ``n_envs`` envs.
+
+    Args:
+        n_steps: segment length T.
+        n_envs: number of envs B.
+        obs_size: flat observation features.
+        action_shape: shape of one action (``()`` for Discrete).
+        action_dtype: torch dtype of actions.
+        device: where tensors live.
+    """
+
+    def __init__(
+        self,
+        *,
+        n_steps: int,
+        n_envs: int,
+        obs_size: int,
+        action_shape: tuple[int, ...],
+        action_dtype: torch.dtype,
+        device: torch.device | str = "cpu",
+    ):
+        T, B = n_steps, n_envs
+        self.n_steps, self.n_envs = T, B
+        z = lambda *shape, dtype=torch.float32: torch.zeros(*shape, dtype=dtype, device=device)  # noqa: E731
+        self.obs = z(T, B, obs_size)
+        self.actions = z(T, B, *action_shape, dtype=action_dtype)
+        self.log_probs = z(T, B)
+        self.values = z(T, B)
+        self.next_values = z(T, B)
+        self.rewards = z(T, B)
+        self.terminated = z(T, B, dtype=torch.bool)
+        self.dones = z(T, B, dtype=torch.bool)
+        self.starts = z(T, B, dtype=torch.bool)
+        self.states: list[Any] = [None] * T
+        self.advantages = z(T, B)
+        self.returns = z(T, B)
+        self.t = 0
+
+    def add(self, *, obs, state, start, action, log_prob, value, reward, terminated, done) -> None:
+        """Store step ``t``: what the agent saw (obs, state, whether it starts an episode),
+        what it did, and what followed."""
+        t = self.t
+        self.obs[t] = obs
+        self.states[t] = state
+        self.starts[t] = start
+        self.actions[t] = action
+        self.log_probs[t] = log_prob
+        self.values[t] = value
+        self.rewards[t] = reward
+        self.terminated[t] = terminated
+        self.dones[t] = done
+        self.t += 1
+
+    def finish(self, *, final_values: Tensor, last_value: Tensor, gamma: float, lam: float):
+        """Compute advantages once the segment is full.
+
+        Args:
+            final_values: (T, B) V(final observation) where an episode ended at step t (any
+                value elsewhere; only read where ``dones``).
+            last_value: (B,) V(s_T), the observation after the segment.
+        """
+        if self.t != self.n_steps:
+            raise RuntimeError(f"segment has {self.t} of {self.n_steps} steps")
+        nxt = torch.cat([self.values[1:], last_value.unsqueeze(0)], dim=0)
+        self.next_values = torch.where(self.dones, final_values, nxt)
+        self.advantages, self.returns = compute_gae(
+            self.rewards, self.values, self.next_values, self.terminated, self.dones, gamma, lam
+        )
+
+    def minibatch(self, env_idx: Tensor, t0: int = 0, t1: int | None = None) -> Minibatch:
+        """Sequences of steps ``t0:t1`` for the envs ``env_idx``."""
+        t1 = self.n_steps if t1 is None else t1
+        sl = (slice(t0, t1), env_idx)
+        states = [map_state(lambda s: s[env_idx], self.states[t]) for t in range(t0, t1)]
+        return Minibatch(
+            self.obs[sl],
+            self.actions[sl],
+            self.log_probs[sl],
+            self.values[sl],
+            self.advantages[sl],
+            self.returns[sl],
+            self.starts[sl],
+            states,
+        )
+
+    def reset(self) -> None:
+        self.t = 0

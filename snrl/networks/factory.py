@@ -1,0 +1,82 @@
+"""One way to build a backbone by name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+from snrl.errors import UserError
+from snrl.networks.ann import GRU, LSTM, MLP
+from snrl.networks.encoders import EncodedBackbone, PopulationEncoder
+
+SPIKING = ("lif", "alif", "spylif")
+ANN = ("mlp", "gru", "lstm")
+BACKBONES = SPIKING + ANN
+ENCODERS = ("direct", "population")
+
+
+def build_backbone(
+    name: str,
+    input_size: int,
+    output_size: int | None,
+    *,
+    hidden_size: int = 128,
+    n_layers: int = 1,
+    force_dale_law: bool = False,
+    encoder: str = "direct",
+    population_k: int = 8,
+    sim_steps: int = 1,
+    readout_tau_m: float = 20e-3,
+    seed: int | None = None,
+    layer_kwargs: dict[str, Any] | None = None,
+) -> nn.Module:
+    """Build a backbone that follows the recurrent protocol.
+
+    Args:
+        name: one of ``lif, alif, spylif`` (SpikingBackbone with an LI readout) or
+            ``mlp, gru, lstm``.
+        input_size: flat observation features.
+        output_size: readout width (logits, Q-values, or 1 for a critic).
+        hidden_size: neurons / units per hidden layer.
+        n_layers: hidden layers (spiking and mlp; gru/lstm have one).
+        force_dale_law: hard Dale's law in the spiking layers (ignored for ANN backbones).
+        encoder: ``direct`` or ``population`` input encoding (spiking backbones).
+        population_k: neurons per feature of the population encoder.
+        sim_steps: network steps per env step (spiking backbones).
+        readout_tau_m: membrane time constant of the LI readout, seconds.
+        seed: seeds the layers' own generators.
+        layer_kwargs: extra keyword arguments for every spiking layer (tau_m, dt, hh_init, ...).
+    """
+    if name not in BACKBONES:
+        raise UserError(f"unknown backbone {name!r} (choose one of {', '.join(BACKBONES)})")
+    if encoder not in ENCODERS:
+        raise UserError(f"unknown encoder {encoder!r} (choose one of {', '.join(ENCODERS)})")
+    if hidden_size < 1 or n_layers < 1:
+        raise UserError(f"hidden_size={hidden_size}, n_layers={n_layers} (both must be >= 1)")
+    if name == "mlp":
+        return MLP(input_size, [hidden_size] * n_layers, output_size)
+    if name == "gru":
+        return GRU(input_size, hidden_size, output_size)
+    if name == "lstm":
+        return LSTM(input_size, hidden_size, output_size)
+    from snrl.networks.spiking import SpikingBackbone
+
+    enc: nn.Module = nn.Identity()
+    n_in = input_size
+    if encoder == "population":
+        enc = PopulationEncoder(input_size, k=population_k)
+        n_in = enc.output_size
+    net = SpikingBackbone(
+        n_in,
+        [hidden_size] * n_layers,
+        output_size,
+        neuron=name,
+        force_dale_law=force_dale_law,
+        readout_tau_m=readout_tau_m,
+        seed=seed,
+        **(layer_kwargs or {}),
+    )
+    if encoder == "direct" and sim_steps == 1:
+        return net
+    return EncodedBackbone(enc, net, sim_steps=sim_steps)
