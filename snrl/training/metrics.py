@@ -158,6 +158,8 @@ class MetricsWriter:
             view = view[n:]
         os.fsync(self._fd)
 
+    append = write  # alias: ``writer.append(row)`` is the same as ``writer.write(row)``
+
     def close(self) -> None:
         """Close the file (idempotent)."""
         if self._fd is not None:

@@ -25,7 +25,7 @@ def test_rows_round_trip(tmp_path):
     with MetricsWriter(path, FIELDS) as w:
         w.write({"env_step": 128, "wall_time": 0.25, "episode_return_mean": 9.5, "loss": 0.1})
         w.write({"env_step": np.int64(256), "loss": torch.tensor(0.125)})  # missing -> empty
-        w.write({"env_step": 384, "episode_return_mean": float("nan"), "loss": None})
+        w.append({"env_step": 384, "episode_return_mean": float("nan"), "loss": None})
     text = path.read_text()
     assert text.splitlines()[0] == "env_step,wall_time,episode_return_mean,loss"
     assert text.splitlines()[2] == "256,,,0.125"
