@@ -79,7 +79,7 @@ class ALIFLayer(SpikingLayer):
         )
         b = float(beta)
         if not (b >= 0 and math.isfinite(b)):
-            raise UserError(f"beta={beta!r} must be a number >= 0 (adaptation strength)")
+            raise UserError(f"beta={beta!r} is negative (give an adaptation strength >= 0)")
         self.beta = b
         self._add_tau("tau_a", tau_a)
 

@@ -40,7 +40,7 @@ def _seed_from_global() -> int:
 def _positive(value: float, name: str) -> float:
     v = float(value)
     if not (v > 0.0 and math.isfinite(v)):
-        raise UserError(f"{name}={value!r} must be a positive number of seconds")
+        raise UserError(f"{name}={value!r} is not positive (give a time in seconds > 0)")
     return v
 
 
@@ -77,7 +77,7 @@ class RecurrentLayer(nn.Module):
         super().__init__()
         for name, n in (("input_size", input_size), ("output_size", output_size)):
             if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                raise UserError(f"{name}={n!r} must be a positive integer")
+                raise UserError(f"{name}={n!r} is not a positive integer (give a size >= 1)")
         if hh_init not in HH_INITS:
             raise UserError(f"unknown hh_init={hh_init!r} (use one of {', '.join(HH_INITS)})")
         if hh_init == "inputs" and input_size != output_size:
@@ -86,7 +86,7 @@ class RecurrentLayer(nn.Module):
                 f"{output_size} (use another hh_init or equal sizes)"
             )
         if float(hh_init_std) < 0:
-            raise UserError(f"hh_init_std={hh_init_std!r} must be >= 0")
+            raise UserError(f"hh_init_std={hh_init_std!r} is negative (give a std >= 0)")
         self.input_size = input_size
         self.output_size = output_size
         self.use_recurrent_connection = bool(use_recurrent_connection)
@@ -142,7 +142,9 @@ class RecurrentLayer(nn.Module):
                     f"{name} has shape {tuple(tau.shape)}, expected a float or ({n},) per neuron"
                 )
             if not bool((tau > 0).all()) or not bool(torch.isfinite(tau).all()):
-                raise UserError(f"{name} holds {tau.min().item()!r}; time constants must be > 0")
+                raise UserError(
+                    f"{name} holds {tau.min().item():g} (time constants must be > 0 seconds)"
+                )
         else:
             tau = torch.full((n,), _positive(value, name))
         log_tau = tau.log()
@@ -228,7 +230,7 @@ class RecurrentLayer(nn.Module):
         """
         b = int(batch_size)
         if b < 1:
-            raise UserError(f"batch_size={batch_size!r} must be a positive integer")
+            raise UserError(f"batch_size={batch_size!r} is not positive (give a batch size >= 1)")
         dev, dtype = self._device_dtype()
         dev = dev if device is None else torch.device(device)
         n = self.output_size
@@ -390,7 +392,7 @@ class SpikingLayer(RecurrentLayer):
             raise UserError(f"unknown reset={reset!r} (use 'subtract' or 'zero')")
         thr = float(threshold)
         if not (thr > 0 and math.isfinite(thr)):
-            raise UserError(f"threshold={threshold!r} must be a positive number")
+            raise UserError(f"threshold={threshold!r} is not positive (give a threshold > 0)")
         self.threshold = thr
         self.reset = reset
         self.spike_grad = default_spike_grad() if spike_grad is None else spike_grad
