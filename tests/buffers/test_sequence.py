@@ -1,0 +1,256 @@
+"""Sequence replay: episode boundaries, stored state + burn-in vs the actor, padding, files."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+import torch
+from torch import Tensor, nn
+
+from snrl.buffers.sequence import PrioritizedSequenceReplayBuffer, SequenceReplayBuffer
+from snrl.errors import UserError
+from snrl.functional.state import mask_state
+
+
+class HState(NamedTuple):
+    h: Tensor  # (B, 3) leaky trace
+    count: Tensor  # (B, 1) steps since the episode start
+
+
+class Leaky(nn.Module):
+    """h_t = 0.5 h_{t-1} + x_t, count_t = count_{t-1} + 1; output h_t. State (HState, (B, 2))."""
+
+    def initial_state(self, batch_size: int):
+        return (
+            HState(torch.zeros(batch_size, 3, dtype=torch.float64), torch.zeros(batch_size, 1)),
+            torch.zeros(batch_size, 2, dtype=torch.float64),
+        )
+
+    def forward(self, x: Tensor, state):
+        inner, extra = state
+        h = 0.5 * inner.h + x
+        return h, (HState(h, inner.count + 1), 0.25 * extra + x[:, :2])
+
+    def reset_state(self, state, done: Tensor):
+        return mask_state(done, self.initial_state(done.shape[0]), state)
+
+
+def _run_actor(buf, n_steps=70, seed=0, max_len=12):
+    """Two envs with random episode lengths; obs = (episode id, step in episode, noise).
+
+    Returns the actor's outputs and states keyed by (episode id, step), and the set of steps
+    of finished episodes.
+    """
+    rng = np.random.default_rng(seed)
+    net = Leaky()
+    n_envs = buf.n_envs
+    state = net.initial_state(n_envs)
+    next_ep = n_envs
+    ep = list(range(n_envs))
+    t = [0] * n_envs
+    length = [int(rng.integers(1, max_len + 1)) for _ in range(n_envs)]
+    actor_out, finished, all_steps = {}, set(), {}
+    for _ in range(n_steps):
+        obs = np.array([[ep[i], t[i], rng.normal()] for i in range(n_envs)])
+        last = [t[i] == length[i] - 1 for i in range(n_envs)]
+        kind = rng.random(n_envs) < 0.5
+        term = np.array([last[i] and kind[i] for i in range(n_envs)])
+        trunc = np.array([last[i] and not kind[i] for i in range(n_envs)])
+        next_obs = obs + np.array([0.0, 1.0, 0.0])
+        buf.add(obs, np.array(t), obs[:, 2], next_obs, term, trunc, state)
+        out, state = net(torch.from_numpy(obs), state)
+        for i in range(n_envs):
+            actor_out[(ep[i], t[i])] = out[i].clone()
+            all_steps.setdefault(ep[i], []).append(t[i])
+        done = np.array(last)
+        for i in np.flatnonzero(done):
+            finished.update((ep[i], s) for s in range(length[i]))
+            ep[i], next_ep, t[i] = next_ep, next_ep + 1, 0
+            length[i] = int(rng.integers(1, max_len + 1))
+        for i in np.flatnonzero(~done):
+            t[i] += 1
+        state = net.reset_state(state, torch.from_numpy(done))
+    return actor_out, finished
+
+
+@pytest.mark.parametrize("stride", [None, 2])
+def test_sequences_never_cross_episodes_and_cover_every_step(stride):
+    buf = SequenceReplayBuffer(500, (3,), seq_len=4, burn_in=3, stride=stride, n_envs=2)
+    _, finished = _run_actor(buf)
+    d = buf.data
+    trained = {}
+    for j in range(len(buf)):
+        valid = np.flatnonzero(d["mask"][j] == 1)
+        assert len(valid) > 0
+        assert np.array_equal(valid, np.arange(valid[0], valid[-1] + 1))  # one contiguous block
+        ids, steps = d["obs"][j, valid, 0], d["obs"][j, valid, 1]
+        assert np.all(ids == ids[0])  # one episode per sequence
+        np.testing.assert_array_equal(np.diff(steps), 1)
+        np.testing.assert_array_equal(
+            d["starts"][j], (d["mask"][j] == 1) & (d["obs"][j, :, 1] == 0)
+        )
+        assert np.all(d["obs"][j][d["mask"][j] == 0] == 0)  # padding is zero
+        ended = (d["dones"][j] + d["truncated"][j]) > 0
+        assert ended.sum() <= 1 and (not ended.any() or np.flatnonzero(ended)[0] == valid[-1])
+        if valid[-1] < buf.length - 1:  # tail padding only after the episode's last step
+            assert ended[valid[-1]]
+        for pos in valid[valid >= buf.burn_in]:
+            key = (int(d["obs"][j, pos, 0]), int(d["obs"][j, pos, 1]))
+            trained[key] = trained.get(key, 0) + 1
+    assert finished <= trained.keys()  # no step of a finished episode is lost
+    if stride is None:
+        assert all(trained[k] == 1 for k in finished)
+
+
+def _replay(net, batch, state, burn_in):
+    outs = []
+    obs = torch.from_numpy(batch["obs"])
+    starts = torch.from_numpy(batch["starts"])
+    for t in range(obs.shape[0]):
+        state = net.reset_state(state, starts[t])
+        out, state = net(obs[t], state)
+        outs.append(out)
+    return torch.stack(outs)
+
+
+def test_stored_state_replays_the_actor_exactly_and_burn_in_repairs_a_zero_state():
+    burn_in = 6
+    buf = SequenceReplayBuffer(
+        500, (3,), seq_len=6, burn_in=burn_in, n_envs=2, obs_dtype=np.float64, seed=0
+    )
+    actor_out, _ = _run_actor(buf, n_steps=120, seed=1, max_len=40)
+    batch = buf.sample(len(buf))
+    assert isinstance(batch["state"][0], HState)
+    net = Leaky()
+    from_stored = _replay(net, batch, batch["state"], burn_in)
+    from_zero = _replay(net, batch, net.initial_state(len(buf)), burn_in)
+    mask, obs = batch["mask"], batch["obs"]
+    stored_h = batch["state"][0].h
+    saw_difference = False
+    for b in range(len(buf)):
+        for t in np.flatnonzero(mask[:, b] == 1):
+            expected = actor_out[(int(obs[t, b, 0]), int(obs[t, b, 1]))]
+            torch.testing.assert_close(from_stored[t, b], expected, rtol=0, atol=1e-12)
+            if t >= burn_in:
+                # From a zero state the error halves every step: |e_t| <= 0.5^(t+1) |h_stored|
+                # (or 0 once an episode start inside the window resets the state).
+                err = (from_zero[t, b] - expected).abs()
+                assert torch.all(err <= 0.5 ** (t + 1) * stored_h[b].abs() + 1e-12)
+                saw_difference |= bool(err.max() > 0)
+    assert saw_difference  # the stored state did matter somewhere
+
+
+def test_padding_by_hand():
+    """seq_len 4, burn_in 2: episodes of 3 and 9 steps in one env."""
+    buf = SequenceReplayBuffer(10, (1,), seq_len=4, burn_in=2)
+    net = Leaky()
+    state = net.initial_state(1)
+    for length in (3, 9):
+        for t in range(length):
+            end = t == length - 1
+            buf.add([[t + 1]], [t], [float(t)], [[t + 2]], [end], [False], state)
+    d = buf.data
+    assert len(buf) == 4
+    np.testing.assert_array_equal(d["mask"][0], [0, 0, 1, 1, 1, 0])
+    np.testing.assert_array_equal(d["starts"][0], [0, 0, 1, 0, 0, 0])
+    np.testing.assert_array_equal(d["obs"][0, :, 0], [0, 0, 1, 2, 3, 0])
+    np.testing.assert_array_equal(d["dones"][0], [0, 0, 0, 0, 1, 0])
+    # 9 steps: [pad pad 1 2 3 4 | 5 6 7 8 | 9] cut every 4 positions, the last one padded.
+    np.testing.assert_array_equal(d["obs"][1, :, 0], [0, 0, 1, 2, 3, 4])
+    np.testing.assert_array_equal(d["obs"][2, :, 0], [3, 4, 5, 6, 7, 8])
+    np.testing.assert_array_equal(d["mask"][2], 1)
+    np.testing.assert_array_equal(d["starts"][2], 0)
+    np.testing.assert_array_equal(d["obs"][3, :, 0], [7, 8, 9, 0, 0, 0])
+    np.testing.assert_array_equal(d["mask"][3], [1, 1, 1, 0, 0, 0])
+    np.testing.assert_array_equal(d["dones"][3], [0, 0, 1, 0, 0, 0])
+    np.testing.assert_array_equal(d["next_obs"][3, :3, 0], [8, 9, 10])
+
+
+def test_validation_errors():
+    with pytest.raises(UserError, match="shorter than burn-in"):
+        SequenceReplayBuffer(10, (1,), seq_len=4, burn_in=5)
+    with pytest.raises(UserError, match="seq_len must be >= 1"):
+        SequenceReplayBuffer(10, (1,), seq_len=0)
+    with pytest.raises(UserError, match="burn_in must be >= 0"):
+        SequenceReplayBuffer(10, (1,), seq_len=4, burn_in=-1)
+    for stride in (0, 5):
+        with pytest.raises(UserError, match="stride"):
+            SequenceReplayBuffer(10, (1,), seq_len=4, stride=stride)
+    buf = SequenceReplayBuffer(10, (1,), seq_len=2, n_envs=2)
+    net = Leaky()
+    with pytest.raises(UserError, match=r"state tensor 0 has shape \(3, 3\), expected \(2, 3\)"):
+        buf.add(np.zeros((2, 1)), [0, 0], [0, 0], np.zeros((2, 1)), [0, 0], [0, 0],
+                net.initial_state(3))  # fmt: skip
+    buf.add(
+        np.zeros((2, 1)), [0, 0], [0, 0], np.zeros((2, 1)), [1, 0], [0, 0], net.initial_state(2)
+    )
+    with pytest.raises(UserError, match=r"only 1 stored.*learning_starts"):
+        buf.sample(2)
+
+
+def test_sample_shapes_time_first():
+    buf = SequenceReplayBuffer(50, (3,), seq_len=4, burn_in=2, n_envs=2, seed=0)
+    _run_actor(buf, n_steps=30)
+    b = buf.sample(5)
+    assert b["obs"].shape == (6, 5, 3) and b["next_obs"].shape == (6, 5, 3)
+    for key in ("actions", "rewards", "dones", "truncated", "mask", "starts"):
+        assert b[key].shape == (6, 5), key
+    assert b["starts"].dtype == np.bool_
+    assert b["state"][0].h.shape == (5, 3) and b["state"][1].shape == (5, 2)
+    assert b["state"][0].h.dtype == torch.float64
+    np.testing.assert_array_equal(b["weights"], 1.0)
+
+
+@pytest.mark.parametrize("cls", [SequenceReplayBuffer, PrioritizedSequenceReplayBuffer])
+def test_save_load_round_trip(tmp_path, cls):
+    a = cls(40, (3,), seq_len=3, burn_in=2, stride=2, n_envs=2, seed=4)
+    _run_actor(a, n_steps=25, seed=2)  # leaves open windows mid-episode
+    path = tmp_path / "seq.npz"
+    a.save(path)
+    b = cls.load(path)
+    c = cls.load(path, state_example=Leaky().initial_state(1))
+    _run_actor(a, n_steps=20, seed=3)
+    _run_actor(b, n_steps=20, seed=3)
+    for key in a.data:
+        np.testing.assert_array_equal(a.data[key], b.data[key])
+    sa, sb, sc = a.sample(7), b.sample(7), c.sample(7)
+    assert type(sb["state"][0]).__name__ == "HState" and sb["state"][0]._fields == ("h", "count")
+    assert type(sc["state"][0]) is HState
+    for x, y in zip(a.states, b.states):
+        np.testing.assert_array_equal(x, y)
+    for key in ("obs", "mask", "starts", "indices", "weights"):
+        np.testing.assert_array_equal(sa[key], sb[key])
+    torch.testing.assert_close(sa["state"][0].h, sb["state"][0].h)
+    with pytest.raises(UserError, match="state_example"):
+        cls.load(path, state_example=(torch.zeros(1, 4),))
+
+
+def test_load_errors(tmp_path):
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"\x00garbage")
+    with pytest.raises(UserError, match="corrupt"):
+        SequenceReplayBuffer.load(bad)
+    np.savez(tmp_path / "other.npz", x=np.zeros(3))
+    with pytest.raises(UserError, match="config"):
+        SequenceReplayBuffer.load(tmp_path / "other.npz")
+
+
+def test_prioritized_sequence_priorities_and_weights_by_hand():
+    buf = PrioritizedSequenceReplayBuffer(4, (1,), seq_len=2, alpha=1.0, beta0=0.5, eta=0.9, seed=0)
+    state = Leaky().initial_state(1)
+    for t in range(4):  # two sequences of 2 steps
+        buf.add([[t]], [0], [0.0], [[t + 1]], [False], [False], state)
+    assert len(buf) == 2
+    td = np.array([[1.0, -4.0], [3.0, 0.0]])
+    mask = np.array([[1.0, 1.0], [1.0, 0.0]])
+    pri = buf.update_priorities([0, 1], td, mask)
+    # seq 0: 0.9 * max(1, 3) + 0.1 * mean(1, 3) = 2.9; seq 1: only |-4| is valid -> 4.
+    np.testing.assert_allclose(pri, [2.9 + 1e-6, 4.0 + 1e-6])
+    # P = 2.9 / 6.9, 4 / 6.9; w = (P / P_min)^-0.5 -> seq 0: 1, seq 1: sqrt(2.9 / 4)
+    b = buf.sample(2, step=0)
+    hand = np.array([1.0, np.sqrt((2.9 + 1e-6) / (4.0 + 1e-6))])
+    np.testing.assert_allclose(b["weights"], hand[b["indices"]], rtol=1e-6)
+    with pytest.raises(UserError, match=r"expected \(T, 2\)"):
+        buf.update_priorities([0, 1], td[:, :1])
