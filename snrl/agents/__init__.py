@@ -4,3 +4,17 @@ from snrl.agents.agent import Agent, AgentState, ObsNormalizer, StepResult
 from snrl.agents.ppo import PPO, PPOConfig
 
 __all__ = ["PPO", "Agent", "AgentState", "ObsNormalizer", "PPOConfig", "StepResult"]
+
+ALGOS = {"ppo": PPO}
+"""Algorithm classes by the name stored in their checkpoints."""
+
+
+def load_algo(path, *, run_dir=None):
+    """Load any snrl algorithm checkpoint (PPO or DQN), choosing the class it was saved by."""
+    from snrl.errors import UserError
+    from snrl.training.checkpoint import load_checkpoint
+
+    name = load_checkpoint(path).get("algo")
+    if name not in ALGOS:
+        raise UserError(f"{path} holds no snrl agent (algo={name!r}; pass a checkpoints/*.pt file)")
+    return ALGOS[name].load(path, run_dir=run_dir)

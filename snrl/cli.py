@@ -1,0 +1,227 @@
+"""The ``snrl`` command: demo, train, eval, render.
+
+Errors a user can cause end with exit code 2 and one line ``error: <what> (<how to fix>)`` on
+stderr, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from snrl.agents import ALGOS, load_algo
+from snrl.config import config_to_dict, load_config
+from snrl.errors import UserError
+from snrl.networks.factory import BACKBONES
+from snrl.training.atomic import write_json_atomic
+from snrl.training.rundir import RUN_MARKERS, prepare_run_dir
+
+VIDEO_EXTS = (".gif", ".mp4")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        print(f"error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _checkpoint_path(run_dir: str, which: str) -> Path:
+    d = Path(run_dir)
+    if not d.is_dir():
+        raise UserError(f"run directory {d} does not exist (pass the --out of `snrl train`)")
+    path = d / "checkpoints" / f"{which}.pt"
+    if not path.exists():
+        raise UserError(
+            f"{path} does not exist (train first, or pass --checkpoint last/best that exists)"
+        )
+    return path
+
+
+def _video_path(out: str) -> Path:
+    path = Path(out)
+    if path.suffix.lower() not in VIDEO_EXTS:
+        raise UserError(f"--out {out} has an unknown extension (use .gif or .mp4)")
+    return path
+
+
+def _train_config(args: argparse.Namespace):
+    cls = ALGOS[args.algo].Config
+    flags: list[str] = []
+    for key, value in (
+        ("env_id", args.env),
+        ("backbone", args.backbone),
+        ("hidden_size", args.hidden),
+        ("force_dale_law", args.dale),
+        ("total_steps", args.steps),
+        ("n_envs", args.n_envs),
+        ("seed", args.seed),
+    ):
+        if value is not None:
+            flags.append(f"{key}={value}")
+    # precedence: defaults < --config file < flags < --set
+    return load_config(cls, toml_path=args.config, sets=[*flags, *args.set])
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    torch.set_num_threads(args.threads)
+    if args.resume:
+        prepare_run_dir(args.out, resume=True, force=False)
+        algo = load_algo(Path(args.out) / "checkpoints" / "last.pt", run_dir=args.out)
+        total = args.steps if args.steps is not None else algo.config.total_steps
+    else:
+        cfg = _train_config(args)
+        algo = ALGOS[args.algo](config=cfg, run_dir=args.out)  # validates env and spaces
+        out = prepare_run_dir(args.out, resume=False, force=args.force)
+        write_json_atomic(out / "config.json", {"algo": args.algo, **config_to_dict(cfg)})
+        total = cfg.total_steps
+    try:
+        algo.learn(total, progress=not args.quiet)
+    finally:
+        algo.close()
+    print(f"run directory: {args.out} (checkpoints/best.pt, metrics.csv, learning_curve.png)")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    torch.set_num_threads(1)
+    algo = load_algo(_checkpoint_path(args.run_dir, args.checkpoint))
+    res = algo.evaluate(n_episodes=args.episodes, seed=args.seed)
+    res.pop("mean_length", None)
+    print(json.dumps(res))
+    return 0
+
+
+def _render(algo: Any, out: Path, *, seed: int, fps: int, activity: bool) -> Path:
+    from snrl.render import TrajectoryRenderer
+
+    traj = algo.rollout(seed=seed, record=True)
+    return TrajectoryRenderer(traj, activity=activity).to_file(out, fps=fps)
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    torch.set_num_threads(1)
+    out = _video_path(args.out)
+    if args.fps < 1:
+        raise UserError(f"--fps {args.fps} (must be >= 1)")
+    algo = load_algo(_checkpoint_path(args.run_dir, "best"))
+    written = _render(algo, out, seed=args.seed, fps=args.fps, activity=not args.no_activity)
+    print(f"wrote {written}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Train a Dale-constrained LIF PPO agent on CartPole-v1, evaluate, plot and render."""
+    torch.set_num_threads(1)
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()) and not any((out / m).exists() for m in RUN_MARKERS):
+        raise UserError(f"{out} exists and is not an snrl run directory (choose another --out)")
+    cfg = load_config(ALGOS["ppo"].Config, sets=list(args.set))
+    print(
+        f"snrl demo: PPO, {cfg.backbone.upper()} backbone ({cfg.hidden_size} neurons, Dale's law "
+        f"{'on' if cfg.force_dale_law else 'off'}), {cfg.env_id}, {cfg.total_steps} env steps"
+    )
+    algo = ALGOS["ppo"](config=cfg, run_dir=out)
+    prepare_run_dir(out, resume=False, force=out.exists() and any(out.iterdir()))
+    write_json_atomic(out / "config.json", {"algo": "ppo", **config_to_dict(cfg)})
+    t0 = time.perf_counter()
+    try:
+        algo.learn(cfg.total_steps, progress=not args.quiet)
+    finally:
+        algo.close()
+    train_s = time.perf_counter() - t0
+    best = load_algo(out / "checkpoints" / "best.pt")
+    res = best.evaluate(n_episodes=20, seed=123)
+    write_json_atomic(out / "eval.json", res)
+    lines = [
+        f"trained in {train_s:.0f} s; best checkpoint: deterministic eval over 20 episodes = "
+        f"{res['mean_return']:.1f} ± {res['std_return']:.1f}",
+        f"run directory:   {out}/",
+        f"  checkpoints:   {out / 'checkpoints' / 'best.pt'}, {out / 'checkpoints' / 'last.pt'}",
+        f"  metrics:       {out / 'metrics.csv'}",
+        f"  learning curve: {out / 'learning_curve.png'}",
+        f"  evaluation:    {out / 'eval.json'}",
+    ]
+    if not args.no_video:
+        for name in ("demo.mp4", "demo.gif"):
+            written = _render(best, out / name, seed=0, fps=30, activity=True)
+            lines.append(f"  video:         {written}")
+    best.close()
+    print("\n".join(lines))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="snrl", description="Reinforcement learning with spiking neural networks.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    d = sub.add_parser("demo", help="train, evaluate, plot and render a Dale LIF agent on CartPole")
+    d.add_argument("--out", default="snrl-demo", help="run directory (default: snrl-demo)")
+    d.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a PPO hyperparameter (repeatable)",
+    )
+    d.add_argument("--no-video", action="store_true", help="skip demo.mp4 / demo.gif")
+    d.add_argument("--quiet", action="store_true", help="no progress bar")
+    d.set_defaults(func=cmd_demo)
+
+    t = sub.add_parser("train", help="train an agent into a run directory")
+    t.add_argument("--algo", choices=sorted(ALGOS), default="ppo")
+    t.add_argument("--env", default=None, help="gymnasium id or module:Class")
+    t.add_argument("--backbone", choices=BACKBONES, default=None)
+    t.add_argument("--hidden", type=int, default=None, help="neurons per hidden layer")
+    t.add_argument("--dale", dest="dale", action="store_true", default=None)
+    t.add_argument("--no-dale", dest="dale", action="store_false")
+    t.add_argument("--steps", type=int, default=None, help="total env steps")
+    t.add_argument("--n-envs", type=int, default=None)
+    t.add_argument("--seed", type=int, default=None)
+    t.add_argument("--config", default=None, metavar="FILE.toml")
+    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    t.add_argument("--out", required=True, help="run directory")
+    g = t.add_mutually_exclusive_group()
+    g.add_argument("--resume", action="store_true", help="continue from checkpoints/last.pt")
+    g.add_argument("--force", action="store_true", help="overwrite an existing run directory")
+    t.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.set_defaults(func=cmd_train)
+
+    e = sub.add_parser("eval", help="deterministic evaluation of a run; prints one JSON object")
+    e.add_argument("run_dir")
+    e.add_argument("--episodes", type=int, default=20)
+    e.add_argument("--seed", type=int, default=123)
+    e.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    e.set_defaults(func=cmd_eval)
+
+    r = sub.add_parser("render", help="roll out one episode of a run and write a video")
+    r.add_argument("run_dir")
+    r.add_argument("--out", required=True, metavar="FILE.gif|FILE.mp4")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--fps", type=int, default=30)
+    r.add_argument("--no-activity", action="store_true", help="frames only, no network panel")
+    r.set_defaults(func=cmd_render)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, OSError) as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        print(f"error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted (resume with --resume)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
