@@ -189,6 +189,8 @@ class ReplayBuffer:
         return int(self._p_len.sum())
 
     def _check(self, name: str, x: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        if hasattr(x, "detach"):  # a torch tensor, possibly on a GPU
+            x = x.detach().cpu().numpy()
         arr = np.asarray(x)
         if arr.shape != shape:
             raise UserError(
@@ -242,7 +244,7 @@ class ReplayBuffer:
                 term.astype(np.float32),
             )
 
-        out = []
+        out: list[tuple[np.ndarray, ...]] = []
         for i in range(e):
             k = self._p_len[i]
             self._p_obs[i, k] = obs[i]
@@ -255,14 +257,16 @@ class ReplayBuffer:
                 out.append(self._emit_oldest(i, next_obs[i]))
         if not out:
             return np.zeros(0, dtype=np.int64)
-        return np.concatenate(out)
+        # One write per call (one priority-tree update for all envs).
+        return self._write(*(np.concatenate(parts) for parts in zip(*out)))
 
-    def _emit_oldest(self, i: int, next_obs: np.ndarray) -> np.ndarray:
+    def _emit_oldest(self, i: int, next_obs: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The full n-step transition of env i's oldest pending step; drops it from pending."""
         n = self.n_step
         ret = float(np.sum(self._p_rew[i, :n] * self.gamma ** np.arange(n)))
-        idx = self._write(
-            self._p_obs[i, :1],
-            self._p_act[i, :1],
+        row = (
+            self._p_obs[i, :1].copy(),
+            self._p_act[i, :1].copy(),
             np.array([ret]),
             next_obs[None],
             np.array([self.gamma**n]),
@@ -272,9 +276,10 @@ class ReplayBuffer:
         self._p_act[i, :-1] = self._p_act[i, 1:].copy()
         self._p_rew[i, :-1] = self._p_rew[i, 1:].copy()
         self._p_len[i] -= 1
-        return idx
+        return row
 
-    def _flush(self, i: int, next_obs: np.ndarray, done: float) -> np.ndarray:
+    def _flush(self, i: int, next_obs: np.ndarray, done: float) -> tuple[np.ndarray, ...]:
+        """Every pending transition of env i, cut at the episode end; clears pending."""
         m = int(self._p_len[i])
         rew = self._p_rew[i, :m]
         returns = np.zeros(m)
@@ -283,16 +288,16 @@ class ReplayBuffer:
             acc = rew[k] + self.gamma * acc
             returns[k] = acc
         steps = m - np.arange(m)  # m, m-1, ..., 1 steps to the final observation
-        idx = self._write(
-            self._p_obs[i, :m],
-            self._p_act[i, :m],
+        rows = (
+            self._p_obs[i, :m].copy(),
+            self._p_act[i, :m].copy(),
             returns,
             np.broadcast_to(next_obs, (m, *self.obs_shape)),
             self.gamma**steps,
             np.full(m, done, dtype=np.float32),
         )
         self._p_len[i] = 0
-        return idx
+        return rows
 
     def _write(
         self,

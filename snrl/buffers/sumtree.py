@@ -89,7 +89,8 @@ class SumTree:
         self._sum[nodes] = vals
         self._min[nodes] = vals
         for _ in range(self._depth):
-            nodes = np.unique(nodes // 2)
+            # Repeated parents are harmless: each gets the same value from its children.
+            nodes = nodes // 2
             left, right = 2 * nodes, 2 * nodes + 1
             self._sum[nodes] = self._sum[left] + self._sum[right]
             self._min[nodes] = np.minimum(self._min[left], self._min[right])
