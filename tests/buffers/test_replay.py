@@ -264,3 +264,14 @@ def test_per_update_priorities_errors():
         buf.update_priorities([0, 1], [1.0])
     with pytest.raises(UserError, match="out of range"):
         buf.update_priorities([5], [1.0])
+
+
+def test_add_accepts_torch_tensors():
+    import torch
+
+    buf = ReplayBuffer(4, (2,), n_envs=2)
+    obs = torch.ones(2, 2, requires_grad=True)
+    buf.add(obs, torch.tensor([0, 1]), torch.ones(2), obs * 2, torch.tensor([True, False]),
+            torch.zeros(2, dtype=torch.bool))  # fmt: skip
+    np.testing.assert_array_equal(buf.next_obs[:2], 2.0)
+    np.testing.assert_array_equal(buf.dones[:2], [1.0, 0.0])

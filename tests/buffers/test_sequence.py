@@ -254,3 +254,15 @@ def test_prioritized_sequence_priorities_and_weights_by_hand():
     np.testing.assert_allclose(b["weights"], hand[b["indices"]], rtol=1e-6)
     with pytest.raises(UserError, match=r"expected \(T, 2\)"):
         buf.update_priorities([0, 1], td[:, :1])
+
+
+def test_empty_state_of_an_mlp_round_trips(tmp_path):
+    buf = SequenceReplayBuffer(8, (2,), seq_len=2, burn_in=1, seed=0)
+    for t in range(5):
+        buf.add(torch.full((1, 2), float(t)), [0], [1.0], np.zeros((1, 2)), [t == 4], [False], ())
+    assert len(buf) == 3
+    assert buf.sample(2)["state"] == ()
+    buf.save(tmp_path / "mlp.npz")
+    loaded = SequenceReplayBuffer.load(tmp_path / "mlp.npz")
+    assert loaded.sample(3)["state"] == ()
+    np.testing.assert_array_equal(loaded.data["obs"], buf.data["obs"])
