@@ -198,3 +198,37 @@ def test_custom_snntorch_surrogate_is_used() -> None:
     (g,) = torch.autograd.grad(z.sum(), x)
     # snntorch atan surrogate (alpha=2): d/dx = 1 / (1 + (pi (v - thr))^2), at v - thr = -0.5
     assert g.item() == pytest.approx(1 / (1 + (math.pi * 0.5) ** 2), rel=1e-5)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("reset", ["subtract", "zero"])
+def test_lif_training_path_with_and_without_the_fused_sequence(monkeypatch, fused, reset) -> None:
+    import snrl.layers.lif as lif_module
+
+    calls = []
+    real = lif_module._lif_sequence
+    assert real is not None  # snrl.functional.lif_sequence exists in this checkout
+
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lif_module, "_lif_sequence", spy if fused else None)
+    layer = _make(LIFLayer, reset, force_dale_law=True)
+    x = torch.randn(30, 3, 3, generator=torch.Generator().manual_seed(4)) * 2
+    s0 = layer.initial_state(3)
+    res = layer.run(x, s0)
+    assert len(calls) == (1 if fused else 0)
+    grads = torch.autograd.grad((res.out.sum() + res.v.pow(2).sum() * 0.01), [layer.weight_rec])
+    monkeypatch.setattr(lif_module, "_lif_sequence", None)
+    outs, vs, s = [], [], s0
+    for t in range(30):
+        r = layer.run(x[t], s)
+        outs.append(r.out)
+        vs.append(r.v)
+        s = r.state
+    ref = torch.autograd.grad(
+        torch.stack(outs).sum() + torch.stack(vs).pow(2).sum() * 0.01, [layer.weight_rec]
+    )
+    assert torch.equal(res.out, torch.stack(outs))
+    assert torch.allclose(grads[0], ref[0], rtol=1e-4, atol=1e-4 * (1 + ref[0].abs().max().item()))
