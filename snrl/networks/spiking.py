@@ -125,6 +125,16 @@ class SpikingBackbone(nn.Module):
             )
         self.layers = nn.ModuleDict(layers)
 
+    @property
+    def readout(self) -> LILayer | None:
+        """The LI readout layer, or None when ``output_size`` is None."""
+        return self.layers["readout"] if "readout" in self.layers else None
+
+    @property
+    def spiking_layers(self) -> list[RecurrentLayer]:
+        """The spiking layers, input side first."""
+        return [self.layers[k] for k in self.spiking_names]
+
     # ------------------------------------------------------------------ state
     def _per_layer(self, value: Any, name: str) -> list[Any]:
         """Spread a per-layer argument (None, sequence or mapping by layer name)."""

@@ -107,6 +107,13 @@ def test_layer_info_fan_out_without_mask_without_recurrence_and_without_readout(
     assert [i.name for i in b] == ["lif0", "lif1"]
 
 
+def test_readout_and_spiking_layers_accessors() -> None:
+    net = SpikingBackbone(4, [8, 5], 2, seed=0)
+    assert net.readout is net.layers["readout"]
+    assert net.spiking_layers == [net.layers["lif0"], net.layers["lif1"]]
+    assert SpikingBackbone(4, 8, None, seed=0).readout is None
+
+
 def test_output_none_returns_last_spikes() -> None:
     net = SpikingBackbone(4, 8, None, seed=0)
     assert net.output_size == 8
