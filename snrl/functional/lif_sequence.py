@@ -210,32 +210,30 @@ class _LIFSequence(torch.autograd.Function):
                 chunk_start = max(0, t + 1 - _CHUNK)
                 s_chunk = _surrogate_derivative(spike_fn, vs[chunk_start : t + 1] - threshold)
             s_t = s_chunk[t - chunk_start]
-            if gz is not None:
-                torch.mul(s_t, gz[t], out=d)
-                if gv is not None:
-                    d.add_(gv[t])
-            elif gv is not None:
-                d.copy_(gv[t])
+            g_t = None if gz is None else gz[t]
+            # dz = total gradient of z_t: its own gz_t plus what step t + 1 sends back.
+            if nxt is None:
+                dz = g_t
             else:
-                d.zero_()
-            if nxt is not None:
-                # dz_t (through step t + 1) = dv_{t+1} W^T - reset term; dv_t += s_t dz_t
-                if subtract:
-                    if w_back is not None:
-                        d.addcmul_(s_t, nxt @ w_back)
-                    else:
-                        d.addcmul_(s_t, nxt, value=-threshold)
-                    d.addcmul_(alpha, nxt)
+                if w_back is not None:  # (subtract: the reset is folded into w_back)
+                    dz = nxt @ w_back if g_t is None else torch.addmm(g_t, nxt, w_back)
+                elif subtract:
+                    dz = nxt * -threshold if g_t is None else torch.add(g_t, nxt, alpha=-threshold)
                 else:
-                    av = alpha * v_t
-                    dz = torch.mul(av, nxt).neg_()
-                    if w_back is not None:
-                        dz.add_(nxt @ w_back)
-                    d.addcmul_(s_t, dz)
-                    d.addcmul_(alpha - alpha * z_t, nxt)
+                    dz = torch.zeros_like(nxt) if g_t is None else g_t.clone()
+                if not subtract:
+                    dz.addcmul_(alpha * v_t, nxt, value=-1.0)
+            if dz is None:
+                d.zero_()
+            else:
+                torch.mul(s_t, dz, out=d)
+            if nxt is not None:
+                d.addcmul_(alpha if subtract else alpha - alpha * z_t, nxt)
                 if need_alpha:
                     prev = v_t if subtract else v_t - v_t * z_t
                     dalpha_acc.add_(torch.sum(prev * nxt, 0))
+            if gv is not None:
+                d.add_(gv[t])
             nxt = d
 
         first = nxt if nxt is not None else torch.zeros_like(v0)
