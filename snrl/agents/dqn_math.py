@@ -100,6 +100,68 @@ def double_dqn_target(
         return rewards.to(q_next.dtype) + discounts * not_done * q_next
 
 
+def sequence_nstep_targets(
+    rewards: Tensor,
+    dones: Tensor,
+    mask: Tensor,
+    q_boot: Tensor,
+    gamma: float,
+    n: int,
+) -> Tensor:
+    """n-step TD targets inside replayed sequences (R2D2), without gradient.
+
+    Each row's valid steps must be one contiguous piece of one episode, as
+    :class:`~snrl.buffers.sequence.SequenceReplayBuffer` returns them. For a valid step ``t``
+    of a row whose last valid step is ``e``, with ``m = min(n, e - t + 1)``:
+
+        y_t = sum_{k<m} gamma^k r_{t+k} + gamma^m (1 - done_{t+m-1}) q_boot_{t+m-1}
+
+    so the return is cut at the episode end (terminated: no bootstrap; truncated: bootstrap
+    from the final observation) and at the end of the sequence (bootstrap from ``s_{e+1}``).
+
+    Args:
+        rewards: (T, B) rewards.
+        dones: (T, B) 1 where the episode terminated on that step.
+        mask: (T, B) 1 on valid steps, 0 on padding.
+        q_boot: (T, B) bootstrap value of the state *after* step ``t``, e.g.
+            ``Q_target(s_{t+1}, argmax_a Q_online(s_{t+1}, a))`` read at position ``t + 1``
+            of a pass over the batch's ``seq_obs``.
+        gamma: discount per step.
+        n: steps of the return (>= 1).
+
+    Returns:
+        (T, B) targets, 0 on invalid steps.
+    """
+    if int(n) < 1:
+        raise UserError(f"n must be >= 1, got {n} (use 1 for one-step TD)")
+    shapes = {tuple(x.shape) for x in (rewards, dones, mask, q_boot)}
+    if len(shapes) != 1 or rewards.dim() != 2:
+        raise UserError(
+            f"rewards, dones, mask and q_boot must share one (T, B) shape, got {sorted(shapes)} "
+            "(pass time-first sequences)"
+        )
+    with torch.no_grad():
+        dtype = q_boot.dtype
+        t_len = rewards.shape[0]
+        valid = mask.to(dtype)
+        r = rewards.to(dtype) * valid
+        y = torch.zeros_like(q_boot)
+        count = torch.zeros_like(q_boot)  # m: steps of the return actually available
+        for k in range(min(int(n), t_len)):
+            m_k = torch.zeros_like(valid)
+            m_k[: t_len - k] = valid[k:]
+            r_k = torch.zeros_like(r)
+            r_k[: t_len - k] = r[k:]
+            y += gamma**k * r_k * m_k
+            count += m_k
+        steps = torch.arange(t_len, device=q_boot.device).unsqueeze(1)
+        end = (steps + count.long() - 1).clamp(0, t_len - 1)
+        boot = q_boot.gather(0, end)
+        not_done = 1.0 - dones.to(dtype).gather(0, end)
+        y += torch.pow(torch.full_like(count, float(gamma)), count) * not_done * boot
+        return y * valid
+
+
 def td_loss(
     q: Tensor,
     target: Tensor,

@@ -21,7 +21,14 @@ the first steps of an episode included. Per step the window carries:
   state of a window that begins with padding does not matter;
 - ``dones`` (terminated) and ``truncated``: how the episode ended on that step; ``next_obs``
   holds the true next observation (the final one at an episode end), so a truncated last
-  step can bootstrap: feed ``next_obs[t]`` one more step from the state after step ``t``.
+  step can bootstrap.
+
+A sampled batch also carries ``seq_obs`` (T + 1 steps): ``obs`` with the next observation
+of each row's last valid step written right after it. A learner runs the online and the
+target network once over ``seq_obs`` (from the stored state, resetting at ``seq_starts``):
+position ``t`` gives ``Q(s_t, .)`` and position ``t + 1`` gives ``Q(s_{t+1}, .)`` for every
+valid step ``t`` (windows never cross an episode, so ``s_{t+1}`` is always in the same
+episode), which :func:`snrl.agents.dqn_math.sequence_nstep_targets` turns into n-step targets.
 
 Recurrent states are any nested (named) tuple of ``(B, ...)`` tensors
 (:mod:`snrl.functional.state`); each leaf is stored as one numpy array ``(capacity, ...)``.
@@ -350,6 +357,16 @@ class SequenceReplayBuffer:
         batch: dict[str, Any] = {
             k: np.ascontiguousarray(np.swapaxes(self.data[k][idx], 0, 1)) for k in _STEP_FIELDS
         }
+        # One input sequence for a single forward pass that also yields every bootstrap:
+        # the true next observation of each row's last valid step goes right after it.
+        b = len(idx)
+        rows = np.arange(b)
+        last = self.length - 1 - np.argmax(batch["mask"][::-1] > 0, axis=0)  # (B,)
+        seq_obs = np.zeros((self.length + 1, b, *self.obs_shape), dtype=self.obs_dtype)
+        seq_obs[: self.length] = batch["obs"]
+        seq_obs[last + 1, rows] = batch["next_obs"][last, rows]
+        batch["seq_obs"] = seq_obs
+        batch["seq_starts"] = np.concatenate([batch["starts"], np.zeros((1, b), dtype=bool)])
         leaves = [torch.from_numpy(store[idx]) for store in self.states]
         batch["state"] = _fill_state(self._template, leaves) if self._template is not None else ()
         batch["indices"] = idx.astype(np.int64)
@@ -363,6 +380,10 @@ class SequenceReplayBuffer:
             Time-first arrays of ``T = burn_in + seq_len`` steps: ``obs`` and ``next_obs``
             (T, B, *obs_shape), ``actions`` (T, B, *action_shape), ``rewards``, ``dones``
             (terminated), ``truncated``, ``mask`` (T, B) float32, ``starts`` (T, B) bool;
+            ``seq_obs`` (T + 1, B, *obs_shape) and ``seq_starts`` (T + 1, B): ``obs`` with
+            the next observation of each row's last valid step written right after it, so
+            one pass over ``seq_obs`` gives ``Q(s_{t+1})`` at position ``t + 1`` for every
+            valid step ``t`` (see :func:`snrl.agents.dqn_math.sequence_nstep_targets`);
             ``state``: the stored state before step 0, same structure as the added states,
             CPU tensors (B, ...); ``indices`` (B,) int64; ``weights`` (B,) float32 (ones).
         """

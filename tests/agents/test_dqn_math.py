@@ -6,7 +6,13 @@ import pytest
 import torch
 from torch import nn
 
-from snrl.agents.dqn_math import double_dqn_target, dueling_aggregate, polyak_update, td_loss
+from snrl.agents.dqn_math import (
+    double_dqn_target,
+    dueling_aggregate,
+    polyak_update,
+    sequence_nstep_targets,
+    td_loss,
+)
 from snrl.errors import UserError
 
 
@@ -96,3 +102,29 @@ def test_polyak_update_soft_and_hard():
             polyak_update(target, online, bad)
     with pytest.raises(UserError, match="parameters"):
         polyak_update(target, [online.weight], 0.5)
+
+
+def test_sequence_nstep_targets_by_hand():
+    """n = 3, gamma = 0.5; column 0 runs past the window end, column 1 terminates at t = 3."""
+    rewards = torch.tensor([[1.0, 0.0], [2.0, 1.0], [3.0, 1.0], [4.0, 1.0], [5.0, 0.0]])
+    dones = torch.tensor([[0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+    mask = torch.tensor([[1.0, 0.0], [1.0, 1.0], [1.0, 1.0], [1.0, 1.0], [1.0, 0.0]])
+    q_boot = torch.tensor([[10.0, 7.0], [20.0, 7.0], [30.0, 7.0], [40.0, 7.0], [50.0, 7.0]])
+    y = sequence_nstep_targets(rewards, dones, mask, q_boot, 0.5, 3)
+    expected = torch.tensor(
+        [
+            [1 + 1 + 0.75 + 0.125 * 30, 0.0],  # column 1: padding -> 0
+            [2 + 1.5 + 1 + 0.125 * 40, 1 + 0.5 + 0.25],  # ends on the terminal step: no bootstrap
+            [3 + 2 + 1.25 + 0.125 * 50, 1 + 0.5],
+            [4 + 2.5 + 0.25 * 50, 1.0],  # column 0: cut at the window end, bootstrap at t = 4
+            [5 + 0.5 * 50, 0.0],
+        ]
+    )
+    torch.testing.assert_close(y, expected)
+    # n = 1 is the one-step target everywhere valid
+    y1 = sequence_nstep_targets(rewards, dones, mask, q_boot, 0.5, 1)
+    torch.testing.assert_close(y1, (rewards + 0.5 * (1 - dones) * q_boot) * mask)
+    with pytest.raises(UserError, match="n must be"):
+        sequence_nstep_targets(rewards, dones, mask, q_boot, 0.5, 0)
+    with pytest.raises(UserError, match=r"\(T, B\)"):
+        sequence_nstep_targets(rewards, dones, mask[:2], q_boot, 0.5, 2)

@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch import Tensor, nn
 
+from snrl.agents.dqn_math import sequence_nstep_targets
 from snrl.buffers.sequence import PrioritizedSequenceReplayBuffer, SequenceReplayBuffer
 from snrl.errors import UserError
 from snrl.functional.state import mask_state
@@ -37,11 +38,22 @@ class Leaky(nn.Module):
         return mask_state(done, self.initial_state(done.shape[0]), state)
 
 
+class Record(NamedTuple):
+    """What the actor saw, keyed by (episode id, step in episode)."""
+
+    out: dict  # actor's output h after feeding that step's observation
+    reward: dict
+    next_obs: dict  # the true next observation (3,) of that step
+    length: dict  # episode id -> number of steps (finished episodes only)
+    final: dict  # episode id -> (final observation (3,), terminated)
+    finished: set  # (episode id, step) of finished episodes
+
+
 def _run_actor(buf, n_steps=70, seed=0, max_len=12):
     """Two envs with random episode lengths; obs = (episode id, step in episode, noise).
 
-    Returns the actor's outputs and states keyed by (episode id, step), and the set of steps
-    of finished episodes.
+    ``next_obs`` is the env's true next observation (the final one at an episode end), and
+    the state passed to ``add`` is the one fed with ``obs``.
     """
     rng = np.random.default_rng(seed)
     net = Leaky()
@@ -51,34 +63,38 @@ def _run_actor(buf, n_steps=70, seed=0, max_len=12):
     ep = list(range(n_envs))
     t = [0] * n_envs
     length = [int(rng.integers(1, max_len + 1)) for _ in range(n_envs)]
-    actor_out, finished, all_steps = {}, set(), {}
+    rec = Record({}, {}, {}, {}, {}, set())
+    obs = np.array([[ep[i], 0, rng.normal()] for i in range(n_envs)])
     for _ in range(n_steps):
-        obs = np.array([[ep[i], t[i], rng.normal()] for i in range(n_envs)])
-        last = [t[i] == length[i] - 1 for i in range(n_envs)]
+        last = np.array([t[i] == length[i] - 1 for i in range(n_envs)])
         kind = rng.random(n_envs) < 0.5
-        term = np.array([last[i] and kind[i] for i in range(n_envs)])
-        trunc = np.array([last[i] and not kind[i] for i in range(n_envs)])
-        next_obs = obs + np.array([0.0, 1.0, 0.0])
-        buf.add(obs, np.array(t), obs[:, 2], next_obs, term, trunc, state)
+        term, trunc = last & kind, last & ~kind
+        next_obs = np.array([[ep[i], t[i] + 1, rng.normal()] for i in range(n_envs)])
+        reward = rng.normal(size=n_envs)
+        buf.add(obs, np.array(t), reward, next_obs, term, trunc, state)
         out, state = net(torch.from_numpy(obs), state)
+        obs = next_obs.copy()
         for i in range(n_envs):
-            actor_out[(ep[i], t[i])] = out[i].clone()
-            all_steps.setdefault(ep[i], []).append(t[i])
-        done = np.array(last)
-        for i in np.flatnonzero(done):
-            finished.update((ep[i], s) for s in range(length[i]))
+            rec.out[(ep[i], t[i])] = out[i].clone()
+            rec.reward[(ep[i], t[i])] = reward[i]
+            rec.next_obs[(ep[i], t[i])] = next_obs[i]
+        for i in np.flatnonzero(last):
+            rec.finished.update((ep[i], s) for s in range(length[i]))
+            rec.length[ep[i]] = length[i]
+            rec.final[ep[i]] = (next_obs[i], bool(term[i]))
             ep[i], next_ep, t[i] = next_ep, next_ep + 1, 0
             length[i] = int(rng.integers(1, max_len + 1))
-        for i in np.flatnonzero(~done):
+            obs[i] = [ep[i], 0, rng.normal()]  # the reset observation
+        for i in np.flatnonzero(~last):
             t[i] += 1
-        state = net.reset_state(state, torch.from_numpy(done))
-    return actor_out, finished
+        state = net.reset_state(state, torch.from_numpy(last))
+    return rec
 
 
 @pytest.mark.parametrize("stride", [None, 2])
 def test_sequences_never_cross_episodes_and_cover_every_step(stride):
     buf = SequenceReplayBuffer(500, (3,), seq_len=4, burn_in=3, stride=stride, n_envs=2)
-    _, finished = _run_actor(buf)
+    finished = _run_actor(buf).finished
     d = buf.data
     trained = {}
     for j in range(len(buf)):
@@ -120,7 +136,7 @@ def test_stored_state_replays_the_actor_exactly_and_burn_in_repairs_a_zero_state
     buf = SequenceReplayBuffer(
         500, (3,), seq_len=6, burn_in=burn_in, n_envs=2, obs_dtype=np.float64, seed=0
     )
-    actor_out, _ = _run_actor(buf, n_steps=120, seed=1, max_len=40)
+    actor_out = _run_actor(buf, n_steps=120, seed=1, max_len=40).out
     batch = buf.sample(len(buf))
     assert isinstance(batch["state"][0], HState)
     net = Leaky()
@@ -140,6 +156,67 @@ def test_stored_state_replays_the_actor_exactly_and_burn_in_repairs_a_zero_state
                 assert torch.all(err <= 0.5 ** (t + 1) * stored_h[b].abs() + 1e-12)
                 saw_difference |= bool(err.max() > 0)
     assert saw_difference  # the stored state did matter somewhere
+
+
+@pytest.mark.parametrize("stride", [None, 3])
+def test_seq_obs_and_nstep_targets_match_the_actor(stride):
+    """One pass over seq_obs + sequence_nstep_targets == n-step targets from the actor's record.
+
+    Q-values are the Leaky net's output h (3 "actions"), bootstrapped with max_a.
+    """
+    n, gamma, burn_in = 3, 0.8, 2
+    buf = SequenceReplayBuffer(
+        500, (3,), seq_len=5, burn_in=burn_in, stride=stride, n_envs=2,
+        obs_dtype=np.float64, seed=0,
+    )  # fmt: skip
+    rec = _run_actor(buf, n_steps=90, seed=5, max_len=14)
+    batch = buf.sample(len(buf))
+    obs, next_obs, mask = batch["obs"], batch["next_obs"], batch["mask"]
+    t_len, b_len = mask.shape
+    # seq_obs[t + 1] is the true next observation of every valid step t.
+    for b in range(b_len):
+        for t in np.flatnonzero(mask[:, b] == 1):
+            np.testing.assert_array_equal(batch["seq_obs"][t + 1, b], next_obs[t, b])
+    valid_steps = mask == 1
+    np.testing.assert_array_equal(batch["seq_obs"][:t_len][valid_steps], obs[valid_steps])
+    assert not batch["seq_starts"][t_len].any()
+
+    net = Leaky()
+    state, outs = batch["state"], []
+    seq_obs, seq_starts = torch.from_numpy(batch["seq_obs"]), torch.from_numpy(batch["seq_starts"])
+    for t in range(t_len + 1):
+        state = net.reset_state(state, seq_starts[t])
+        out, state = net(seq_obs[t], state)
+        outs.append(out)
+    q = torch.stack(outs)  # (T + 1, B, 3)
+    q_boot = q[1:].max(dim=-1).values
+    y = sequence_nstep_targets(
+        torch.from_numpy(batch["rewards"]).double(), torch.from_numpy(batch["dones"]),
+        torch.from_numpy(mask), q_boot, gamma, n,
+    )  # fmt: skip
+
+    def h_after(ep, step):  # the actor's h after feeding the observation of ``step``
+        if (ep, step) in rec.out:
+            return rec.out[(ep, step)]
+        # Not fed by the actor (final observation, or the run stopped): one more step.
+        return 0.5 * rec.out[(ep, step - 1)] + torch.from_numpy(rec.next_obs[(ep, step - 1)])
+
+    checked = 0
+    for b in range(b_len):
+        valid = np.flatnonzero(mask[:, b] == 1)
+        ep, last_step = int(obs[valid[0], b, 0]), int(obs[valid[-1], b, 1])
+        for t in valid:
+            s0 = int(obs[t, b, 1])
+            m = min(n, last_step - s0 + 1)
+            # rewards are stored as float32
+            ret = sum(gamma**k * float(np.float32(rec.reward[(ep, s0 + k)])) for k in range(m))
+            ends = rec.length.get(ep) == s0 + m
+            terminal = ends and rec.final[ep][1]
+            boot = 0.0 if terminal else float(h_after(ep, s0 + m).max())
+            assert float(y[t, b]) == pytest.approx(ret + gamma**m * boot, abs=1e-9)
+            checked += 1
+        assert float(y[mask[:, b] == 0, b].abs().sum()) == 0.0
+    assert checked > 100
 
 
 def test_padding_by_hand():
