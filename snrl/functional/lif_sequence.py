@@ -26,16 +26,21 @@ steps) and ``dalpha = sum_t v_{t-1} dv_t`` (times ``1 - z_{t-1}`` for the zero r
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable
 from typing import Protocol
 
 import torch
+from snntorch import surrogate as _snn_surrogate
 from torch import Tensor
 
 from snrl.errors import UserError
 
 RESETS = ("subtract", "zero")
 _CHUNK = 8  # time steps per surrogate-derivative call in the backward pass
+_FAST_SIGMOID_CODE = _snn_surrogate.fast_sigmoid().__code__
+_ATAN_CODE = _snn_surrogate.atan().__code__
 
 
 class LIFStateLike(Protocol):
@@ -159,6 +164,50 @@ def _forward_loop(
     return zs, vs
 
 
+def _closed_form(spike_fn: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor] | None:
+    """The derivative of a recognized snntorch surrogate, in a few in-place ops, else None.
+
+    snntorch's surrogates are closures over their parameter (``fast_sigmoid(slope)`` ...);
+    recognized by their code object. Evaluating one through autograd costs ~10 passes over
+    the data with bool temporaries; the closed form costs 4. Callers check it on a probe.
+    """
+    code = getattr(spike_fn, "__code__", None)
+    cells = getattr(spike_fn, "__closure__", None)
+    if code is None or not cells or len(cells) != 1:
+        return None
+    try:
+        param = float(cells[0].cell_contents)
+    except (TypeError, ValueError):
+        return None
+    if code is _FAST_SIGMOID_CODE:  # 1 / (k |x| + 1)^2
+
+        def fast_sigmoid(x: Tensor) -> Tensor:
+            a = x.abs().mul_(param).add_(1.0)
+            return a.mul_(a).reciprocal_()
+
+        return fast_sigmoid
+    if code is _ATAN_CODE:  # (a / 2) / (1 + (pi a x / 2)^2)
+
+        def atan(x: Tensor) -> Tensor:
+            b = x.mul(math.pi / 2 * param)
+            return b.mul_(b).add_(1.0).reciprocal_().mul_(param / 2)
+
+        return atan
+    return None
+
+
+def _derivative_fn(
+    spike_fn: Callable[[Tensor], Tensor], dtype: torch.dtype
+) -> Callable[[Tensor], Tensor]:
+    """x -> spike_fn'(x) elementwise: a checked closed form when known, else autograd."""
+    closed = _closed_form(spike_fn)
+    if closed is not None:
+        probe = torch.linspace(-3.0, 3.0, 121, dtype=dtype)
+        if torch.allclose(closed(probe), _surrogate_derivative(spike_fn, probe), 1e-5, 1e-7):
+            return closed
+    return functools.partial(_surrogate_derivative, spike_fn)
+
+
 def _surrogate_derivative(spike_fn: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
     """d spike_fn(x) / dx elementwise, by one autograd call (spike_fn is elementwise)."""
     with torch.enable_grad():
@@ -193,6 +242,7 @@ class _LIFSequence(torch.autograd.Function):
         threshold, reset, spike_fn = ctx.threshold, ctx.reset, ctx.spike_fn
         steps = vs.shape[0]
         subtract = reset == "subtract"
+        derivative = _derivative_fn(spike_fn, vs.dtype)
         # Everything below works on (B, N) slices: large temporaries cost more than the
         # per-step dispatch (fresh pages), and dv is the only (T, B, N) buffer allocated.
         w_back = None
@@ -208,7 +258,7 @@ class _LIFSequence(torch.autograd.Function):
             v_t, z_t, d = vs[t], zs[t], dv[t]
             if t < chunk_start:  # surrogate derivative for a few steps at once
                 chunk_start = max(0, t + 1 - _CHUNK)
-                s_chunk = _surrogate_derivative(spike_fn, vs[chunk_start : t + 1] - threshold)
+                s_chunk = derivative(vs[chunk_start : t + 1] - threshold)
             s_t = s_chunk[t - chunk_start]
             g_t = None if gz is None else gz[t]
             # dz = total gradient of z_t: its own gz_t plus what step t + 1 sends back.

@@ -9,7 +9,12 @@ import snntorch.surrogate as surrogate
 import torch
 from torch import Tensor
 
-from snrl.functional.lif_sequence import _LIFSequence, lif_sequence
+from snrl.functional.lif_sequence import (
+    _closed_form,
+    _derivative_fn,
+    _LIFSequence,
+    lif_sequence,
+)
 
 SURROGATES = {
     "fast_sigmoid": lambda: surrogate.fast_sigmoid(slope=25),
@@ -229,3 +234,25 @@ def test_empty_sequence():
     state = _State(torch.ones(2, 3, requires_grad=True), torch.zeros(2, 3))
     z, v = lif_sequence(u, None, state, torch.full((3,), 0.9), 1.0, "subtract", surrogate.atan())
     assert z.shape == v.shape == (0, 2, 3)
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: surrogate.fast_sigmoid(slope=7), lambda: surrogate.atan(alpha=3.0)]
+)
+def test_closed_form_surrogate_derivative_equals_autograd(make):
+    spike_fn = make()
+    closed = _closed_form(spike_fn)
+    assert closed is not None
+    x = torch.linspace(-40.0, 40.0, 2001, dtype=torch.float64).requires_grad_()
+    (want,) = torch.autograd.grad(spike_fn(x).sum(), x)
+    torch.testing.assert_close(closed(x.detach()), want, rtol=1e-12, atol=1e-15)
+
+
+def test_unknown_spike_fns_use_autograd():
+    wrapped = surrogate.fast_sigmoid(slope=7)
+    assert _closed_form(lambda x: wrapped(x)) is None
+    assert _closed_form(torch.sigmoid) is None
+    assert _closed_form(_ExactFastSigmoid.apply) is None
+    derivative = _derivative_fn(_ExactFastSigmoid.apply, torch.float64)
+    x = torch.tensor([-1.0, -0.1, 0.0, 0.2, 3.0], dtype=torch.float64)
+    torch.testing.assert_close(derivative(x), 1.0 / (10.0 * x.abs() + 1.0) ** 2)
