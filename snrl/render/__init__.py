@@ -1,5 +1,6 @@
 """Recorded episodes and their videos: Trajectory, TrajectoryRenderer, plot_episode."""
 
+from snrl.render.renderer import TrajectoryRenderer
 from snrl.render.trajectory import Trajectory, layer_dicts
 
-__all__ = ["Trajectory", "layer_dicts"]
+__all__ = ["Trajectory", "TrajectoryRenderer", "layer_dicts"]

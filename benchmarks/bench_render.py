@@ -1,0 +1,224 @@
+"""Benchmark snrl.render against imageio.mimsave on a CartPole episode.
+
+Measures, in one run (2 shared CPU cores on the reference machine):
+
+1. frames only, GIF and MP4: ``TrajectoryRenderer(traj, activity=False)`` vs
+   ``imageio.mimsave`` of the same 501 frames (600x400) at 30 fps;
+2. with the activity panel (128 LIF neurons, fake spikes/membranes, policy probs): the
+   time of the whole 500-step video relative to the frames-only time;
+3. peak memory while rendering a 5,000-step episode (frames re-simulated from the env, so
+   the trajectory holds no frames), in a child process: a thread samples the RSS of the
+   child and of its ffmpeg encoder from /proc every 20 ms; the peak of the sum is reported
+   with the RSS before rendering (imports, torch included).
+
+Usage::
+
+    python benchmarks/bench_render.py            # full run (~1 min)
+    python benchmarks/bench_render.py --quick    # 100 steps, 1,000-step memory run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import imageio
+import numpy as np
+
+from snrl.render import Trajectory, TrajectoryRenderer
+
+
+def balance(obs: np.ndarray) -> int:
+    """A fixed PD-like controller that keeps CartPole up (and near the centre) for long."""
+    x, x_dot, theta, theta_dot = obs
+    return int(theta + 0.5 * theta_dot + 0.02 * x + 0.1 * x_dot > 0)
+
+
+def cartpole_episode(steps: int, *, seed: int = 0, frames: bool = True, hidden: int = 128):
+    """A ``steps``-step CartPole trajectory with fake activity for ``hidden`` LIF neurons."""
+    rng = np.random.default_rng(seed)
+    env = gym.make("CartPole-v1", render_mode="rgb_array", max_episode_steps=steps)
+    obs, _ = env.reset(seed=seed)
+    imgs = [env.render()] if frames else None
+    observations, actions, rewards, terms, truncs = [], [], [], [], []
+    for _ in range(steps):
+        a = balance(obs)
+        observations.append(obs)
+        actions.append(a)
+        obs, r, term, trunc, _ = env.step(a)
+        rewards.append(r)
+        terms.append(term)
+        truncs.append(trunc)
+        if frames:
+            imgs.append(env.render())
+        if term or trunc:
+            break
+    env.close()
+    t = len(actions)
+    if t != steps:
+        raise RuntimeError(f"episode ended after {t} of {steps} steps")
+    sign = [1] * (hidden - hidden // 5) + [-1] * (hidden // 5)
+    v = np.cumsum(rng.normal(0.05, 0.3, (t, hidden)), axis=0) % 1.3
+    p = 1 / (1 + np.exp(-rng.normal(0, 2, t)))
+    return Trajectory(
+        observations=np.array(observations),
+        actions=np.array(actions),
+        rewards=np.array(rewards),
+        terminated=np.array(terms),
+        truncated=np.array(truncs),
+        env_id="CartPole-v1",
+        seed=seed,
+        frames=np.array(imgs) if frames else None,
+        activity={
+            "lif0.spikes": (rng.random((t, hidden)) < 0.08).astype(np.float32),
+            "lif0.v": v.astype(np.float32),
+            "readout.v": rng.normal(0, 1, (t, 2)).astype(np.float32),
+        },
+        layers=[
+            dict(name="lif0", kind="spiking", size=hidden, threshold=1.0, sign=sign),
+            dict(name="readout", kind="readout", size=2, threshold=None, sign=None),
+        ],
+        policy={"probs": np.stack([1 - p, p], axis=1)},
+        meta={"algo": "ppo", "backbone": "lif (fake activity)"},
+    )
+
+
+def timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def _rss_kb(pid: int | str, field: str = "VmRSS") -> int:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return next(int(line.split()[1]) for line in fh if line.startswith(field + ":"))
+    except (OSError, StopIteration):
+        return 0
+
+
+def _children(pid: int) -> list[int]:
+    kids: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            kids += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return kids
+
+
+def child(steps: int, out: str) -> None:
+    """Render a long episode with re-simulated frames; print peak memory as JSON.
+
+    A thread samples, every 20 ms, the RSS of this process plus that of its child processes
+    (the ffmpeg encoder) from /proc; the peak of the sum is reported, together with this
+    process's RSS before rendering (interpreter + imports, torch included) and VmHWM.
+    """
+    import os
+    import threading
+
+    pid = os.getpid()
+    traj = cartpole_episode(steps, frames=False)
+    env = gym.make("CartPole-v1", render_mode="rgb_array", max_episode_steps=steps)
+    before_kb = _rss_kb(pid)
+    peak = {"total": 0, "ffmpeg": 0}
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            kids = sum(_rss_kb(k) for k in _children(pid))
+            peak["ffmpeg"] = max(peak["ffmpeg"], kids)
+            peak["total"] = max(peak["total"], _rss_kb(pid) + kids)
+            stop.wait(0.02)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    t0 = time.perf_counter()
+    TrajectoryRenderer(traj, env).to_file(out, fps=30)
+    dt = time.perf_counter() - t0
+    stop.set()
+    thread.join()
+    env.close()
+    print(
+        json.dumps(
+            {
+                "before_mb": before_kb / 1024,
+                "python_hwm_mb": _rss_kb(pid, "VmHWM") / 1024,
+                "ffmpeg_mb": peak["ffmpeg"] / 1024,
+                "total_mb": peak["total"] / 1024,
+                "seconds": dt,
+            }
+        )
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short run for smoke tests")
+    parser.add_argument("--child", nargs=2, metavar=("STEPS", "OUT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    if args.child:
+        child(int(args.child[0]), args.child[1])
+        return
+    steps = 100 if args.quick else 500
+    long_steps = 1000 if args.quick else 5000
+    fps = 30
+    traj = cartpole_episode(steps)
+    frames = traj.frames
+    n = frames.shape[0]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        # Warm up ffmpeg / matplotlib / the glyph cache so first-call costs are not counted.
+        TrajectoryRenderer(cartpole_episode(5), activity=True).to_mp4(d / "warm.mp4")
+        base = {
+            "gif": timed(lambda: imageio.mimsave(d / "b.gif", frames, duration=1000 / fps, loop=0)),
+            "mp4": timed(lambda: imageio.mimsave(d / "b.mp4", frames, fps=fps)),
+        }
+        plain = TrajectoryRenderer(traj, activity=False)
+        full = TrajectoryRenderer(traj, activity=True)
+        for kind in ("gif", "mp4"):
+            t_plain = timed(lambda k=kind: plain.to_file(d / f"plain.{k}", fps=fps))
+            t_full = timed(lambda k=kind: full.to_file(d / f"full.{k}", fps=fps))
+            rows.append(
+                (kind, n / base[kind], n / t_plain, base[kind] / t_plain, n / t_full,
+                 t_full / t_plain, (d / f"b.{kind}").stat().st_size,
+                 (d / f"plain.{kind}").stat().st_size, (d / f"full.{kind}").stat().st_size)
+            )  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, __file__, "--child", str(long_steps), str(d / "long.mp4")],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        mem = json.loads(proc.stdout.strip().splitlines()[-1])
+
+    print(f"CartPole-v1, {steps} steps ({n} frames, 600x400), fps={fps}, activity = 128 LIF")
+    print(
+        "| format | mimsave frames/s | ours frames only, frames/s | speed-up | "
+        "ours + activity, frames/s | activity time / frames-only time | "
+        "file KB (mimsave / ours / ours+activity) |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for kind, fb, fp, sp, fa, rel, s0, s1, s2 in rows:
+        print(
+            f"| {kind.upper()} | {fb:.0f} | {fp:.0f} | {sp:.1f}x | {fa:.0f} | {rel:.2f}x | "
+            f"{s0 / 1024:.0f} / {s1 / 1024:.0f} / {s2 / 1024:.0f} |"
+        )
+    print(
+        f"\nPeak memory, {long_steps}-step MP4 with activity (frames re-simulated, "
+        f"{mem['seconds']:.1f} s): peak RSS python + ffmpeg = {mem['total_mb']:.0f} MB "
+        f"(python before rendering {mem['before_mb']:.0f} MB incl. torch import, python peak "
+        f"{mem['python_hwm_mb']:.0f} MB, ffmpeg peak {mem['ffmpeg_mb']:.0f} MB)"
+    )
+
+
+if __name__ == "__main__":
+    main()

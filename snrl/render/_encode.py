@@ -1,0 +1,327 @@
+"""Streaming video writers (GIF, MP4) with atomic output, and output-path rules.
+
+Both writers take one RGB frame at a time and hold at most two frames in memory.
+
+- MP4: H.264 (libx264) in yuv420p through the ffmpeg binary of ``imageio-ffmpeg``, fed raw
+  RGB over a pipe; ``+faststart`` so browsers can play while loading. Frame sizes must be
+  even (the renderer pads them).
+- GIF: one global 256-colour palette chosen from sample frames (the most frequent exact
+  colours plus a median cut of the rest); each pixel is mapped, without dithering, through
+  a 32768-entry table (5 bits per channel -> nearest palette index), and only the rectangle
+  that changed since the previous frame is LZW-encoded (Pillow's GIF encoder), with
+  disposal "leave in place". Loops forever (NETSCAPE2.0 extension, loop count 0). GIF
+  delays are whole centiseconds; they are spread so the average frame rate is exact.
+
+Files are written to a temporary name in the destination directory and moved into place
+with ``os.replace`` only when complete; on any error the temporary file is removed.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from snrl.errors import UserError
+
+VIDEO_EXTENSIONS = (".gif", ".mp4")
+MAX_GIF_FPS = 50.0
+
+
+def resolve_output(path: str | os.PathLike[str], kind: str | None) -> tuple[Path, str]:
+    """Decide the file written for ``path`` and its format, creating parent directories.
+
+    Args:
+        path: where the user asked to write (relative paths are relative to the cwd).
+        kind: ``"gif"``/``"mp4"`` for ``to_gif``/``to_mp4`` (a missing extension is added),
+            or ``None`` for ``to_file`` (the extension decides).
+
+    Returns:
+        ``(path, kind)``: the exact file to write and ``"gif"`` or ``"mp4"``.
+
+    Raises:
+        UserError: unknown or conflicting extension, or a parent that cannot be created.
+    """
+    raw = os.fspath(path)
+    if not raw or raw.endswith(("/", os.sep)):
+        raise UserError(f"output path {raw!r} is not a file name (give e.g. out/episode.mp4)")
+    p = Path(raw)
+    ext = p.suffix.lower()
+    allowed = ", ".join(VIDEO_EXTENSIONS)
+    if kind is None:
+        if ext not in VIDEO_EXTENSIONS:
+            what = f"extension {p.suffix!r}" if ext else "no extension"
+            raise UserError(f"output {raw!r} has {what} (use one of {allowed})")
+        kind = ext[1:]
+    elif ext == "":
+        p = p.with_name(p.name + "." + kind)
+    elif ext != "." + kind:
+        raise UserError(
+            f"output {raw!r} has extension {p.suffix!r} but a .{kind} was asked for "
+            f"(use one of {allowed} matching the method, or to_file to choose by extension)"
+        )
+    parent = p.parent
+    for above in (parent, *parent.parents):
+        if above.exists():
+            if not above.is_dir():
+                raise UserError(
+                    f"cannot write {p}: {above} is a file, not a directory (choose another path)"
+                )
+            break
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(
+            f"cannot create directory {parent}: {exc.strerror or exc} (choose a writable path)"
+        ) from exc
+    if p.is_dir():
+        raise UserError(f"output {p} is a directory (give a file name such as {p / 'ep.mp4'})")
+    if not os.access(parent, os.W_OK):
+        raise UserError(f"directory {parent} is not writable (choose a writable path)")
+    return p, kind
+
+
+def gif_delays_cs(n: int, fps: float) -> np.ndarray:
+    """Per-frame GIF delays in centiseconds whose running sum tracks ``k * 100 / fps``.
+
+    Example: fps=30 gives 3, 4, 3, 3, 4, 3, ... (33.3 ms on average).
+    """
+    edges = np.round(np.arange(n + 1) * (100.0 / fps)).astype(np.int64)
+    return np.maximum(np.diff(edges), 1)
+
+
+class _AtomicFile:
+    """A temporary file next to ``path`` that becomes ``path`` on commit."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            fd, name = tempfile.mkstemp(
+                dir=path.parent, prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}"
+            )
+        except OSError as exc:
+            raise UserError(
+                f"cannot write in {path.parent}: {exc.strerror or exc} (choose a writable path)"
+            ) from exc
+        os.close(fd)
+        self.tmp = Path(name)
+
+    def commit(self) -> None:
+        os.replace(self.tmp, self.path)
+
+    def discard(self) -> None:
+        try:
+            self.tmp.unlink()
+        except FileNotFoundError:
+            pass
+
+
+class Mp4Writer:
+    """Stream RGB frames to an H.264/yuv420p MP4 through ffmpeg.
+
+    Args:
+        path: final file.
+        size: ``(width, height)`` in pixels, both even.
+        fps: frames per second.
+        crf: x264 constant rate factor (lower = better quality, bigger file).
+        preset: x264 speed preset.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        size: tuple[int, int],
+        fps: float,
+        crf: int = 23,
+        preset: str = "veryfast",
+    ) -> None:
+        import imageio_ffmpeg
+
+        w, h = size
+        if w % 2 or h % 2:
+            raise ValueError(f"MP4 frame size {size} must be even (pad the frames)")
+        self.size = size
+        self._file = _AtomicFile(path)
+        self._gen = imageio_ffmpeg.write_frames(
+            str(self._file.tmp),
+            size,
+            fps=fps,
+            codec="libx264",
+            pix_fmt_in="rgb24",
+            pix_fmt_out="yuv420p",
+            quality=None,
+            macro_block_size=1,
+            ffmpeg_log_level="error",
+            output_params=["-preset", preset, "-crf", str(crf), "-movflags", "+faststart"]
+            + ["-f", "mp4"],
+        )
+        try:
+            self._gen.send(None)
+        except BaseException:
+            self._file.discard()
+            raise
+
+    def write(self, frame: np.ndarray) -> None:
+        """Append one (H, W, 3) uint8 frame."""
+        if frame.shape != (self.size[1], self.size[0], 3):
+            raise ValueError(f"frame shape {frame.shape} != {(self.size[1], self.size[0], 3)}")
+        self._gen.send(np.ascontiguousarray(frame))
+
+    def close(self) -> None:
+        """Finish the video and move it into place."""
+        try:
+            self._gen.close()
+        except BaseException:
+            self._file.discard()
+            raise
+        self._file.commit()
+
+    def abort(self) -> None:
+        """Stop ffmpeg and remove the partial file."""
+        try:
+            self._gen.close()
+        except Exception:  # noqa: BLE001 - ffmpeg's complaint is not the error to report
+            pass
+        self._file.discard()
+
+
+def build_palette(samples: Sequence[np.ndarray], n_exact: int = 96) -> np.ndarray:
+    """A (256, 3) uint8 palette for the given sample images.
+
+    The ``n_exact`` most frequent exact colours (flat backgrounds, spike colours, text) are
+    kept as they are, most frequent first; the remaining entries come from Pillow's
+    median-cut quantizer over all sample pixels.
+    """
+    from PIL import Image
+
+    pixels = np.concatenate([s.reshape(-1, 3) for s in samples], axis=0)
+    if pixels.shape[0] > 2_000_000:  # subsample regularly; the palette does not need all
+        pixels = pixels[:: pixels.shape[0] // 2_000_000 + 1]
+    keys = (pixels[:, 0].astype(np.int32) << 16) | (pixels[:, 1].astype(np.int32) << 8)
+    keys |= pixels[:, 2]
+    uniq, counts = np.unique(keys, return_counts=True)
+    order = np.argsort(-counts, kind="stable")
+    if uniq.shape[0] <= 256:
+        chosen = uniq[order]
+    else:
+        exact = uniq[order[:n_exact]]
+        n_rest = 256 - exact.shape[0]
+        img = Image.fromarray(np.ascontiguousarray(pixels.reshape(1, -1, 3)))
+        q = img.quantize(colors=n_rest, method=Image.Quantize.MEDIANCUT)
+        pal = np.array(q.getpalette()[: 3 * n_rest], dtype=np.int32).reshape(-1, 3)
+        rest = (pal[:, 0] << 16) | (pal[:, 1] << 8) | pal[:, 2]
+        chosen = np.concatenate([exact, rest[~np.isin(rest, exact)]])
+    palette = np.zeros((256, 3), dtype=np.uint8)
+    palette[: chosen.shape[0], 0] = (chosen >> 16) & 255
+    palette[: chosen.shape[0], 1] = (chosen >> 8) & 255
+    palette[: chosen.shape[0], 2] = chosen & 255
+    palette[chosen.shape[0] :] = palette[0]
+    return palette
+
+
+def palette_lut(palette: np.ndarray) -> np.ndarray:
+    """(32768,) uint8: for each 5-5-5-bit colour cell, the index of the nearest palette entry.
+
+    Where several palette colours share a cell, the one with the lowest index (the most
+    frequent, see :func:`build_palette`) owns the cell, so flat backgrounds stay exact.
+    """
+    levels = (np.arange(32) * 8 + 4).astype(np.int32)
+    r, g, b = np.meshgrid(levels, levels, levels, indexing="ij")
+    centres = np.stack([r.ravel(), g.ravel(), b.ravel()], axis=1)
+    pal = palette.astype(np.int32)
+    lut = np.empty(32768, dtype=np.uint8)
+    for start in range(0, 32768, 4096):
+        d = ((centres[start : start + 4096, None, :] - pal[None, :, :]) ** 2).sum(-1)
+        lut[start : start + 4096] = d.argmin(axis=1)
+    keys = ((pal[:, 0] >> 3) << 10) | ((pal[:, 1] >> 3) << 5) | (pal[:, 2] >> 3)
+    lut[keys[::-1]] = np.arange(255, -1, -1, dtype=np.uint8)  # lowest index written last
+    return lut
+
+
+class GifWriter:
+    """Stream RGB frames to a looping GIF with one global palette.
+
+    Args:
+        path: final file.
+        size: ``(width, height)`` in pixels.
+        fps: frames per second (at most 50: browsers slow down shorter delays).
+        palette: (256, 3) uint8 global palette (see :func:`build_palette`).
+    """
+
+    def __init__(
+        self, path: Path, *, size: tuple[int, int], fps: float, palette: np.ndarray
+    ) -> None:
+        self.size = size
+        self.fps = float(fps)
+        self._lut = palette_lut(palette)
+        self._prev: np.ndarray | None = None
+        self._k = 0
+        self._file = _AtomicFile(path)
+        try:
+            self._fh = open(self._file.tmp, "wb")  # noqa: SIM115 - closed in close/abort
+            w, h = size
+            self._fh.write(b"GIF89a" + struct.pack("<HHBBB", w, h, 0xF7, 0, 0))
+            self._fh.write(palette.astype(np.uint8).tobytes())
+            # NETSCAPE2.0 application extension: loop count 0 = forever.
+            self._fh.write(b"\x21\xff\x0bNETSCAPE2.0\x03\x01" + struct.pack("<H", 0) + b"\x00")
+        except OSError as exc:
+            self._file.discard()
+            raise UserError(f"cannot write {path}: {exc} (choose a writable path)") from exc
+
+    def _indices(self, frame: np.ndarray) -> np.ndarray:
+        """(H, W) palette index of each pixel via the 5-5-5-bit lookup table."""
+        f = frame.astype(np.uint16)
+        key = (f[..., 0] >> 3) << 10
+        key |= (f[..., 1] >> 3) << 5
+        key |= f[..., 2] >> 3
+        return self._lut[key]
+
+    def write(self, frame: np.ndarray) -> None:
+        """Append one (H, W, 3) uint8 frame."""
+        from PIL import GifImagePlugin, Image
+
+        if frame.shape != (self.size[1], self.size[0], 3):
+            raise ValueError(f"frame shape {frame.shape} != {(self.size[1], self.size[0], 3)}")
+        idx = self._indices(frame)
+        if self._prev is None:
+            y0, y1, x0, x1 = 0, idx.shape[0], 0, idx.shape[1]
+        else:
+            diff = idx != self._prev
+            rows = np.flatnonzero(diff.any(axis=1))
+            if rows.size == 0:
+                y0, y1, x0, x1 = 0, 1, 0, 1  # unchanged: re-send one pixel
+            else:
+                cols = np.flatnonzero(diff[rows[0] : rows[-1] + 1].any(axis=0))
+                y0, y1, x0, x1 = rows[0], rows[-1] + 1, cols[0], cols[-1] + 1
+        step = 100.0 / self.fps
+        delay = max(int(np.round((self._k + 1) * step)) - int(np.round(self._k * step)), 1)
+        sub = Image.fromarray(np.ascontiguousarray(idx[y0:y1, x0:x1]))
+        chunks = GifImagePlugin.getdata(
+            sub, offset=(int(x0), int(y0)), duration=delay * 10, disposal=1
+        )
+        self._fh.write(b"".join(chunks))
+        self._prev = idx
+        self._k += 1
+
+    def close(self) -> None:
+        """Finish the GIF and move it into place."""
+        try:
+            self._fh.write(b"\x3b")
+            self._fh.close()
+        except BaseException:
+            self.abort()
+            raise
+        self._file.commit()
+
+    def abort(self) -> None:
+        """Remove the partial file."""
+        try:
+            self._fh.close()
+        except Exception:  # noqa: BLE001
+            pass
+        self._file.discard()

@@ -1,0 +1,309 @@
+"""TrajectoryRenderer: frame count and sync, file formats, paths, re-simulation, errors."""
+
+from __future__ import annotations
+
+import subprocess
+import warnings
+
+import gymnasium as gym
+import imageio.v2 as imageio_v2
+import imageio.v3 as iio
+import imageio_ffmpeg
+import numpy as np
+import pytest
+from PIL import Image
+
+from snrl.render import Trajectory, TrajectoryRenderer
+from snrl.render._encode import gif_delays_cs
+from snrl.render._panel import E_COLOR, I_COLOR, PRE_COLOR, raster_codes
+
+
+def _ffmpeg_info(path) -> str:
+    """The stream line ffmpeg prints for a file (an ffprobe-like read)."""
+    proc = subprocess.run(
+        [imageio_ffmpeg.get_ffmpeg_exe(), "-hide_banner", "-i", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    return next(line for line in proc.stderr.splitlines() if "Video:" in line)
+
+
+def _no_temp_files(directory) -> bool:
+    return not [p for p in directory.rglob("*") if ".tmp" in p.name]
+
+
+# ---------------------------------------------------------------- frames and sync
+def test_frames_are_t_plus_one_and_env_frame_is_on_the_left(spiking_traj):
+    r = TrajectoryRenderer(spiking_traj)
+    frames = [f.copy() for f in r.frames()]
+    t = len(spiking_traj)
+    assert r.n_frames == t + 1 == len(frames)
+    h, w = spiking_traj.frames.shape[1:3]
+    for k in (0, t // 2, t):
+        np.testing.assert_array_equal(frames[k][:h, :w], spiking_traj.frames[k])
+    assert frames[0].shape[0] % 2 == 0 and frames[0].shape[1] % 2 == 0
+    assert frames[0].shape[1] > w  # the panel is to the right
+
+
+def test_without_activity_the_video_is_the_env_frames(spiking_traj):
+    r = TrajectoryRenderer(spiking_traj, activity=False)
+    for k, f in enumerate(r.frames()):
+        np.testing.assert_array_equal(f, spiking_traj.frames[k])
+
+
+def test_raster_newest_column_shows_the_spikes_of_step_k(spiking_traj):
+    """Oracle: in frame k the rightmost raster slot is step k's spikes, E red / I blue."""
+    r = TrajectoryRenderer(spiking_traj, window=10)
+    panel_x = spiking_traj.frames.shape[2]
+    frames = [f.copy() for f in r.frames()]
+    r.frame(0)  # builds the panel (already built by frames())
+    m = r._composer.panel.matrices[0]
+    rect = m.rect
+    spikes = spiking_traj.activity["lif0.spikes"] > 0
+    sign = np.array(spiking_traj.layers[0]["sign"])
+    order = np.concatenate([np.flatnonzero(sign > 0), np.flatnonzero(sign < 0)])
+    n = spikes.shape[1]
+    col = panel_x + rect.c1 - 1  # rightmost interior column = newest step
+    rows = rect.r0 + ((np.arange(n) + 0.5) * rect.h / n).astype(int)  # centre row per neuron
+    for k in (0, 3, len(spiking_traj) - 1):
+        got = frames[k][rows, col]
+        for i, neuron in enumerate(order):
+            if spikes[k, neuron]:
+                want = E_COLOR if sign[neuron] > 0 else I_COLOR
+            else:
+                want = (255, 255, 255)
+            assert tuple(got[i]) == want, (k, neuron)
+    # Before the episode (frame 0) the oldest slots are the "no data yet" grey.
+    assert tuple(frames[0][rows[0], panel_x + rect.c0]) == PRE_COLOR
+
+
+def test_raster_codes_pool_neurons_with_max():
+    spikes = np.zeros((2, 4))
+    spikes[0, 1] = 1  # excitatory neuron 1 spikes at t=0
+    spikes[1, 3] = 1  # inhibitory neuron 3 spikes at t=1
+    codes, order = raster_codes(spikes, [1, 1, 1, -1], h=2)
+    # Two pixel rows: neurons {0, 1} and {2, 3}.
+    np.testing.assert_array_equal(order, [0, 1, 2, 3])
+    np.testing.assert_array_equal(codes, [[1, 0], [0, 2]])
+    codes, _ = raster_codes(spikes, None, h=8)  # fewer neurons than rows: repeat rows
+    assert codes.shape == (8, 2) and codes[2:4, 0].tolist() == [3, 3]
+
+
+def test_spiking_and_ann_have_the_same_layout(spiking_traj, ann_traj):
+    fs = TrajectoryRenderer(spiking_traj).frame(5)
+    fa = TrajectoryRenderer(ann_traj).frame(5)
+    assert fs.shape == fa.shape
+    panel_x = spiking_traj.frames.shape[2]
+    spk_colors = {tuple(c) for c in fs[:, panel_x:].reshape(-1, 3)}
+    ann_colors = {tuple(c) for c in fa[:, panel_x:].reshape(-1, 3)}
+    assert E_COLOR in spk_colors and I_COLOR in spk_colors
+    assert E_COLOR not in ann_colors  # a heatmap, not a raster
+    assert len(ann_colors) > len(spk_colors)  # many heatmap levels
+
+
+def test_box_policy_and_no_layer_info_render():
+    rng = np.random.default_rng(0)
+    t = 6
+    traj = Trajectory(
+        observations=rng.normal(size=(t, 3)),
+        actions=rng.normal(size=(t, 1)),
+        rewards=rng.normal(size=t),
+        terminated=np.zeros(t, bool),
+        truncated=np.eye(t, dtype=bool)[-1],
+        env_id="Pendulum-v1",
+        frames=rng.integers(0, 255, (t + 1, 64, 64, 3), dtype=np.uint8),
+        activity={"gru0.h": rng.normal(size=(t, 8)), "x.spikes": rng.random((t, 5)) < 0.5},
+        policy={"mean": rng.normal(size=(t, 1)), "std": np.full((t, 1), 0.3)},
+    )
+    frames = [f.copy() for f in TrajectoryRenderer(traj).frames()]
+    assert len(frames) == t + 1
+    assert frames[0].shape[0] >= 360  # small env frames get a readable panel height
+
+
+# ---------------------------------------------------------------- files
+def test_mp4_is_h264_yuv420p_with_fps_size_and_frame_count(tmp_path, spiking_traj):
+    r = TrajectoryRenderer(spiking_traj)
+    out = r.to_mp4(tmp_path / "ep.mp4", fps=12)
+    info = _ffmpeg_info(out)
+    assert "h264" in info and "yuv420p" in info
+    nframes, secs = imageio_ffmpeg.count_frames_and_secs(str(out))
+    assert nframes == r.n_frames
+    reader = imageio_v2.get_reader(out)
+    meta = reader.get_meta_data()
+    first = reader.get_data(0)
+    reader.close()
+    assert meta["fps"] == 12
+    expected = r.frame(0)
+    assert meta["size"] == (expected.shape[1], expected.shape[0])
+    assert np.abs(first.astype(int) - expected.astype(int)).mean() < 6  # lossy, not scaled
+    assert _no_temp_files(tmp_path)
+
+
+def test_gif_loops_forever_with_exact_fps_and_frame_count(tmp_path, ann_traj):
+    r = TrajectoryRenderer(ann_traj, fps=20)
+    out = r.to_gif(tmp_path / "ep.gif")
+    frames = iio.imread(out, index=None)
+    assert frames.shape[0] == r.n_frames
+    expected = r.frame(7)
+    assert frames.shape[1:3] == expected.shape[:2]
+    # The env part's flat colours are reproduced exactly (anti-aliased edges within palette
+    # error); the whole frame stays close.
+    w = ann_traj.frames.shape[2]
+    assert (frames[7][:, :w, :3] == expected[:, :w]).all(-1).mean() > 0.99
+    assert np.abs(frames[7][..., :3].astype(int) - expected.astype(int)).mean() < 2
+    with Image.open(out) as im:
+        assert im.info["loop"] == 0
+        durations = []
+        for k in range(im.n_frames):
+            im.seek(k)
+            durations.append(im.info["duration"])
+    assert durations == [50] * r.n_frames
+
+
+def test_gif_delays_average_to_the_requested_fps():
+    np.testing.assert_array_equal(gif_delays_cs(6, 30), [3, 4, 3, 3, 4, 3])
+    assert gif_delays_cs(300, 30).sum() == 1000  # 300 frames at 30 fps = 10 s
+    assert set(gif_delays_cs(10, 25)) == {4}
+
+
+def test_to_file_picks_the_format_by_extension(tmp_path, spiking_traj):
+    r = TrajectoryRenderer(spiking_traj, activity=False)
+    gif = r.to_file(tmp_path / "a.GIF", fps=10)
+    mp4 = r.to_file(tmp_path / "b.mp4", fps=10)
+    assert gif.name == "a.GIF" and gif.read_bytes()[:6] == b"GIF89a"
+    assert b"ftyp" in mp4.read_bytes()[:16]
+
+
+# ---------------------------------------------------------------- paths
+def test_relative_bare_and_nested_paths(tmp_path, monkeypatch, spiking_traj):
+    monkeypatch.chdir(tmp_path)
+    r = TrajectoryRenderer(spiking_traj, activity=False)
+    assert r.to_gif("bare.gif") == tmp_path.joinpath("bare.gif").relative_to(tmp_path)
+    assert (tmp_path / "bare.gif").is_file()
+    r.to_mp4("deep/er/nest/x.mp4")
+    assert (tmp_path / "deep/er/nest/x.mp4").is_file()
+    out = r.to_gif("out/traj")  # no extension: .gif is added, nothing else changes
+    assert str(out) == "out/traj.gif" and (tmp_path / "out/traj.gif").is_file()
+    out = r.to_mp4("out/traj")
+    assert str(out) == "out/traj.mp4"
+    assert _no_temp_files(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("method", "name"),
+    [("to_file", "x.avi"), ("to_file", "noext"), ("to_gif", "x.mp4"), ("to_mp4", "x.avi")],
+)
+def test_bad_extensions_raise_listing_formats(tmp_path, spiking_traj, method, name):
+    r = TrajectoryRenderer(spiking_traj, activity=False)
+    with pytest.raises(ValueError, match=r"\.gif, \.mp4"):
+        getattr(r, method)(tmp_path / name)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unwritable_directory_under_a_regular_file(tmp_path, spiking_traj):
+    blocker = tmp_path / "plain_file"
+    blocker.write_text("keep me")
+    r = TrajectoryRenderer(spiking_traj, activity=False)
+    with pytest.raises(ValueError, match="not a directory"):
+        r.to_mp4(blocker / "sub" / "x.mp4")
+    assert blocker.read_text() == "keep me"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plain_file"]
+
+
+def test_bad_fps(tmp_path, spiking_traj):
+    r = TrajectoryRenderer(spiking_traj, activity=False)
+    with pytest.raises(ValueError, match="GIF"):
+        r.to_gif(tmp_path / "x.gif", fps=60)
+    with pytest.raises(ValueError, match="positive"):
+        r.to_mp4(tmp_path / "x.mp4", fps=0)
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------- bad trajectories
+def test_empty_trajectory_is_a_clear_error():
+    empty = Trajectory(
+        observations=np.zeros((0, 4)),
+        actions=np.zeros(0, int),
+        rewards=np.zeros(0),
+        terminated=np.zeros(0, bool),
+        truncated=np.zeros(0, bool),
+        env_id="CartPole-v1",
+    )
+    with pytest.raises(ValueError, match="empty"):
+        TrajectoryRenderer(empty)
+
+
+def test_no_frames_and_no_env_is_a_clear_error(spiking_traj):
+    with pytest.raises(ValueError, match="no frames and no env"):
+        TrajectoryRenderer(spiking_traj.replace(frames=None))
+
+
+def test_env_must_render_rgb_arrays(spiking_traj):
+    env = gym.make("CartPole-v1")
+    with pytest.raises(ValueError, match="rgb_array"):
+        TrajectoryRenderer(spiking_traj.replace(frames=None), env)
+    env.close()
+
+
+# ---------------------------------------------------------------- re-simulation
+def test_resimulation_reproduces_recorded_frames(spiking_traj):
+    bare = spiking_traj.replace(frames=None)
+    by_id = TrajectoryRenderer(bare, "CartPole-v1", activity=False)
+    for k, f in enumerate(by_id.frames()):
+        np.testing.assert_array_equal(f, spiking_traj.frames[k])
+    env = gym.make("CartPole-v1", render_mode="rgb_array")
+    by_env = TrajectoryRenderer(bare, env)
+    with_frames = TrajectoryRenderer(spiking_traj)
+    np.testing.assert_array_equal(by_env.frame(-1), with_frames.frame(-1))
+    env.close()
+
+
+def test_replay_divergence_raises_and_leaves_no_file(tmp_path, spiking_traj):
+    obs = spiking_traj.observations.copy()
+    obs[5, 0] += 0.25
+    bad = spiking_traj.replace(frames=None, observations=obs)
+    r = TrajectoryRenderer(bad, "CartPole-v1")
+    with pytest.raises(ValueError, match="diverged from the recording after step 4"):
+        r.to_mp4(tmp_path / "x.mp4")
+    assert list(tmp_path.iterdir()) == []
+    lenient = TrajectoryRenderer(bad, "CartPole-v1", strict_replay=False, activity=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        n = sum(1 for _ in lenient.frames())
+    assert n == len(bad) + 1
+    assert len([w for w in caught if "diverged" in str(w.message)]) == 1
+
+
+def test_replay_needs_a_seed(spiking_traj):
+    with pytest.raises(ValueError, match="no seed"):
+        TrajectoryRenderer(spiking_traj.replace(frames=None, seed=None), "CartPole-v1")
+
+
+def test_unknown_env_id(spiking_traj):
+    r = TrajectoryRenderer(spiking_traj.replace(frames=None), "NoSuchEnv-v0")
+    with pytest.raises(ValueError, match="NoSuchEnv"):
+        r.frame(0)
+
+
+# ---------------------------------------------------------------- interactive
+def test_render_returns_figure_axes_animation(spiking_traj):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax, anim = TrajectoryRenderer(spiking_traj, fps=25).render()
+    try:
+        assert anim.event_source.interval == 40  # milliseconds, = 1000 / fps
+        (image,) = anim._func(3)
+        np.testing.assert_array_equal(image.get_array(), TrajectoryRenderer(spiking_traj).frame(3))
+    finally:
+        anim.event_source.stop()
+        plt.close(fig)
+
+
+def test_loaded_trajectory_renders_like_the_original(tmp_path, spiking_traj):
+    loaded = Trajectory.load(spiking_traj.save(tmp_path / "ep.npz"))
+    np.testing.assert_array_equal(
+        TrajectoryRenderer(loaded).frame(4), TrajectoryRenderer(spiking_traj).frame(4)
+    )
