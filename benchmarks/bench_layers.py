@@ -1,0 +1,467 @@
+"""Layer benchmark (issue 2): snrl's LIF layer against snntorch's RLeaky, on one CPU thread.
+
+Two paths, measured in one run:
+
+(a) rollout: one step at a time, batch 8, 4 inputs, 128 neurons, under ``torch.no_grad``:
+    ``snrl.layers.LIFLayer`` vs snntorch ``RLeaky`` (``all_to_all=True``, subtract reset, same
+    beta/threshold, fed by an ``nn.Linear``) vs a plain torch loop. Target: LIFLayer <= 1/3 of
+    RLeaky's time per step.
+(b) training: forward + backward over T=64, B=256, N=128 (4 input features projected by the
+    layer's input weights / a Linear, all-to-all recurrence, subtract reset): LIFLayer (which
+    calls ``snrl.functional.lif_sequence``) vs RLeaky. Targets: time <= 1/2 of RLeaky's, peak
+    memory <= RLeaky's.
+
+All variants use the same weights, beta = exp(-dt / tau_m), threshold and surrogate
+(``snntorch.surrogate.fast_sigmoid(slope=25)``); their spikes and membranes are checked
+against each other before timing. LIFLayer is built with ``use_rec_eye_mask=False`` so its
+dynamics equal RLeaky's (RLeaky has autapses); RLeaky's recurrent Linear has a zero bias.
+
+Timing: ``time.perf_counter``, ``--repeats`` repeats after a warm-up, the median reported.
+Peak memory: each variant runs in a fresh subprocess that resets the kernel's peak-RSS mark
+(``/proc/self/clear_refs`` <- 5) after setup and warm-up-free import, runs one forward +
+backward, and reports ``VmHWM - VmRSS(before)`` from ``/proc/self/status`` (torch's CPU
+allocations do not show in ``tracemalloc``). Linux only; elsewhere memory is not measured.
+
+Usage::
+
+    python benchmarks/bench_layers.py [--repeats 7] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import math
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import snntorch as snn
+import torch
+from snntorch import surrogate
+from torch import Tensor, nn
+
+from snrl.functional.lif_sequence import lif_sequence, lif_sequence_autograd
+
+try:
+    from snrl.layers import LIFLayer
+except ImportError:  # the layers are another issue; fall back to a minimal wrapper
+    LIFLayer = None
+
+DT, TAU_M, THRESHOLD = 1e-3, 20e-3, 1.0
+ALPHA = math.exp(-DT / TAU_M)
+F_IN, N = 4, 128
+ROLL_B, ROLL_STEPS = 8, 200
+TRAIN_T, TRAIN_B = 64, 256
+SLOPE = 25
+
+
+class _State(NamedTuple):
+    v: Tensor
+    z: Tensor
+
+
+def _spike_fn() -> Callable[[Tensor], Tensor]:
+    return surrogate.fast_sigmoid(slope=SLOPE)
+
+
+class Weights(NamedTuple):
+    """Shared weights: w_in (F, N), b (N,), w_rec (N, N), row i = presynaptic neuron i."""
+
+    w_in: Tensor
+    b: Tensor
+    w_rec: Tensor
+
+
+def make_weights(seed: int = 0) -> Weights:
+    g = torch.Generator().manual_seed(seed)
+    w_in = (torch.rand(F_IN, N, generator=g) * 2 - 1) * 1.5
+    b = torch.rand(N, generator=g) * 0.2
+    w_rec = (torch.rand(N, N, generator=g) * 2 - 1) / math.sqrt(N)
+    return Weights(w_in, b, w_rec)
+
+
+# --------------------------------------------------------------------------- variants
+class SnrlLayer:
+    """snrl.layers.LIFLayer (or, before it exists, a Linear + lif_sequence wrapper)."""
+
+    name = "snrl LIFLayer"
+
+    def __init__(self, w: Weights) -> None:
+        self.layer = LIFLayer(
+            F_IN,
+            N,
+            use_recurrent_connection=True,
+            use_rec_eye_mask=False,
+            dt=DT,
+            tau_m=TAU_M,
+            threshold=THRESHOLD,
+            reset="subtract",
+            spike_grad=_spike_fn(),
+            seed=0,
+        )
+        with torch.no_grad():
+            self.layer.weight_in.copy_(w.w_in)
+            self.layer.bias.copy_(w.b)
+            self.layer.weight_rec.copy_(w.w_rec)
+
+    def parameters(self) -> list[Tensor]:
+        return list(self.layer.parameters())
+
+    def initial_state(self, b: int):
+        return self.layer.initial_state(b)
+
+    def step(self, x: Tensor, state):
+        return self.layer(x, state)
+
+    def sequence(self, x: Tensor, state) -> tuple[Tensor, Tensor]:
+        res = self.layer.run(x, state)
+        return res.out, res.v
+
+
+class Wrapped:
+    """A minimal module around lif_sequence: Linear projection, then the fused sequence."""
+
+    name = "Linear + lif_sequence"
+
+    def __init__(self, w: Weights, fn=lif_sequence) -> None:
+        self.w_in = w.w_in.clone().requires_grad_()
+        self.b = w.b.clone().requires_grad_()
+        self.w_rec = w.w_rec.clone().requires_grad_()
+        self.alpha = torch.full((N,), ALPHA)
+        self.spike_fn = _spike_fn()
+        self.fn = fn
+
+    def parameters(self) -> list[Tensor]:
+        return [self.w_in, self.b, self.w_rec]
+
+    def initial_state(self, b: int) -> _State:
+        return _State(torch.zeros(b, N), torch.zeros(b, N))
+
+    def step(self, x: Tensor, state: _State):
+        z, v = self.sequence(x.unsqueeze(0), state)
+        return z[0], _State(v[0], z[0])
+
+    def sequence(self, x: Tensor, state: _State) -> tuple[Tensor, Tensor]:
+        t, b, f = x.shape
+        u = torch.addmm(self.b, x.reshape(t * b, f), self.w_in).reshape(t, b, N)
+        return self.fn(u, self.w_rec, state, self.alpha, THRESHOLD, "subtract", self.spike_fn)
+
+
+class AutogradLoop(Wrapped):
+    name = "autograd loop"
+
+    def __init__(self, w: Weights) -> None:
+        super().__init__(w, fn=lif_sequence_autograd)
+
+
+class RLeakyNet:
+    """snntorch RLeaky (all-to-all, subtract reset) fed by an nn.Linear."""
+
+    name = "snntorch RLeaky"
+
+    def __init__(self, w: Weights) -> None:
+        self.fc = nn.Linear(F_IN, N)
+        self.lif = snn.RLeaky(
+            beta=ALPHA,
+            all_to_all=True,
+            linear_features=N,
+            threshold=THRESHOLD,
+            reset_mechanism="subtract",
+            spike_grad=_spike_fn(),
+        )
+        with torch.no_grad():
+            self.fc.weight.copy_(w.w_in.t())
+            self.fc.bias.copy_(w.b)
+            self.lif.recurrent.weight.copy_(w.w_rec.t())
+            self.lif.recurrent.bias.zero_()
+
+    def parameters(self) -> list[Tensor]:
+        return list(self.fc.parameters()) + list(self.lif.parameters())
+
+    def initial_state(self, b: int):
+        return torch.zeros(b, N), torch.zeros(b, N)
+
+    def step(self, x: Tensor, state):
+        spk, mem = self.lif(self.fc(x), *state)
+        return spk, (spk, mem)
+
+    def sequence(self, x: Tensor, state) -> tuple[Tensor, Tensor]:
+        # snntorch's tutorial loop: the Linear inside the time loop. (Projecting all steps
+        # at once and indexing cur[t] is slower: each cur[t] backward zero-fills a (T, B, N)
+        # gradient; see RLeakyProjectOnce.)
+        spk, mem = state
+        spks, mems = [], []
+        for x_t in x:
+            spk, mem = self.lif(self.fc(x_t), spk, mem)
+            spks.append(spk)
+            mems.append(mem)
+        return torch.stack(spks), torch.stack(mems)
+
+
+class RLeakyProjectOnce(RLeakyNet):
+    """RLeaky with the Linear applied once to the whole sequence, then indexed per step."""
+
+    name = "RLeaky, Linear once"
+
+    def sequence(self, x: Tensor, state) -> tuple[Tensor, Tensor]:
+        cur = self.fc(x)
+        spk, mem = state
+        spks, mems = [], []
+        for t in range(x.shape[0]):
+            spk, mem = self.lif(cur[t], spk, mem)
+            spks.append(spk)
+            mems.append(mem)
+        return torch.stack(spks), torch.stack(mems)
+
+
+class PlainLoop:
+    """The rollout step written directly in torch (the floor for a Python step)."""
+
+    name = "plain torch step"
+
+    def __init__(self, w: Weights) -> None:
+        self.w_in, self.b, self.w_rec = w.w_in.clone(), w.b.clone(), w.w_rec.clone()
+        self.alpha = torch.full((N,), ALPHA)
+
+    def initial_state(self, b: int) -> _State:
+        return _State(torch.zeros(b, N), torch.zeros(b, N))
+
+    def step(self, x: Tensor, state: _State):
+        cur = torch.addmm(self.b, x, self.w_in).addmm_(state.z, self.w_rec)
+        v = torch.addcmul(cur, self.alpha, state.v).sub_(state.z, alpha=THRESHOLD)
+        z = (v > THRESHOLD).to(v.dtype)
+        return z, _State(v, z)
+
+
+def _training_variants() -> list[type]:
+    out: list[type] = [SnrlLayer] if LIFLayer is not None else []
+    return [*out, Wrapped, AutogradLoop, RLeakyNet, RLeakyProjectOnce]
+
+
+def _rollout_variants() -> list[type]:
+    out: list[type] = [SnrlLayer] if LIFLayer is not None else [Wrapped]
+    return [*out, RLeakyNet, PlainLoop]
+
+
+# --------------------------------------------------------------------------- measurements
+def _inputs(t: int, b: int, seed: int = 1) -> tuple[Tensor, Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(t, b, F_IN, generator=g)
+    target = torch.randn(t, b, N, generator=g)
+    return x, target
+
+
+class Timing(NamedTuple):
+    """Median seconds per call: wall clock and this process's CPU time."""
+
+    wall: float
+    cpu: float
+
+
+def _median_times(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, Timing]:
+    """Median wall and CPU seconds per call of each function, timed round-robin.
+
+    Interleaving the variants (in a seeded random order per round, so no variant always
+    follows the same one) spreads background load on a shared machine over all of them
+    alike; the CPU time (one torch thread) is barely affected by other processes at all.
+    """
+    for fn in fns.values():  # warm-up
+        fn()
+    wall: dict[str, list[float]] = {name: [] for name in fns}
+    cpu: dict[str, list[float]] = {name: [] for name in fns}
+    rng = random.Random(0)
+    names = list(fns)
+    for _ in range(repeats):
+        rng.shuffle(names)
+        for name in names:
+            fn = fns[name]
+            w0, c0 = time.perf_counter(), time.process_time()
+            fn()
+            cpu[name].append(time.process_time() - c0)
+            wall[name].append(time.perf_counter() - w0)
+    return {n: Timing(statistics.median(wall[n]), statistics.median(cpu[n])) for n in fns}
+
+
+def check_agreement() -> str:
+    """All training variants give the same spikes/membranes as RLeaky on a short sequence."""
+    w = make_weights()
+    x, _ = _inputs(16, 8)
+    ref_z, ref_v = RLeakyNet(w).sequence(x, RLeakyNet(w).initial_state(8))
+    for cls in _training_variants():
+        net = cls(w)
+        with torch.enable_grad():
+            z, v = net.sequence(x, net.initial_state(8))
+        if not torch.equal(z.detach(), ref_z.detach()):
+            raise AssertionError(f"{cls.name}: spikes differ from RLeaky")
+        torch.testing.assert_close(v.detach(), ref_v.detach(), rtol=1e-5, atol=1e-5)
+    return f"spike rate {ref_z.mean().item():.3f}"
+
+
+def _rollout(net, xs: list[Tensor]) -> None:
+    with torch.no_grad():
+        state = net.initial_state(ROLL_B)
+        for x_t in xs:
+            _, state = net.step(x_t, state)
+
+
+def bench_rollout(repeats: int) -> dict[str, Timing]:
+    """Seconds per step, one step at a time, under no_grad."""
+    w = make_weights()
+    x, _ = _inputs(ROLL_STEPS, ROLL_B)
+    xs = list(x.unbind(0))
+    fns = {cls.name: functools.partial(_rollout, cls(w), xs) for cls in _rollout_variants()}
+    times = _median_times(fns, repeats)
+    return {n: Timing(t.wall / ROLL_STEPS, t.cpu / ROLL_STEPS) for n, t in times.items()}
+
+
+def _train_once(net, x: Tensor, target: Tensor) -> None:
+    for p in net.parameters():
+        p.grad = None
+    z, _ = net.sequence(x, net.initial_state(x.shape[1]))
+    loss = (z * target).sum()
+    loss.backward()
+
+
+def bench_training(repeats: int) -> dict[str, Timing]:
+    """Seconds per forward + backward over the whole sequence."""
+    w = make_weights()
+    x, target = _inputs(TRAIN_T, TRAIN_B)
+    fns = {
+        cls.name: functools.partial(_train_once, cls(w), x, target) for cls in _training_variants()
+    }
+    return _median_times(fns, repeats)
+
+
+def _status_kb(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise KeyError(field)
+
+
+def _memory_child(name: str) -> None:
+    """In a fresh process: peak RSS growth (KiB) of one forward + backward of ``name``."""
+    torch.set_num_threads(1)
+    cls = {c.name: c for c in _training_variants()}[name]
+    net = cls(make_weights())
+    x, target = _inputs(TRAIN_T, TRAIN_B)
+    Path("/proc/self/clear_refs").write_text("5")
+    before = _status_kb("VmRSS")
+    _train_once(net, x, target)
+    print(json.dumps({"peak_kib": _status_kb("VmHWM") - before}))
+
+
+def bench_memory() -> dict[str, float]:
+    """Peak memory growth (MiB) per training variant, each in a fresh subprocess."""
+    if not Path("/proc/self/clear_refs").exists():
+        return {}
+    out = {}
+    for cls in _training_variants():
+        res = subprocess.run(
+            [sys.executable, __file__, "--memory-child", cls.name],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        out[cls.name] = json.loads(res.stdout.strip().splitlines()[-1])["peak_kib"] / 1024
+    return out
+
+
+def profile_rollout_step() -> str:
+    """torch.profiler table of LIFLayer's single step (what each op costs)."""
+    from torch.profiler import profile
+
+    cls = SnrlLayer if LIFLayer is not None else Wrapped
+    net = cls(make_weights())
+    x, _ = _inputs(ROLL_STEPS, ROLL_B)
+    with torch.no_grad():
+        state = net.initial_state(ROLL_B)
+        for x_t in x[:20]:
+            _, state = net.step(x_t, state)
+        with profile() as prof:
+            for x_t in x:
+                _, state = net.step(x_t, state)
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
+
+
+# --------------------------------------------------------------------------- report
+def _verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def report(roll: dict[str, Timing], train: dict[str, Timing], mem: dict[str, float]) -> str:
+    ref = "snntorch RLeaky"
+    nan = float("nan")
+    lines = [
+        f"(a) rollout, one step, B={ROLL_B}, F={F_IN}, N={N}, no_grad",
+        f"{'variant':<24}{'wall us/step':>13}{'vs RLeaky':>10}{'cpu us/step':>13}{'vs RLeaky':>10}",
+    ]
+    for name, t in roll.items():
+        lines.append(
+            f"{name:<24}{t.wall * 1e6:>13.1f}{t.wall / roll[ref].wall:>9.2f}x"
+            f"{t.cpu * 1e6:>13.1f}{t.cpu / roll[ref].cpu:>9.2f}x"
+        )
+    main = next(iter(roll))
+    r, rc = roll[main].wall / roll[ref].wall, roll[main].cpu / roll[ref].cpu
+    lines.append(
+        f"target {main} <= 0.33x RLeaky: wall {r:.2f}x {_verdict(r <= 1 / 3)}, "
+        f"cpu {rc:.2f}x {_verdict(rc <= 1 / 3)}"
+    )
+    lines += [
+        "",
+        f"(b) training, forward + backward, T={TRAIN_T}, B={TRAIN_B}, F={F_IN}, N={N}",
+        f"{'variant':<24}{'wall ms':>9}{'us/step':>9}{'vs RLeaky':>10}{'cpu ms':>8}"
+        f"{'vs RLeaky':>10}{'peak MiB':>10}{'vs RLeaky':>10}",
+    ]
+    for name, t in train.items():
+        m = mem.get(name, nan)
+        lines.append(
+            f"{name:<24}{t.wall * 1e3:>9.2f}{t.wall / TRAIN_T * 1e6:>9.1f}"
+            f"{t.wall / train[ref].wall:>9.2f}x{t.cpu * 1e3:>8.2f}{t.cpu / train[ref].cpu:>9.2f}x"
+            f"{m:>10.1f}{m / mem.get(ref, nan):>9.2f}x"
+        )
+    main = next(iter(train))
+    r, rc = train[main].wall / train[ref].wall, train[main].cpu / train[ref].cpu
+    lines.append(
+        f"target {main} time <= 0.5x RLeaky: wall {r:.2f}x {_verdict(r <= 0.5)}, "
+        f"cpu {rc:.2f}x {_verdict(rc <= 0.5)}"
+    )
+    if mem:
+        rm = mem[main] / mem[ref]
+        lines.append(f"target {main} peak memory <= RLeaky: {rm:.2f}x  {_verdict(rm <= 1.0)}")
+    else:
+        lines.append("peak memory: not measured (needs Linux /proc)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=15, help="timed repeats (median)")
+    parser.add_argument("--profile", action="store_true", help="profile LIFLayer's step")
+    parser.add_argument("--memory-child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    if args.memory_child:
+        _memory_child(args.memory_child)
+        return 0
+    torch.manual_seed(0)
+    print(f"torch {torch.__version__}, snntorch {snn.__version__}, 1 thread")
+    print("agreement with RLeaky:", check_agreement())
+    roll = bench_rollout(args.repeats)
+    train = bench_training(args.repeats)
+    mem = bench_memory()
+    print(report(roll, train, mem))
+    if args.profile:
+        print(profile_rollout_step())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
