@@ -1,9 +1,41 @@
 """Agents (spaces -> heads -> distributions) and the algorithms that train them."""
 
 from snrl.agents.agent import Agent, AgentState, ObsNormalizer, StepResult
+from snrl.agents.dqn_math import (
+    double_dqn_target,
+    dueling_aggregate,
+    polyak_update,
+    sequence_nstep_targets,
+    td_loss,
+)
+from snrl.agents.exploration import (
+    EpsGreedy,
+    GaussianEpsGreedy,
+    Greedy,
+    PassThrough,
+    make_exploration,
+)
 from snrl.agents.ppo import PPO, PPOConfig
 
-__all__ = ["PPO", "Agent", "AgentState", "ObsNormalizer", "PPOConfig", "StepResult"]
+__all__ = [
+    "PPO",
+    "Agent",
+    "AgentState",
+    "EpsGreedy",
+    "GaussianEpsGreedy",
+    "Greedy",
+    "ObsNormalizer",
+    "PPOConfig",
+    "PassThrough",
+    "StepResult",
+    "double_dqn_target",
+    "dueling_aggregate",
+    "load_algo",
+    "make_exploration",
+    "polyak_update",
+    "sequence_nstep_targets",
+    "td_loss",
+]
 
 ALGOS = {"ppo": PPO}
 """Algorithm classes by the name stored in their checkpoints."""

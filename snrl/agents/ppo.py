@@ -58,8 +58,10 @@ class PPOConfig:
     """Hidden layers per backbone."""
     force_dale_law: bool = True
     """Hard Dale's law in spiking backbones."""
-    recurrent_sign: float = 0.2
-    """Fraction of inhibitory neurons with Dale's law."""
+    recurrent_sign: float = 0.5
+    """Fraction of inhibitory neurons with Dale's law. 0.5 keeps the recurrent drive balanced
+    at init (equal weight magnitudes for E and I): with 0.2 the net excitation saturates the
+    layer (spike rates 0.75-0.85 on CartPole) and learning is 2-3x slower."""
     tau_m: float = 10e-3
     """Membrane time constant of spiking layers, seconds."""
     readout_tau_m: float = 10e-3

@@ -1,0 +1,187 @@
+"""The `snrl` command, run as a user would: files, exit codes, one-line errors."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from snrl.training.metrics import read_metrics
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+FAST = ["--backbone", "mlp", "--hidden", "16", "--set", "eval_episodes=2"]
+
+
+def snrl(*args, timeout=120):
+    return subprocess.run(
+        [sys.executable, "-m", "snrl.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+
+
+def snrl_inproc(capsys, *args):
+    """The same command through ``snrl.cli.main`` in this process (fast, for error paths)."""
+    from snrl.cli import main
+
+    try:
+        rc = main([str(a) for a in args])
+    except SystemExit as e:  # argparse errors
+        rc = e.code
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(args, rc, out, err)
+
+
+def assert_user_error(res, fragment):
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
+    assert "Traceback" not in res.stderr
+    assert fragment in lines[0]
+
+
+def test_train_then_eval(tmp_path):
+    out = tmp_path / "run"
+    res = snrl(
+        "train",
+        "--env",
+        "CartPole-v1",
+        *FAST,
+        "--steps",
+        1024,
+        "--out",
+        out,
+        "--set",
+        "eval_interval=512",
+        "--quiet",
+    )
+    assert res.returncode == 0, res.stderr
+    for f in (
+        "config.json",
+        "metrics.csv",
+        "learning_curve.png",
+        "checkpoints/best.pt",
+        "checkpoints/last.pt",
+    ):
+        assert (out / f).exists(), f
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["backbone"] == "mlp" and cfg["hidden_size"] == 16 and cfg["total_steps"] == 1024
+    m = read_metrics(out / "metrics.csv")
+    np.testing.assert_array_equal(m["env_step"], np.arange(1, 5) * 256)
+    assert np.isfinite(m["eval_return_mean"]).sum() == 2
+    res = snrl("eval", out, "--episodes", 3, "--seed", 7)
+    assert res.returncode == 0, res.stderr
+    ev = json.loads(res.stdout)
+    assert ev["n_episodes"] == 3 and len(ev["returns"]) == 3
+    assert ev["mean_return"] == pytest.approx(np.mean(ev["returns"]))
+    assert snrl("eval", out, "--episodes", 3, "--seed", 7).stdout == res.stdout
+
+
+def test_bad_input_from_a_real_process():
+    assert_user_error(snrl("train", "--env", "CartPol-v1", "--out", "unused"), "CartPole-v1")
+    assert not (ROOT / "unused").exists()
+
+
+def test_bad_inputs_exit_2_with_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "r"
+
+    def snrl(*args):
+        return snrl_inproc(capsys, *args)
+
+    assert_user_error(snrl("train", "--env", "CartPol-v1", "--out", out), "CartPole-v1")
+    assert not out.exists()
+    assert_user_error(snrl("train", "--env", "Blackjack-v1", "--out", out), "supports")
+    assert_user_error(snrl("train", "--out", out, "--set", "hiden_size=3"), "hidden_size")
+    assert_user_error(snrl("train", "--out", out, "--set", "lr=-1"), "lr=")
+    assert_user_error(snrl("train", "--out", out, "--config", tmp_path / "no.toml"), "no.toml")
+    assert_user_error(snrl("train", "--algo", "ppo", "--out", out, "--steps", "x"), "invalid")
+    assert not out.exists()
+    assert_user_error(snrl("eval", tmp_path / "missing"), "does not exist")
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "checkpoints" / "best.pt").write_bytes(b"not a checkpoint")
+    assert_user_error(snrl("eval", out), "corrupt")
+    assert_user_error(snrl("render", out, "--out", tmp_path / "x.avi"), ".gif or .mp4")
+    assert_user_error(snrl("train", "--out", out), "exists")
+    unwritable = tmp_path / "file"
+    unwritable.write_text("x")
+    assert_user_error(snrl("train", *FAST, "--steps", 256, "--out", unwritable / "run"), "")
+
+
+def test_non_finite_observation_stops_with_step_and_keeps_checkpoint(tmp_path):
+    out = tmp_path / "nan"
+    res = snrl(
+        "train",
+        "--env",
+        "tests.cli_envs:NanAfterEnv",
+        *FAST,
+        "--n-envs",
+        1,
+        "--steps",
+        5000,
+        "--set",
+        "n_steps=64",
+        "--set",
+        "checkpoint_interval=1",
+        "--set",
+        "eval_interval=0",
+        "--out",
+        out,
+        "--quiet",
+    )
+    assert_user_error(res, "step 600")
+    from snrl.agents import load_algo
+
+    algo = load_algo(out / "checkpoints" / "last.pt")
+    assert algo.env_step == 576  # 9 full segments of 64 steps before the bad step
+    m = read_metrics(out / "metrics.csv")
+    assert m["env_step"][-1] == 576
+
+
+def test_resume_after_sigkill_loses_nothing_twice(tmp_path):
+    out = tmp_path / "kill"
+    args = [
+        sys.executable,
+        "-m",
+        "snrl.cli",
+        "train",
+        "--env",
+        "CartPole-v1",
+        *FAST,
+        "--steps",
+        "6144",
+        "--set",
+        "checkpoint_interval=2",
+        "--set",
+        "eval_interval=0",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
+    proc = subprocess.Popen(
+        args, env=ENV, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    metrics = out / "metrics.csv"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if (out / "checkpoints" / "last.pt").exists() and metrics.exists():
+            if len(metrics.read_text().splitlines()) >= 6:
+                break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_rows = len(read_metrics(metrics)["env_step"])
+    assert 0 < killed_rows < 24, "kill the run mid-way"
+    res = snrl("train", "--out", out, "--resume", "--quiet")
+    assert res.returncode == 0, res.stderr
+    steps = read_metrics(metrics)["env_step"]
+    np.testing.assert_array_equal(steps, np.arange(1, 25) * 256)  # no duplicate, no torn row
