@@ -207,6 +207,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--fps", type=int, default=30)
     r.add_argument("--no-activity", action="store_true", help="frames only, no network panel")
     r.set_defaults(func=cmd_render)
+
+    from snrl.experiments.cli import add_parsers
+
+    add_parsers(sub)
     return p
 
 
