@@ -1,6 +1,7 @@
 """Recorded episodes and their videos: Trajectory, TrajectoryRenderer, plot_episode."""
 
 from snrl.render.renderer import TrajectoryRenderer
+from snrl.render.summary import plot_episode
 from snrl.render.trajectory import Trajectory, layer_dicts
 
-__all__ = ["Trajectory", "TrajectoryRenderer", "layer_dicts"]
+__all__ = ["Trajectory", "TrajectoryRenderer", "layer_dicts", "plot_episode"]
