@@ -9,10 +9,12 @@ import snntorch.surrogate as surrogate
 import torch
 from torch import Tensor
 
+from snrl.functional import lif_sequence as lif_sequence_module
 from snrl.functional.lif_sequence import (
     _closed_form,
     _derivative_fn,
     _LIFSequence,
+    _matmul_nt,
     lif_sequence,
 )
 
@@ -256,3 +258,31 @@ def test_unknown_spike_fns_use_autograd():
     derivative = _derivative_fn(_ExactFastSigmoid.apply, torch.float64)
     x = torch.tensor([-1.0, -0.1, 0.0, 0.2, 3.0], dtype=torch.float64)
     torch.testing.assert_close(derivative(x), 1.0 / (10.0 * x.abs() + 1.0) ** 2)
+
+
+@pytest.mark.parametrize("shape", [(1, 3, 5), (7, 2, 2), (300, 17, 33)])
+def test_matmul_nt_matches_mm(shape):
+    m, n, k = shape
+    g = torch.Generator().manual_seed(9)
+    a, b = torch.randn(m, k, generator=g), torch.randn(n, k, generator=g)
+    torch.testing.assert_close(_matmul_nt(a, b), a @ b.t(), rtol=1e-5, atol=1e-5)
+    at, bt = torch.randn(k, m, generator=g).t(), torch.randn(k, n, generator=g).t()
+    torch.testing.assert_close(_matmul_nt(at, bt), at @ bt.t(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("reset", ["subtract", "zero"])
+def test_float32_same_with_and_without_onednn(reset, monkeypatch):
+    u, w, v0, z0, alpha = _inputs(12, 16, 32, dtype=torch.float32, seed=10)
+    spike_fn = surrogate.fast_sigmoid(slope=25)
+    leaves = [u, w, v0, z0, alpha]
+
+    def run():
+        z, v = lif_sequence(u, w, _State(v0, z0), alpha, 1.0, reset, spike_fn)
+        return (z, v, *torch.autograd.grad((z * v).sum(), leaves))
+
+    fast = run()
+    monkeypatch.setitem(lif_sequence_module._ONEDNN, "ok", False)
+    plain = run()
+    assert torch.equal(fast[0], plain[0])
+    for a, b in zip(fast[1:], plain[1:], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
