@@ -3,8 +3,20 @@
 from snrl.agents import PPO, Agent, PPOConfig
 from snrl.errors import UserError
 from snrl.networks.factory import build_backbone
-from snrl.render.trajectory import Trajectory
+from snrl.networks.spiking import SpikingBackbone
+from snrl.render import Trajectory, TrajectoryRenderer, plot_episode
 
 __version__ = "0.1.0"
 
-__all__ = ["PPO", "Agent", "PPOConfig", "Trajectory", "UserError", "__version__", "build_backbone"]
+__all__ = [
+    "PPO",
+    "Agent",
+    "PPOConfig",
+    "SpikingBackbone",
+    "Trajectory",
+    "TrajectoryRenderer",
+    "UserError",
+    "__version__",
+    "build_backbone",
+    "plot_episode",
+]

@@ -28,6 +28,7 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
+import os
 from typing import Any
 
 import gymnasium as gym
@@ -83,6 +84,10 @@ def make_env(env_id: str, *, render_mode: str | None = None, **kwargs: Any) -> g
         UserError: Unknown id (with close matches), a module that cannot be imported, a
             missing or non-Env class, a constructor that fails, a missing dependency.
     """
+    if render_mode == "rgb_array":
+        # Off-screen rendering needs no display; without this, pygame's SDL prints
+        # "error: XDG_RUNTIME_DIR is invalid" on headless machines.
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     if not isinstance(env_id, str) or not env_id.strip():
         raise UserError(
             f"env id must be a non-empty string, got {env_id!r} (pass e.g. CartPole-v1)"
