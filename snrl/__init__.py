@@ -1,6 +1,6 @@
 """snrl: reinforcement learning with recurrent spiking neural networks."""
 
-from snrl.agents import PPO, Agent, PPOConfig
+from snrl.agents import DQN, PPO, Agent, DQNConfig, PPOConfig
 from snrl.errors import UserError
 from snrl.networks.factory import build_backbone
 from snrl.networks.spiking import SpikingBackbone
@@ -9,8 +9,10 @@ from snrl.render import Trajectory, TrajectoryRenderer, plot_episode
 __version__ = "0.1.0"
 
 __all__ = [
+    "DQN",
     "PPO",
     "Agent",
+    "DQNConfig",
     "PPOConfig",
     "SpikingBackbone",
     "Trajectory",

@@ -1,6 +1,7 @@
 """Agents (spaces -> heads -> distributions) and the algorithms that train them."""
 
 from snrl.agents.agent import Agent, AgentState, ObsNormalizer, StepResult
+from snrl.agents.dqn import DQN, DQNConfig
 from snrl.agents.dqn_math import (
     double_dqn_target,
     dueling_aggregate,
@@ -18,9 +19,11 @@ from snrl.agents.exploration import (
 from snrl.agents.ppo import PPO, PPOConfig
 
 __all__ = [
+    "DQN",
     "PPO",
     "Agent",
     "AgentState",
+    "DQNConfig",
     "EpsGreedy",
     "GaussianEpsGreedy",
     "Greedy",
@@ -37,7 +40,7 @@ __all__ = [
     "td_loss",
 ]
 
-ALGOS = {"ppo": PPO}
+ALGOS = {"ppo": PPO, "dqn": DQN}
 """Algorithm classes by the name stored in their checkpoints."""
 
 

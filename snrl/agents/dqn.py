@@ -1,0 +1,901 @@
+"""DQN with recurrent (spiking or ANN) Q-networks.
+
+The Q-values are the readout of the backbone (for a spiking backbone: the membrane of its
+leaky-integrator readout). With ``dueling`` the readout has ``A + 1`` units, a value ``V``
+and advantages ``A``, combined by :func:`~snrl.agents.dqn_math.dueling_aggregate`.
+
+Data flow, one env step and one gradient step::
+
+    vector env --obs--> QAgent.q_step (state carried across env steps, reset per finished env)
+        --> exploration.select(Q, env_step) --> env
+        --> replay: single n-step transitions (feed-forward ``mlp``), or R2D2-style windows
+            with the actor's state before their first step (``replay="sequence"``)
+    every ``train_freq`` vector steps, after ``learning_starts``: ``gradient_steps`` times
+        sample --> Q(s, a) of the online net, bootstrap Q_target(s', argmax Q_online(s'))
+        (double) or max Q_target(s') --> n-step target (termination: no bootstrap; truncation
+        bootstraps from the final observation) --> Huber/MSE loss (importance-weighted with
+        prioritized replay) --> grad-norm clip, Adam step --> new priorities
+    every ``target_update_interval`` env steps: theta_target <- (1 - tau) theta_target
+        + tau theta (tau = 1: a copy).
+
+Sequence replay (Kapturowski et al. 2019): the learner starts from the stored state, runs the
+first ``burn_in`` steps without gradient to refresh it, and trains on the remaining
+``seq_len`` steps; padding steps are masked out and the state is re-initialized where an
+episode starts. The online and the target network both run once over the window's
+``seq_obs`` (T + 1 steps), so position ``t + 1`` gives the bootstrap of step ``t``.
+
+Observations are stored raw (flattened) and normalized with the agent's running statistics
+when they are sampled, so stored data never goes stale when the statistics move.
+
+The training loop (:meth:`DQN.learn`) reads top to bottom: act, store, train, update the
+target, log, evaluate, checkpoint.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from snrl.agents.agent import ObsNormalizer, StepResult
+from snrl.agents.dqn_math import (
+    DUELING_MODES,
+    LOSS_KINDS,
+    double_dqn_target,
+    dueling_aggregate,
+    polyak_update,
+    sequence_nstep_targets,
+    td_loss,
+)
+from snrl.agents.evaluation import evaluate_agent, record_trajectory
+from snrl.agents.exploration import EXPLORATIONS, make_exploration
+from snrl.buffers.replay import PrioritizedReplayBuffer, ReplayBuffer
+from snrl.buffers.sequence import PrioritizedSequenceReplayBuffer, SequenceReplayBuffer
+from snrl.envs import check_spaces, finished_episodes, make_env, make_vector_env
+from snrl.envs.spaces import ObsFlattener
+from snrl.errors import UserError
+from snrl.functional.state import State, detach_state, map_state, mask_state
+from snrl.networks.factory import BACKBONES, SPIKING, build_backbone
+from snrl.networks.sequence import run_with_resets
+from snrl.render.trajectory import Trajectory
+from snrl.training.loop import RunLogger, load_algo_checkpoint, save_algo_checkpoint
+
+REPLAYS = ("auto", "transition", "sequence")
+
+
+def _check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise UserError(msg)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DQNConfig:
+    """DQN hyperparameters; the defaults train a Dale LIF Q-network on CartPole-v1."""
+
+    env_id: str = "CartPole-v1"
+    """Gymnasium id, or ``module:Class`` for a user's env (Discrete actions)."""
+    backbone: str = "lif"
+    """lif | alif | spylif | mlp | gru | lstm."""
+    hidden_size: int = 128
+    """Neurons / units per hidden layer."""
+    n_layers: int = 1
+    """Hidden layers of the backbone."""
+    force_dale_law: bool = True
+    """Hard Dale's law in spiking backbones."""
+    recurrent_sign: float = 0.5
+    """Fraction of inhibitory neurons with Dale's law (0.5: balanced recurrent drive at init;
+    0.2 with equal E/I weight magnitudes saturates the layer)."""
+    tau_m: float = 10e-3
+    """Membrane time constant of spiking layers, seconds."""
+    readout_tau_m: float = 10e-3
+    """Membrane time constant of the LI readout (the Q-values), seconds."""
+    dt: float = 1e-3
+    """Simulation step, seconds."""
+    hh_init: str = "zeros"
+    """Initial hidden state of spiking layers: zeros | random | learned."""
+    encoder: str = "direct"
+    """Input encoding of spiking backbones: direct | population."""
+    sim_steps: int = 1
+    """Network steps per env step (spiking backbones)."""
+    n_envs: int = 4
+    """Parallel envs used for collection."""
+    asynchronous: bool = False
+    """AsyncVectorEnv (processes) instead of SyncVectorEnv."""
+    normalize_obs: bool = True
+    """Running observation mean/std normalization (saved with the agent)."""
+    dueling: str = "none"
+    """Dueling head: none | avg | max | naive (the readout then has A + 1 units: V and A)."""
+    double: bool = True
+    """Double DQN: the online net picks the bootstrap action, the target net values it."""
+    n_step: int = 3
+    """Steps of the n-step return (1: one-step TD)."""
+    gamma: float = 0.99
+    """Discount per env step."""
+    loss: str = "huber"
+    """TD loss: huber | mse."""
+    lr: float = 1e-3
+    """Adam learning rate."""
+    max_grad_norm: float = 10.0
+    """Global gradient-norm clip."""
+    buffer_size: int = 100_000
+    """Replay capacity in env steps (sequence replay keeps buffer_size // stride windows)."""
+    replay: str = "auto"
+    """transition | sequence | auto (sequence for recurrent backbones, transition for mlp)."""
+    batch_size: int = 32
+    """Items per gradient step: transitions, or windows with sequence replay."""
+    seq_len: int = 20
+    """Trained steps per replayed window (sequence replay)."""
+    burn_in: int = 10
+    """Steps before them that only refresh the stored state (sequence replay), <= seq_len."""
+    seq_stride: int = 0
+    """Steps between window starts of one env, in [1, seq_len] (0: seq_len)."""
+    prioritized: bool = False
+    """Prioritized replay (proportional; R2D2 max/mean mix for sequences)."""
+    per_alpha: float = 0.6
+    """Priority exponent."""
+    per_beta0: float = 0.4
+    """Initial importance-sampling exponent, annealed to 1 over the run."""
+    per_eta: float = 0.9
+    """Weight of the max TD error in a sequence's priority."""
+    learning_starts: int = 1_000
+    """Env steps stored before the first gradient step (counted again after a reload)."""
+    train_freq: int = 4
+    """Vector-env steps between training phases (each collects train_freq * n_envs steps)."""
+    gradient_steps: int = 1
+    """Gradient steps per training phase."""
+    target_update_interval: int = 500
+    """Env steps between target updates."""
+    tau: float = 1.0
+    """Target update rate: 1 copies the online net, < 1 is Polyak averaging."""
+    exploration: str = "eps_greedy"
+    """greedy | eps_greedy | gaussian_eps_greedy | pass_through (act on argmax Q only)."""
+    eps_start: float = 1.0
+    """Epsilon (or the mean of a Gaussian epsilon) at env step 0."""
+    eps_end: float = 0.05
+    """Epsilon (or its mean) from eps_decay_steps on; also used by evaluate(deterministic=
+    False)."""
+    eps_decay_steps: int = 10_000
+    """Env steps of the epsilon schedule."""
+    eps_schedule: str = "linear"
+    """linear | exponential (eps_greedy)."""
+    eps_std: float = 0.1
+    """Standard deviation of a Gaussian epsilon (gaussian_eps_greedy)."""
+    log_interval: int = 1_000
+    """Env steps per metrics row (one "update" of the run logger)."""
+    eval_interval: int = 5_000
+    """Env steps between deterministic evaluations that select best.pt (0: only at the end)."""
+    eval_episodes: int = 10
+    """Episodes per periodic evaluation."""
+    checkpoint_interval: int = 10
+    """Metrics rows between writes of last.pt."""
+    total_steps: int = 100_000
+    """Env steps of a run (used by the CLI and for annealing beta)."""
+    seed: int = 0
+    """Seeds torch, numpy, the envs, the layers' generators, replay and exploration."""
+    device: str = "cpu"
+    """Torch device."""
+
+    def __post_init__(self) -> None:
+        _check(self.backbone in BACKBONES, f"backbone={self.backbone!r} (one of {BACKBONES})")
+        for name in (
+            "hidden_size",
+            "n_layers",
+            "n_envs",
+            "sim_steps",
+            "n_step",
+            "buffer_size",
+            "batch_size",
+            "seq_len",
+            "train_freq",
+            "gradient_steps",
+            "target_update_interval",
+            "eps_decay_steps",
+            "log_interval",
+            "checkpoint_interval",
+            "total_steps",
+            "eval_episodes",
+        ):
+            v = getattr(self, name)
+            _check(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+                f"{name}={v!r} (must be an integer >= 1)",
+            )
+        _check(
+            self.dueling in ("none", *DUELING_MODES),
+            f"dueling={self.dueling!r} (none | {' | '.join(DUELING_MODES)})",
+        )
+        _check(self.loss in LOSS_KINDS, f"loss={self.loss!r} ({' | '.join(LOSS_KINDS)})")
+        _check(self.replay in REPLAYS, f"replay={self.replay!r} ({' | '.join(REPLAYS)})")
+        _check(
+            self.exploration in EXPLORATIONS,
+            f"exploration={self.exploration!r} ({' | '.join(EXPLORATIONS)})",
+        )
+        _check(self.lr > 0, f"lr={self.lr} (must be > 0)")
+        _check(0 < self.gamma <= 1, f"gamma={self.gamma} (must be in (0, 1])")
+        _check(0 < self.tau <= 1, f"tau={self.tau} (must be in (0, 1]; 1 is a hard copy)")
+        _check(self.max_grad_norm > 0, f"max_grad_norm={self.max_grad_norm} (must be > 0)")
+        _check(
+            self.tau_m > 0 and self.readout_tau_m > 0 and self.dt > 0,
+            "tau_m, readout_tau_m and dt must be > 0 seconds",
+        )
+        _check(
+            self.hh_init in ("zeros", "random", "learned"),
+            f"hh_init={self.hh_init!r} (zeros | random | learned for agents)",
+        )
+        _check(self.burn_in >= 0, f"burn_in={self.burn_in} (must be >= 0)")
+        _check(
+            self.seq_len >= self.burn_in,
+            f"sequence length seq_len={self.seq_len} is shorter than burn_in={self.burn_in} "
+            "(raise seq_len or lower burn_in so that seq_len >= burn_in)",
+        )
+        _check(
+            0 <= self.seq_stride <= self.seq_len,
+            f"seq_stride={self.seq_stride} (must be in [1, seq_len={self.seq_len}], or 0)",
+        )
+        _check(
+            self.replay != "transition" or self.backbone == "mlp",
+            f"replay='transition' with backbone={self.backbone!r} (single transitions drop the "
+            "recurrent state; use replay='sequence' or 'auto' for recurrent backbones)",
+        )
+        _check(self.learning_starts >= 0, f"learning_starts={self.learning_starts} (>= 0)")
+        if self.replay_kind == "transition":
+            stored = self.learning_starts - (self.n_step - 1) * self.n_envs
+            _check(
+                self.batch_size <= stored,
+                f"batch_size={self.batch_size} is larger than the {max(stored, 0)} transitions "
+                f"stored when learning starts (learning_starts={self.learning_starts}, "
+                f"n_step={self.n_step}, n_envs={self.n_envs}; raise learning_starts or lower "
+                "batch_size)",
+            )
+        for name in ("eps_start", "eps_end"):
+            v = getattr(self, name)
+            _check(0 <= v <= 1, f"{name}={v} (must be in [0, 1])")
+        _check(
+            self.eps_schedule in ("linear", "exponential"),
+            f"eps_schedule={self.eps_schedule!r} (linear | exponential)",
+        )
+        _check(self.eps_std > 0, f"eps_std={self.eps_std} (must be > 0)")
+        _check(self.per_alpha >= 0, f"per_alpha={self.per_alpha} (must be >= 0)")
+        _check(0 <= self.per_beta0 <= 1, f"per_beta0={self.per_beta0} (must be in [0, 1])")
+        _check(0 <= self.per_eta <= 1, f"per_eta={self.per_eta} (must be in [0, 1])")
+        _check(self.eval_interval >= 0, f"eval_interval={self.eval_interval} (must be >= 0)")
+
+    @property
+    def replay_kind(self) -> str:
+        """``"transition"`` or ``"sequence"`` (``replay="auto"`` resolved by the backbone)."""
+        if self.replay != "auto":
+            return self.replay
+        return "transition" if self.backbone == "mlp" else "sequence"
+
+    @property
+    def stride(self) -> int:
+        """Steps between window starts of sequence replay."""
+        return self.seq_stride or self.seq_len
+
+
+class QAgent(nn.Module):
+    """A Q-network behind the agent interface that evaluation and rendering use.
+
+    Args:
+        observation_space: Box (any shape; flattened) or Discrete (one-hot).
+        action_space: Discrete.
+        q_net: a recurrent-protocol module with output width ``n`` (or ``n + 1`` with
+            ``dueling``: value first, then the advantages).
+        dueling: ``"none"``, ``"avg"``, ``"max"`` or ``"naive"``.
+        normalize_obs: keep running observation statistics and normalize with them.
+        explore_eps: epsilon of :meth:`step` with ``deterministic=False``.
+        seed: seed of the generator used by :meth:`step` with ``deterministic=False``.
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        *,
+        q_net: nn.Module,
+        dueling: str = "none",
+        normalize_obs: bool = True,
+        explore_eps: float = 0.05,
+        seed: int = 0,
+    ):
+        super().__init__()
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise UserError(
+                f"DQN needs a Discrete action space, got {action_space} "
+                "(use snrl.PPO / --algo ppo for Box and MultiDiscrete)"
+            )
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.flattener = ObsFlattener(observation_space)
+        self.obs_size = self.flattener.size
+        self.kind = "discrete"
+        self.n_actions = int(action_space.n)
+        self.head_size = self.n_actions + (1 if dueling != "none" else 0)
+        self.dueling = dueling
+        self.policy = q_net
+        self.obs_norm = ObsNormalizer(self.obs_size, enabled=normalize_obs)
+        self.explore_eps = float(explore_eps)
+        self.generator = torch.Generator().manual_seed(int(seed))
+        self.random_reset = any(getattr(m, "hh_init", None) == "random" for m in self.modules())
+
+    # ---- state ---------------------------------------------------------------------------
+    def initial_state(self, batch_size: int, device: torch.device | str | None = None) -> State:
+        return self.policy.initial_state(batch_size, device=device)
+
+    def reset_state(self, state: State, done: Tensor) -> State:
+        """Re-initialize the rows of the state where ``done``."""
+        if not bool(done.any()):
+            return state
+        return self.policy.reset_state(state, done)
+
+    # ---- Q-values ------------------------------------------------------------------------
+    def q_values(self, out: Tensor) -> Tensor:
+        """Q-values (..., A) from a readout (..., head_size)."""
+        if self.dueling == "none":
+            return out
+        return dueling_aggregate(out[..., :1], out[..., 1:], self.dueling)
+
+    def preprocess(self, obs: np.ndarray, device: torch.device | str = "cpu") -> Tensor:
+        """Raw (B, ...) observations -> normalized (B, F)."""
+        return self.obs_norm(torch.as_tensor(self.flattener(obs), device=device))
+
+    @torch.no_grad()
+    def q_step(self, x: Tensor, state: State) -> tuple[Tensor, State, dict[str, Tensor]]:
+        """One env step: ``(Q (B, A), next state, activity)`` for normalized ``x`` (B, F)."""
+        res = self.policy.run(x, state)
+        return self.q_values(res.out), res.state, res.activity
+
+    @torch.no_grad()
+    def step(self, x: Tensor, state: State, *, deterministic: bool = False) -> StepResult:
+        """One env step for a batch of normalized observations ``x`` (B, F): the greedy
+        action, or (``deterministic=False``) epsilon-greedy with ``explore_eps``."""
+        q, new_state, activity = self.q_step(x, state)
+        action = q.argmax(-1)
+        if not deterministic and self.explore_eps > 0:
+            b = action.shape[0]
+            explore = torch.rand(b, generator=self.generator) < self.explore_eps
+            rand = torch.randint(0, self.n_actions, (b,), generator=self.generator)
+            action = torch.where(explore.to(action.device), rand.to(action.device), action)
+        value = q.max(-1).values
+        return StepResult(
+            action,
+            torch.zeros_like(value),
+            value,
+            new_state,
+            {"q_values": q},
+            activity,
+        )
+
+    def env_action(self, action: Tensor) -> np.ndarray:
+        """The action to send to the env."""
+        return action.cpu().numpy()
+
+
+def build_q_agent(cfg: DQNConfig, observation_space, action_space, *, q_net=None) -> QAgent:
+    """The Q-agent a config describes; ``q_net`` replaces the built backbone."""
+    if not isinstance(action_space, gym.spaces.Discrete):
+        raise UserError(
+            f"DQN needs a Discrete action space, got {action_space} "
+            "(use snrl.PPO / --algo ppo for Box and MultiDiscrete)"
+        )
+    head = int(action_space.n) + (1 if cfg.dueling != "none" else 0)
+    if q_net is None:
+        kwargs: dict[str, Any] = dict(
+            hidden_size=cfg.hidden_size,
+            n_layers=cfg.n_layers,
+            force_dale_law=cfg.force_dale_law,
+            encoder=cfg.encoder,
+            sim_steps=cfg.sim_steps,
+            readout_tau_m=cfg.readout_tau_m,
+        )
+        if cfg.backbone in SPIKING:
+            kwargs["layer_kwargs"] = dict(
+                tau_m=cfg.tau_m, dt=cfg.dt, hh_init=cfg.hh_init, recurrent_sign=cfg.recurrent_sign
+            )
+        flat = ObsFlattener(observation_space).size
+        q_net = build_backbone(cfg.backbone, flat, head, seed=cfg.seed, **kwargs)
+    return QAgent(
+        observation_space,
+        action_space,
+        q_net=q_net,
+        dueling=cfg.dueling,
+        normalize_obs=cfg.normalize_obs,
+        explore_eps=cfg.eps_end,
+        seed=cfg.seed + 17,
+    )
+
+
+class _Stats:
+    """Running sums of per-gradient-step and per-env-step numbers for one metrics row."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, float] = {}
+        self.counts: dict[str, int] = {}
+
+    def add(self, key: str, value: float) -> None:
+        self.sums[key] = self.sums.get(key, 0.0) + float(value)
+        self.counts[key] = self.counts.get(key, 0) + 1
+
+    def mean(self, key: str) -> float:
+        n = self.counts.get(key, 0)
+        return self.sums[key] / n if n else math.nan
+
+
+class DQN:
+    """Deep Q-learning with recurrent (spiking or ANN) Q-networks.
+
+    Args:
+        env: gymnasium id or ``module:Class`` (overrides ``config.env_id``); needs a Discrete
+            action space.
+        config: a :class:`DQNConfig`; keyword ``overrides`` replace its fields.
+        policy: optional recurrent-protocol module used as the Q-network (output width
+            ``n_actions``, or ``n_actions + 1`` with ``dueling``).
+        critic: must be None (DQN has no critic; the argument exists so that every snrl
+            algorithm loads alike).
+        run_dir: directory for metrics.csv, checkpoints and the learning curve (None: none).
+    """
+
+    Config = DQNConfig
+    algo_name = "dqn"
+
+    def __init__(
+        self,
+        env: str | None = None,
+        *,
+        config: DQNConfig | None = None,
+        policy: nn.Module | None = None,
+        critic: nn.Module | None = None,
+        run_dir: str | Path | None = None,
+        **overrides: Any,
+    ):
+        cfg = config or DQNConfig()
+        if env is not None:
+            overrides["env_id"] = env
+        unknown = set(overrides) - {f.name for f in dataclasses.fields(DQNConfig)}
+        _check(not unknown, f"unknown DQN option(s) {sorted(unknown)} (see snrl.DQNConfig)")
+        _check(critic is None, "DQN has no critic (pass the Q-network as policy=)")
+        self.config = cfg = dataclasses.replace(cfg, **overrides)
+        torch.manual_seed(cfg.seed)
+        np.random.seed(cfg.seed)
+        self.device = torch.device(cfg.device)
+        probe = make_env(cfg.env_id)
+        try:
+            check_spaces(probe.observation_space, probe.action_space, algo="dqn")
+            obs_space, act_space = probe.observation_space, probe.action_space
+        finally:
+            probe.close()
+        self.custom_backbones = policy is not None
+        self.agent = build_q_agent(cfg, obs_space, act_space, q_net=policy)
+        self.agent.to(self.device)
+        self.target_net = copy.deepcopy(self.agent.policy).requires_grad_(False)
+        self.optimizer = torch.optim.Adam(self.agent.policy.parameters(), lr=cfg.lr)
+        self.exploration = self._make_exploration()
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.env_step = 0
+        self.n_updates = 0
+        self.n_grad_steps = 0
+        self.best_eval = -math.inf
+        self.generator = torch.Generator().manual_seed(cfg.seed)
+        self.buffer: Any = None
+        self._buffer_steps = 0  # env steps added to the current buffer
+        self._envs = None
+
+    def _make_exploration(self):
+        cfg = self.config
+        rng = np.random.default_rng(cfg.seed + 23)
+        if cfg.exploration == "eps_greedy":
+            return make_exploration(
+                "eps_greedy",
+                start=cfg.eps_start,
+                end=cfg.eps_end,
+                decay_steps=cfg.eps_decay_steps,
+                schedule=cfg.eps_schedule,
+                seed=rng,
+            )
+        if cfg.exploration == "gaussian_eps_greedy":
+            return make_exploration(
+                "gaussian_eps_greedy",
+                mean_start=cfg.eps_start,
+                mean_end=cfg.eps_end,
+                std=cfg.eps_std,
+                decay_steps=cfg.eps_decay_steps,
+                seed=rng,
+            )
+        return make_exploration(cfg.exploration, seed=rng)
+
+    # ---- replay --------------------------------------------------------------------------
+    def _make_buffer(self) -> Any:
+        cfg = self.config
+        common: dict[str, Any] = dict(n_envs=cfg.n_envs, seed=cfg.seed + 31)
+        if cfg.prioritized:
+            common.update(alpha=cfg.per_alpha, beta0=cfg.per_beta0, beta_steps=cfg.total_steps)
+        if cfg.replay_kind == "transition":
+            cls = PrioritizedReplayBuffer if cfg.prioritized else ReplayBuffer
+            return cls(
+                cfg.buffer_size,
+                (self.agent.obs_size,),
+                n_step=cfg.n_step,
+                gamma=cfg.gamma,
+                **common,
+            )
+        if cfg.prioritized:
+            common["eta"] = cfg.per_eta
+        cls = PrioritizedSequenceReplayBuffer if cfg.prioritized else SequenceReplayBuffer
+        return cls(
+            max(1, cfg.buffer_size // cfg.stride),
+            (self.agent.obs_size,),
+            seq_len=cfg.seq_len,
+            burn_in=cfg.burn_in,
+            stride=cfg.stride,
+            state_example=self.agent.initial_state(1, device=self.device),
+            **common,
+        )
+
+    def save_replay_buffer(self, path: str | Path) -> None:
+        """Write the replay buffer to an .npz file, atomically."""
+        _check(self.buffer is not None, "no replay buffer yet (call learn() first)")
+        self.buffer.save(path)
+
+    def load_replay_buffer(self, path: str | Path) -> None:
+        """Replace the replay buffer by one written by :meth:`save_replay_buffer`.
+
+        Raises:
+            UserError: the file is missing, corrupt, or holds another kind of buffer.
+        """
+        cls = type(self._make_buffer())
+        if issubclass(cls, SequenceReplayBuffer):
+            buf = cls.load(path, state_example=self.agent.initial_state(1, device=self.device))
+        else:
+            buf = cls.load(path)
+        _check(
+            buf.n_envs == self.config.n_envs and buf.obs_shape == (self.agent.obs_size,),
+            f"buffer file {path} was filled by {buf.n_envs} envs with observations "
+            f"{buf.obs_shape} (this DQN has n_envs={self.config.n_envs} and "
+            f"({self.agent.obs_size},); load a matching buffer)",
+        )
+        self.buffer = buf
+        self._buffer_steps = max(self._buffer_steps, self.config.learning_starts)
+
+    # ---- acting --------------------------------------------------------------------------
+    def _start_envs(self) -> None:
+        cfg = self.config
+        seed = cfg.seed + 1000 * self.n_updates
+        self._envs = make_vector_env(
+            cfg.env_id, cfg.n_envs, seed=seed, asynchronous=cfg.asynchronous, algo="dqn"
+        )
+        self._obs, _ = self._envs.reset(seed=seed)
+        self._state = self.agent.initial_state(cfg.n_envs, device=self.device)
+        self._recent: list[float] = []
+        if self.buffer is None:
+            self.buffer = self._make_buffer()
+
+    @torch.no_grad()
+    def _act_and_store(self, stats: _Stats) -> list[float]:
+        """One vector-env step: act (explore), store the transition, carry/reset the state.
+
+        Returns the returns of the episodes that ended on this step."""
+        agent = self.agent
+        raw = agent.flattener(self._obs)
+        x = agent.obs_norm(torch.as_tensor(raw, device=self.device))
+        q, next_state, activity = agent.q_step(x, self._state)
+        action = self.exploration.select(q, self.env_step)
+        if self.config.exploration == "pass_through":
+            action = q.argmax(-1).cpu().numpy()
+        next_obs, reward, term, trunc, info = self._envs.step(action)
+        done = np.logical_or(term, trunc)
+        true_next = np.array(next_obs, copy=True)
+        for i in np.flatnonzero(done):
+            true_next[i] = info["final_obs"][i]
+        args = (raw, action, reward, agent.flattener(true_next), term, trunc)
+        if isinstance(self.buffer, SequenceReplayBuffer):
+            self.buffer.add(*args, state=self._state)
+        else:
+            self.buffer.add(*args)
+        agent.obs_norm.update(torch.as_tensor(raw))
+        self._state = agent.reset_state(next_state, torch.as_tensor(done, device=self.device))
+        self._obs = next_obs
+        self.env_step += self.config.n_envs
+        self._buffer_steps += self.config.n_envs
+        for k, a in activity.items():
+            if k.endswith(".spikes"):
+                stats.add(f"spike_rate_{k[: -len('.spikes')]}", a.mean())
+        return finished_episodes(info)[1].tolist()
+
+    # ---- learning ------------------------------------------------------------------------
+    def _norm(self, raw: np.ndarray) -> Tensor:
+        return self.agent.obs_norm(torch.as_tensor(raw, device=self.device))
+
+    def _unroll(self, net: nn.Module, obs: Tensor, state: State, starts: Tensor) -> Tensor:
+        """Readout (T, B, O) of ``net`` over a window from its stored ``state``: the first
+        ``burn_in`` steps without gradient, the state reset where an episode starts."""
+        bi = min(self.config.burn_in, obs.shape[0] - 1)
+        fresh = [state] * obs.shape[0] if self.agent.random_reset else None
+        outs = []
+        if bi > 0:
+            with torch.no_grad():
+                burn = run_with_resets(net, obs[:bi], state, starts[:bi], fresh)
+            outs.append(burn.out)
+            state = detach_state(burn.state)
+        # The state fed with step ``bi``: re-initialized where an episode starts there (the
+        # stored state of such a window is the episode's initial state, also for random init).
+        if bool(starts[bi].any()):
+            if self.agent.random_reset:
+                state = mask_state(starts[bi], fresh[0], state)
+            else:
+                state = net.reset_state(state, starts[bi])
+        rest = run_with_resets(net, obs[bi:], state, starts[bi:], fresh)
+        outs.append(rest.out)
+        return torch.cat(outs, dim=0)
+
+    def sequence_q(self, batch: dict[str, Any], *, target: bool = False) -> Tensor:
+        """Q-values (T + 1, B, A) over a sampled window's ``seq_obs``, from its stored state
+        (online net with gradient after the burn-in, or the target net without)."""
+        obs = self._norm(batch["seq_obs"])
+        starts = torch.as_tensor(batch["seq_starts"], device=self.device)
+        state = map_state(lambda t: t.to(self.device), batch["state"])
+        net = self.target_net if target else self.agent.policy
+        if target:
+            with torch.no_grad():
+                return self.agent.q_values(self._unroll(net, obs, state, starts))
+        return self.agent.q_values(self._unroll(net, obs, state, starts))
+
+    def _sequence_loss(self, batch: dict[str, Any]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """(loss, TD errors (T', B), mask (T', B), Q of the taken actions) of a window batch."""
+        cfg, dev = self.config, self.device
+        q_all = self.sequence_q(batch)  # (T + 1, B, A)
+        q_tgt = self.sequence_q(batch, target=True)
+        with torch.no_grad():
+            if cfg.double:
+                best = q_all[1:].argmax(-1, keepdim=True)
+                boot = q_tgt[1:].gather(-1, best).squeeze(-1)
+            else:
+                boot = q_tgt[1:].max(-1).values
+            mask = torch.as_tensor(batch["mask"], device=dev)
+            y = sequence_nstep_targets(
+                torch.as_tensor(batch["rewards"], device=dev),
+                torch.as_tensor(batch["dones"], device=dev),
+                mask,
+                boot,
+                cfg.gamma,
+                cfg.n_step,
+            )
+        actions = torch.as_tensor(batch["actions"], device=dev).long()
+        q = q_all[:-1].gather(-1, actions.unsqueeze(-1)).squeeze(-1)  # (T, B)
+        bi = cfg.burn_in
+        w = torch.as_tensor(batch["weights"], device=dev).expand_as(q[bi:])
+        loss = td_loss(q[bi:], y[bi:], cfg.loss, weights=w, mask=mask[bi:])
+        return loss, (y - q)[bi:].detach(), mask[bi:], q[bi:].detach()
+
+    def _transition_loss(self, batch: dict[str, Any]) -> tuple[Tensor, Tensor, None, Tensor]:
+        """(loss, TD errors (B,), None, Q of the taken actions) of a transition batch."""
+        cfg, dev, agent = self.config, self.device, self.agent
+        b = batch["obs"].shape[0]
+        x, x_next = self._norm(batch["obs"]), self._norm(batch["next_obs"])
+        q_all = agent.q_values(agent.policy(x, agent.initial_state(b, device=dev))[0])
+        with torch.no_grad():
+            q_next_t = agent.q_values(self.target_net(x_next, self.target_net.initial_state(b))[0])
+            q_next_o = None
+            if cfg.double:
+                q_next_o = agent.q_values(agent.policy(x_next, agent.initial_state(b))[0])
+            y = double_dqn_target(
+                torch.as_tensor(batch["rewards"], device=dev),
+                torch.as_tensor(batch["discounts"], device=dev),
+                torch.as_tensor(batch["dones"], device=dev),
+                q_next_o,
+                q_next_t,
+                double=cfg.double,
+            )
+        actions = torch.as_tensor(batch["actions"], device=dev).long()
+        q = q_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+        w = torch.as_tensor(batch["weights"], device=dev)
+        loss = td_loss(q, y, cfg.loss, weights=w)
+        return loss, (y - q).detach(), None, q.detach()
+
+    def _gradient_step(self, stats: _Stats) -> None:
+        """Sample, compute the TD loss, step the optimizer, refresh priorities."""
+        cfg = self.config
+        if len(self.buffer) < cfg.batch_size:
+            raise UserError(
+                f"batch_size={cfg.batch_size} is larger than the {len(self.buffer)} "
+                f"{'windows' if cfg.replay_kind == 'sequence' else 'transitions'} stored when "
+                f"learning starts (raise learning_starts={cfg.learning_starts} or lower "
+                "batch_size)"
+            )
+        if cfg.prioritized:
+            batch = self.buffer.sample(cfg.batch_size, step=self.env_step)
+        else:
+            batch = self.buffer.sample(cfg.batch_size)
+        if cfg.replay_kind == "sequence":
+            loss, td, mask, q = self._sequence_loss(batch)
+        else:
+            loss, td, mask, q = self._transition_loss(batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = nn.utils.clip_grad_norm_(self.agent.policy.parameters(), cfg.max_grad_norm)
+        self.optimizer.step()
+        self.n_grad_steps += 1
+        if cfg.prioritized:
+            if mask is None:
+                self.buffer.update_priorities(batch["indices"], td)
+            else:
+                self.buffer.update_priorities(batch["indices"], td, mask)
+        stats.add("loss", loss.item())
+        q_mean = q.mean() if mask is None else (q * mask).sum() / mask.sum().clamp_min(1)
+        stats.add("q_mean", q_mean.item())
+        stats.add("grad_norm", float(grad_norm))
+
+    # ---- the loop ------------------------------------------------------------------------
+    def learn(self, total_steps: int | None = None, *, progress: bool = True) -> dict[str, list]:
+        """Train until ``total_steps`` env steps (default ``config.total_steps``).
+
+        Returns the metrics history (column -> list), one row per ``log_interval`` env steps.
+        With a run directory, also appends each row to ``metrics.csv``, writes
+        ``checkpoints/last.pt`` every ``checkpoint_interval`` rows, ``checkpoints/best.pt``
+        whenever a periodic deterministic evaluation is at least as good as the best so far,
+        and ``learning_curve.png`` at the end.
+        """
+        cfg = self.config
+        total = int(total_steps if total_steps is not None else cfg.total_steps)
+        _check(total >= 1, f"total_steps={total} (must be >= 1)")
+        if self._envs is None:
+            self._start_envs()
+        logger = RunLogger(self, total, progress=progress)
+        next_eval = (
+            (self.env_step // cfg.eval_interval + 1) * cfg.eval_interval
+            if cfg.eval_interval
+            else None
+        )
+        spike_keys = [
+            f"spike_rate_{info.name}"
+            for info in self.agent.policy.layer_info()
+            if info.kind == "spiking"
+        ]
+        t_start = time.perf_counter()
+        try:
+            while self.env_step < total:
+                stats, returns = _Stats(), []
+                row_end = min((self.env_step // cfg.log_interval + 1) * cfg.log_interval, total)
+                while self.env_step < row_end:
+                    step_before = self.env_step
+                    returns += self._act_and_store(stats)
+                    vector_steps = self.env_step // cfg.n_envs
+                    if (
+                        self._buffer_steps >= cfg.learning_starts
+                        and vector_steps % cfg.train_freq == 0
+                    ):
+                        for _ in range(cfg.gradient_steps):
+                            self._gradient_step(stats)
+                    if self.env_step // cfg.target_update_interval > (
+                        step_before // cfg.target_update_interval
+                    ):
+                        polyak_update(self.target_net, self.agent.policy, cfg.tau)
+                self.n_updates += 1
+                self._recent = (self._recent + returns)[-100:]
+                row = {
+                    "env_step": self.env_step,
+                    "episode_return_mean": float(np.mean(self._recent))
+                    if self._recent
+                    else math.nan,
+                    "episodes": len(returns),
+                    "loss": stats.mean("loss"),
+                    "q_mean": stats.mean("q_mean"),
+                    "grad_norm": stats.mean("grad_norm"),
+                    "epsilon": self.exploration.epsilon(self.env_step),
+                    "grad_steps": self.n_grad_steps,
+                    **{k: stats.mean(k) for k in spike_keys},
+                }
+                evaluated = False
+                if next_eval is not None and self.env_step >= next_eval or self.env_step >= total:
+                    res = self.evaluate(n_episodes=cfg.eval_episodes, seed=cfg.seed + 10_000)
+                    row["eval_return_mean"] = res["mean_return"]
+                    evaluated = True
+                    if next_eval is not None:
+                        while next_eval <= self.env_step:
+                            next_eval += cfg.eval_interval
+                logger.log(row, time.perf_counter() - t_start, evaluated=evaluated)
+        finally:
+            logger.close()
+        return logger.history
+
+    # ---- using a trained agent -----------------------------------------------------------
+    def evaluate(self, n_episodes: int = 20, seed: int = 123, deterministic: bool = True) -> dict:
+        """Greedy evaluation (epsilon-greedy with ``eps_end`` when not ``deterministic``):
+        ``{"mean_return", "std_return", "n_episodes", "returns", "mean_length"}``."""
+        self.agent.eval()
+        try:
+            return evaluate_agent(
+                self.agent,
+                self.config.env_id,
+                n_episodes=n_episodes,
+                seed=seed,
+                deterministic=deterministic,
+            )
+        finally:
+            self.agent.train()
+
+    def rollout(
+        self,
+        seed: int = 0,
+        record: bool = True,
+        deterministic: bool = True,
+        max_steps: int | None = None,
+    ) -> Trajectory:
+        """One episode as a :class:`snrl.Trajectory` (frames when ``record`` and the env
+        renders rgb_array; per-layer activity and the Q-values, key ``q_values``, always)."""
+        meta = {
+            "algo": self.algo_name,
+            "backbone": self.config.backbone,
+            "force_dale_law": self.config.force_dale_law,
+        }
+        return record_trajectory(
+            self.agent,
+            self.config.env_id,
+            seed=seed,
+            record=record,
+            deterministic=deterministic,
+            max_steps=max_steps,
+            meta=meta,
+        )
+
+    def extra_state(self) -> dict[str, Any]:
+        """What a checkpoint holds beyond the shared fields: the target network, the
+        exploration and acting generators, gradient-step and buffer counters."""
+        return {
+            "target_net": self.target_net.state_dict(),
+            "exploration_rng": json.dumps(self.exploration.rng.bit_generator.state),
+            "agent_generator": self.agent.generator.get_state(),
+            "n_grad_steps": int(self.n_grad_steps),
+        }
+
+    def load_extra_state(self, extra: dict[str, Any]) -> None:
+        """Restore :meth:`extra_state` (the replay buffer starts empty and refills
+        ``learning_starts`` env steps before training resumes)."""
+        if not extra:
+            return
+        try:
+            self.target_net.load_state_dict(extra["target_net"])
+            state = json.loads(extra["exploration_rng"])
+            self.exploration.rng.bit_generator.state = state
+            self.agent.generator.set_state(extra["agent_generator"])
+            self.n_grad_steps = int(extra["n_grad_steps"])
+        except (KeyError, RuntimeError, ValueError, TypeError) as e:
+            raise UserError(
+                f"checkpoint's DQN state does not fit this agent ({e}) (was it written by "
+                "another snrl version or config?)"
+            ) from None
+
+    def save(self, path: str | Path) -> None:
+        """Write a checkpoint atomically (config, Q-network, target network, optimizer,
+        counters, RNG; not the replay buffer: see :meth:`save_replay_buffer`)."""
+        save_algo_checkpoint(self, path)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        policy: nn.Module | None = None,
+        critic: nn.Module | None = None,
+        run_dir: str | Path | None = None,
+    ) -> DQN:
+        """Restore an algorithm saved by :meth:`save` (pass ``policy`` when it was built with
+        a custom Q-network)."""
+        return load_algo_checkpoint(cls, path, policy=policy, critic=critic, run_dir=run_dir)
+
+    def close(self) -> None:
+        if self._envs is not None:
+            self._envs.close()
+            self._envs = None
+
+
+__all__ = ["DQN", "DQNConfig", "QAgent", "build_q_agent"]
