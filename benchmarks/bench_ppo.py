@@ -1,0 +1,489 @@
+"""PPO benchmark (issue 3): snrl PPO (Dale LIF, MLP) against Stable-Baselines3, one CPU thread.
+
+Tasks, each measured in one run on one machine:
+
+* ``cartpole``: CartPole-v1, 100k env steps, 5 seeds, three variants
+
+  - ``lif``: snrl PPO with the defaults (Dale LIF, 128 hidden, 8 envs x 32 steps, 10 epochs);
+  - ``mlp``: snrl PPO with SB3-like settings (``backbone=mlp, n_layers=2, hidden_size=64,
+    n_epochs=20``, the other fields default, i.e. 8 x 32 steps in one minibatch of 256);
+  - ``sb3``: Stable-Baselines3 PPO with the rl-zoo CartPole-v1 settings (MlpPolicy, 8 envs,
+    n_steps 32, batch 256, gae_lambda 0.8, gamma 0.98, n_epochs 20, ent_coef 0, lr and clip
+    range linearly annealed from 1e-3 and 0.2), an ``EvalCallback`` every 5k env steps
+    (10 deterministic episodes) saving its best model.
+
+  Targets: LIF best checkpoint >= 475 on 5/5 seeds; LIF last model >= 475 on >= 4/5; LIF
+  median wall time <= 1.5x SB3's; MLP median env steps/s >= 1.5x SB3's, with the same sample
+  efficiency (median env steps to the first periodic evaluation >= 475 at most 1.2x SB3's).
+
+* ``pendulum``: Pendulum-v1, LIF, 300k env steps, 3 seeds, settings from
+  ``benchmarks/configs/pendulum_lif.toml``. Target: best-checkpoint return >= -250 on every
+  seed.
+* ``lunarlander``: LunarLander-v3, LIF, 1M env steps, 1 seed, settings from
+  ``benchmarks/configs/lunarlander_lif.toml``. Target: best-checkpoint return >= 200.
+
+Every run is a fresh subprocess (``torch.set_num_threads(1)``, ``OMP_NUM_THREADS=1``); at most
+``--jobs`` run at the same time, variants interleaved seed by seed so that they share the
+machine's load alike. Each run reports its wall time and CPU time of training (including the
+periodic evaluations, whose time is also reported separately), env steps/s, the deterministic
+evaluation (20 episodes, seeds 123..142) of the best checkpoint (snrl:
+``run_dir/checkpoints/best.pt``; SB3: the EvalCallback's ``best_model.zip``) and of the last
+model, and the env steps to the first periodic evaluation (10 episodes) >= the task's
+threshold. Per-run results go to ``OUT/<task>/<variant>/seed<k>/result.json`` and the table
+to stdout and ``OUT/<task>/table.md``.
+
+Usage::
+
+    python benchmarks/bench_ppo.py --task cartpole            # the full table
+    python benchmarks/bench_ppo.py --task all --quick         # a smoke test of every path
+    python benchmarks/bench_ppo.py --task pendulum --seeds 1 --steps 150000 \\
+        --set lr=5e-4 --out runs/tune_pendulum                # tuning
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIGS = ROOT / "benchmarks" / "configs"
+EVAL_EPISODES, EVAL_SEED = 20, 123
+
+TASKS: dict[str, dict[str, Any]] = {
+    "cartpole": {
+        "env_id": "CartPole-v1",
+        "steps": 100_000,
+        "seeds": 5,
+        "threshold": 475.0,
+        "variants": {
+            "lif": {"kind": "snrl", "overrides": {}},
+            "mlp": {
+                "kind": "snrl",
+                "overrides": {"backbone": "mlp", "n_layers": 2, "hidden_size": 64, "n_epochs": 20},
+            },
+            "sb3": {"kind": "sb3"},
+        },
+    },
+    "pendulum": {
+        "env_id": "Pendulum-v1",
+        "steps": 300_000,
+        "seeds": 3,
+        "threshold": -250.0,
+        "variants": {"lif": {"kind": "snrl", "toml": "pendulum_lif.toml", "overrides": {}}},
+    },
+    "lunarlander": {
+        "env_id": "LunarLander-v3",
+        "steps": 1_000_000,
+        "seeds": 1,
+        "threshold": 200.0,
+        "variants": {"lif": {"kind": "snrl", "toml": "lunarlander_lif.toml", "overrides": {}}},
+    },
+}
+QUICK_STEPS = {"cartpole": 4096, "pendulum": 4096, "lunarlander": 4096}
+
+# rl-zoo (rl-baselines3-zoo, hyperparams/ppo.yml) CartPole-v1 settings
+SB3_CARTPOLE = dict(
+    n_envs=8,
+    n_steps=32,
+    batch_size=256,
+    gae_lambda=0.8,
+    gamma=0.98,
+    n_epochs=20,
+    ent_coef=0.0,
+    lr=1e-3,
+    clip_range=0.2,
+)
+
+
+# ---- worker side (one run per process) -----------------------------------------------------
+def _first_reaching(steps: list[int], values: list[float], threshold: float) -> int | None:
+    for s, v in zip(steps, values):
+        if v >= threshold:
+            return int(s)
+    return None
+
+
+def _run_snrl(spec: dict[str, Any]) -> dict[str, Any]:
+    import dataclasses
+    import math
+
+    from snrl.agents.ppo import PPO, PPOConfig
+    from snrl.config import config_to_dict, load_config
+
+    run_dir = Path(spec["run_dir"])
+    base = {**spec["overrides"], "env_id": spec["env_id"], "seed": spec["seed"]}
+    base["total_steps"] = spec["steps"]
+    if spec.get("eval_interval") is not None:
+        base["eval_interval"] = spec["eval_interval"]
+    cfg = load_config(PPOConfig, toml_path=spec.get("toml"), sets=spec.get("sets", ()), base=base)
+    # the seed, steps and env of the run win over the TOML file
+    cfg = dataclasses.replace(cfg, env_id=spec["env_id"], seed=spec["seed"])
+    algo = PPO(config=cfg, run_dir=run_dir)
+    eval_time = [0.0]
+    evaluate = algo.evaluate
+
+    def timed_evaluate(*args: Any, **kwargs: Any) -> dict:
+        t0 = time.perf_counter()
+        try:
+            return evaluate(*args, **kwargs)
+        finally:
+            eval_time[0] += time.perf_counter() - t0
+
+    algo.evaluate = timed_evaluate  # time the periodic evaluations inside learn()
+    c0, t0 = time.process_time(), time.perf_counter()
+    hist = algo.learn(spec["steps"], progress=False)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    algo.evaluate = evaluate
+    steps = algo.env_step
+    curve = [
+        (int(s), float(v))
+        for s, v in zip(hist["env_step"], hist["eval_return_mean"])
+        if not math.isnan(v)
+    ]
+    last = algo.evaluate(n_episodes=EVAL_EPISODES, seed=EVAL_SEED)["mean_return"]
+    algo.close()
+    best_algo = PPO.load(run_dir / "checkpoints" / "best.pt")
+    best = best_algo.evaluate(n_episodes=EVAL_EPISODES, seed=EVAL_SEED)["mean_return"]
+    best_algo.close()
+    return {
+        "config": config_to_dict(cfg),
+        "env_steps": steps,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "eval_s": eval_time[0],
+        "best_return": best,
+        "last_return": last,
+        "eval_curve": curve,
+        "steps_to_threshold": _first_reaching(
+            [s for s, _ in curve], [v for _, v in curve], spec["threshold"]
+        ),
+    }
+
+
+def _sb3_evaluate(model: Any, env_id: str, n_episodes: int, seed: int) -> float:
+    """Mean return of ``n_episodes`` deterministic episodes, env ``i`` reset with ``seed + i``
+    (the protocol of ``snrl.agents.evaluation.evaluate_agent``)."""
+    import gymnasium as gym
+    import numpy as np
+
+    envs = [gym.make(env_id) for _ in range(n_episodes)]
+    obs = np.stack([e.reset(seed=seed + i)[0] for i, e in enumerate(envs)])
+    returns = np.zeros(n_episodes)
+    active = np.ones(n_episodes, dtype=bool)
+    while active.any():
+        idx = np.flatnonzero(active)
+        actions, _ = model.predict(obs[idx], deterministic=True)
+        for j, i in enumerate(idx):
+            o, r, term, trunc, _ = envs[i].step(actions[j])
+            returns[i] += r
+            obs[i] = o
+            if term or trunc:
+                active[i] = False
+    for e in envs:
+        e.close()
+    return float(returns.mean())
+
+
+def _run_sb3(spec: dict[str, Any]) -> dict[str, Any]:
+    from stable_baselines3 import PPO as SB3PPO
+    from stable_baselines3.common.callbacks import EvalCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    run_dir = Path(spec["run_dir"])
+    hp, seed, env_id = SB3_CARTPOLE, spec["seed"], spec["env_id"]
+    eval_interval = spec.get("eval_interval") or 5_000
+
+    def linear(v0: float):
+        return lambda progress_remaining: progress_remaining * v0
+
+    env = make_vec_env(env_id, n_envs=hp["n_envs"], seed=seed)
+    model = SB3PPO(
+        "MlpPolicy",
+        env,
+        n_steps=hp["n_steps"],
+        batch_size=hp["batch_size"],
+        gae_lambda=hp["gae_lambda"],
+        gamma=hp["gamma"],
+        n_epochs=hp["n_epochs"],
+        ent_coef=hp["ent_coef"],
+        learning_rate=linear(hp["lr"]),
+        clip_range=linear(hp["clip_range"]),
+        seed=seed,
+        device="cpu",
+        verbose=0,
+    )
+    eval_time = [0.0]
+
+    class TimedEval(EvalCallback):
+        def _on_step(self) -> bool:
+            t0 = time.perf_counter()
+            try:
+                return super()._on_step()
+            finally:
+                eval_time[0] += time.perf_counter() - t0
+
+    callback = TimedEval(
+        make_vec_env(env_id, n_envs=1, seed=seed + 10_000),
+        n_eval_episodes=10,
+        eval_freq=max(1, eval_interval // hp["n_envs"]),
+        best_model_save_path=str(run_dir),
+        deterministic=True,
+        verbose=0,
+    )
+    c0, t0 = time.process_time(), time.perf_counter()
+    model.learn(total_timesteps=spec["steps"], callback=callback)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    curve = [
+        (int(s), float(sum(r) / len(r)))
+        for s, r in zip(callback.evaluations_timesteps, callback.evaluations_results)
+    ]
+    last = _sb3_evaluate(model, env_id, EVAL_EPISODES, EVAL_SEED)
+    best_path = run_dir / "best_model.zip"
+    best = (
+        _sb3_evaluate(SB3PPO.load(best_path, device="cpu"), env_id, EVAL_EPISODES, EVAL_SEED)
+        if best_path.exists()
+        else last
+    )
+    env.close()
+    return {
+        "config": {**hp, "policy": "MlpPolicy", "lr_schedule": "linear", "clip_schedule": "linear"},
+        "env_steps": int(model.num_timesteps),
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "eval_s": eval_time[0],
+        "best_return": best,
+        "last_return": last,
+        "eval_curve": curve,
+        "steps_to_threshold": _first_reaching(
+            [s for s, _ in curve], [v for _, v in curve], spec["threshold"]
+        ),
+    }
+
+
+def worker(spec: dict[str, Any]) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    Path(spec["run_dir"]).mkdir(parents=True, exist_ok=True)
+    res = _run_sb3(spec) if spec["kind"] == "sb3" else _run_snrl(spec)
+    res.update({k: spec[k] for k in ("task", "variant", "seed", "steps")})
+    out = Path(spec["run_dir"]) / "result.json"
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(res, indent=1))
+    os.replace(tmp, out)
+
+
+# ---- driver side ---------------------------------------------------------------------------
+def _jobs(args: argparse.Namespace, task: str) -> list[dict[str, Any]]:
+    t = TASKS[task]
+    steps = args.steps or (QUICK_STEPS[task] if args.quick else t["steps"])
+    n_seeds = args.seeds or (1 if args.quick else t["seeds"])
+    variants = [v for v in t["variants"] if not args.variants or v in args.variants]
+    jobs = []
+    for seed in range(n_seeds):
+        for name in variants:
+            v = t["variants"][name]
+            toml = args.config or (str(CONFIGS / v["toml"]) if "toml" in v else None)
+            jobs.append(
+                {
+                    "task": task,
+                    "variant": name,
+                    "kind": v["kind"],
+                    "env_id": t["env_id"],
+                    "seed": seed,
+                    "steps": steps,
+                    "threshold": t["threshold"],
+                    "overrides": v.get("overrides", {}),
+                    "toml": toml,
+                    "sets": list(args.set) if v["kind"] == "snrl" else [],
+                    "eval_interval": 2048 if args.quick else None,
+                    "run_dir": str(Path(args.out) / task / name / f"seed{seed}"),
+                }
+            )
+    return jobs
+
+
+def _run_all(jobs: list[dict[str, Any]], n_parallel: int, reuse: bool) -> list[dict[str, Any]]:
+    """Run the jobs as subprocesses, at most ``n_parallel`` at once, in order."""
+    pending, running, results = list(jobs), [], []
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    while pending or running:
+        while pending and len(running) < n_parallel:
+            spec = pending.pop(0)
+            out = Path(spec["run_dir"]) / "result.json"
+            if reuse and out.exists():
+                old = json.loads(out.read_text())
+                if old.get("steps") == spec["steps"]:
+                    print(f"reusing {out}", flush=True)
+                    results.append(old)
+                    continue
+            if out.exists():
+                out.unlink()
+            Path(spec["run_dir"]).mkdir(parents=True, exist_ok=True)
+            log = open(Path(spec["run_dir"]) / "worker.log", "w")
+            cmd = [sys.executable, __file__, "--worker", json.dumps(spec)]
+            proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+            print(f"started {spec['task']}/{spec['variant']}/seed{spec['seed']}", flush=True)
+            running.append((proc, spec, log))
+        time.sleep(0.5)
+        for item in list(running):
+            proc, spec, log = item
+            if proc.poll() is None:
+                continue
+            running.remove(item)
+            log.close()
+            out = Path(spec["run_dir"]) / "result.json"
+            if proc.returncode != 0 or not out.exists():
+                print(
+                    f"FAILED {spec['task']}/{spec['variant']}/seed{spec['seed']} "
+                    f"(see {spec['run_dir']}/worker.log)",
+                    flush=True,
+                )
+                continue
+            r = json.loads(out.read_text())
+            results.append(r)
+            print(
+                f"done {r['task']}/{r['variant']}/seed{r['seed']}: wall {r['wall_s']:.0f} s, "
+                f"best {r['best_return']:.1f}, last {r['last_return']:.1f}, "
+                f"to-threshold {r['steps_to_threshold']}",
+                flush=True,
+            )
+    return results
+
+
+def _median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def _verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def table(task: str, results: list[dict[str, Any]]) -> str:
+    """The markdown table and the target lines of one task."""
+    thr = TASKS[task]["threshold"]
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in sorted(results, key=lambda r: (r["variant"], r["seed"])):
+        by.setdefault(r["variant"], []).append(r)
+    lines = [
+        f"{task}: {TASKS[task]['env_id']}, threshold {thr:g}, eval {EVAL_EPISODES} episodes "
+        f"seed {EVAL_SEED}",
+        "",
+        "| variant | seeds | env steps | wall s (median) | CPU s (median) | env steps/s "
+        "(median) | steps/s w/o periodic eval | best per seed | last per seed "
+        f"| steps to first eval >= {thr:g} (per seed) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    summary: dict[str, dict[str, Any]] = {}
+    for name, rs in by.items():
+        wall = _median([r["wall_s"] for r in rs])
+        cpu = _median([r["cpu_s"] for r in rs])
+        sps = _median([r["env_steps"] / r["wall_s"] for r in rs])
+        sps_train = _median([r["env_steps"] / max(r["wall_s"] - r["eval_s"], 1e-9) for r in rs])
+        reach = [r["steps_to_threshold"] for r in rs]
+        reached = [s for s in reach if s is not None]
+        summary[name] = {
+            "wall": wall,
+            "cpu": cpu,
+            "sps": sps,
+            "reach_median": _median(reached) if len(reached) == len(reach) else float("inf"),
+            "best": [r["best_return"] for r in rs],
+            "last": [r["last_return"] for r in rs],
+        }
+        lines.append(
+            f"| {name} | {len(rs)} | {rs[0]['env_steps']} | {wall:.1f} | "
+            f"{cpu:.1f} | {sps:.0f} | {sps_train:.0f} | "
+            + " / ".join(f"{r['best_return']:.1f}" for r in rs)
+            + " | "
+            + " / ".join(f"{r['last_return']:.1f}" for r in rs)
+            + " | "
+            + " / ".join("never" if s is None else str(s) for s in reach)
+            + " |"
+        )
+    lines.append("")
+    lif = summary.get("lif")
+    if lif:
+        n, nb = len(lif["best"]), sum(b >= thr for b in lif["best"])
+        need_best = n
+        lines.append(
+            f"{_verdict(nb >= need_best)}: lif best checkpoint >= {thr:g} on {nb}/{n} seeds "
+            f"(target {need_best}/{n})"
+        )
+        if task == "cartpole":
+            nl = sum(x >= thr for x in lif["last"])
+            need_last = n - 1 if n > 1 else 1
+            lines.append(
+                f"{_verdict(nl >= need_last)}: lif last model >= {thr:g} on {nl}/{n} seeds "
+                f"(target >= {need_last}/{n})"
+            )
+    sb3 = summary.get("sb3")
+    if lif and sb3:
+        ratio = lif["wall"] / sb3["wall"]
+        lines.append(
+            f"{_verdict(ratio <= 1.5)}: lif wall / sb3 wall (medians) = {ratio:.2f} (target <= 1.5)"
+        )
+        lines.append(
+            f"info: lif CPU time / sb3 CPU time (medians) = {lif['cpu'] / sb3['cpu']:.2f} "
+            "(less sensitive to the machine's other load than wall time)"
+        )
+    mlp = summary.get("mlp")
+    if mlp and sb3:
+        ratio = mlp["sps"] / sb3["sps"]
+        lines.append(
+            f"{_verdict(ratio >= 1.5)}: mlp env steps/s / sb3 env steps/s (medians) = "
+            f"{ratio:.2f} (target >= 1.5)"
+        )
+        lines.append(f"info: mlp CPU time / sb3 CPU time (medians) = {mlp['cpu'] / sb3['cpu']:.2f}")
+        a, b = mlp["reach_median"], sb3["reach_median"]
+        eff = a / b if b != float("inf") else float("nan")
+        lines.append(
+            f"{_verdict(eff <= 1.2)}: mlp / sb3 median env steps to first eval >= {thr:g} = "
+            f"{mlp['reach_median']:.0f} / {sb3['reach_median']:.0f} = {eff:.2f} "
+            "(target <= 1.2, i.e. the same sample efficiency)"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--task", choices=[*TASKS, "all"], default="cartpole")
+    p.add_argument("--seeds", type=int, default=None, help="seeds per variant (0..n-1)")
+    p.add_argument("--steps", type=int, default=None, help="env steps per run")
+    p.add_argument("--quick", action="store_true", help="1 seed, ~4k steps: a smoke test")
+    p.add_argument("--variants", nargs="*", default=None, help="subset, e.g. lif sb3")
+    p.add_argument("--config", default=None, help="TOML for the snrl variants (tuning)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--jobs", type=int, default=2, help="runs at the same time (default 2)")
+    p.add_argument("--out", default="runs/bench_ppo", help="directory of the runs")
+    p.add_argument("--reuse", action="store_true", help="reuse finished runs' result.json")
+    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker is not None:
+        worker(json.loads(args.worker))
+        return
+    tasks = list(TASKS) if args.task == "all" else [args.task]
+    jobs = [j for t in tasks for j in _jobs(args, t)]
+    t0 = time.perf_counter()
+    results = _run_all(jobs, args.jobs, args.reuse)
+    print(
+        f"\ntotal wall {time.perf_counter() - t0:.0f} s, {os.cpu_count()} CPUs, --jobs {args.jobs}"
+    )
+    for task in tasks:
+        rs = [r for r in results if r["task"] == task]
+        if not rs:
+            continue
+        text = table(task, rs)
+        print("\n" + text)
+        (Path(args.out) / task).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / task / "table.md").write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
