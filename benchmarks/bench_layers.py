@@ -17,10 +17,12 @@ against each other before timing. LIFLayer is built with ``use_rec_eye_mask=Fals
 dynamics equal RLeaky's (RLeaky has autapses); RLeaky's recurrent Linear has a zero bias.
 
 Timing: ``time.perf_counter``, ``--repeats`` repeats after a warm-up, the median reported.
-Peak memory: each variant runs in a fresh subprocess that resets the kernel's peak-RSS mark
-(``/proc/self/clear_refs`` <- 5) after setup and warm-up-free import, runs one forward +
-backward, and reports ``VmHWM - VmRSS(before)`` from ``/proc/self/status`` (torch's CPU
-allocations do not show in ``tracemalloc``). Linux only; elsewhere memory is not measured.
+Peak memory: torch.profiler with ``profile_memory=True`` records every CPU allocation and
+free of one warmed-up forward + backward; replaying them in time order gives the peak of
+live bytes the step allocated (inputs and weights excluded, identical for all variants).
+``tracemalloc`` does not see torch's allocations, and process RSS (``ru_maxrss``, or
+``VmHWM`` after ``clear_refs``) proved too noisy here: glibc keeps freed blocks, so it
+moved by +-30 % between identical runs.
 
 Usage::
 
@@ -31,15 +33,12 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import math
 import random
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import NamedTuple
 
 import snntorch as snn
@@ -339,38 +338,43 @@ def bench_training(repeats: int) -> dict[str, Timing]:
     return _median_times(fns, repeats)
 
 
-def _status_kb(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise KeyError(field)
+def _peak_live_bytes(fn: Callable[[], object]) -> int:
+    """Peak bytes of live torch CPU allocations made while ``fn`` runs.
 
+    Replays torch.profiler's allocation events (``profile_memory=True``) in time order: every
+    tensor the step allocates and frees, in the forward and the backward, counts; memory
+    held before the call (weights, inputs) does not.
+    """
+    from torch.profiler import ProfilerActivity, profile
 
-def _memory_child(name: str) -> None:
-    """In a fresh process: peak RSS growth (KiB) of one forward + backward of ``name``."""
-    torch.set_num_threads(1)
-    cls = {c.name: c for c in _training_variants()}[name]
-    net = cls(make_weights())
-    x, target = _inputs(TRAIN_T, TRAIN_B)
-    Path("/proc/self/clear_refs").write_text("5")
-    before = _status_kb("VmRSS")
-    _train_once(net, x, target)
-    print(json.dumps({"peak_kib": _status_kb("VmHWM") - before}))
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = []
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        if type(node.extra_fields).__name__ == "_ExtraFields_Allocation":
+            events.append((node.start_time_ns, node.extra_fields.alloc_size))
+    live = peak = 0
+    for _, size in sorted(events):
+        live += size
+        peak = max(peak, live)
+    return peak
 
 
 def bench_memory() -> dict[str, float]:
-    """Peak memory growth (MiB) per training variant, each in a fresh subprocess."""
-    if not Path("/proc/self/clear_refs").exists():
-        return {}
+    """Peak live torch memory (MiB) of one warmed-up forward + backward per variant."""
+    w = make_weights()
+    x, target = _inputs(TRAIN_T, TRAIN_B)
     out = {}
     for cls in _training_variants():
-        res = subprocess.run(
-            [sys.executable, __file__, "--memory-child", cls.name],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        out[cls.name] = json.loads(res.stdout.strip().splitlines()[-1])["peak_kib"] / 1024
+        step = functools.partial(_train_once, cls(w), x, target)
+        step()  # warm-up
+        try:
+            out[cls.name] = _peak_live_bytes(step) / 2**20
+        except (AttributeError, RuntimeError):  # profiler internals differ: not measured
+            return {}
     return out
 
 
@@ -437,7 +441,7 @@ def report(roll: dict[str, Timing], train: dict[str, Timing], mem: dict[str, flo
         rm = mem[main] / mem[ref]
         lines.append(f"target {main} peak memory <= RLeaky: {rm:.2f}x  {_verdict(rm <= 1.0)}")
     else:
-        lines.append("peak memory: not measured (needs Linux /proc)")
+        lines.append("peak memory: not measured (torch.profiler allocation events unavailable)")
     return "\n".join(lines)
 
 
@@ -445,12 +449,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=15, help="timed repeats (median)")
     parser.add_argument("--profile", action="store_true", help="profile LIFLayer's step")
-    parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    if args.memory_child:
-        _memory_child(args.memory_child)
-        return 0
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, snntorch {snn.__version__}, 1 thread")
     print("agreement with RLeaky:", check_agreement())

@@ -291,12 +291,14 @@ class _LIFSequence(torch.autograd.Function):
         dv = torch.empty_like(vs)
         dalpha_acc = torch.zeros_like(vs[0, 0]) if need_alpha else None
         nxt = None  # dv_{t+1}
-        s_chunk, chunk_start = None, steps
+        n = vs.shape[-1]
+        dw = torch.zeros_like(w_back) if need_w and w_back is not None else None
+        s_chunk, chunk_start, chunk_end = None, steps, steps
         for t in range(steps - 1, -1, -1):
             v_t, z_t, d = vs[t], zs[t], dv[t]
             if t < chunk_start:  # surrogate derivative for a few steps at once
-                chunk_start = max(0, t + 1 - _CHUNK)
-                s_chunk = derivative(vs[chunk_start : t + 1] - threshold)
+                chunk_start, chunk_end = max(0, t + 1 - _CHUNK), t + 1
+                s_chunk = derivative(vs[chunk_start:chunk_end] - threshold)
             s_t = s_chunk[t - chunk_start]
             g_t = None if gz is None else gz[t]
             # dz = total gradient of z_t: its own gz_t plus what step t + 1 sends back.
@@ -325,16 +327,17 @@ class _LIFSequence(torch.autograd.Function):
             if gv is not None:
                 d.add_(gv[t])
             nxt = d
+            lo = max(chunk_start, 1)
+            if dw is not None and t == chunk_start and chunk_end > lo:
+                # dW += sum over the chunk of z_{t-1}^T dv_t, while dv is still in cache.
+                z_prev = zs[lo - 1 : chunk_end - 1].reshape(-1, n)
+                dw.add_(_matmul_nt(z_prev.t(), dv[lo:chunk_end].reshape(-1, n).t()))
 
         first = nxt if nxt is not None else torch.zeros_like(v0)
         du = dv if need_u else None
-        dw = dv0 = dz0 = dalpha = None
-        if need_w and w is not None:
-            # sum_t z_{t-1}^T dv_t: one product over all steps, plus the one for t = 0.
-            dw = _matmul_nt(z0.t(), first.t())
-            if steps > 1:
-                n = vs.shape[-1]
-                dw.add_(_matmul_nt(zs[:-1].reshape(-1, n).t(), dv[1:].reshape(-1, n).t()))
+        dv0 = dz0 = dalpha = None
+        if dw is not None:  # the t = 0 term, z_{-1} = state.z
+            dw.add_(_matmul_nt(z0.t(), first.t()))
         if need_v0:
             dv0 = alpha * first if subtract else (alpha - alpha * z0) * first
         if need_z0:
