@@ -11,17 +11,24 @@ implements::
 Gradients flow through every term, the reset included (nothing is detached).
 
 Why a hand-written backward: an autograd loop records ~6 small ops per step and replays them
-one by one. Here the forward runs without a graph and keeps only ``v`` and ``z``; the backward
-walks the sequence in reverse with one matmul and two fused multiply-adds per step, using
+one by one. Here the forward runs without a graph (spikes by the comparison ``v > threshold``,
+which is the forward of every snntorch surrogate) and keeps only ``v`` and ``z``; the backward
+walks the sequence in reverse with one matmul and three elementwise ops per step::
 
-    s_t   = spike_fn'(v_t - threshold)          (elementwise, one autograd call for all t)
-    dv_t  = gv_t + s_t * gz_t + s_t * (dv_{t+1} W_rec^T) + c_t * dv_{t+1}
-    c_t   = alpha - threshold * s_t                               reset == "subtract"
-    c_t   = alpha * (1 - z_t - s_t * v_t)                         reset == "zero"
+    s_t   = spike_fn'(v_t - threshold)      (elementwise: a closed form for snntorch's
+                                             fast_sigmoid/atan, else autograd, 8 steps a call)
+    dz_t  = gz_t + dv_{t+1} W_rec^T - threshold dv_{t+1}                reset == "subtract"
+    dz_t  = gz_t + dv_{t+1} W_rec^T - alpha v_t dv_{t+1}                reset == "zero"
+    dv_t  = gv_t + s_t dz_t + alpha dv_{t+1}                            reset == "subtract"
+    dv_t  = gv_t + s_t dz_t + alpha (1 - z_t) dv_{t+1}                  reset == "zero"
 
-where ``gv``, ``gz`` are the gradients arriving at the outputs and ``dv`` the total gradient
-of a membrane. Then ``du = dv``, ``dW_rec = sum_t z_{t-1}^T dv_t`` (one matmul over all
-steps) and ``dalpha = sum_t v_{t-1} dv_t`` (times ``1 - z_{t-1}`` for the zero reset).
+where ``gz``, ``gv`` are the gradients arriving at the outputs and ``dz``, ``dv`` the total
+gradients of a spike and a membrane (``dv_T = 0``). Then ``du = dv``, ``dW_rec = sum_t
+z_{t-1}^T dv_t`` (one matmul per 8 steps, while they are in cache), ``dalpha = sum_t v_{t-1}
+dv_t`` (times ``1 - z_{t-1}`` for the zero reset), and the state gradients are the t = -1
+terms of the same sums. For subtraction the reset is folded into the weights: ``z W -
+threshold z = z (W - threshold I)``. On CPU float32 the products use oneDNN's kernel when it
+is present (1.7x MKL's on AMD Zen here); see ``docs/benchmarks.md`` for the measurements.
 """
 
 from __future__ import annotations
@@ -289,7 +296,7 @@ class _LIFSequence(torch.autograd.Function):
             if subtract:  # dv W^T - threshold dv = dv (W - threshold I)^T
                 w_back.diagonal().sub_(threshold)
         dv = torch.empty_like(vs)
-        dalpha_acc = torch.zeros_like(vs[0, 0]) if need_alpha else None
+        dalpha_acc = vs.new_zeros(vs.shape[-1]) if need_alpha else None
         nxt = None  # dv_{t+1}
         n = vs.shape[-1]
         dw = torch.zeros_like(w_back) if need_w and w_back is not None else None

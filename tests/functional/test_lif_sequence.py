@@ -233,9 +233,13 @@ def test_scalar_alpha_gets_scalar_gradient():
 
 def test_empty_sequence():
     u = torch.zeros(0, 2, 3, requires_grad=True)
+    w = torch.ones(3, 3, requires_grad=True)
+    alpha = torch.full((3,), 0.9, requires_grad=True)
     state = _State(torch.ones(2, 3, requires_grad=True), torch.zeros(2, 3))
-    z, v = lif_sequence(u, None, state, torch.full((3,), 0.9), 1.0, "subtract", surrogate.atan())
+    z, v = lif_sequence(u, w, state, alpha, 1.0, "subtract", surrogate.atan())
     assert z.shape == v.shape == (0, 2, 3)
+    grads = torch.autograd.grad(v.sum() + z.sum(), [u, w, alpha, state.v], allow_unused=True)
+    assert all(g is None or not g.any() for g in grads)
 
 
 @pytest.mark.parametrize(
