@@ -287,25 +287,29 @@ class GifWriter:
 
         if frame.shape != (self.size[1], self.size[0], 3):
             raise ValueError(f"frame shape {frame.shape} != {(self.size[1], self.size[0], 3)}")
-        idx = self._indices(frame)
+        h, w = frame.shape[:2]
         if self._prev is None:
-            y0, y1, x0, x1 = 0, idx.shape[0], 0, idx.shape[1]
+            y0, y1, x0, x1 = 0, h, 0, w
         else:
-            diff = idx != self._prev
-            rows = np.flatnonzero(diff.any(axis=1))
+            # Only the bounding box of the pixels that changed is mapped and encoded.
+            diff = frame != self._prev
+            rows = np.flatnonzero(diff.reshape(h, -1).any(axis=1))
             if rows.size == 0:
                 y0, y1, x0, x1 = 0, 1, 0, 1  # unchanged: re-send one pixel
             else:
-                cols = np.flatnonzero(diff[rows[0] : rows[-1] + 1].any(axis=0))
-                y0, y1, x0, x1 = rows[0], rows[-1] + 1, cols[0], cols[-1] + 1
+                band = diff[rows[0] : rows[-1] + 1].reshape(-1, w * 3).any(axis=0)
+                cols = np.flatnonzero(band.reshape(w, 3).any(axis=1))
+                y0, y1, x0, x1 = int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
+        idx = self._indices(frame[y0:y1, x0:x1])
         step = 100.0 / self.fps
         delay = max(int(np.round((self._k + 1) * step)) - int(np.round(self._k * step)), 1)
-        sub = Image.fromarray(np.ascontiguousarray(idx[y0:y1, x0:x1]))
-        chunks = GifImagePlugin.getdata(
-            sub, offset=(int(x0), int(y0)), duration=delay * 10, disposal=1
-        )
+        sub = Image.fromarray(np.ascontiguousarray(idx))
+        chunks = GifImagePlugin.getdata(sub, offset=(x0, y0), duration=delay * 10, disposal=1)
         self._fh.write(b"".join(chunks))
-        self._prev = idx
+        if self._prev is None:
+            self._prev = frame.copy()
+        else:
+            self._prev[y0:y1, x0:x1] = frame[y0:y1, x0:x1]
         self._k += 1
 
     def close(self) -> None:
@@ -325,3 +329,58 @@ class GifWriter:
         except Exception:  # noqa: BLE001
             pass
         self._file.discard()
+
+
+class ThreadedWriter:
+    """Run a writer's ``write`` in a background thread, so composing the next frame overlaps
+    with encoding this one (numpy, Pillow's encoder and pipe writes release the GIL).
+
+    Frames are copied into a bounded queue (``depth`` frames), so memory stays bounded.
+    An error in the thread is re-raised by the next :meth:`write` or by :meth:`close`.
+    """
+
+    def __init__(self, inner: GifWriter | Mp4Writer, depth: int = 3) -> None:
+        import queue
+        import threading
+
+        self.inner = inner
+        self._q: queue.Queue[np.ndarray | None] = queue.Queue(maxsize=depth)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="snrl-video-writer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            frame = self._q.get()
+            if frame is None:
+                return
+            if self._error is None:
+                try:
+                    self.inner.write(frame)
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                    self._error = exc
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def write(self, frame: np.ndarray) -> None:
+        """Queue a copy of one (H, W, 3) uint8 frame."""
+        self._raise()
+        self._q.put(frame.copy())
+
+    def close(self) -> None:
+        """Wait for the queued frames, then finish the file."""
+        self._q.put(None)
+        self._thread.join()
+        if self._error is not None:
+            self.inner.abort()
+            raise self._error
+        self.inner.close()
+
+    def abort(self) -> None:
+        """Drop the queued frames and remove the partial file."""
+        self._error = self._error or RuntimeError("aborted")
+        self._q.put(None)
+        self._thread.join()
+        self.inner.abort()

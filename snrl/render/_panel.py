@@ -8,8 +8,9 @@ that change, straight into pixel rectangles located from the axes' transforms:
   a spike raster for spiking layers (excitatory red, inhibitory blue, neurons grouped E
   then I; black when the layer has no sign) or a heatmap of hidden activations for ANN
   layers (blue-white-red, symmetric around 0);
-- traces of a few units (membrane potential of the most active spiking neurons, with the
-  threshold as a dashed line; hidden activations of the most variable ANN units);
+- traces of a few units (membrane potential of the spiking neurons whose firing rate is
+  closest to one spike every other step, with the threshold as a dashed line; hidden
+  activations of the most variable ANN units);
 - the policy output at this step: bars for ``probs``/``q_values`` (the chosen action
   highlighted), mean with a ±std whisker and the taken action as a tick for Box actions;
 - a text line: step counter, last reward, return so far (fixed-width glyphs pre-rendered
@@ -340,8 +341,10 @@ def _trace_source(traj: Any, mats: list[dict[str, Any]], m: int) -> dict[str, An
     """Which units to draw as traces, and the threshold line (if any)."""
     for layer in mats:
         if layer["kind"] == "spiking" and f"{layer['name']}.v" in traj.activity:
-            counts = (traj.activity[layer["key"]] > 0).sum(axis=0)
-            units = np.argsort(-counts, kind="stable")[:m]
+            # Neurons that spike on about half of the steps show threshold crossings best;
+            # silent or always-on neurons come last.
+            rate = (traj.activity[layer["key"]] > 0).mean(axis=0)
+            units = np.argsort(-(rate * (1 - rate)), kind="stable")[:m]
             key = f"{layer['name']}.v"
             return dict(key=key, units=units, threshold=layer["threshold"], label=key)
     for layer in mats:

@@ -36,6 +36,7 @@ from snrl.render._encode import (
     MAX_GIF_FPS,
     GifWriter,
     Mp4Writer,
+    ThreadedWriter,
     build_palette,
     resolve_output,
 )
@@ -364,6 +365,7 @@ class TrajectoryRenderer:
             writer = GifWriter(
                 out, size=composer.size, fps=fps_value, palette=self._palette(composer, first)
             )
+        writer = ThreadedWriter(writer)
         try:
             n = 0
             writer.write(composer.compose(0, first))

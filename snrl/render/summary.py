@@ -122,7 +122,8 @@ def plot_episode(
         ext4 = (extent[0], extent[1], n - 0.5, -0.5)
         if layer["kind"] == "spiking":
             img, n_e = _raster_image(arr, layer["sign"])
-            ax.imshow(img, aspect="auto", interpolation="nearest", extent=ext4)
+            # "antialiased": when steps outnumber pixels, spikes blend instead of vanishing.
+            ax.imshow(img, aspect="auto", interpolation="antialiased", extent=ext4)
             if layer["sign"] is not None and 0 < n_e < n:
                 ax.axhline(n_e - 0.5, color="#999999", lw=0.5)
                 ax.set_yticks([(n_e - 1) / 2, (n_e + n - 1) / 2], ["E", "I"])
