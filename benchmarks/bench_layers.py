@@ -16,7 +16,9 @@ All variants use the same weights, beta = exp(-dt / tau_m), threshold and surrog
 against each other before timing. LIFLayer is built with ``use_rec_eye_mask=False`` so its
 dynamics equal RLeaky's (RLeaky has autapses); RLeaky's recurrent Linear has a zero bias.
 
-Timing: ``time.perf_counter``, ``--repeats`` repeats after a warm-up, the median reported.
+Timing: ``--repeats`` rounds after a warm-up, the variants interleaved in a seeded random
+order per round; the median of wall time (``time.perf_counter``) and of process CPU time
+(``time.process_time``, robust to other processes on a shared machine) are reported.
 Peak memory: torch.profiler with ``profile_memory=True`` records every CPU allocation and
 free of one warmed-up forward + backward; replaying them in time order gives the peak of
 live bytes the step allocated (inputs and weights excluded, identical for all variants).
@@ -26,7 +28,7 @@ moved by +-30 % between identical runs.
 
 Usage::
 
-    python benchmarks/bench_layers.py [--repeats 7] [--profile]
+    python benchmarks/bench_layers.py [--repeats 15] [--profile]
 """
 
 from __future__ import annotations
