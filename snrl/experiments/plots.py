@@ -1,0 +1,101 @@
+"""Training-history figure of one run directory, from its ``metrics.csv``."""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from snrl.errors import UserError
+from snrl.training.atomic import atomic_write_bytes
+
+__all__ = ["plot_history"]
+
+# (panel title, columns) in display order; panels without data are left out.
+_PANELS = (
+    ("return", ("episode_return_mean", "eval_return_mean")),
+    ("losses", ("policy_loss", "value_loss", "loss", "td_loss", "q_loss")),
+    ("approx. KL", ("approx_kl",)),
+    ("entropy", ("entropy",)),
+    ("clip fraction / explained var.", ("clip_fraction", "explained_variance")),
+    ("exploration", ("epsilon",)),
+)
+
+
+def plot_history(run_dir: str | os.PathLike, out: str | os.PathLike | None = None) -> Path:
+    """Plot a run's training history: returns, losses, KL, entropy and firing rates.
+
+    One panel per group of ``metrics.csv`` columns present in the file (firing rates are the
+    ``spike_rate_<layer>`` columns), against env steps.
+
+    Args:
+        run_dir: a run directory (``snrl train --out`` or ``DIR/runs/<name>`` of a
+            comparison).
+        out: the image (``.png``, ``.svg`` or ``.pdf``; default ``run_dir/history.png``).
+
+    Returns:
+        The written path.
+
+    Raises:
+        UserError: no run directory / metrics.csv, no rows, a bad extension.
+    """
+    from snrl.training.metrics import read_metrics
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise UserError(f"run directory {run_dir} does not exist (pass a `snrl train --out`)")
+    path = Path(out) if out is not None else run_dir / "history.png"
+    fmt = path.suffix.lower().lstrip(".")
+    if fmt not in ("png", "svg", "pdf"):
+        raise UserError(f"--out {path} has an unknown extension (use .png, .svg or .pdf)")
+    m = read_metrics(run_dir / "metrics.csv")
+    if "env_step" not in m or m["env_step"].size == 0:
+        raise UserError(f"{run_dir / 'metrics.csv'} has no rows yet (train longer)")
+    steps = m["env_step"]
+
+    def has(col: str) -> bool:
+        return col in m and m[col].dtype.kind == "f" and bool(np.isfinite(m[col]).any())
+
+    panels = [(t, [c for c in cols if has(c)]) for t, cols in _PANELS]
+    panels = [(t, cols) for t, cols in panels if cols]
+    rates = [c for c in m if c.startswith("spike_rate_") and has(c)]
+    if rates:
+        panels.append(("firing rate (spikes / neuron / step)", rates))
+    if not panels:
+        raise UserError(f"{run_dir / 'metrics.csv'} has no plottable columns (train longer)")
+
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    ncols = 2 if len(panels) > 1 else 1
+    nrows = math.ceil(len(panels) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.0 * ncols, 2.6 * nrows), squeeze=False)
+    try:
+        for ax, (title, cols) in zip(axes.flat, panels):
+            for col in cols:
+                y = m[col]
+                ok = np.isfinite(y)
+                style = dict(marker="o", ms=3, ls="-") if col == "eval_return_mean" else {}
+                ax.plot(steps[ok], y[ok], lw=1.2, label=col.replace("spike_rate_", ""), **style)
+            ax.set_title(title, fontsize=9)
+            ax.grid(alpha=0.3)
+            ax.tick_params(labelsize=8)
+            if len(cols) > 1:
+                ax.legend(fontsize=7)
+        for ax in list(axes.flat)[len(panels) :]:
+            ax.set_visible(False)
+        for ax in axes[-1]:
+            ax.set_xlabel("env steps", fontsize=8)
+        fig.suptitle(run_dir.name, fontsize=10)
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format=fmt, dpi=100)
+        atomic_write_bytes(path, buf.getvalue())
+    finally:
+        plt.close(fig)
+    return path

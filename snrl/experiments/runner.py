@@ -1,0 +1,70 @@
+"""Run one training into a run directory, fresh or resumed: what ``snrl train`` and
+``snrl compare`` share.
+
+Layout of a run directory (DESIGN.md): ``config.json`` (``{"algo": ..., **config}``),
+``metrics.csv``, ``checkpoints/best.pt``, ``checkpoints/last.pt``, ``learning_curve.png``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from snrl.agents import ALGOS, load_algo
+from snrl.config import config_to_dict
+from snrl.errors import UserError
+from snrl.training.atomic import write_json_atomic
+from snrl.training.rundir import prepare_run_dir
+
+__all__ = ["train_run"]
+
+
+def train_run(
+    run_dir: str | os.PathLike,
+    *,
+    algo: str | None = None,
+    config: Any = None,
+    total_steps: int | None = None,
+    resume: bool = False,
+    force: bool = False,
+    progress: bool = True,
+) -> Any:
+    """Train into ``run_dir``: a fresh run from ``algo`` + ``config``, or ``resume`` from
+    ``run_dir/checkpoints/last.pt`` (the algorithm's own resume: counters, optimizer, RNG and
+    metrics.csv continue where the checkpoint was written).
+
+    Args:
+        run_dir: the run directory.
+        algo: algorithm name (a key of ``snrl.agents.ALGOS``); fresh runs only.
+        config: that algorithm's config; fresh runs only.
+        total_steps: env steps to train to (default: the config's ``total_steps``).
+        resume: continue the run in ``run_dir``.
+        force: overwrite an existing run directory (fresh runs).
+        progress: show a progress bar.
+
+    Returns:
+        The algorithm object after training (its envs closed; ``evaluate`` still works).
+
+    Raises:
+        UserError: unknown algorithm, missing config, a run directory that does not fit the
+            request (see :func:`snrl.training.rundir.prepare_run_dir`).
+    """
+    if resume:
+        prepare_run_dir(run_dir, resume=True, force=False)
+        obj = load_algo(Path(run_dir) / "checkpoints" / "last.pt", run_dir=run_dir)
+        total = total_steps if total_steps is not None else obj.config.total_steps
+    else:
+        if algo not in ALGOS:
+            raise UserError(f"unknown algorithm {algo!r} (choose one of {', '.join(ALGOS)})")
+        if config is None:
+            raise UserError("a fresh run needs a config (pass config=ALGOS[algo].Config(...))")
+        obj = ALGOS[algo](config=config, run_dir=run_dir)  # validates env and spaces
+        out = prepare_run_dir(run_dir, resume=False, force=force)
+        write_json_atomic(out / "config.json", {"algo": algo, **config_to_dict(config)})
+        total = total_steps if total_steps is not None else config.total_steps
+    try:
+        obj.learn(total, progress=progress)
+    finally:
+        obj.close()
+    return obj
