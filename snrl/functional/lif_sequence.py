@@ -303,36 +303,32 @@ class _LIFSequence(torch.autograd.Function):
         s_chunk, chunk_start, chunk_end = None, steps, steps
         for t in range(steps - 1, -1, -1):
             v_t, z_t, d = vs[t], zs[t], dv[t]
-            if t < chunk_start:  # surrogate derivative for a few steps at once
+            if t < chunk_start:  # a new chunk of a few steps: s, and the local part of dv
                 chunk_start, chunk_end = max(0, t + 1 - _CHUNK), t + 1
                 s_chunk = derivative(vs[chunk_start:chunk_end] - threshold)
-            s_t = s_chunk[t - chunk_start]
-            g_t = None if gz is None else gz[t]
-            # dz = total gradient of z_t: its own gz_t plus what step t + 1 sends back.
-            if nxt is None:
-                dz = g_t
-            else:
-                if w_back is not None:  # (subtract: the reset is folded into w_back)
-                    dz = _matmul_nt(nxt, w_back)
-                    if g_t is not None:
-                        dz.add_(g_t)
-                elif subtract:
-                    dz = nxt * -threshold if g_t is None else torch.add(g_t, nxt, alpha=-threshold)
+                local = dv[chunk_start:chunk_end]  # gv + s gz
+                if gz is not None:
+                    torch.mul(s_chunk, gz[chunk_start:chunk_end], out=local)
                 else:
-                    dz = torch.zeros_like(nxt) if g_t is None else g_t.clone()
-                if not subtract:
-                    dz.addcmul_(alpha * v_t, nxt, value=-1.0)
-            if dz is None:
-                d.zero_()
-            else:
-                torch.mul(s_t, dz, out=d)
+                    local.zero_()
+                if gv is not None:
+                    local.add_(gv[chunk_start:chunk_end])
             if nxt is not None:
+                # dv_t += s_t * (what step t + 1 sends back to z_t) + decay term.
+                s_t = s_chunk[t - chunk_start]
+                if w_back is not None:  # (subtract: the reset is folded into w_back)
+                    back = _matmul_nt(nxt, w_back)
+                    if not subtract:
+                        back.addcmul_(alpha * v_t, nxt, value=-1.0)
+                    d.addcmul_(s_t, back)
+                elif subtract:
+                    d.addcmul_(s_t, nxt, value=-threshold)
+                else:
+                    d.addcmul_(s_t, (alpha * v_t).mul_(nxt), value=-1.0)
                 d.addcmul_(alpha if subtract else alpha - alpha * z_t, nxt)
                 if need_alpha:
                     prev = v_t if subtract else v_t - v_t * z_t
                     dalpha_acc.add_(torch.sum(prev * nxt, 0))
-            if gv is not None:
-                d.add_(gv[t])
             nxt = d
             lo = max(chunk_start, 1)
             if dw is not None and t == chunk_start and chunk_end > lo:
