@@ -13,7 +13,7 @@ Gradients flow through every term, the reset included (nothing is detached).
 Why a hand-written backward: an autograd loop records ~6 small ops per step and replays them
 one by one. Here the forward runs without a graph (spikes by the comparison ``v > threshold``,
 which is the forward of every snntorch surrogate) and keeps only ``v`` and ``z``; the backward
-walks the sequence in reverse with one matmul and three elementwise ops per step::
+walks the sequence in reverse with one matmul and two fused multiply-adds per step::
 
     s_t   = spike_fn'(v_t - threshold)      (elementwise: a closed form for snntorch's
                                              fast_sigmoid/atan, else autograd, 8 steps a call)
