@@ -299,7 +299,10 @@ class TrajectoryRenderer:
         if not -n <= k < n:
             raise UserError(f"frame {k} out of range (the video has {n} frames: 0..{n - 1})")
         k %= n
-        for i, img in enumerate(self.frames()):
+        stored = self.trajectory.frames
+        if stored is not None:  # random access
+            return self._get_composer(stored.shape[1:3]).compose(k, stored[k]).copy()
+        for i, img in enumerate(self.frames()):  # re-simulated: replay up to frame k
             if i == k:
                 return img.copy()
         raise AssertionError("unreachable")  # pragma: no cover
@@ -408,7 +411,9 @@ class TrajectoryRenderer:
         state: dict[str, Any] = {"k": -1, "it": None, "img": None}
 
         def get(k: int) -> np.ndarray:
-            if state["it"] is None or k <= state["k"]:
+            if self.trajectory.frames is not None:
+                return self.frame(k)
+            if state["it"] is None or k < state["k"]:
                 state["it"], state["k"] = self.frames(), -1
             while state["k"] < k:
                 state["img"] = next(state["it"])

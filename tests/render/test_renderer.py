@@ -307,3 +307,20 @@ def test_loaded_trajectory_renders_like_the_original(tmp_path, spiking_traj):
     np.testing.assert_array_equal(
         TrajectoryRenderer(loaded).frame(4), TrajectoryRenderer(spiking_traj).frame(4)
     )
+
+
+def test_render_animation_replays_resimulated_frames(spiking_traj):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bare = spiking_traj.replace(frames=None)
+    fig, ax, anim = TrajectoryRenderer(bare, "CartPole-v1", activity=False).render()
+    try:
+        for k in (2, 5, 5, 1):  # forwards, same frame again, then backwards (replays)
+            (image,) = anim._func(k)
+            np.testing.assert_array_equal(image.get_array(), spiking_traj.frames[k])
+    finally:
+        anim.event_source.stop()
+        plt.close(fig)
