@@ -32,13 +32,16 @@ VIDEO_EXTENSIONS = (".gif", ".mp4")
 MAX_GIF_FPS = 50.0
 
 
-def resolve_output(path: str | os.PathLike[str], kind: str | None) -> tuple[Path, str]:
+def resolve_output(
+    path: str | os.PathLike[str], kind: str | None, *, create: bool = True
+) -> tuple[Path, str]:
     """Decide the file written for ``path`` and its format, creating parent directories.
 
     Args:
         path: where the user asked to write (relative paths are relative to the cwd).
         kind: ``"gif"``/``"mp4"`` for ``to_gif``/``to_mp4`` (a missing extension is added),
             or ``None`` for ``to_file`` (the extension decides).
+        create: create the parent directories (else only check the path).
 
     Returns:
         ``(path, kind)``: the exact file to write and ``"gif"`` or ``"mp4"``.
@@ -72,6 +75,10 @@ def resolve_output(path: str | os.PathLike[str], kind: str | None) -> tuple[Path
                     f"cannot write {p}: {above} is a file, not a directory (choose another path)"
                 )
             break
+    if p.is_dir():
+        raise UserError(f"output {p} is a directory (give a file name such as {p / 'ep.mp4'})")
+    if not create:
+        return p, kind
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -315,11 +315,18 @@ class TrajectoryRenderer:
         if p.suffix.lower() != ".png":
             raise UserError(f"still {os.fspath(path)!r} must end in .png (name it FILE.png)")
         img = self.frame(k)
-        p.parent.mkdir(parents=True, exist_ok=True)
+        for above in (p.parent, *p.parent.parents):
+            if above.exists():
+                if not above.is_dir():
+                    raise UserError(f"cannot write {p}: {above} is a file (choose another path)")
+                break
         tmp = p.with_name(f".{p.name}.tmp.png")
         try:
+            p.parent.mkdir(parents=True, exist_ok=True)
             Image.fromarray(img).save(tmp, optimize=True)
             os.replace(tmp, p)
+        except OSError as exc:
+            raise UserError(f"cannot write {p}: {exc} (choose a writable path)") from exc
         finally:
             if tmp.exists():
                 tmp.unlink()
@@ -351,12 +358,13 @@ class TrajectoryRenderer:
 
     def _write(self, path: str | os.PathLike[str], kind: str | None, fps: float | None) -> Path:
         fps_value = self._check_fps(fps) if fps is not None else (self.fps or DEFAULT_FPS)
-        out, kind = resolve_output(path, kind)
+        out, kind = resolve_output(path, kind, create=False)
         if kind == "gif" and fps_value > MAX_GIF_FPS:
             raise UserError(
                 f"fps={fps_value:g} is too fast for a GIF (browsers play delays under 20 ms "
                 f"slowly; use fps <= {MAX_GIF_FPS:g}, or write an .mp4)"
             )
+        out, kind = resolve_output(path, kind)
         it = iter(self._source)
         first = next(it)
         composer = self._get_composer(first.shape[:2])

@@ -213,7 +213,7 @@ def test_unwritable_directory_under_a_regular_file(tmp_path, spiking_traj):
 def test_bad_fps(tmp_path, spiking_traj):
     r = TrajectoryRenderer(spiking_traj, activity=False)
     with pytest.raises(ValueError, match="GIF"):
-        r.to_gif(tmp_path / "x.gif", fps=60)
+        r.to_gif(tmp_path / "new_dir" / "x.gif", fps=60)  # refused before any mkdir
     with pytest.raises(ValueError, match="positive"):
         r.to_mp4(tmp_path / "x.mp4", fps=0)
     assert list(tmp_path.iterdir()) == []
@@ -300,6 +300,17 @@ def test_render_returns_figure_axes_animation(spiking_traj):
     finally:
         anim.event_source.stop()
         plt.close(fig)
+
+
+def test_save_frame_png(tmp_path, spiking_traj):
+    r = TrajectoryRenderer(spiking_traj)
+    out = r.save_frame(tmp_path / "stills" / "f.png", 3)
+    with Image.open(out) as im:
+        np.testing.assert_array_equal(np.asarray(im.convert("RGB")), r.frame(3))
+    with pytest.raises(ValueError, match=r"\.png"):
+        r.save_frame(tmp_path / "f.jpg", 3)
+    with pytest.raises(ValueError, match="out of range"):
+        r.frame(len(spiking_traj) + 1)
 
 
 def test_loaded_trajectory_renders_like_the_original(tmp_path, spiking_traj):
