@@ -18,10 +18,11 @@ Re-running the same request skips runs whose status is ``done`` (and, unless
 (the algorithm's own resume), and starts the others afresh. Summaries are rebuilt from the
 status files each time, so there are never duplicate rows.
 
-Backends: ``"local"`` runs the runs in a process pool (``concurrent.futures``, spawned
-workers, one torch thread each); ``"ray"`` runs them as Ray tasks (``ray.init(address)``:
-an existing cluster, or a local instance when ``address`` is None). On a multi-node cluster
-``DIR`` must be on a filesystem every node mounts at the same path.
+Backends: ``"local"`` runs the runs in a process pool (``concurrent.futures``, workers
+forked from a ``forkserver`` that has imported snrl, one torch thread each); ``"ray"`` runs
+them as Ray tasks (``ray.init(address)``: an existing cluster, or a local instance when
+``address`` is None). On a multi-node cluster ``DIR`` must be on a filesystem every node
+mounts at the same path.
 """
 
 from __future__ import annotations
@@ -363,10 +364,12 @@ def _set_pdeathsig() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def _init_worker() -> None:
+def _init_worker(sys_path: Sequence[str] = ()) -> None:
     import torch
 
     _set_pdeathsig()
+    # like ``spawn``: the caller's import path at the time of the call (user env modules)
+    sys.path[:0] = [p for p in sys_path if p not in sys.path]
     torch.set_num_threads(1)
 
 
@@ -455,15 +458,29 @@ def _default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def _mp_context() -> Any:
+    """Workers fork from a server process that has imported snrl once (Linux
+    ``forkserver``: fast start, no threads inherited from this process); ``spawn`` elsewhere."""
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    with contextlib.suppress(Exception):
+        ctx.set_forkserver_preload(["snrl.experiments.compare"])
+    return ctx
+
+
 def _run_local(
     specs: list[RunSpec], workers: int, on_result: Any, *, isolate: bool = False
 ) -> None:
-    """Run ``specs`` in a spawned process pool; a worker that dies (a crash outside Python)
+    """Run ``specs`` in a process pool; a worker that dies (a crash outside Python)
     fails only its own run: the runs caught in the broken pool are retried one per pool."""
-    ctx = mp.get_context("spawn")
+    ctx = _mp_context()
     broken: list[RunSpec] = []
     with cf.ProcessPoolExecutor(
-        max_workers=1 if isolate else workers, mp_context=ctx, initializer=_init_worker
+        max_workers=1 if isolate else workers,
+        mp_context=ctx,
+        initializer=_init_worker,
+        initargs=(list(sys.path),),
     ) as pool:
         futures = {pool.submit(execute_run, s): s for s in specs}
         for fut in cf.as_completed(futures):
