@@ -1,14 +1,12 @@
-"""Environments: creation, vectorization (SAME_STEP autoreset), space checks, normalization."""
+"""Environments: creation, vectorization (SAME_STEP autoreset), space checks."""
 
 from snrl.envs.make import finished_episodes, make_env, make_vector_env
-from snrl.envs.normalize import RunningMeanStd
 from snrl.envs.spaces import ObsFlattener, check_spaces, flatten_obs_size
 from snrl.envs.wrappers import FiniteCheck, SeedOnFirstReset
 
 __all__ = [
     "FiniteCheck",
     "ObsFlattener",
-    "RunningMeanStd",
     "SeedOnFirstReset",
     "check_spaces",
     "finished_episodes",
