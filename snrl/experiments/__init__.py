@@ -8,7 +8,7 @@ plot_history("cmp/runs/lif__force_dale_law=true__seed0")
 ```
 """
 
-from snrl.experiments.compare import CompareResult, RunSpec, compare, execute_run, plan_runs
+from snrl.experiments.comparison import CompareResult, RunSpec, compare, execute_run, plan_runs
 from snrl.experiments.energy import count_ops, count_parameters
 from snrl.experiments.plots import plot_history
 from snrl.experiments.runner import train_run

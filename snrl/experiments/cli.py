@@ -13,7 +13,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """``snrl compare``: train, evaluate and summarize every (backbone, grid point, seed)."""
     import torch
 
-    from snrl.experiments.compare import compare, parse_grid
+    from snrl.experiments.comparison import compare, parse_grid
 
     torch.set_num_threads(1)
     res = compare(

@@ -1,4 +1,4 @@
-"""snrl.experiments.compare: layout, skip/resume, failure isolation, bad input."""
+"""snrl.experiments.comparison: layout, skip/resume, failure isolation, bad input."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from snrl.experiments import compare, plan_runs
-from snrl.experiments.compare import parse_grid
+from snrl.experiments.comparison import parse_grid
 from snrl.experiments.runner import train_run
 from snrl.training.metrics import read_metrics
 
@@ -210,7 +210,7 @@ def _cli(capsys, *args):
     ],
 )
 def test_cli_bad_input_exits_2_with_one_line(tmp_path, capsys, monkeypatch, extra, fragment):
-    import snrl.experiments.compare as cmp
+    import snrl.experiments.comparison as cmp
 
     monkeypatch.setattr(cmp, "_import_ray", lambda: None)  # the address check needs no Ray
     rc, cap = _cli(

@@ -465,7 +465,7 @@ def _mp_context() -> Any:
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
     with contextlib.suppress(Exception):
-        ctx.set_forkserver_preload(["snrl.experiments.compare"])
+        ctx.set_forkserver_preload(["snrl.experiments.comparison"])
     return ctx
 
 
