@@ -197,32 +197,47 @@ class Mp4Writer:
         self._file.discard()
 
 
-def build_palette(samples: Sequence[np.ndarray], n_exact: int = 96) -> np.ndarray:
+def build_palette(
+    samples: Sequence[np.ndarray],
+    *,
+    required: np.ndarray | None = None,
+    n_exact: int = 96,
+    max_pixels: int = 400_000,
+) -> np.ndarray:
     """A (256, 3) uint8 palette for the given sample images.
 
-    The ``n_exact`` most frequent exact colours (flat backgrounds, spike colours, text) are
-    kept as they are, most frequent first; the remaining entries come from Pillow's
-    median-cut quantizer over all sample pixels.
+    Kept exactly, in this order: the ``required`` colours (e.g. the activity panel's spike,
+    trace and bar colours), then the most frequent exact colours of the samples (flat
+    backgrounds, text) up to ``n_exact`` in all; the remaining entries come from Pillow's
+    median-cut quantizer. Samples are subsampled regularly to ``max_pixels`` pixels.
     """
     from PIL import Image
 
     pixels = np.concatenate([s.reshape(-1, 3) for s in samples], axis=0)
-    if pixels.shape[0] > 2_000_000:  # subsample regularly; the palette does not need all
-        pixels = pixels[:: pixels.shape[0] // 2_000_000 + 1]
-    keys = (pixels[:, 0].astype(np.int32) << 16) | (pixels[:, 1].astype(np.int32) << 8)
-    keys |= pixels[:, 2]
-    uniq, counts = np.unique(keys, return_counts=True)
-    order = np.argsort(-counts, kind="stable")
-    if uniq.shape[0] <= 256:
-        chosen = uniq[order]
+    if pixels.shape[0] > max_pixels:
+        pixels = pixels[:: pixels.shape[0] // max_pixels + 1]
+
+    def keys_of(px: np.ndarray) -> np.ndarray:
+        px = px.astype(np.int32)
+        return (px[:, 0] << 16) | (px[:, 1] << 8) | px[:, 2]
+
+    uniq, counts = np.unique(keys_of(pixels), return_counts=True)
+    frequent = uniq[np.argsort(-counts, kind="stable")]
+    req = (
+        np.zeros(0, np.int32) if required is None else keys_of(np.asarray(required).reshape(-1, 3))
+    )
+    req = req[np.sort(np.unique(req, return_index=True)[1])][:n_exact]  # unique, order kept
+    exact = np.concatenate([req, frequent[~np.isin(frequent, req)]])
+    if uniq.shape[0] + req.shape[0] <= 256:
+        chosen = exact
     else:
-        exact = uniq[order[:n_exact]]
+        exact = exact[: max(n_exact, req.shape[0])]
         n_rest = 256 - exact.shape[0]
         img = Image.fromarray(np.ascontiguousarray(pixels.reshape(1, -1, 3)))
         q = img.quantize(colors=n_rest, method=Image.Quantize.MEDIANCUT)
         pal = np.array(q.getpalette()[: 3 * n_rest], dtype=np.int32).reshape(-1, 3)
         rest = (pal[:, 0] << 16) | (pal[:, 1] << 8) | pal[:, 2]
-        chosen = np.concatenate([exact, rest[~np.isin(rest, exact)]])
+        chosen = np.concatenate([exact, rest[~np.isin(rest, exact)]])[:256]
     palette = np.zeros((256, 3), dtype=np.uint8)
     palette[: chosen.shape[0], 0] = (chosen >> 16) & 255
     palette[: chosen.shape[0], 1] = (chosen >> 8) & 255
@@ -234,18 +249,23 @@ def build_palette(samples: Sequence[np.ndarray], n_exact: int = 96) -> np.ndarra
 def palette_lut(palette: np.ndarray) -> np.ndarray:
     """(32768,) uint8: for each 5-5-5-bit colour cell, the index of the nearest palette entry.
 
-    Where several palette colours share a cell, the one with the lowest index (the most
-    frequent, see :func:`build_palette`) owns the cell, so flat backgrounds stay exact.
+    Where several palette colours share a cell, the one with the lowest index (required and
+    most frequent colours first, see :func:`build_palette`) owns the cell, so flat
+    backgrounds stay exact.
     """
-    levels = (np.arange(32) * 8 + 4).astype(np.int32)
+    levels = np.arange(32, dtype=np.float32) * 8 + 4
     r, g, b = np.meshgrid(levels, levels, levels, indexing="ij")
-    centres = np.stack([r.ravel(), g.ravel(), b.ravel()], axis=1)
-    pal = palette.astype(np.int32)
+    centres = np.stack([r.ravel(), g.ravel(), b.ravel()], axis=1)  # (32768, 3)
+    pal = palette.astype(np.float32)
+    # |c - p|^2 = |c|^2 - 2 c.p + |p|^2; |c|^2 does not change the argmin over p.
+    half_pp = 0.5 * (pal * pal).sum(1)
     lut = np.empty(32768, dtype=np.uint8)
-    for start in range(0, 32768, 4096):
-        d = ((centres[start : start + 4096, None, :] - pal[None, :, :]) ** 2).sum(-1)
-        lut[start : start + 4096] = d.argmin(axis=1)
-    keys = ((pal[:, 0] >> 3) << 10) | ((pal[:, 1] >> 3) << 5) | (pal[:, 2] >> 3)
+    for start in range(0, 32768, 2048):  # small blocks stay in cache
+        d = centres[start : start + 2048] @ pal.T
+        np.subtract(half_pp, d, out=d)
+        lut[start : start + 2048] = d.argmin(axis=1)
+    ipal = palette.astype(np.int32)
+    keys = ((ipal[:, 0] >> 3) << 10) | ((ipal[:, 1] >> 3) << 5) | (ipal[:, 2] >> 3)
     lut[keys[::-1]] = np.arange(255, -1, -1, dtype=np.uint8)  # lowest index written last
     return lut
 
@@ -299,12 +319,15 @@ class GifWriter:
             y0, y1, x0, x1 = 0, h, 0, w
         else:
             # Only the bounding box of the pixels that changed is mapped and encoded.
-            diff = frame != self._prev
-            rows = np.flatnonzero(diff.reshape(h, -1).any(axis=1))
+            a, b = frame.reshape(h, -1), self._prev.reshape(h, -1)
+            if (w * 3) % 8 == 0:  # compare 8 bytes at a time
+                a, b = a.view(np.uint64), b.view(np.uint64)
+            rows = np.flatnonzero((a != b).any(axis=1))
             if rows.size == 0:
                 y0, y1, x0, x1 = 0, 1, 0, 1  # unchanged: re-send one pixel
             else:
-                band = diff[rows[0] : rows[-1] + 1].reshape(-1, w * 3).any(axis=0)
+                diff = frame[rows[0] : rows[-1] + 1] != self._prev[rows[0] : rows[-1] + 1]
+                band = diff.reshape(-1, w * 3).any(axis=0)
                 cols = np.flatnonzero(band.reshape(w, 3).any(axis=1))
                 y0, y1, x0, x1 = int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
         idx = self._indices(frame[y0:y1, x0:x1])

@@ -400,9 +400,8 @@ class TrajectoryRenderer:
         for k in np.unique(np.linspace(0, t, n_samples).round().astype(int)):
             frame = stored[k] if stored is not None else first
             samples.append(composer.compose(int(k), frame).copy())
-        if composer.panel is not None:
-            samples.append(composer.panel.colors[None, :, :])
-        return build_palette(samples)
+        required = composer.panel.colors if composer.panel is not None else None
+        return build_palette(samples, required=required)
 
     def render(self) -> tuple[Any, Any, Any]:
         """A matplotlib animation of the video (for notebooks / interactive use).
