@@ -674,7 +674,7 @@ class DQN:
         bi = cfg.burn_in
         w = torch.as_tensor(batch["weights"], device=dev).expand_as(q[bi:])
         loss = td_loss(q[bi:], y[bi:], cfg.loss, weights=w, mask=mask[bi:])
-        return loss, (y - q)[bi:].detach(), mask[bi:], q[bi:].detach()
+        return loss, ((y - q)[bi:] * mask[bi:]).detach(), mask[bi:], q[bi:].detach()
 
     def _transition_loss(self, batch: dict[str, Any]) -> tuple[Tensor, Tensor, None, Tensor]:
         """(loss, TD errors (B,), None, Q of the taken actions) of a transition batch."""

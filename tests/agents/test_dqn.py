@@ -1,0 +1,347 @@
+"""DQN: sequence replay rebuilds the actor's Q-values, targets, save/load, learning, errors."""
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import snrl
+from snrl.agents.dqn import DQN, DQNConfig
+from snrl.buffers.sequence import SequenceReplayBuffer
+from snrl.errors import UserError
+
+TINY = dict(hidden_size=16, n_envs=2, eval_interval=0, eval_episodes=2, log_interval=200)
+
+
+def _record_actor(algo: DQN) -> dict[bytes, torch.Tensor]:
+    """Wrap the actor's q_step so that every (raw observation -> Q) it computes is kept."""
+    seen: dict[bytes, torch.Tensor] = {}
+    q_step = algo.agent.q_step
+
+    def recording(x, state):
+        q, new_state, activity = q_step(x, state)
+        for row, qrow in zip(x, q):
+            seen[row.numpy().astype(np.float32).tobytes()] = qrow.clone()
+        return q, new_state, activity
+
+    algo.agent.q_step = recording
+    return seen
+
+
+@pytest.mark.parametrize(
+    "backbone,extra",
+    [
+        ("lif", {}),
+        ("lif", {"hh_init": "random", "dueling": "avg"}),
+        ("alif", {"burn_in": 0, "seq_len": 5}),
+        ("gru", {}),
+        ("mlp", {"replay": "sequence"}),
+    ],
+)
+def test_sequence_replay_rebuilds_actor_q_from_stored_state(backbone, extra):
+    """Before the first gradient step the learner's pass over a window, started from the stored
+    state (burn-in included, reset where an episode starts), gives exactly the Q-values the
+    actor computed at every valid step."""
+    algo = DQN(
+        "CartPole-v1",
+        backbone=backbone,
+        seed=4,
+        normalize_obs=False,  # the actor and the learner see the same inputs
+        learning_starts=10**6,  # collect only
+        **{**TINY, "seq_len": 8, "burn_in": 4, **extra},
+    )
+    seen = _record_actor(algo)
+    algo.learn(400, progress=False)
+    assert isinstance(algo.buffer, SequenceReplayBuffer)
+    batch = algo.buffer.sample(32)
+    assert batch["starts"].any(), "some windows should begin an episode"
+    q = algo.sequence_q(batch)  # (T + 1, B, A)
+    q_target = algo.sequence_q(batch, target=True)
+    T, B = batch["mask"].shape
+    checked = 0
+    for b in range(B):
+        for t in range(T):
+            if batch["mask"][t, b] == 0:
+                continue
+            actor_q = seen[batch["seq_obs"][t, b].astype(np.float32).tobytes()]
+            torch.testing.assert_close(q[t, b].detach(), actor_q, atol=1e-5, rtol=0)
+            torch.testing.assert_close(q_target[t, b], actor_q, atol=1e-5, rtol=0)
+            checked += 1
+    assert checked > T * B // 2
+    algo.close()
+
+
+def test_sequence_loss_masks_padding_and_respects_termination():
+    """The trained steps' targets: 0 on padding; a terminated last step is its reward only."""
+    algo = DQN(
+        "CartPole-v1",
+        backbone="lif",
+        seed=1,
+        normalize_obs=False,
+        n_step=3,
+        seq_len=6,
+        burn_in=2,
+        learning_starts=10**6,
+        **TINY,
+    )
+    algo.learn(400, progress=False)
+    batch = algo.buffer.sample(64)
+    bi = algo.config.burn_in
+    loss, td, mask, q = algo._sequence_loss(batch)
+    assert td.shape == mask.shape == (algo.config.seq_len, 64)
+    assert torch.all(td[mask == 0] == 0)
+    y = td + q  # target = TD error + Q(s, a) on valid steps
+    dones = torch.as_tensor(batch["dones"][bi:])
+    rewards = torch.as_tensor(batch["rewards"][bi:])
+    terminal = (dones == 1) & (mask == 1)
+    assert terminal.any()
+    torch.testing.assert_close(y[terminal], rewards[terminal])
+    assert math.isfinite(loss.item())
+    algo.close()
+
+
+def test_transition_target_is_double_dqn_of_the_two_nets():
+    algo = DQN("CartPole-v1", backbone="mlp", seed=2, learning_starts=300, **TINY)
+    algo.learn(400, progress=False)
+    # make the target net differ from the online one
+    with torch.no_grad():
+        for p in algo.target_net.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=torch.Generator().manual_seed(0)))
+    batch = algo.buffer.sample(16)
+    _, td, _, q = algo._transition_loss(batch)
+    x_next = algo._norm(batch["next_obs"])
+    q_online = algo.agent.policy(x_next, ())[0]
+    q_target = algo.target_net(x_next, ())[0]
+    a_star = q_online.argmax(-1)
+    boot = q_target[torch.arange(16), a_star]
+    expected = torch.as_tensor(batch["rewards"]) + torch.as_tensor(batch["discounts"]) * boot * (
+        1 - torch.as_tensor(batch["dones"])
+    )
+    torch.testing.assert_close(td + q, expected.detach())
+    algo.close()
+
+
+def test_hard_and_polyak_target_updates():
+    algo = DQN(
+        "CartPole-v1",
+        backbone="mlp",
+        seed=0,
+        learning_starts=64,
+        target_update_interval=10**6,
+        **TINY,
+    )
+    algo.learn(400, progress=False)
+    online = torch.cat([p.flatten() for p in algo.agent.policy.parameters()])
+    target = torch.cat([p.flatten() for p in algo.target_net.parameters()])
+    assert not torch.equal(online, target), "no target update yet: the nets differ"
+    algo.close()
+
+    algo = DQN(
+        "CartPole-v1",
+        backbone="mlp",
+        seed=0,
+        learning_starts=64,
+        target_update_interval=400,
+        **TINY,
+    )
+    algo.learn(400, progress=False)  # the last env step is a multiple of 400: hard copy
+    for p, t in zip(algo.agent.policy.parameters(), algo.target_net.parameters()):
+        assert torch.equal(p, t)
+    algo.close()
+
+    tau = 0.25
+    algo = DQN(
+        "CartPole-v1",
+        backbone="mlp",
+        seed=0,
+        learning_starts=64,
+        tau=tau,
+        target_update_interval=400,
+        **TINY,
+    )
+    before = [t.clone() for t in algo.target_net.parameters()]
+    algo.learn(400, progress=False)
+    for p, t, b in zip(algo.agent.policy.parameters(), algo.target_net.parameters(), before):
+        torch.testing.assert_close(t, (1 - tau) * b + tau * p)
+    algo.close()
+
+
+def test_dueling_head_and_exploration_from_config():
+    algo = DQN(
+        "CartPole-v1",
+        backbone="mlp",
+        seed=0,
+        dueling="max",
+        exploration="gaussian_eps_greedy",
+        eps_std=0.2,
+        learning_starts=100,
+        **TINY,
+    )
+    assert algo.agent.head_size == 3  # V + 2 advantages
+    x = torch.randn(5, 4, generator=torch.Generator().manual_seed(0))
+    out = algo.agent.policy(x, ())[0]
+    q = algo.agent.q_values(out)
+    torch.testing.assert_close(q.max(-1).values, out[:, 0])  # max-advantage is 0 at the best
+    hist = algo.learn(400, progress=False)
+    assert all(0 <= e <= 1 for e in hist["epsilon"])
+    algo.close()
+    algo = DQN("CartPole-v1", backbone="mlp", exploration="pass_through", **TINY)
+    hist = algo.learn(200, progress=False)
+    assert hist["episodes"][0] > 0
+    algo.close()
+
+
+def test_epsilon_schedule_and_metrics_row():
+    algo = DQN(
+        "CartPole-v1",
+        backbone="lif",
+        seed=0,
+        eps_start=1.0,
+        eps_end=0.1,
+        eps_decay_steps=400,
+        learning_starts=200,
+        batch_size=4,
+        **TINY,
+    )
+    hist = algo.learn(600, progress=False)
+    assert hist["env_step"] == [200, 400, 600]
+    np.testing.assert_allclose(hist["epsilon"], [0.55, 0.1, 0.1])
+    assert all(math.isfinite(v) for v in hist["loss"] + hist["q_mean"])
+    assert all(0 < r < 1 for r in hist["spike_rate_lif0"])
+    assert math.isfinite(hist["eval_return_mean"][-1])
+    # with 2 envs and train_freq=4, one gradient step per 8 env steps from env step 200 on
+    assert hist["grad_steps"] == [1, 26, 51]
+    algo.close()
+
+
+def test_save_load_acts_identically(tmp_path):
+    algo = DQN("CartPole-v1", backbone="lif", seed=5, learning_starts=100, batch_size=4, **TINY)
+    algo.learn(400, progress=False)
+    algo.save(tmp_path / "a.pt")
+    loaded = DQN.load(tmp_path / "a.pt")
+    assert loaded.env_step == 400 and loaded.n_grad_steps == algo.n_grad_steps
+    for p, q in zip(algo.target_net.parameters(), loaded.target_net.parameters()):
+        assert torch.equal(p, q)
+    a, b = algo.rollout(seed=3, record=False), loaded.rollout(seed=3, record=False)
+    np.testing.assert_array_equal(a.actions, b.actions)
+    np.testing.assert_array_equal(a.policy["q_values"], b.policy["q_values"])
+    assert algo.evaluate(n_episodes=3, seed=9) == loaded.evaluate(n_episodes=3, seed=9)
+    # learning continues after a reload (the replay buffer refills first)
+    hist = loaded.learn(800, progress=False)
+    assert hist["env_step"][-1] == 800
+    assert snrl.agents.load_algo(tmp_path / "a.pt").algo_name == "dqn"
+    algo.close()
+    loaded.close()
+
+
+def test_same_seed_same_learning_curve():
+    def run():
+        algo = DQN("CartPole-v1", backbone="lif", seed=7, learning_starts=100, batch_size=4, **TINY)
+        h = algo.learn(400, progress=False)
+        algo.close()
+        return h["loss"], h["q_mean"]
+
+    assert run() == run()
+
+
+def test_replay_buffer_save_load_and_corrupt_file(tmp_path):
+    algo = DQN("CartPole-v1", backbone="lif", seed=0, learning_starts=10**6, **TINY)
+    algo.learn(200, progress=False)
+    algo.save_replay_buffer(tmp_path / "buf.npz")
+    other = DQN("CartPole-v1", backbone="lif", seed=0, learning_starts=10**6, **TINY)
+    other.load_replay_buffer(tmp_path / "buf.npz")
+    assert len(other.buffer) == len(algo.buffer)
+    np.testing.assert_array_equal(other.buffer.data["obs"], algo.buffer.data["obs"])
+    (tmp_path / "bad.npz").write_bytes(b"garbage")
+    with pytest.raises(UserError, match="corrupt"):
+        other.load_replay_buffer(tmp_path / "bad.npz")
+    algo.close()
+
+
+def test_bad_inputs_are_user_errors():
+    with pytest.raises(UserError, match="Discrete.*ppo"):
+        DQN("Pendulum-v1")
+    with pytest.raises(UserError, match="shorter than burn_in"):
+        DQNConfig(seq_len=4, burn_in=8)
+    with pytest.raises(UserError, match="batch_size=64 is larger"):
+        DQNConfig(backbone="mlp", batch_size=64, learning_starts=32)
+    with pytest.raises(UserError, match="replay='transition'"):
+        DQNConfig(backbone="lif", replay="transition")
+    with pytest.raises(UserError, match="dueling"):
+        DQNConfig(dueling="mean")
+    with pytest.raises(UserError, match="unknown DQN option"):
+        DQN("CartPole-v1", gama=0.9)
+    # sequence replay: too few windows when learning starts
+    algo = DQN("CartPole-v1", backbone="lif", learning_starts=8, batch_size=500, **TINY)
+    with pytest.raises(UserError, match="batch_size=500 is larger"):
+        algo.learn(400, progress=False)
+    algo.close()
+
+
+class CueBandit(gym.Env):
+    """One-step episodes: the observation is a cue of +-1, action 1 pays 1 on +1, action 0 pays
+    1 on -1; the optimal Q-values are Q(+1) = (0, 1), Q(-1) = (1, 0)."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), dtype=np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.cue = 1.0 if self.np_random.random() < 0.5 else -1.0
+        return np.array([self.cue], dtype=np.float32), {}
+
+    def step(self, action):
+        reward = float((self.cue > 0) == (int(action) == 1))
+        return np.zeros(1, dtype=np.float32), reward, True, False, {}
+
+
+if "SnrlCueBandit-v0" not in gym.registry:
+    gym.register("SnrlCueBandit-v0", entry_point=CueBandit)
+
+
+@pytest.mark.parametrize("backbone", ["mlp", "lif"])
+def test_q_values_learn_a_cue_bandit(backbone):
+    """Fast learning check: Q converges to the known optimal values of a one-step task."""
+    algo = DQN(
+        "SnrlCueBandit-v0",
+        backbone=backbone,
+        seed=0,
+        hidden_size=32,
+        n_envs=4,
+        learning_starts=200,
+        batch_size=32,
+        train_freq=1,
+        seq_len=1,  # one-step episodes: windows of one step
+        burn_in=0,
+        eps_decay_steps=500,
+        eval_interval=0,
+        log_interval=500,
+        lr=3e-3,
+    )
+    algo.learn(1_500, progress=False)
+    x = algo.agent.preprocess(np.array([[1.0], [-1.0]], dtype=np.float32))
+    q, _, _ = algo.agent.q_step(x, algo.agent.initial_state(2))
+    torch.testing.assert_close(q, torch.tensor([[0.0, 1.0], [1.0, 0.0]]), atol=0.15, rtol=0)
+    assert algo.evaluate(n_episodes=10, seed=0)["mean_return"] == 1.0
+    algo.close()
+
+
+@pytest.mark.slow
+def test_dqn_improves_quickly_on_cartpole():
+    """A small mlp DQN goes from the untrained greedy return (~10) to a clearly better one."""
+    algo = DQN(
+        "CartPole-v1",
+        backbone="mlp",
+        hidden_size=64,
+        seed=0,
+        eval_interval=0,
+        log_interval=2_000,
+    )
+    before = algo.evaluate(n_episodes=10, seed=100)["mean_return"]
+    algo.learn(8_000, progress=False)
+    after = algo.evaluate(n_episodes=10, seed=100)["mean_return"]
+    assert before < 20
+    assert after > 3 * before and after > 40
+    algo.close()
