@@ -76,8 +76,9 @@ def lif_sequence(
         threshold: firing threshold (same units as the membrane).
         reset: ``"subtract"`` or ``"zero"``.
         spike_fn: elementwise Heaviside forward / surrogate backward, applied to
-            ``v - threshold`` (any snntorch.surrogate callable, or any elementwise
-            differentiable function). Its output is cast to ``u``'s dtype.
+            ``v - threshold`` (any snntorch.surrogate callable). Its forward must be the step
+            ``x > 0``, as in every snntorch surrogate: the spikes are computed directly as
+            ``v > threshold`` and spike_fn is used only for its derivative.
 
     Returns:
         (z, v): spikes and membranes, each (T, B, N), differentiable with respect to ``u``,
