@@ -1,6 +1,11 @@
 """DQN: sequence replay rebuilds the actor's Q-values, targets, save/load, learning, errors."""
 
+import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -11,6 +16,7 @@ import snrl
 from snrl.agents.dqn import DQN, DQNConfig
 from snrl.buffers.sequence import SequenceReplayBuffer
 from snrl.errors import UserError
+from snrl.training.metrics import read_metrics
 
 TINY = dict(hidden_size=16, n_envs=2, eval_interval=0, eval_episodes=2, log_interval=200)
 
@@ -345,3 +351,89 @@ def test_dqn_improves_quickly_on_cartpole():
     assert before < 20
     assert after > 3 * before and after > 40
     algo.close()
+
+
+def _snrl(*args, timeout=300):
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "snrl.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        cwd=root,
+    )
+
+
+def test_cli_train_eval_render_a_dqn_run(tmp_path):
+    """`snrl train --algo dqn`, then `snrl eval` and `snrl render` dispatch on the checkpoint."""
+    out = tmp_path / "run"
+    res = _snrl(
+        "train",
+        "--algo",
+        "dqn",
+        "--env",
+        "CartPole-v1",
+        "--backbone",
+        "lif",
+        "--hidden",
+        16,
+        "--steps",
+        600,
+        "--out",
+        out,
+        "--set",
+        "eval_interval=300",
+        "--set",
+        "eval_episodes=2",
+        "--set",
+        "log_interval=300",
+        "--set",
+        "learning_starts=200",
+        "--set",
+        "batch_size=8",
+        "--set",
+        "dueling=avg",
+        "--quiet",
+    )
+    assert res.returncode == 0, res.stderr
+    for f in ("config.json", "metrics.csv", "learning_curve.png"):
+        assert (out / f).exists(), f
+    assert {p.name for p in (out / "checkpoints").iterdir()} >= {"best.pt", "last.pt"}
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["algo"] == "dqn" and cfg["dueling"] == "avg" and cfg["hidden_size"] == 16
+    m = read_metrics(out / "metrics.csv")
+    np.testing.assert_array_equal(m["env_step"], [300, 600])
+    assert np.isfinite(m["eval_return_mean"]).all() and np.isfinite(m["loss"]).all()
+    assert "spike_rate_lif0" in m and "epsilon" in m and "q_mean" in m
+
+    res = _snrl("eval", out, "--episodes", 3, "--seed", 7)
+    assert res.returncode == 0, res.stderr
+    ev = json.loads(res.stdout)
+    assert set(ev) == {"mean_return", "std_return", "n_episodes", "returns"}
+    assert ev["n_episodes"] == 3 and ev["mean_return"] == pytest.approx(np.mean(ev["returns"]))
+    best = DQN.load(out / "checkpoints" / "best.pt")
+    assert best.evaluate(n_episodes=3, seed=7)["returns"] == ev["returns"]
+
+    res = _snrl("render", out, "--out", tmp_path / "dqn.gif", "--fps", 10)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "dqn.gif").stat().st_size > 1000
+
+    res = _snrl("train", "--algo", "dqn", "--env", "Pendulum-v1", "--out", tmp_path / "p")
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Discrete" in lines[0]
+    assert "ppo" in lines[0] and not (tmp_path / "p").exists()
+    res = _snrl(
+        "train",
+        "--algo",
+        "dqn",
+        "--out",
+        tmp_path / "q",
+        "--set",
+        "seq_len=2",
+        "--set",
+        "burn_in=5",
+    )
+    assert res.returncode == 2 and "shorter than burn_in" in res.stderr
