@@ -352,22 +352,43 @@ def evaluate_with_activity(
     }
 
 
-def _set_pdeathsig() -> None:
-    """Linux: have this worker killed when the compare process dies (no orphan keeps
-    writing into a run directory that a re-run resumes)."""
-    if not sys.platform.startswith("linux"):
-        return
-    with contextlib.suppress(Exception):
-        import ctypes
-        import signal
+def _exit_when_gone(pid: int) -> None:
+    """Exit this worker as soon as process ``pid`` (the compare process) has ended, so no
+    orphan keeps writing into a run directory that a re-run resumes.
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    A daemon thread waits on a pidfd (Linux >= 5.3; readable once the process has exited)
+    or else polls ``os.kill(pid, 0)`` once a second. The worker's own parent is the
+    forkserver, not the compare process, so ``PR_SET_PDEATHSIG`` alone would not do.
+    """
+    import select
+    import threading
+
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        fd = None
+
+    def watch() -> None:
+        if fd is not None:
+            select.select([fd], [], [])
+        else:
+            while True:
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                except OSError:
+                    pass
+                time.sleep(1.0)
+        os._exit(70)
+
+    threading.Thread(target=watch, name="snrl-compare-watchdog", daemon=True).start()
 
 
-def _init_worker(sys_path: Sequence[str] = ()) -> None:
+def _init_worker(parent_pid: int, sys_path: Sequence[str] = ()) -> None:
     import torch
 
-    _set_pdeathsig()
+    _exit_when_gone(parent_pid)
     # like ``spawn``: the caller's import path at the time of the call (user env modules)
     sys.path[:0] = [p for p in sys_path if p not in sys.path]
     torch.set_num_threads(1)
@@ -465,7 +486,7 @@ def _mp_context() -> Any:
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
     with contextlib.suppress(Exception):
-        ctx.set_forkserver_preload(["snrl.experiments.comparison"])
+        ctx.set_forkserver_preload(["snrl.experiments._forkserver"])
     return ctx
 
 
@@ -480,7 +501,7 @@ def _run_local(
         max_workers=1 if isolate else workers,
         mp_context=ctx,
         initializer=_init_worker,
-        initargs=(list(sys.path),),
+        initargs=(os.getpid(), list(sys.path)),
     ) as pool:
         futures = {pool.submit(execute_run, s): s for s in specs}
         for fut in cf.as_completed(futures):

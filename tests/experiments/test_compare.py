@@ -271,6 +271,13 @@ def test_sigkill_compare_then_rerun_finishes_without_redoing(tmp_path):
     time.sleep(0.5)  # into the second run
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+
+    def snapshot():
+        return {p: p.stat().st_size for p in sorted((out / "runs").glob("*/metrics.csv"))}
+
+    seen = snapshot()
+    time.sleep(2.0)
+    assert snapshot() == seen, "a worker outlived the killed compare process"
     first = (out / "status" / "mlp__seed0.json").read_text()
     assert not (out / "status" / "mlp__seed2.json").exists(), "kill the comparison mid-way"
     res = subprocess.run(args, env=ENV, cwd=ROOT, capture_output=True, text=True, timeout=300)
