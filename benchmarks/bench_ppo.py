@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -112,7 +113,6 @@ def _first_reaching(steps: list[int], values: list[float], threshold: float) -> 
 
 def _run_snrl(spec: dict[str, Any]) -> dict[str, Any]:
     import dataclasses
-    import math
 
     from snrl.agents.ppo import PPO, PPOConfig
     from snrl.config import config_to_dict, load_config
@@ -126,15 +126,16 @@ def _run_snrl(spec: dict[str, Any]) -> dict[str, Any]:
     # the seed, steps and env of the run win over the TOML file
     cfg = dataclasses.replace(cfg, env_id=spec["env_id"], seed=spec["seed"])
     algo = PPO(config=cfg, run_dir=run_dir)
-    eval_time = [0.0]
+    eval_time = [0.0, 0.0]  # wall, CPU
     evaluate = algo.evaluate
 
     def timed_evaluate(*args: Any, **kwargs: Any) -> dict:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             return evaluate(*args, **kwargs)
         finally:
             eval_time[0] += time.perf_counter() - t0
+            eval_time[1] += time.process_time() - c0
 
     algo.evaluate = timed_evaluate  # time the periodic evaluations inside learn()
     c0, t0 = time.process_time(), time.perf_counter()
@@ -158,6 +159,7 @@ def _run_snrl(spec: dict[str, Any]) -> dict[str, Any]:
         "wall_s": wall,
         "cpu_s": cpu,
         "eval_s": eval_time[0],
+        "eval_cpu_s": eval_time[1],
         "best_return": best,
         "last_return": last,
         "eval_curve": curve,
@@ -219,21 +221,23 @@ def _run_sb3(spec: dict[str, Any]) -> dict[str, Any]:
         device="cpu",
         verbose=0,
     )
-    eval_time = [0.0]
+    eval_time = [0.0, 0.0]  # wall, CPU
 
     class TimedEval(EvalCallback):
         def _on_step(self) -> bool:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             try:
                 return super()._on_step()
             finally:
                 eval_time[0] += time.perf_counter() - t0
+                eval_time[1] += time.process_time() - c0
 
     callback = TimedEval(
         make_vec_env(env_id, n_envs=1, seed=seed + 10_000),
         n_eval_episodes=10,
         eval_freq=max(1, eval_interval // hp["n_envs"]),
         best_model_save_path=str(run_dir),
+        log_path=str(run_dir),  # without it EvalCallback keeps no evaluation history
         deterministic=True,
         verbose=0,
     )
@@ -258,6 +262,7 @@ def _run_sb3(spec: dict[str, Any]) -> dict[str, Any]:
         "wall_s": wall,
         "cpu_s": cpu,
         "eval_s": eval_time[0],
+        "eval_cpu_s": eval_time[1],
         "best_return": best,
         "last_return": last,
         "eval_curve": curve,
@@ -359,6 +364,7 @@ def _run_all(jobs: list[dict[str, Any]], n_parallel: int, reuse: bool) -> list[d
 
 
 def _median(xs: list[float]) -> float:
+    xs = [x for x in xs if not math.isnan(x)]
     return statistics.median(xs) if xs else float("nan")
 
 
@@ -366,87 +372,99 @@ def _verdict(ok: bool) -> str:
     return "PASS" if ok else "MISS"
 
 
+def _per_seed(xs: list[Any], fmt: str = "{:.1f}") -> str:
+    return " / ".join("never" if x is None else fmt.format(x) for x in xs)
+
+
 def table(task: str, results: list[dict[str, Any]]) -> str:
-    """The markdown table and the target lines of one task."""
+    """The markdown table and the target lines of one task.
+
+    Times per variant are medians over seeds. "w/o eval" subtracts the periodic evaluations
+    made during training (snrl: ``eval_episodes`` episodes in one vector env; SB3: the
+    EvalCallback's episodes one at a time), which cost the two libraries differently.
+    """
     thr = TASKS[task]["threshold"]
     by: dict[str, list[dict[str, Any]]] = {}
     for r in sorted(results, key=lambda r: (r["variant"], r["seed"])):
         by.setdefault(r["variant"], []).append(r)
     lines = [
-        f"{task}: {TASKS[task]['env_id']}, threshold {thr:g}, eval {EVAL_EPISODES} episodes "
-        f"seed {EVAL_SEED}",
+        f"{task}: {TASKS[task]['env_id']}; final evaluations: {EVAL_EPISODES} deterministic "
+        f"episodes, seeds {EVAL_SEED}..{EVAL_SEED + EVAL_EPISODES - 1}; threshold {thr:g}",
         "",
-        "| variant | seeds | env steps | wall s (median) | CPU s (median) | env steps/s "
-        "(median) | steps/s w/o periodic eval | best per seed | last per seed "
-        f"| steps to first eval >= {thr:g} (per seed) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| variant | seeds | env steps | wall s | wall s w/o eval | CPU s | CPU s w/o eval "
+        "| env steps/s (wall) | env steps/s (wall w/o eval) | best, per seed | last, per seed "
+        f"| env steps to first periodic eval >= {thr:g} |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     summary: dict[str, dict[str, Any]] = {}
     for name, rs in by.items():
-        wall = _median([r["wall_s"] for r in rs])
-        cpu = _median([r["cpu_s"] for r in rs])
-        sps = _median([r["env_steps"] / r["wall_s"] for r in rs])
-        sps_train = _median([r["env_steps"] / max(r["wall_s"] - r["eval_s"], 1e-9) for r in rs])
+        steps = [r["env_steps"] for r in rs]
+        wall = [r["wall_s"] for r in rs]
+        wall_tr = [r["wall_s"] - r["eval_s"] for r in rs]
+        cpu = [r["cpu_s"] for r in rs]
+        cpu_tr = [r["cpu_s"] - r.get("eval_cpu_s", math.nan) for r in rs]
         reach = [r["steps_to_threshold"] for r in rs]
-        reached = [s for s in reach if s is not None]
-        summary[name] = {
-            "wall": wall,
-            "cpu": cpu,
-            "sps": sps,
-            "reach_median": _median(reached) if len(reached) == len(reach) else float("inf"),
+        reached = [x for x in reach if x is not None]
+        m = summary[name] = {
+            "wall": _median(wall),
+            "wall_tr": _median(wall_tr),
+            "cpu": _median(cpu),
+            "cpu_tr": _median(cpu_tr),
+            "sps": _median([n / w for n, w in zip(steps, wall)]),
+            "sps_tr": _median([n / w for n, w in zip(steps, wall_tr)]),
+            "reach_median": _median(reached) if len(reached) == len(reach) else math.inf,
             "best": [r["best_return"] for r in rs],
             "last": [r["last_return"] for r in rs],
         }
         lines.append(
-            f"| {name} | {len(rs)} | {rs[0]['env_steps']} | {wall:.1f} | "
-            f"{cpu:.1f} | {sps:.0f} | {sps_train:.0f} | "
-            + " / ".join(f"{r['best_return']:.1f}" for r in rs)
-            + " | "
-            + " / ".join(f"{r['last_return']:.1f}" for r in rs)
-            + " | "
-            + " / ".join("never" if s is None else str(s) for s in reach)
-            + " |"
+            f"| {name} | {len(rs)} | {_median(steps):.0f} | {m['wall']:.1f} | "
+            f"{m['wall_tr']:.1f} | {m['cpu']:.1f} | {m['cpu_tr']:.1f} | {m['sps']:.0f} | "
+            f"{m['sps_tr']:.0f} | {_per_seed(m['best'])} | {_per_seed(m['last'])} | "
+            f"{_per_seed(reach, '{}')} |"
         )
     lines.append("")
-    lif = summary.get("lif")
+    lif, mlp, sb3 = summary.get("lif"), summary.get("mlp"), summary.get("sb3")
     if lif:
         n, nb = len(lif["best"]), sum(b >= thr for b in lif["best"])
-        need_best = n
         lines.append(
-            f"{_verdict(nb >= need_best)}: lif best checkpoint >= {thr:g} on {nb}/{n} seeds "
-            f"(target {need_best}/{n})"
+            f"{_verdict(nb >= n)}: lif best checkpoint >= {thr:g} on {nb}/{n} seeds "
+            f"(target {n}/{n})"
         )
         if task == "cartpole":
             nl = sum(x >= thr for x in lif["last"])
-            need_last = n - 1 if n > 1 else 1
+            need = n - 1 if n > 1 else 1
             lines.append(
-                f"{_verdict(nl >= need_last)}: lif last model >= {thr:g} on {nl}/{n} seeds "
-                f"(target >= {need_last}/{n})"
+                f"{_verdict(nl >= need)}: lif last model >= {thr:g} on {nl}/{n} seeds "
+                f"(target >= {need}/{n})"
             )
-    sb3 = summary.get("sb3")
     if lif and sb3:
-        ratio = lif["wall"] / sb3["wall"]
+        for key, what in (("wall", "wall"), ("wall_tr", "wall w/o periodic eval")):
+            ratio = lif[key] / sb3[key]
+            lines.append(
+                f"{_verdict(ratio <= 1.5)}: lif / sb3 {what} (medians) = {ratio:.2f} "
+                "(target <= 1.5)"
+            )
         lines.append(
-            f"{_verdict(ratio <= 1.5)}: lif wall / sb3 wall (medians) = {ratio:.2f} (target <= 1.5)"
+            f"info: lif / sb3 CPU time w/o periodic eval (medians) = "
+            f"{lif['cpu_tr'] / sb3['cpu_tr']:.2f} (less sensitive to other load than wall)"
         )
-        lines.append(
-            f"info: lif CPU time / sb3 CPU time (medians) = {lif['cpu'] / sb3['cpu']:.2f} "
-            "(less sensitive to the machine's other load than wall time)"
-        )
-    mlp = summary.get("mlp")
     if mlp and sb3:
-        ratio = mlp["sps"] / sb3["sps"]
+        for key, what in (("sps", "wall"), ("sps_tr", "wall w/o periodic eval")):
+            ratio = mlp[key] / sb3[key]
+            lines.append(
+                f"{_verdict(ratio >= 1.5)}: mlp / sb3 env steps/s, {what} (medians) = "
+                f"{ratio:.2f} (target >= 1.5)"
+            )
         lines.append(
-            f"{_verdict(ratio >= 1.5)}: mlp env steps/s / sb3 env steps/s (medians) = "
-            f"{ratio:.2f} (target >= 1.5)"
+            f"info: sb3 / mlp CPU time w/o periodic eval (medians) = "
+            f"{sb3['cpu_tr'] / mlp['cpu_tr']:.2f} (the CPU-time speed ratio)"
         )
-        lines.append(f"info: mlp CPU time / sb3 CPU time (medians) = {mlp['cpu'] / sb3['cpu']:.2f}")
         a, b = mlp["reach_median"], sb3["reach_median"]
-        eff = a / b if b != float("inf") else float("nan")
+        eff = a / b if math.isfinite(b) else math.nan
         lines.append(
-            f"{_verdict(eff <= 1.2)}: mlp / sb3 median env steps to first eval >= {thr:g} = "
-            f"{mlp['reach_median']:.0f} / {sb3['reach_median']:.0f} = {eff:.2f} "
-            "(target <= 1.2, i.e. the same sample efficiency)"
+            f"{_verdict(eff <= 1.2)}: mlp / sb3 median env steps to first periodic eval >= "
+            f"{thr:g} = {a:.0f} / {b:.0f} = {eff:.2f} (target <= 1.2: the same sample "
+            "efficiency; inf = a seed never got there)"
         )
     return "\n".join(lines)
 
