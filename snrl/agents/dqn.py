@@ -478,7 +478,7 @@ class DQN:
         self.agent = build_q_agent(cfg, obs_space, act_space, q_net=policy)
         self.agent.to(self.device)
         self.target_net = copy.deepcopy(self.agent.policy).requires_grad_(False)
-        self.optimizer = torch.optim.Adam(self.agent.policy.parameters(), lr=cfg.lr)
+        self.optimizer = torch.optim.Adam(self.agent.policy.parameters(), lr=cfg.lr, foreach=True)
         self.exploration = self._make_exploration()
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.env_step = 0
@@ -672,7 +672,9 @@ class DQN:
         actions = torch.as_tensor(batch["actions"], device=dev).long()
         q = q_all[:-1].gather(-1, actions.unsqueeze(-1)).squeeze(-1)  # (T, B)
         bi = cfg.burn_in
-        w = torch.as_tensor(batch["weights"], device=dev).expand_as(q[bi:])
+        w = None
+        if cfg.prioritized:
+            w = torch.as_tensor(batch["weights"], device=dev).expand_as(q[bi:])
         loss = td_loss(q[bi:], y[bi:], cfg.loss, weights=w, mask=mask[bi:])
         return loss, ((y - q)[bi:] * mask[bi:]).detach(), mask[bi:], q[bi:].detach()
 
@@ -697,7 +699,7 @@ class DQN:
             )
         actions = torch.as_tensor(batch["actions"], device=dev).long()
         q = q_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
-        w = torch.as_tensor(batch["weights"], device=dev)
+        w = torch.as_tensor(batch["weights"], device=dev) if cfg.prioritized else None
         loss = td_loss(q, y, cfg.loss, weights=w)
         return loss, (y - q).detach(), None, q.detach()
 

@@ -174,6 +174,28 @@ def test_hard_and_polyak_target_updates():
     algo.close()
 
 
+@pytest.mark.parametrize("backbone", ["mlp", "lif"])
+def test_prioritized_replay_updates_priorities(backbone):
+    algo = DQN(
+        "CartPole-v1",
+        backbone=backbone,
+        seed=0,
+        prioritized=True,
+        learning_starts=200,
+        batch_size=8,
+        **TINY,
+    )
+    algo.learn(200, progress=False)  # one gradient step, at env step 200
+    buf = algo.buffer
+    p = buf.tree.priorities[: len(buf)]
+    assert algo.n_grad_steps == 1
+    changed = np.flatnonzero(p != 1.0)  # new items enter with the max priority, 1
+    assert 0 < len(changed) <= 8
+    hist = algo.learn(400, progress=False)
+    assert buf.max_priority >= 1.0 and math.isfinite(hist["loss"][-1])
+    algo.close()
+
+
 def test_dueling_head_and_exploration_from_config():
     algo = DQN(
         "CartPole-v1",

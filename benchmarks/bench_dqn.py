@@ -1,0 +1,348 @@
+"""DQN benchmark (issue 5): snrl DQN (Dale LIF, MLP) against Stable-Baselines3, one CPU thread.
+
+Tasks, each measured in one run on one machine:
+
+* ``cartpole``: CartPole-v1.
+
+  - ``lif``: snrl DQN with the defaults (Dale LIF, 128 neurons, sequence replay with stored
+    states and burn-in), 100k env steps, 5 seeds. Target: deterministic evaluation of the
+    best checkpoint >= 475 on at least 4 of 5 seeds.
+  - ``mlp``: snrl DQN with the rl-zoo CartPole-v1 DQN settings on single transitions
+    (``backbone=mlp, n_layers=2, hidden_size=256, lr=2.3e-3, batch 64, buffer 100k,
+    learning_starts 1000, gamma 0.99, target_update_interval 10, train_freq 256,
+    gradient_steps 128, epsilon 1 -> 0.04 over 16% of the run``, one env, 1-step targets,
+    plain (not double) DQN, no observation normalization), 50k env steps.
+  - ``sb3``: Stable-Baselines3 DQN with the same rl-zoo settings (``MlpPolicy``,
+    ``net_arch=[256, 256]``), 50k env steps.
+
+  ``mlp`` and ``sb3`` train without periodic evaluation, so env steps/s is the training
+  throughput of the two libraries under the same settings (target: mlp >= 1.5x sb3); their
+  last model is evaluated at the end.
+* ``acrobot``: Acrobot-v1, snrl DQN with a Dale LIF backbone, 100k env steps, 3 seeds.
+  Target: best checkpoint >= -100.
+
+Every run is a fresh subprocess (``torch.set_num_threads(1)``, ``OMP_NUM_THREADS=1``); at
+most ``--jobs`` run at the same time. Each run reports wall and CPU time of training, env
+steps/s (wall and CPU), the deterministic evaluation (20 episodes, seeds 123..142) of the best
+checkpoint (snrl runs with periodic evaluation) and of the last model. Per-run results go to
+``OUT/<task>/<variant>/seed<k>/result.json`` as they finish, the table to stdout and
+``OUT/table.md`` (``--table`` rebuilds it from the results present).
+
+Usage::
+
+    python benchmarks/bench_dqn.py                      # the full table
+    python benchmarks/bench_dqn.py --quick              # a smoke test of every path
+    python benchmarks/bench_dqn.py --only cartpole/lif --seeds 2 --steps 50000 \\
+        --set lr=5e-4                                   # tuning
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+EVAL_EPISODES, EVAL_SEED = 20, 123
+
+RL_ZOO = {
+    "lr": 2.3e-3,
+    "batch_size": 64,
+    "buffer_size": 100_000,
+    "learning_starts": 1_000,
+    "gamma": 0.99,
+    "target_update_interval": 10,
+    "train_freq": 256,
+    "gradient_steps": 128,
+    "exploration_fraction": 0.16,
+    "exploration_final_eps": 0.04,
+    "net_arch": [256, 256],
+}
+
+RUNS: list[dict[str, Any]] = [
+    {"task": "cartpole", "variant": "lif", "kind": "snrl", "env_id": "CartPole-v1",
+     "steps": 100_000, "seeds": 5, "threshold": 475.0, "overrides": {}},
+    {"task": "cartpole", "variant": "mlp", "kind": "snrl", "env_id": "CartPole-v1",
+     "steps": 50_000, "seeds": 3, "threshold": 475.0, "overrides": "rl_zoo"},
+    {"task": "cartpole", "variant": "sb3", "kind": "sb3", "env_id": "CartPole-v1",
+     "steps": 50_000, "seeds": 3, "threshold": 475.0, "overrides": {}},
+    {"task": "acrobot", "variant": "lif", "kind": "snrl", "env_id": "Acrobot-v1",
+     "steps": 100_000, "seeds": 3, "threshold": -100.0, "overrides": {}},
+]  # fmt: skip
+
+
+def rl_zoo_snrl(steps: int) -> dict[str, Any]:
+    """The rl-zoo settings as snrl DQNConfig fields (plain DQN on single transitions)."""
+    z = RL_ZOO
+    return {
+        "backbone": "mlp",
+        "n_layers": 2,
+        "hidden_size": z["net_arch"][0],
+        "lr": z["lr"],
+        "batch_size": z["batch_size"],
+        "buffer_size": z["buffer_size"],
+        "learning_starts": z["learning_starts"],
+        "gamma": z["gamma"],
+        "target_update_interval": z["target_update_interval"],
+        "train_freq": z["train_freq"],
+        "gradient_steps": z["gradient_steps"],
+        "eps_start": 1.0,
+        "eps_end": z["exploration_final_eps"],
+        "eps_decay_steps": int(z["exploration_fraction"] * steps),
+        "n_envs": 1,
+        "n_step": 1,
+        "double": False,
+        "normalize_obs": False,
+        "eval_interval": 0,
+        "log_interval": 5_000,
+    }
+
+
+# ---------------------------------------------------------------------------- one run
+def _eval_sb3(model, env_id: str) -> dict[str, Any]:
+    import gymnasium as gym
+    import numpy as np
+
+    returns = []
+    for i in range(EVAL_EPISODES):
+        env = gym.make(env_id)
+        obs, _ = env.reset(seed=EVAL_SEED + i)
+        total, done = 0.0, False
+        while not done:
+            action, _ = model.predict(obs, deterministic=True)
+            obs, r, term, trunc, _ = env.step(action)
+            total += float(r)
+            done = term or trunc
+        env.close()
+        returns.append(total)
+    return {"mean_return": float(np.mean(returns)), "std_return": float(np.std(returns))}
+
+
+def worker(spec: dict[str, Any]) -> dict[str, Any]:
+    """Train one run in this process and return its result row."""
+    import torch
+
+    torch.set_num_threads(1)
+    run_dir = Path(spec["run_dir"])
+    steps, seed = spec["steps"], spec["seed"]
+    res: dict[str, Any] = {k: spec[k] for k in ("task", "variant", "seed", "steps", "env_id")}
+    if spec["kind"] == "sb3":
+        from stable_baselines3 import DQN as SB3DQN
+
+        z = RL_ZOO
+        model = SB3DQN(
+            "MlpPolicy",
+            spec["env_id"],
+            learning_rate=z["lr"],
+            batch_size=z["batch_size"],
+            buffer_size=z["buffer_size"],
+            learning_starts=z["learning_starts"],
+            gamma=z["gamma"],
+            target_update_interval=z["target_update_interval"],
+            train_freq=z["train_freq"],
+            gradient_steps=z["gradient_steps"],
+            exploration_fraction=z["exploration_fraction"],
+            exploration_final_eps=z["exploration_final_eps"],
+            policy_kwargs={"net_arch": z["net_arch"]},
+            seed=seed,
+            device="cpu",
+            verbose=0,
+        )
+        w0, c0 = time.perf_counter(), time.process_time()
+        model.learn(total_timesteps=steps)
+        res["wall_s"], res["cpu_s"] = time.perf_counter() - w0, time.process_time() - c0
+        res["last"] = _eval_sb3(model, spec["env_id"])
+        res["best"] = None
+    else:
+        import snrl
+
+        algo = snrl.DQN(spec["env_id"], seed=seed, run_dir=run_dir, **spec["overrides"])
+        res["config"] = dataclass_dict(algo.config)
+        w0, c0 = time.perf_counter(), time.process_time()
+        hist = algo.learn(steps, progress=False)
+        res["wall_s"], res["cpu_s"] = time.perf_counter() - w0, time.process_time() - c0
+        algo.close()
+        res["last"] = pick(algo.evaluate(n_episodes=EVAL_EPISODES, seed=EVAL_SEED))
+        evals = [
+            (s, r)
+            for s, r in zip(hist["env_step"], hist["eval_return_mean"])
+            if r == r  # not NaN
+        ]
+        res["evals"] = evals
+        res["first_step_at_threshold"] = next((s for s, r in evals if r >= spec["threshold"]), None)
+        best_path = run_dir / "checkpoints" / "best.pt"
+        if algo.config.eval_interval and best_path.exists():
+            best = snrl.DQN.load(best_path)
+            res["best"] = pick(best.evaluate(n_episodes=EVAL_EPISODES, seed=EVAL_SEED))
+        else:
+            res["best"] = None
+    res["steps_per_s"] = steps / res["wall_s"]
+    res["steps_per_cpu_s"] = steps / res["cpu_s"]
+    return res
+
+
+def pick(ev: dict[str, Any]) -> dict[str, float]:
+    return {"mean_return": ev["mean_return"], "std_return": ev["std_return"]}
+
+
+def dataclass_dict(cfg: Any) -> dict[str, Any]:
+    import dataclasses
+
+    return dataclasses.asdict(cfg)
+
+
+# ---------------------------------------------------------------------------- the table
+def build_table(out: Path) -> str:
+    rows = []
+    for path in sorted(out.glob("*/*/seed*/result.json")):
+        rows.append(json.loads(path.read_text()))
+    lines = [
+        "| task | variant | seed | env steps | wall s | CPU s | steps/s | steps/CPU-s "
+        "| best ckpt (20 ep) | last model (20 ep) | first eval >= threshold |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in sorted(rows, key=lambda r: (r["task"], r["variant"], r["seed"])):
+        best = r.get("best")
+        lines.append(
+            f"| {r['task']} | {r['variant']} | {r['seed']} | {r['steps']} | {r['wall_s']:.0f} "
+            f"| {r['cpu_s']:.0f} | {r['steps_per_s']:.0f} | {r['steps_per_cpu_s']:.0f} "
+            f"| {fmt(best)} | {fmt(r['last'])} | {r.get('first_step_at_threshold', '-')} |"
+        )
+    lines.append("")
+    lines += summary(rows)
+    return "\n".join(lines)
+
+
+def fmt(ev: dict[str, float] | None) -> str:
+    return "-" if ev is None else f"{ev['mean_return']:.1f} ± {ev['std_return']:.1f}"
+
+
+def summary(rows: list[dict[str, Any]]) -> list[str]:
+    def sel(task: str, variant: str) -> list[dict[str, Any]]:
+        return [r for r in rows if r["task"] == task and r["variant"] == variant]
+
+    out = []
+    lif = sel("cartpole", "lif")
+    if lif:
+        ok = sum(r["best"] is not None and r["best"]["mean_return"] >= 475 for r in lif)
+        out.append(
+            f"- CartPole-v1 Dale LIF DQN, best checkpoint >= 475: {ok}/{len(lif)} seeds "
+            f"(target: >= 4 of 5 seeds, 100k env steps)"
+        )
+    acro = sel("acrobot", "lif")
+    if acro:
+        ok = sum(r["best"] is not None and r["best"]["mean_return"] >= -100 for r in acro)
+        out.append(
+            f"- Acrobot-v1 Dale LIF DQN, best checkpoint >= -100: {ok}/{len(acro)} seeds "
+            "(target: 3 of 3)"
+        )
+    mlp, sb3 = sel("cartpole", "mlp"), sel("cartpole", "sb3")
+    if mlp and sb3:
+        m = statistics.median(r["steps_per_s"] for r in mlp)
+        s = statistics.median(r["steps_per_s"] for r in sb3)
+        mc = statistics.median(r["steps_per_cpu_s"] for r in mlp)
+        sc = statistics.median(r["steps_per_cpu_s"] for r in sb3)
+        out.append(
+            f"- median env steps/s: snrl mlp {m:.0f}, SB3 {s:.0f} -> {m / s:.2f}x "
+            f"(per CPU-second: {mc:.0f} vs {sc:.0f} -> {mc / sc:.2f}x; target >= 1.5x)"
+        )
+        out.append(
+            "- last model (20 episodes), median over seeds: snrl mlp "
+            f"{statistics.median(r['last']['mean_return'] for r in mlp):.1f}, SB3 "
+            f"{statistics.median(r['last']['mean_return'] for r in sb3):.1f}"
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------- driver
+def specs(args: argparse.Namespace) -> list[dict[str, Any]]:
+    sets = dict(s.split("=", 1) for s in args.set)
+    out = []
+    for run in RUNS:
+        name = f"{run['task']}/{run['variant']}"
+        if args.only and name not in args.only.split(","):
+            continue
+        steps = 3_000 if args.quick else (args.steps or run["steps"])
+        n_seeds = 1 if args.quick else (args.seeds or run["seeds"])
+        for seed in range(n_seeds):
+            overrides = rl_zoo_snrl(steps) if run["overrides"] == "rl_zoo" else {}
+            overrides.update(_parse_sets(sets))
+            if args.quick:
+                overrides.update(learning_starts=500, eval_interval=1_000, eval_episodes=2)
+                if run["variant"] == "lif":
+                    overrides.update(hidden_size=32)
+            out.append(
+                {
+                    **run,
+                    "steps": steps,
+                    "seed": seed,
+                    "overrides": overrides if run["kind"] == "snrl" else {},
+                    "run_dir": str(Path(args.out) / run["task"] / run["variant"] / f"seed{seed}"),
+                }
+            )
+    # interleave: seed 0 of every run first, so that partial results cover every variant
+    return sorted(out, key=lambda s: s["seed"])
+
+
+def _parse_sets(sets: dict[str, str]) -> dict[str, Any]:
+    parsed = {}
+    for k, v in sets.items():
+        try:
+            parsed[k] = json.loads(v)
+        except json.JSONDecodeError:
+            parsed[k] = v
+    return parsed
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="runs/bench_dqn")
+    p.add_argument("--jobs", type=int, default=2, help="runs at the same time")
+    p.add_argument("--only", default="", help="comma-separated task/variant, e.g. cartpole/lif")
+    p.add_argument("--seeds", type=int, default=0, help="seeds per variant (default: per task)")
+    p.add_argument("--steps", type=int, default=0, help="env steps (default: per task)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=JSON", help="snrl field")
+    p.add_argument("--quick", action="store_true", help="3k steps, 1 seed: a smoke test")
+    p.add_argument("--table", action="store_true", help="only rebuild the table from results")
+    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        spec = json.loads(args.worker)
+        res = worker(spec)
+        path = Path(spec["run_dir"]) / "result.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(res, indent=1))
+        os.replace(tmp, path)
+        return
+    out = Path(args.out)
+    if not args.table:
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+        pending, running = specs(args), []
+        while pending or running:
+            while pending and len(running) < args.jobs:
+                spec = pending.pop(0)
+                cmd = [sys.executable, __file__, "--worker", json.dumps(spec)]
+                print(f"start {spec['task']}/{spec['variant']} seed {spec['seed']}", flush=True)
+                running.append((spec, subprocess.Popen(cmd, env=env)))
+            time.sleep(2)
+            for item in list(running):
+                spec, proc = item
+                if proc.poll() is not None:
+                    running.remove(item)
+                    state = "done" if proc.returncode == 0 else f"FAILED ({proc.returncode})"
+                    print(f"{state} {spec['task']}/{spec['variant']} seed {spec['seed']}")
+    table = build_table(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "table.md").write_text(table + "\n")
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
