@@ -17,11 +17,15 @@ __all__ = ["plot_history"]
 # (panel title, columns) in display order; panels without data are left out.
 _PANELS = (
     ("return", ("episode_return_mean", "eval_return_mean")),
-    ("losses", ("policy_loss", "value_loss", "loss", "td_loss", "q_loss")),
+    ("policy loss", ("policy_loss",)),
+    ("value / TD loss", ("value_loss", "loss", "td_loss", "q_loss")),
     ("approx. KL", ("approx_kl",)),
     ("entropy", ("entropy",)),
-    ("clip fraction / explained var.", ("clip_fraction", "explained_variance")),
-    ("exploration", ("epsilon",)),
+    ("clip fraction", ("clip_fraction",)),
+    ("explained variance", ("explained_variance",)),
+    ("epsilon", ("epsilon",)),
+    ("mean Q", ("q_mean",)),
+    ("gradient norm", ("grad_norm",)),
 )
 
 
@@ -72,9 +76,9 @@ def plot_history(run_dir: str | os.PathLike, out: str | os.PathLike | None = Non
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
-    ncols = 2 if len(panels) > 1 else 1
+    ncols = 1 if len(panels) == 1 else (2 if len(panels) <= 4 else 3)
     nrows = math.ceil(len(panels) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(5.0 * ncols, 2.6 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 2.5 * nrows), squeeze=False)
     try:
         for ax, (title, cols) in zip(axes.flat, panels):
             for col in cols:
@@ -85,7 +89,7 @@ def plot_history(run_dir: str | os.PathLike, out: str | os.PathLike | None = Non
             ax.set_title(title, fontsize=9)
             ax.grid(alpha=0.3)
             ax.tick_params(labelsize=8)
-            if len(cols) > 1:
+            if len(cols) > 1 or title.startswith("firing"):
                 ax.legend(fontsize=7)
         for ax in list(axes.flat)[len(panels) :]:
             ax.set_visible(False)
