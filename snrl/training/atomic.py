@@ -30,6 +30,13 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _default_mode() -> int:
+    """The mode ``open()`` would give a new file: 0o666 minus the process umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO[Any]]:
     """Open a temp file next to ``path``; on a clean exit it replaces ``path`` atomically.
@@ -50,6 +57,7 @@ def atomic_open(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO[Any]]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, _default_mode())  # mkstemp makes 0600; give the file open()'s mode
         with os.fdopen(fd, mode, **({"encoding": "utf-8"} if mode == "w" else {})) as f:
             yield f
             f.flush()
