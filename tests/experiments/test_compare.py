@@ -74,6 +74,12 @@ def test_compare_layout_summary_and_skip(tmp_path, capsys):
         assert cfg["algo"] == "ppo" and cfg["backbone"] == "mlp" and cfg["total_steps"] == 256
         assert cfg["hidden_size"] == int(name.split("=")[1].split("__")[0])
         np.testing.assert_array_equal(read_metrics(run / "metrics.csv")["env_step"], [128, 256])
+    # snrl eval works on any run of the comparison
+    from snrl.cli import main
+
+    capsys.readouterr()
+    assert main(["eval", str(out / "runs" / names[0]), "--episodes", "2"]) == 0
+    assert json.loads(capsys.readouterr().out)["n_episodes"] == 2
     for f in ("curves.png", "curves.svg", "summary.csv", "summary.md", "report.md", "runs.csv"):
         assert (out / f).is_file(), f
     assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
