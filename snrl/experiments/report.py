@@ -292,7 +292,7 @@ def plot_curves(
         if threshold is not None and math.isfinite(threshold):
             ax.axhline(threshold, color="0.4", ls="--", lw=0.8, label=f"threshold {threshold:g}")
         ax.set_xlabel("env steps")
-        ax.set_ylabel("episode return (mean of last 100)")
+        ax.set_ylabel("training episode return (running mean)")
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="best")
