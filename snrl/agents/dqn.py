@@ -97,8 +97,9 @@ class DQNConfig:
     0.2 with equal E/I weight magnitudes saturates the layer)."""
     tau_m: float = 10e-3
     """Membrane time constant of spiking layers, seconds."""
-    readout_tau_m: float = 10e-3
-    """Membrane time constant of the LI readout (the Q-values), seconds."""
+    readout_tau_m: float = 3e-3
+    """Membrane time constant of the LI readout (the Q-values), seconds; shorter than PPO's
+    10 ms so that Q follows the current spikes (with 10 ms CartPole learning was unstable)."""
     dt: float = 1e-3
     """Simulation step, seconds."""
     hh_init: str = "zeros"
@@ -123,7 +124,7 @@ class DQNConfig:
     """Discount per env step."""
     loss: str = "huber"
     """TD loss: huber | mse."""
-    lr: float = 1e-3
+    lr: float = 5e-4
     """Adam learning rate."""
     max_grad_norm: float = 10.0
     """Global gradient-norm clip."""
@@ -153,7 +154,7 @@ class DQNConfig:
     """Vector-env steps between training phases (each collects train_freq * n_envs steps)."""
     gradient_steps: int = 1
     """Gradient steps per training phase."""
-    target_update_interval: int = 500
+    target_update_interval: int = 1_000
     """Env steps between target updates."""
     tau: float = 1.0
     """Target update rate: 1 copies the online net, < 1 is Polyak averaging."""
@@ -161,7 +162,7 @@ class DQNConfig:
     """greedy | eps_greedy | gaussian_eps_greedy | pass_through (act on argmax Q only)."""
     eps_start: float = 1.0
     """Epsilon (or the mean of a Gaussian epsilon) at env step 0."""
-    eps_end: float = 0.05
+    eps_end: float = 0.02
     """Epsilon (or its mean) from eps_decay_steps on; also used by evaluate(deterministic=
     False)."""
     eps_decay_steps: int = 10_000
