@@ -100,10 +100,11 @@ def main(argv: list[str] | None = None) -> int:
             ray.shutdown()
         results[label] = [r.get("eval_returns") for r in res.runs]
         train = sum(float(r.get("wall_time_s") or 0) for r in res.runs)
+        cpu = sum(float(r.get("cpu_seconds") or 0) for r in res.runs)
         n_done = sum(r.get("status") == "done" for r in res.runs)
         print(
             f"  {label:55s} wall {walls[label]:7.1f} s   ({n_done}/{len(res.runs)} done, "
-            f"sum of per-run training time {train:.0f} s)   load {_load()}"
+            f"per-run training wall {train:.0f} s, CPU {cpu:.0f} s in all)   load {_load()}"
         )
     one, two = walls["local, --workers 1"], walls["local, --workers 2"]
     print(f"speed-up of --workers 2 over --workers 1: {one / two:.2f}x")

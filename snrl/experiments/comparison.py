@@ -420,7 +420,7 @@ def execute_run(spec: RunSpec | Mapping[str, Any]) -> dict[str, Any]:
         "algo": spec.algo,
         "run_dir": spec.run_dir,
     }
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
         from snrl.agents import ALGOS
         from snrl.config import config_from_dict
@@ -465,7 +465,8 @@ def execute_run(spec: RunSpec | Mapping[str, Any]) -> dict[str, Any]:
             error=f"{type(e).__name__}: {first}" if first else type(e).__name__,
             traceback=traceback.format_exc(),
         )
-    record["seconds"] = time.perf_counter() - t0
+    record["seconds"] = time.perf_counter() - t0  # this call: training + evaluation
+    record["cpu_seconds"] = time.process_time() - c0
     with contextlib.suppress(OSError):
         _write_status(spec.status_path, record)
     return _jsonable(record)

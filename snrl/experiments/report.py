@@ -321,6 +321,8 @@ RUN_COLUMNS = [
     "sops_per_step",
     "macs_per_step",
     "resumed",
+    "seconds",
+    "cpu_seconds",
     "error",
 ]
 
