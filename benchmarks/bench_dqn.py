@@ -130,6 +130,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     run_dir = Path(spec["run_dir"])
+    run_dir.mkdir(parents=True, exist_ok=True)  # marks the run as started
     steps, seed = spec["steps"], spec["seed"]
     res: dict[str, Any] = {k: spec[k] for k in ("task", "variant", "seed", "steps", "env_id")}
     if spec["kind"] == "sb3":
@@ -271,6 +272,9 @@ def specs(args: argparse.Namespace) -> list[dict[str, Any]]:
         steps = 3_000 if args.quick else (args.steps or run["steps"])
         n_seeds = 1 if args.quick else (args.seeds or run["seeds"])
         for seed in range(n_seeds):
+            run_dir = Path(args.out) / run["task"] / run["variant"] / f"seed{seed}"
+            if args.skip_started and run_dir.exists():
+                continue
             overrides = rl_zoo_snrl(steps) if run["overrides"] == "rl_zoo" else {}
             overrides.update(_parse_sets(sets))
             if args.quick:
@@ -283,7 +287,7 @@ def specs(args: argparse.Namespace) -> list[dict[str, Any]]:
                     "steps": steps,
                     "seed": seed,
                     "overrides": overrides if run["kind"] == "snrl" else {},
-                    "run_dir": str(Path(args.out) / run["task"] / run["variant"] / f"seed{seed}"),
+                    "run_dir": str(run_dir),
                 }
             )
     # interleave: seed 0 of every run first, so that partial results cover every variant
@@ -309,6 +313,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=0, help="env steps (default: per task)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=JSON", help="snrl field")
     p.add_argument("--quick", action="store_true", help="3k steps, 1 seed: a smoke test")
+    p.add_argument("--skip-started", action="store_true", help="skip runs whose directory exists")
     p.add_argument("--table", action="store_true", help="only rebuild the table from results")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
