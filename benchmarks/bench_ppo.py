@@ -315,6 +315,51 @@ def _jobs(args: argparse.Namespace, task: str) -> list[dict[str, Any]]:
     return jobs
 
 
+def partial_result(spec: dict[str, Any]) -> dict[str, Any] | None:
+    """A row for an snrl run that has not finished (still running or stopped): its
+    ``metrics.csv`` (env steps reached, wall time, periodic evaluations) and the final
+    evaluations of ``checkpoints/best.pt`` and ``checkpoints/last.pt`` (written every
+    ``checkpoint_interval`` updates). CPU times are unknown (NaN). None without checkpoints."""
+    import csv
+
+    import torch
+
+    from snrl.agents.ppo import PPO
+
+    run_dir = Path(spec["run_dir"])
+    ckpt = run_dir / "checkpoints"
+    if spec["kind"] != "snrl" or not (ckpt / "best.pt").exists():
+        return None
+    torch.set_num_threads(1)
+    with open(run_dir / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    curve = [
+        (int(r["env_step"]), float(r["eval_return_mean"]))
+        for r in rows
+        if r["eval_return_mean"] not in ("", "nan")
+    ]
+    evals = {}
+    for name in ("best", "last"):
+        algo = PPO.load(ckpt / f"{name}.pt")
+        evals[name] = algo.evaluate(n_episodes=EVAL_EPISODES, seed=EVAL_SEED)["mean_return"]
+        algo.close()
+    return {
+        **{k: spec[k] for k in ("task", "variant", "seed", "steps")},
+        "partial": True,
+        "env_steps": int(rows[-1]["env_step"]),
+        "wall_s": float(rows[-1]["wall_time"]),
+        "cpu_s": math.nan,
+        "eval_s": math.nan,
+        "eval_cpu_s": math.nan,
+        "best_return": evals["best"],
+        "last_return": evals["last"],
+        "eval_curve": curve,
+        "steps_to_threshold": _first_reaching(
+            [s for s, _ in curve], [v for _, v in curve], spec["threshold"]
+        ),
+    }
+
+
 def _run_all(jobs: list[dict[str, Any]], n_parallel: int, reuse: bool) -> list[dict[str, Any]]:
     """Run the jobs as subprocesses, at most ``n_parallel`` at once, in order."""
     pending, running, results = list(jobs), [], []
@@ -416,8 +461,11 @@ def table(task: str, results: list[dict[str, Any]]) -> str:
             "best": [r["best_return"] for r in rs],
             "last": [r["last_return"] for r in rs],
         }
+        n_partial = sum(bool(r.get("partial")) for r in rs)
+        label = f"{name} ({n_partial} unfinished)" if n_partial else name
+        steps_txt = str(steps[0]) if len(set(steps)) == 1 else _per_seed(steps, "{}")
         lines.append(
-            f"| {name} | {len(rs)} | {_median(steps):.0f} | {m['wall']:.1f} | "
+            f"| {label} | {len(rs)} | {steps_txt} | {m['wall']:.1f} | "
             f"{m['wall_tr']:.1f} | {m['cpu']:.1f} | {m['cpu_tr']:.1f} | {m['sps']:.0f} | "
             f"{m['sps_tr']:.0f} | {_per_seed(m['best'])} | {_per_seed(m['last'])} | "
             f"{_per_seed(reach, '{}')} |"
@@ -481,6 +529,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--jobs", type=int, default=2, help="runs at the same time (default 2)")
     p.add_argument("--out", default="runs/bench_ppo", help="directory of the runs")
     p.add_argument("--reuse", action="store_true", help="reuse finished runs' result.json")
+    p.add_argument(
+        "--partial",
+        action="store_true",
+        help="run nothing: tabulate finished runs and evaluate the checkpoints of unfinished ones",
+    )
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker is not None:
@@ -489,7 +542,15 @@ def main(argv: list[str] | None = None) -> None:
     tasks = list(TASKS) if args.task == "all" else [args.task]
     jobs = [j for t in tasks for j in _jobs(args, t)]
     t0 = time.perf_counter()
-    results = _run_all(jobs, args.jobs, args.reuse)
+    if args.partial:
+        results = []
+        for spec in jobs:
+            out = Path(spec["run_dir"]) / "result.json"
+            r = json.loads(out.read_text()) if out.exists() else partial_result(spec)
+            if r is not None:
+                results.append(r)
+    else:
+        results = _run_all(jobs, args.jobs, args.reuse)
     print(
         f"\ntotal wall {time.perf_counter() - t0:.0f} s, {os.cpu_count()} CPUs, --jobs {args.jobs}"
     )
