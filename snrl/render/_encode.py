@@ -101,6 +101,14 @@ def gif_delays_cs(n: int, fps: float) -> np.ndarray:
     return np.maximum(np.diff(edges), 1)
 
 
+def default_file_mode() -> int:
+    """The mode ``open()`` gives a new file: 0o666 minus the process umask (``mkstemp``
+    would leave 0o600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 class _AtomicFile:
     """A temporary file next to ``path`` that becomes ``path`` on commit."""
 
@@ -116,6 +124,7 @@ class _AtomicFile:
             ) from exc
         os.close(fd)
         self.tmp = Path(name)
+        os.chmod(self.tmp, default_file_mode())
 
     def commit(self) -> None:
         os.replace(self.tmp, self.path)

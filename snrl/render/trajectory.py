@@ -328,6 +328,9 @@ class Trajectory:
             ) as fh:
                 tmp_name = fh.name
                 writer(fh, **arrays)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp_name, 0o666 & ~umask)  # the mode open() would give, not 0o600
             os.replace(tmp_name, path)
             tmp_name = None
         except OSError as exc:

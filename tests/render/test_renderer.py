@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
 import warnings
 
@@ -172,6 +174,11 @@ def test_to_file_picks_the_format_by_extension(tmp_path, spiking_traj):
     mp4 = r.to_file(tmp_path / "b.mp4", fps=10)
     assert gif.name == "a.GIF" and gif.read_bytes()[:6] == b"GIF89a"
     assert b"ftyp" in mp4.read_bytes()[:16]
+    # Files get the mode open() would give (umask applied), not the temp file's 0o600.
+    umask = os.umask(0)
+    os.umask(umask)
+    for out in (gif, mp4, spiking_traj.save(tmp_path / "t.npz")):
+        assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~umask
 
 
 # ---------------------------------------------------------------- paths
