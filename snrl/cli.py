@@ -148,9 +148,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
         f"  evaluation:    {out / 'eval.json'}",
     ]
     if not args.no_video:
-        for name in ("demo.mp4", "demo.gif"):
-            written = _render(best, out / name, seed=0, fps=30, activity=True)
-            lines.append(f"  video:         {written}")
+        from snrl.render import TrajectoryRenderer
+
+        renderer = TrajectoryRenderer(best.rollout(seed=0, record=True), activity=True)
+        for name in ("demo.mp4", "demo.gif"):  # one episode, two formats
+            lines.append(f"  video:         {renderer.to_file(out / name, fps=30)}")
     best.close()
     print("\n".join(lines))
     return 0
