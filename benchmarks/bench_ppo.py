@@ -424,9 +424,9 @@ def _per_seed(xs: list[Any], fmt: str = "{:.1f}") -> str:
 def table(task: str, results: list[dict[str, Any]]) -> str:
     """The markdown table and the target lines of one task.
 
-    Times per variant are medians over seeds. "w/o eval" subtracts the periodic evaluations
-    made during training (snrl: ``eval_episodes`` episodes in one vector env; SB3: the
-    EvalCallback's episodes one at a time), which cost the two libraries differently.
+    Times per variant are medians over the seeds' finished runs. "w/o eval" subtracts the
+    periodic evaluations made during training (snrl: ``eval_episodes`` episodes in one vector
+    env; SB3: the EvalCallback's episodes one at a time), which cost the libraries differently.
     """
     thr = TASKS[task]["threshold"]
     by: dict[str, list[dict[str, Any]]] = {}
@@ -444,10 +444,12 @@ def table(task: str, results: list[dict[str, Any]]) -> str:
     summary: dict[str, dict[str, Any]] = {}
     for name, rs in by.items():
         steps = [r["env_steps"] for r in rs]
-        wall = [r["wall_s"] for r in rs]
-        wall_tr = [r["wall_s"] - r["eval_s"] for r in rs]
-        cpu = [r["cpu_s"] for r in rs]
-        cpu_tr = [r["cpu_s"] - r.get("eval_cpu_s", math.nan) for r in rs]
+        done = [r for r in rs if not r.get("partial")]  # times of finished runs only
+        wall = [r["wall_s"] for r in done]
+        wall_tr = [r["wall_s"] - r["eval_s"] for r in done]
+        cpu = [r["cpu_s"] for r in done]
+        cpu_tr = [r["cpu_s"] - r.get("eval_cpu_s", math.nan) for r in done]
+        done_steps = [r["env_steps"] for r in done]
         reach = [r["steps_to_threshold"] for r in rs]
         reached = [x for x in reach if x is not None]
         m = summary[name] = {
@@ -455,8 +457,8 @@ def table(task: str, results: list[dict[str, Any]]) -> str:
             "wall_tr": _median(wall_tr),
             "cpu": _median(cpu),
             "cpu_tr": _median(cpu_tr),
-            "sps": _median([n / w for n, w in zip(steps, wall)]),
-            "sps_tr": _median([n / w for n, w in zip(steps, wall_tr)]),
+            "sps": _median([n / w for n, w in zip(done_steps, wall)]),
+            "sps_tr": _median([n / w for n, w in zip(done_steps, wall_tr)]),
             "reach_median": _median(reached) if len(reached) == len(reach) else math.inf,
             "best": [r["best_return"] for r in rs],
             "last": [r["last_return"] for r in rs],
