@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from snrl.functional.state import State, mask_state
+from snrl.functional.state import State, mask_state, state_leaves
 from snrl.networks.protocol import BackboneOutput
 
 
@@ -34,6 +34,8 @@ def run_with_resets(
     Returns:
         BackboneOutput with ``out`` (T, B, O), the final state and activity (T, B, N) per key.
     """
+    if not state_leaves(state):  # stateless (MLP): resets change nothing, run it whole
+        return net.run(x, state)
     T = x.shape[0]
     cut = [0] + [t for t in range(1, T) if bool(starts[t].any())] + [T]
     outs, acts = [], []
