@@ -71,7 +71,12 @@ SPIKING_ONLY = frozenset(
     }
 )
 #: Keys set by the comparison itself (use the dedicated arguments instead of --set/--grid).
-_RESERVED = {"env_id": "--env", "backbone": "--backbones", "seed": "--seeds"}
+_RESERVED = {
+    "env_id": "--env",
+    "backbone": "--backbones",
+    "seed": "--seeds",
+    "total_steps": "--steps",
+}
 BACKENDS = ("local", "ray")
 
 
