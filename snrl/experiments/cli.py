@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def _csv_list(text: str) -> list[str]:
@@ -16,25 +17,29 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from snrl.experiments.comparison import compare, parse_grid
 
     torch.set_num_threads(1)
-    res = compare(
-        args.env,
-        out=args.out,
-        algo=args.algo,
-        backbones=_csv_list(args.backbones),
-        seeds=args.seeds,
-        steps=args.steps,
-        grid=parse_grid(args.grid),
-        sets=list(args.set),
-        config_file=args.config,
-        workers=args.workers,
-        backend=args.backend,
-        address=args.address,
-        threshold=args.threshold,
-        eval_episodes=args.eval_episodes,
-        eval_seed=args.eval_seed,
-        retry_failed=args.retry_failed,
-        verbose=not args.quiet,
-    )
+    try:
+        res = compare(
+            args.env,
+            out=args.out,
+            algo=args.algo,
+            backbones=_csv_list(args.backbones),
+            seeds=args.seeds,
+            steps=args.steps,
+            grid=parse_grid(args.grid),
+            sets=list(args.set),
+            config_file=args.config,
+            workers=args.workers,
+            backend=args.backend,
+            address=args.address,
+            threshold=args.threshold,
+            eval_episodes=args.eval_episodes,
+            eval_seed=args.eval_seed,
+            retry_failed=args.retry_failed,
+            verbose=not args.quiet,
+        )
+    except KeyboardInterrupt:
+        print("error: interrupted (run the same command again to resume)", file=sys.stderr)
+        return 130
     n_failed = sum(r.get("status") != "done" for r in res.runs)
     out = res.out
     print(
