@@ -246,8 +246,10 @@ class Agent(nn.Module):
         Returns:
             (log_probs, entropy, values), each (T, b), and the policy's activity.
         """
-        fresh_p = [s.policy for s in states] if self._random_reset else None
-        fresh_c = [s.critic for s in states] if self._random_reset else None
+        fresh_p = fresh_c = None
+        if self._random_reset:
+            fresh_p = [None if s is None else s.policy for s in states]
+            fresh_c = [None if s is None else s.critic for s in states]
         pol = run_with_resets(self.policy, obs, states[0].policy, starts, fresh_p)
         val = run_with_resets(self.critic, obs, states[0].critic, starts, fresh_c)
         dist = self.distribution(pol.out)

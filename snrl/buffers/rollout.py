@@ -67,7 +67,8 @@ class Minibatch(NamedTuple):
     returns: Tensor
     starts: Tensor
     states: list[Any]
-    """The recurrent state before each step t (T entries, batch b)."""
+    """The recurrent state before step t (T entries, batch b) for the first step and the steps
+    where some row starts an episode; None elsewhere (never read)."""
 
 
 class RolloutBuffer:
@@ -144,7 +145,14 @@ class RolloutBuffer:
         """Sequences of steps ``t0:t1`` for the envs ``env_idx``."""
         t1 = self.n_steps if t1 is None else t1
         sl = (slice(t0, t1), env_idx)
-        states = [map_state(lambda s: s[env_idx], self.states[t]) for t in range(t0, t1)]
+        starts = self.starts[sl]
+        # only the states a sequence can need: its first, and those where an episode starts
+        states = [
+            map_state(lambda s: s[env_idx], self.states[t])
+            if t == t0 or bool(starts[t - t0].any())
+            else None
+            for t in range(t0, t1)
+        ]
         return Minibatch(
             self.obs[sl],
             self.actions[sl],
@@ -152,7 +160,7 @@ class RolloutBuffer:
             self.values[sl],
             self.advantages[sl],
             self.returns[sl],
-            self.starts[sl],
+            starts,
             states,
         )
 
