@@ -8,7 +8,9 @@ The same comparison (``--runs`` short PPO runs: a LIF backbone, one seed each) i
    (start-up included), and
 4. on the Ray backend on an already running local Ray instance (start-up excluded),
 
-each into a fresh directory, in one process, one after the other. Reported: wall time of each
+each into a fresh directory, in one process, one after the other. Before and after, a probe
+measures how many cores 1 and 2 busy-looping processes actually get (other jobs on a shared
+machine cap any speed-up at that ratio). Reported: wall time of each
 ``compare`` call, speed-up of 2 workers over 1, Ray overhead relative to the local backend with
 the same number of workers, the load average before and after (other users of the machine
 disturb the measurement), and the per-run results (identical across backends).
@@ -34,6 +36,32 @@ def _load() -> str:
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
     except OSError:
         return "n/a"
+
+
+def _burn(seconds: float, q) -> None:
+    t, c = time.time(), time.process_time()
+    while time.time() - t < seconds:
+        pass
+    q.put(time.process_time() - c)
+
+
+def cpu_capacity(seconds: float = 3.0) -> tuple[float, float]:
+    """Cores' worth of CPU time that 1 and 2 busy-looping processes obtain right now: on a
+    quiet 2-core machine about (1.0, 2.0); other jobs on the machine lower both."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    out = []
+    for n in (1, 2):
+        q = ctx.Queue()
+        procs = [ctx.Process(target=_burn, args=(seconds, q)) for _ in range(n)]
+        for proc in procs:
+            proc.start()
+        cpu = sum(q.get() for _ in procs)
+        for proc in procs:
+            proc.join()
+        out.append(cpu / seconds)
+    return out[0], out[1]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         f"hidden {args.hidden}, CartPole-v1; {os.cpu_count()} CPUs, {platform.processor()}"
     )
     print(f"load average before: {_load()}")
+    one_p, two_p = cpu_capacity()
+    print(f"CPU capacity now: 1 busy process gets {one_p:.2f} cores, 2 get {two_p:.2f} cores")
     walls: dict[str, float] = {}
     results: dict[str, list] = {}
     for i, (label, extra) in enumerate(cases):
@@ -114,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"Ray overhead vs local --workers 2 [{label[0]}]: {100 * (w / two - 1):+.1f}%")
     same = all(v == results["local, --workers 1"] for v in results.values())
     print(f"per-run evaluation returns identical across all cases: {same}")
+    one_p, two_p = cpu_capacity()
+    print(f"CPU capacity after: 1 busy process gets {one_p:.2f} cores, 2 get {two_p:.2f} cores")
     print(f"load average after: {_load()}")
     print(f"comparisons in {base}")
     return 0
