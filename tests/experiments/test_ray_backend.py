@@ -25,7 +25,7 @@ TINY = [
 @pytest.mark.slow
 def test_ray_and_local_backends_give_the_same_runs(tmp_path):
     pytest.importorskip("ray", reason="the Ray backend needs pip install 'snrl[ray]'")
-    kw = dict(backbones=["lif", "mlp"], seeds=2, steps=1024, sets=TINY, eval_episodes=3)
+    kw = dict(backbones=["lif", "mlp"], seeds=2, steps=2048, sets=TINY, eval_episodes=3)
     local = compare("CartPole-v1", out=tmp_path / "local", workers=2, **kw)
     ray = compare("CartPole-v1", out=tmp_path / "ray", backend="ray", workers=2, **kw)
     assert [r["name"] for r in local.runs] == [r["name"] for r in ray.runs]
