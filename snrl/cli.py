@@ -16,11 +16,12 @@ from typing import Any
 import torch
 
 from snrl.agents import ALGOS, load_algo
-from snrl.config import config_to_dict, load_config
+from snrl.config import load_config
 from snrl.errors import UserError
+from snrl.experiments.runner import train_run
 from snrl.networks.factory import BACKBONES
 from snrl.training.atomic import write_json_atomic
-from snrl.training.rundir import RUN_MARKERS, prepare_run_dir
+from snrl.training.rundir import RUN_MARKERS
 
 VIDEO_EXTS = (".gif", ".mp4")
 
@@ -71,19 +72,15 @@ def _train_config(args: argparse.Namespace):
 def cmd_train(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     if args.resume:
-        prepare_run_dir(args.out, resume=True, force=False)
-        algo = load_algo(Path(args.out) / "checkpoints" / "last.pt", run_dir=args.out)
-        total = args.steps if args.steps is not None else algo.config.total_steps
+        train_run(args.out, resume=True, total_steps=args.steps, progress=not args.quiet)
     else:
-        cfg = _train_config(args)
-        algo = ALGOS[args.algo](config=cfg, run_dir=args.out)  # validates env and spaces
-        out = prepare_run_dir(args.out, resume=False, force=args.force)
-        write_json_atomic(out / "config.json", {"algo": args.algo, **config_to_dict(cfg)})
-        total = cfg.total_steps
-    try:
-        algo.learn(total, progress=not args.quiet)
-    finally:
-        algo.close()
+        train_run(
+            args.out,
+            algo=args.algo,
+            config=_train_config(args),
+            force=args.force,
+            progress=not args.quiet,
+        )
     print(f"run directory: {args.out} (checkpoints/best.pt, metrics.csv, learning_curve.png)")
     return 0
 
@@ -126,14 +123,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
         f"snrl demo: PPO, {cfg.backbone.upper()} backbone ({cfg.hidden_size} neurons, Dale's law "
         f"{'on' if cfg.force_dale_law else 'off'}), {cfg.env_id}, {cfg.total_steps} env steps"
     )
-    algo = ALGOS["ppo"](config=cfg, run_dir=out)
-    prepare_run_dir(out, resume=False, force=out.exists() and any(out.iterdir()))
-    write_json_atomic(out / "config.json", {"algo": "ppo", **config_to_dict(cfg)})
     t0 = time.perf_counter()
-    try:
-        algo.learn(cfg.total_steps, progress=not args.quiet)
-    finally:
-        algo.close()
+    train_run(
+        out,
+        algo="ppo",
+        config=cfg,
+        force=out.exists() and any(out.iterdir()),
+        progress=not args.quiet,
+    )
     train_s = time.perf_counter() - t0
     best = load_algo(out / "checkpoints" / "best.pt")
     res = best.evaluate(n_episodes=20, seed=123)

@@ -185,3 +185,41 @@ def test_resume_after_sigkill_loses_nothing_twice(tmp_path):
     assert res.returncode == 0, res.stderr
     steps = read_metrics(metrics)["env_step"]
     np.testing.assert_array_equal(steps, np.arange(1, 25) * 256)  # no duplicate, no torn row
+
+
+def test_demo_writes_everything_and_can_run_again(tmp_path):
+    out = tmp_path / "demo"
+    args = (
+        "demo",
+        "--out",
+        out,
+        "--set",
+        "total_steps=512",
+        "--set",
+        "eval_interval=256",
+        "--set",
+        "hidden_size=16",
+        "--quiet",
+    )
+    res = snrl(*args)
+    assert res.returncode == 0, res.stderr
+    for f in (
+        "config.json",
+        "metrics.csv",
+        "learning_curve.png",
+        "eval.json",
+        "demo.mp4",
+        "demo.gif",
+        "checkpoints/best.pt",
+        "checkpoints/last.pt",
+    ):
+        assert (out / f).exists(), f
+    for f in ("metrics.csv", "learning_curve.png", "demo.mp4", "demo.gif", "checkpoints/best.pt"):
+        assert str(out / f) in res.stdout  # it says where everything is
+    assert json.loads((out / "eval.json").read_text())["n_episodes"] == 20
+    assert snrl(*args).returncode == 0  # over its own run directory
+    other = tmp_path / "not_a_run"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    assert_user_error(snrl("demo", "--out", other), "not an snrl run directory")
+    assert (other / "notes.txt").read_text() == "keep me"
