@@ -356,23 +356,31 @@ def test_q_values_learn_a_cue_bandit(backbone):
     algo.close()
 
 
-@pytest.mark.slow
-def test_dqn_improves_quickly_on_cartpole():
-    """A small mlp DQN goes from the untrained greedy return (~10) to a clearly better one."""
+def test_mlp_dqn_improves_on_cartpole():
+    """Single-transition (mlp) DQN: measured 22.0 -> 70.0 over 8k env steps (seed 0)."""
     algo = DQN(
-        "CartPole-v1",
-        backbone="mlp",
-        hidden_size=64,
-        seed=0,
-        eval_interval=0,
-        log_interval=2_000,
+        "CartPole-v1", backbone="mlp", hidden_size=64, seed=0, eval_interval=0, log_interval=2_000
     )
     before = algo.evaluate(n_episodes=10, seed=100)["mean_return"]
     algo.learn(8_000, progress=False)
     after = algo.evaluate(n_episodes=10, seed=100)["mean_return"]
-    assert before < 20
-    assert after > 3 * before and after > 40
     algo.close()
+    assert after >= 50 and after >= 2 * before, (before, after)
+
+
+@pytest.mark.slow
+def test_dale_lif_dqn_improves_on_cartpole():
+    """Dale LIF DQN with sequence replay (the defaults, 64 neurons): measured 12.9 -> 157.2
+    over 15k env steps (seed 0, ~8 CPU-seconds); a random policy lasts ~20 steps."""
+    algo = DQN("CartPole-v1", hidden_size=64, seed=0, eval_interval=0, log_interval=2_000)
+    assert algo.config.backbone == "lif" and algo.config.force_dale_law
+    assert algo.config.replay_kind == "sequence"
+    before = algo.evaluate(n_episodes=10, seed=100)["mean_return"]
+    history = algo.learn(15_000, progress=False)
+    after = algo.evaluate(n_episodes=10, seed=100)["mean_return"]
+    algo.close()
+    assert after >= 100 and after >= 3 * before, (before, after)
+    assert 0.01 < history["spike_rate_lif0"][-1] < 0.95
 
 
 def _snrl(*args, timeout=300):
