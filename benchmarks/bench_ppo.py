@@ -451,7 +451,6 @@ def table(task: str, results: list[dict[str, Any]]) -> str:
         cpu_tr = [r["cpu_s"] - r.get("eval_cpu_s", math.nan) for r in done]
         done_steps = [r["env_steps"] for r in done]
         reach = [r["steps_to_threshold"] for r in rs]
-        reached = [x for x in reach if x is not None]
         m = summary[name] = {
             "wall": _median(wall),
             "wall_tr": _median(wall_tr),
@@ -459,7 +458,8 @@ def table(task: str, results: list[dict[str, Any]]) -> str:
             "cpu_tr": _median(cpu_tr),
             "sps": _median([n / w for n, w in zip(done_steps, wall)]),
             "sps_tr": _median([n / w for n, w in zip(done_steps, wall_tr)]),
-            "reach_median": _median(reached) if len(reached) == len(reach) else math.inf,
+            # a seed that never got there counts as +inf (so the median may still be finite)
+            "reach_median": _median([math.inf if x is None else x for x in reach]),
             "best": [r["best_return"] for r in rs],
             "last": [r["last_return"] for r in rs],
         }
@@ -510,11 +510,11 @@ def table(task: str, results: list[dict[str, Any]]) -> str:
             f"{sb3['cpu_tr'] / mlp['cpu_tr']:.2f} (the CPU-time speed ratio)"
         )
         a, b = mlp["reach_median"], sb3["reach_median"]
-        eff = a / b if math.isfinite(b) else math.nan
+        eff = a / b if math.isfinite(b) else math.nan  # nan: a MISS
         lines.append(
             f"{_verdict(eff <= 1.2)}: mlp / sb3 median env steps to first periodic eval >= "
             f"{thr:g} = {a:.0f} / {b:.0f} = {eff:.2f} (target <= 1.2: the same sample "
-            "efficiency; inf = a seed never got there)"
+            "efficiency; a seed that never got there counts as inf)"
         )
     return "\n".join(lines)
 
