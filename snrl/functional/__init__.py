@@ -6,7 +6,6 @@ from snrl.functional.dale import (
     resolve_sign,
     signed_weights,
 )
-from snrl.functional.lif_sequence import lif_sequence
 from snrl.functional.neurons import (
     ALIFState,
     LIFState,
@@ -29,7 +28,6 @@ from snrl.functional.state import (
 from snrl.functional.surrogate import default_spike_grad, heaviside
 
 __all__ = [
-    "lif_sequence",
     "cat_states",
     "detach_state",
     "index_state",
