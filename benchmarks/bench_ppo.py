@@ -6,7 +6,8 @@ Tasks, each measured in one run on one machine:
 
   - ``lif``: snrl PPO with the defaults (Dale LIF, 128 hidden, 8 envs x 32 steps, 10 epochs);
   - ``mlp``: snrl PPO with SB3-like settings (``backbone=mlp, n_layers=2, hidden_size=64,
-    n_epochs=20``, the other fields default, i.e. 8 x 32 steps in one minibatch of 256);
+    n_epochs=20, target_kl=None``, the other fields default, i.e. 8 x 32 steps in one
+    minibatch of 256);
   - ``sb3``: Stable-Baselines3 PPO with the rl-zoo CartPole-v1 settings (MlpPolicy, 8 envs,
     n_steps 32, batch 256, gae_lambda 0.8, gamma 0.98, n_epochs 20, ent_coef 0, lr and clip
     range linearly annealed from 1e-3 and 0.2), an ``EvalCallback`` every 5k env steps
@@ -67,7 +68,13 @@ TASKS: dict[str, dict[str, Any]] = {
             "lif": {"kind": "snrl", "overrides": {}},
             "mlp": {
                 "kind": "snrl",
-                "overrides": {"backbone": "mlp", "n_layers": 2, "hidden_size": 64, "n_epochs": 20},
+                "overrides": {
+                    "backbone": "mlp",
+                    "n_layers": 2,
+                    "hidden_size": 64,
+                    "n_epochs": 20,
+                    "target_kl": None,  # SB3 / rl-zoo: no early stop on KL
+                },
             },
             "sb3": {"kind": "sb3"},
         },
