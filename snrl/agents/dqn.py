@@ -34,7 +34,6 @@ target, log, evaluate, checkpoint.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import math
 import time
@@ -48,6 +47,7 @@ import torch
 from torch import Tensor, nn
 
 from snrl.agents.agent import ObsNormalizer, StepResult
+from snrl.agents.base import Algorithm
 from snrl.agents.dqn_math import (
     DUELING_MODES,
     LOSS_KINDS,
@@ -57,18 +57,16 @@ from snrl.agents.dqn_math import (
     sequence_nstep_targets,
     td_loss,
 )
-from snrl.agents.evaluation import evaluate_agent, record_trajectory
 from snrl.agents.exploration import EXPLORATIONS, make_exploration
 from snrl.buffers.replay import PrioritizedReplayBuffer, ReplayBuffer
 from snrl.buffers.sequence import PrioritizedSequenceReplayBuffer, SequenceReplayBuffer
-from snrl.envs import check_spaces, finished_episodes, make_env, make_vector_env
+from snrl.envs import finished_episodes, make_vector_env
 from snrl.envs.spaces import ObsFlattener
 from snrl.errors import UserError
 from snrl.functional.state import State, detach_state, map_state, mask_state
 from snrl.networks.factory import BACKBONES, SPIKING, build_backbone
 from snrl.networks.sequence import run_with_resets
-from snrl.render.trajectory import Trajectory
-from snrl.training.loop import RunLogger, load_algo_checkpoint, save_algo_checkpoint
+from snrl.training.loop import RunLogger
 
 REPLAYS = ("auto", "transition", "sequence")
 
@@ -442,7 +440,7 @@ class _Stats:
         return self.sums[key] / n if n else math.nan
 
 
-class DQN:
+class DQN(Algorithm):
     """Deep Q-learning with recurrent (spiking or ANN) Q-networks.
 
     Args:
@@ -469,22 +467,9 @@ class DQN:
         run_dir: str | Path | None = None,
         **overrides: Any,
     ):
-        cfg = config or DQNConfig()
-        if env is not None:
-            overrides["env_id"] = env
-        unknown = set(overrides) - {f.name for f in dataclasses.fields(DQNConfig)}
-        _check(not unknown, f"unknown DQN option(s) {sorted(unknown)} (see snrl.DQNConfig)")
         _check(critic is None, "DQN has no critic (pass the Q-network as policy=)")
-        self.config = cfg = dataclasses.replace(cfg, **overrides)
-        torch.manual_seed(cfg.seed)
-        np.random.seed(cfg.seed)
-        self.device = torch.device(cfg.device)
-        probe = make_env(cfg.env_id)
-        try:
-            check_spaces(probe.observation_space, probe.action_space, algo="dqn")
-            obs_space, act_space = probe.observation_space, probe.action_space
-        finally:
-            probe.close()
+        obs_space, act_space = self._setup(env, config, overrides)
+        cfg = self.config
         self.custom_backbones = policy is not None
         self.agent = build_q_agent(cfg, obs_space, act_space, q_net=policy)
         self.agent.to(self.device)
@@ -820,46 +805,6 @@ class DQN:
             logger.close()
         return logger.history
 
-    # ---- using a trained agent -----------------------------------------------------------
-    def evaluate(self, n_episodes: int = 20, seed: int = 123, deterministic: bool = True) -> dict:
-        """Greedy evaluation (epsilon-greedy with ``eps_end`` when not ``deterministic``):
-        ``{"mean_return", "std_return", "n_episodes", "returns", "mean_length"}``."""
-        self.agent.eval()
-        try:
-            return evaluate_agent(
-                self.agent,
-                self.config.env_id,
-                n_episodes=n_episodes,
-                seed=seed,
-                deterministic=deterministic,
-            )
-        finally:
-            self.agent.train()
-
-    def rollout(
-        self,
-        seed: int = 0,
-        record: bool = True,
-        deterministic: bool = True,
-        max_steps: int | None = None,
-    ) -> Trajectory:
-        """One episode as a :class:`snrl.Trajectory` (frames when ``record`` and the env
-        renders rgb_array; per-layer activity and the Q-values, key ``q_values``, always)."""
-        meta = {
-            "algo": self.algo_name,
-            "backbone": self.config.backbone,
-            "force_dale_law": self.config.force_dale_law,
-        }
-        return record_trajectory(
-            self.agent,
-            self.config.env_id,
-            seed=seed,
-            record=record,
-            deterministic=deterministic,
-            max_steps=max_steps,
-            meta=meta,
-        )
-
     def extra_state(self) -> dict[str, Any]:
         """What a checkpoint holds beyond the shared fields: the target network, the
         exploration and acting generators, gradient-step and buffer counters."""
@@ -886,29 +831,6 @@ class DQN:
                 f"checkpoint's DQN state does not fit this agent ({e}) (was it written by "
                 "another snrl version or config?)"
             ) from None
-
-    def save(self, path: str | Path) -> None:
-        """Write a checkpoint atomically (config, Q-network, target network, optimizer,
-        counters, RNG; not the replay buffer: see :meth:`save_replay_buffer`)."""
-        save_algo_checkpoint(self, path)
-
-    @classmethod
-    def load(
-        cls,
-        path: str | Path,
-        *,
-        policy: nn.Module | None = None,
-        critic: nn.Module | None = None,
-        run_dir: str | Path | None = None,
-    ) -> DQN:
-        """Restore an algorithm saved by :meth:`save` (pass ``policy`` when it was built with
-        a custom Q-network)."""
-        return load_algo_checkpoint(cls, path, policy=policy, critic=critic, run_dir=run_dir)
-
-    def close(self) -> None:
-        if self._envs is not None:
-            self._envs.close()
-            self._envs = None
 
 
 __all__ = ["DQN", "DQNConfig", "QAgent", "build_q_agent"]

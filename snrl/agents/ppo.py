@@ -17,7 +17,6 @@ checkpoint.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -29,14 +28,13 @@ import torch
 from torch import nn
 
 from snrl.agents.agent import Agent
-from snrl.agents.evaluation import evaluate_agent, record_trajectory
+from snrl.agents.base import Algorithm
 from snrl.buffers.rollout import RolloutBuffer
-from snrl.envs import finished_episodes, make_env, make_vector_env
+from snrl.envs import finished_episodes, make_vector_env
 from snrl.errors import UserError
 from snrl.functional.state import index_state
 from snrl.networks.factory import BACKBONES, SPIKING, build_backbone
-from snrl.render.trajectory import Trajectory
-from snrl.training.loop import RunLogger, load_algo_checkpoint, save_algo_checkpoint
+from snrl.training.loop import RunLogger
 
 
 def _check(cond: bool, msg: str) -> None:
@@ -229,7 +227,7 @@ def _init_readout(net: nn.Module, gain: float) -> None:
                     p.mul_(gain * 10)
 
 
-class PPO:
+class PPO(Algorithm):
     """Proximal policy optimization with recurrent backbones.
 
     Args:
@@ -253,23 +251,8 @@ class PPO:
         run_dir: str | Path | None = None,
         **overrides: Any,
     ):
-        cfg = config or PPOConfig()
-        if env is not None:
-            overrides["env_id"] = env
-        unknown = set(overrides) - {f.name for f in dataclasses.fields(PPOConfig)}
-        _check(not unknown, f"unknown PPO option(s) {sorted(unknown)} (see snrl.PPOConfig)")
-        self.config = cfg = dataclasses.replace(cfg, **overrides)
-        torch.manual_seed(cfg.seed)
-        np.random.seed(cfg.seed)
-        self.device = torch.device(cfg.device)
-        probe = make_env(cfg.env_id)
-        try:
-            from snrl.envs import check_spaces
-
-            check_spaces(probe.observation_space, probe.action_space, algo="ppo")
-            obs_space, act_space = probe.observation_space, probe.action_space
-        finally:
-            probe.close()
+        obs_space, act_space = self._setup(env, config, overrides)
+        cfg = self.config
         self.custom_backbones = policy is not None or critic is not None
         self.agent = build_agent(cfg, obs_space, act_space, policy=policy, critic=critic)
         self.agent.to(self.device)
@@ -470,65 +453,3 @@ class PPO:
         finally:
             logger.close()
         return logger.history
-
-    # ---- using a trained agent -----------------------------------------------------------
-    def evaluate(self, n_episodes: int = 20, seed: int = 123, deterministic: bool = True) -> dict:
-        """Deterministic evaluation: ``{"mean_return", "std_return", "n_episodes", "returns",
-        "mean_length"}``."""
-        self.agent.eval()
-        try:
-            return evaluate_agent(
-                self.agent,
-                self.config.env_id,
-                n_episodes=n_episodes,
-                seed=seed,
-                deterministic=deterministic,
-            )
-        finally:
-            self.agent.train()
-
-    def rollout(
-        self,
-        seed: int = 0,
-        record: bool = True,
-        deterministic: bool = True,
-        max_steps: int | None = None,
-    ) -> Trajectory:
-        """One episode as a :class:`snrl.Trajectory` (frames when ``record`` and the env
-        renders rgb_array; per-layer activity and action probabilities always)."""
-        meta = {
-            "algo": self.algo_name,
-            "backbone": self.config.backbone,
-            "force_dale_law": self.config.force_dale_law,
-        }
-        return record_trajectory(
-            self.agent,
-            self.config.env_id,
-            seed=seed,
-            record=record,
-            deterministic=deterministic,
-            max_steps=max_steps,
-            meta=meta,
-        )
-
-    def save(self, path: str | Path) -> None:
-        """Write a checkpoint atomically (config, agent, optimizer, counters, RNG)."""
-        save_algo_checkpoint(self, path)
-
-    @classmethod
-    def load(
-        cls,
-        path: str | Path,
-        *,
-        policy: nn.Module | None = None,
-        critic: nn.Module | None = None,
-        run_dir: str | Path | None = None,
-    ) -> PPO:
-        """Restore an algorithm saved by :meth:`save` (pass ``policy``/``critic`` when it was
-        built with custom backbones)."""
-        return load_algo_checkpoint(cls, path, policy=policy, critic=critic, run_dir=run_dir)
-
-    def close(self) -> None:
-        if self._envs is not None:
-            self._envs.close()
-            self._envs = None

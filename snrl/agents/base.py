@@ -1,0 +1,124 @@
+"""What every snrl algorithm (PPO, DQN) shares: config resolution and seeding, the space
+check, evaluation, recorded rollouts, checkpoints and closing its envs.
+
+A subclass sets ``Config`` (its frozen config dataclass) and ``algo_name``, builds
+``self.agent`` (an agent with ``preprocess``/``step``/``env_action``/``policy``) and keeps
+``self._envs`` (its training vector env, or None).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from snrl.agents.evaluation import evaluate_agent, record_trajectory
+from snrl.envs import check_spaces, make_env
+from snrl.errors import UserError
+from snrl.render.trajectory import Trajectory
+from snrl.training.loop import load_algo_checkpoint, save_algo_checkpoint
+
+
+class Algorithm:
+    """Base of :class:`snrl.PPO` and :class:`snrl.DQN`."""
+
+    Config: ClassVar[type]
+    algo_name: ClassVar[str]
+    agent: nn.Module
+    config: Any
+    _envs: Any = None
+
+    def _setup(
+        self, env: str | None, config: Any, overrides: dict[str, Any]
+    ) -> tuple[gym.Space, gym.Space]:
+        """Resolve the config (``env`` and keyword overrides replace its fields), seed the
+        global RNGs (an algorithm is an entry point), and return the env's checked spaces."""
+        cfg = config or self.Config()
+        if env is not None:
+            overrides["env_id"] = env
+        unknown = set(overrides) - {f.name for f in dataclasses.fields(self.Config)}
+        if unknown:
+            name = self.algo_name.upper()
+            raise UserError(
+                f"unknown {name} option(s) {sorted(unknown)} (see snrl.{self.Config.__name__})"
+            )
+        self.config = cfg = dataclasses.replace(cfg, **overrides)
+        torch.manual_seed(cfg.seed)
+        np.random.seed(cfg.seed)
+        self.device = torch.device(cfg.device)
+        probe = make_env(cfg.env_id)
+        try:
+            check_spaces(probe.observation_space, probe.action_space, algo=self.algo_name)
+            return probe.observation_space, probe.action_space
+        finally:
+            probe.close()
+
+    def evaluate(self, n_episodes: int = 20, seed: int = 123, deterministic: bool = True) -> dict:
+        """Evaluation on ``n_episodes`` envs (env ``i`` seeded ``seed + i``), deterministic
+        actions by default: ``{"mean_return", "std_return", "n_episodes", "returns",
+        "mean_length"}``."""
+        self.agent.eval()
+        try:
+            return evaluate_agent(
+                self.agent,
+                self.config.env_id,
+                n_episodes=n_episodes,
+                seed=seed,
+                deterministic=deterministic,
+            )
+        finally:
+            self.agent.train()
+
+    def rollout(
+        self,
+        seed: int = 0,
+        record: bool = True,
+        deterministic: bool = True,
+        max_steps: int | None = None,
+    ) -> Trajectory:
+        """One episode as a :class:`snrl.Trajectory`: frames when ``record`` and the env
+        renders rgb_array; per-layer activity and the policy's outputs (action probabilities,
+        Gaussian mean/std, or Q-values) always."""
+        meta = {
+            "algo": self.algo_name,
+            "backbone": self.config.backbone,
+            "force_dale_law": self.config.force_dale_law,
+        }
+        return record_trajectory(
+            self.agent,
+            self.config.env_id,
+            seed=seed,
+            record=record,
+            deterministic=deterministic,
+            max_steps=max_steps,
+            meta=meta,
+        )
+
+    def save(self, path: str | Path) -> None:
+        """Write a checkpoint atomically (config, agent, optimizer, counters, RNG states and
+        the algorithm's ``extra_state``)."""
+        save_algo_checkpoint(self, path)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        policy: nn.Module | None = None,
+        critic: nn.Module | None = None,
+        run_dir: str | Path | None = None,
+    ):
+        """Restore an algorithm saved by :meth:`save`; pass ``policy``/``critic`` modules of
+        the same architecture when it was built with custom backbones."""
+        return load_algo_checkpoint(cls, path, policy=policy, critic=critic, run_dir=run_dir)
+
+    def close(self) -> None:
+        """Close the training envs (evaluate/rollout still work)."""
+        if self._envs is not None:
+            self._envs.close()
+            self._envs = None
