@@ -41,6 +41,7 @@ SETTINGS = dict(
     gamma=0.9,
     gae_lambda=0.95,
     clip_vloss=False,
+    target_kl=0.02,
     log_std_init=-0.5,
     normalize_obs=True,
     eval_interval=10_000,
