@@ -39,7 +39,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -47,7 +47,7 @@ import torch
 from torch import Tensor, nn
 
 from snrl.agents.agent import ObsNormalizer, StepResult
-from snrl.agents.base import Algorithm
+from snrl.agents.base import AgentConfig, Algorithm, check
 from snrl.agents.dqn_math import (
     DUELING_MODES,
     LOSS_KINDS,
@@ -64,54 +64,23 @@ from snrl.envs import finished_episodes, make_vector_env
 from snrl.envs.spaces import ObsFlattener
 from snrl.errors import UserError
 from snrl.functional.state import State, detach_state, map_state, mask_state
-from snrl.networks.factory import BACKBONES, SPIKING, build_backbone
+from snrl.networks.factory import SPIKING, build_backbone
 from snrl.networks.sequence import run_with_resets
 from snrl.training.loop import RunLogger
 
 REPLAYS = ("auto", "transition", "sequence")
 
 
-def _check(cond: bool, msg: str) -> None:
-    if not cond:
-        raise UserError(msg)
-
-
 @dataclass(frozen=True, kw_only=True)
-class DQNConfig:
-    """DQN hyperparameters; the defaults train a Dale LIF Q-network on CartPole-v1."""
+class DQNConfig(AgentConfig):
+    """DQN hyperparameters; the defaults train a Dale LIF Q-network on CartPole-v1 (the
+    fields shared with PPO are documented in :class:`snrl.agents.base.AgentConfig`)."""
 
-    env_id: str = "CartPole-v1"
-    """Gymnasium id, or ``module:Class`` for a user's env (Discrete actions)."""
-    backbone: str = "lif"
-    """lif | alif | spylif | mlp | gru | lstm."""
-    hidden_size: int = 128
-    """Neurons / units per hidden layer."""
-    n_layers: int = 1
-    """Hidden layers of the backbone."""
-    force_dale_law: bool = True
-    """Hard Dale's law in spiking backbones."""
-    recurrent_sign: float = 0.5
-    """Fraction of inhibitory neurons with Dale's law (0.5: balanced recurrent drive at init;
-    0.2 with equal E/I weight magnitudes saturates the layer)."""
-    tau_m: float = 10e-3
-    """Membrane time constant of spiking layers, seconds."""
     readout_tau_m: float = 3e-3
     """Membrane time constant of the LI readout (the Q-values), seconds; shorter than PPO's
     10 ms so that Q follows the current spikes (with 10 ms CartPole learning was unstable)."""
-    dt: float = 1e-3
-    """Simulation step, seconds."""
-    hh_init: str = "zeros"
-    """Initial hidden state of spiking layers: zeros | random | learned."""
-    encoder: str = "direct"
-    """Input encoding of spiking backbones: direct | population."""
-    sim_steps: int = 1
-    """Network steps per env step (spiking backbones)."""
     n_envs: int = 4
     """Parallel envs used for collection."""
-    asynchronous: bool = False
-    """AsyncVectorEnv (processes) instead of SyncVectorEnv."""
-    normalize_obs: bool = True
-    """Running observation mean/std normalization (saved with the agent)."""
     dueling: str = "none"
     """Dueling head: none | avg | max | naive (the readout then has A + 1 units: V and A)."""
     double: bool = True
@@ -171,85 +140,54 @@ class DQNConfig:
     """Standard deviation of a Gaussian epsilon (gaussian_eps_greedy)."""
     log_interval: int = 1_000
     """Env steps per metrics row (one "update" of the run logger)."""
-    eval_interval: int = 5_000
-    """Env steps between deterministic evaluations that select best.pt (0: only at the end)."""
-    eval_episodes: int = 10
-    """Episodes per periodic evaluation."""
-    checkpoint_interval: int = 10
-    """Metrics rows between writes of last.pt."""
-    total_steps: int = 100_000
-    """Env steps of a run (used by the CLI and for annealing beta)."""
-    seed: int = 0
-    """Seeds torch, numpy, the envs, the layers' generators, replay and exploration."""
-    device: str = "cpu"
-    """Torch device."""
+    positive_ints: ClassVar[tuple[str, ...]] = (
+        *AgentConfig.positive_ints,
+        "n_step",
+        "buffer_size",
+        "batch_size",
+        "seq_len",
+        "train_freq",
+        "gradient_steps",
+        "target_update_interval",
+        "eps_decay_steps",
+        "log_interval",
+    )
 
     def __post_init__(self) -> None:
-        _check(self.backbone in BACKBONES, f"backbone={self.backbone!r} (one of {BACKBONES})")
-        for name in (
-            "hidden_size",
-            "n_layers",
-            "n_envs",
-            "sim_steps",
-            "n_step",
-            "buffer_size",
-            "batch_size",
-            "seq_len",
-            "train_freq",
-            "gradient_steps",
-            "target_update_interval",
-            "eps_decay_steps",
-            "log_interval",
-            "checkpoint_interval",
-            "total_steps",
-            "eval_episodes",
-        ):
-            v = getattr(self, name)
-            _check(
-                isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-                f"{name}={v!r} (must be an integer >= 1)",
-            )
-        _check(
+        super().__post_init__()
+        check(
             self.dueling in ("none", *DUELING_MODES),
             f"dueling={self.dueling!r} (none | {' | '.join(DUELING_MODES)})",
         )
-        _check(self.loss in LOSS_KINDS, f"loss={self.loss!r} ({' | '.join(LOSS_KINDS)})")
-        _check(self.replay in REPLAYS, f"replay={self.replay!r} ({' | '.join(REPLAYS)})")
-        _check(
+        check(self.loss in LOSS_KINDS, f"loss={self.loss!r} ({' | '.join(LOSS_KINDS)})")
+        check(self.replay in REPLAYS, f"replay={self.replay!r} ({' | '.join(REPLAYS)})")
+        check(
             self.exploration in EXPLORATIONS,
             f"exploration={self.exploration!r} ({' | '.join(EXPLORATIONS)})",
         )
-        _check(self.lr > 0, f"lr={self.lr} (must be > 0)")
-        _check(0 < self.gamma <= 1, f"gamma={self.gamma} (must be in (0, 1])")
-        _check(0 < self.tau <= 1, f"tau={self.tau} (must be in (0, 1]; 1 is a hard copy)")
-        _check(self.max_grad_norm > 0, f"max_grad_norm={self.max_grad_norm} (must be > 0)")
-        _check(
-            self.tau_m > 0 and self.readout_tau_m > 0 and self.dt > 0,
-            "tau_m, readout_tau_m and dt must be > 0 seconds",
-        )
-        _check(
-            self.hh_init in ("zeros", "random", "learned"),
-            f"hh_init={self.hh_init!r} (zeros | random | learned for agents)",
-        )
-        _check(self.burn_in >= 0, f"burn_in={self.burn_in} (must be >= 0)")
-        _check(
+        check(self.lr > 0, f"lr={self.lr} (must be > 0)")
+        check(0 < self.gamma <= 1, f"gamma={self.gamma} (must be in (0, 1])")
+        check(0 < self.tau <= 1, f"tau={self.tau} (must be in (0, 1]; 1 is a hard copy)")
+        check(self.max_grad_norm > 0, f"max_grad_norm={self.max_grad_norm} (must be > 0)")
+        check(self.burn_in >= 0, f"burn_in={self.burn_in} (must be >= 0)")
+        check(
             self.seq_len >= self.burn_in,
             f"sequence length seq_len={self.seq_len} is shorter than burn_in={self.burn_in} "
             "(raise seq_len or lower burn_in so that seq_len >= burn_in)",
         )
-        _check(
+        check(
             0 <= self.seq_stride <= self.seq_len,
             f"seq_stride={self.seq_stride} (must be in [1, seq_len={self.seq_len}], or 0)",
         )
-        _check(
+        check(
             self.replay != "transition" or self.backbone == "mlp",
             f"replay='transition' with backbone={self.backbone!r} (single transitions drop the "
             "recurrent state; use replay='sequence' or 'auto' for recurrent backbones)",
         )
-        _check(self.learning_starts >= 0, f"learning_starts={self.learning_starts} (>= 0)")
+        check(self.learning_starts >= 0, f"learning_starts={self.learning_starts} (>= 0)")
         if self.replay_kind == "transition":
             stored = self.learning_starts - (self.n_step - 1) * self.n_envs
-            _check(
+            check(
                 self.batch_size <= stored,
                 f"batch_size={self.batch_size} is larger than the {max(stored, 0)} transitions "
                 f"stored when learning starts (learning_starts={self.learning_starts}, "
@@ -258,16 +196,15 @@ class DQNConfig:
             )
         for name in ("eps_start", "eps_end"):
             v = getattr(self, name)
-            _check(0 <= v <= 1, f"{name}={v} (must be in [0, 1])")
-        _check(
+            check(0 <= v <= 1, f"{name}={v} (must be in [0, 1])")
+        check(
             self.eps_schedule in ("linear", "exponential"),
             f"eps_schedule={self.eps_schedule!r} (linear | exponential)",
         )
-        _check(self.eps_std > 0, f"eps_std={self.eps_std} (must be > 0)")
-        _check(self.per_alpha >= 0, f"per_alpha={self.per_alpha} (must be >= 0)")
-        _check(0 <= self.per_beta0 <= 1, f"per_beta0={self.per_beta0} (must be in [0, 1])")
-        _check(0 <= self.per_eta <= 1, f"per_eta={self.per_eta} (must be in [0, 1])")
-        _check(self.eval_interval >= 0, f"eval_interval={self.eval_interval} (must be >= 0)")
+        check(self.eps_std > 0, f"eps_std={self.eps_std} (must be > 0)")
+        check(self.per_alpha >= 0, f"per_alpha={self.per_alpha} (must be >= 0)")
+        check(0 <= self.per_beta0 <= 1, f"per_beta0={self.per_beta0} (must be in [0, 1])")
+        check(0 <= self.per_eta <= 1, f"per_eta={self.per_eta} (must be in [0, 1])")
 
     @property
     def replay_kind(self) -> str:
@@ -467,7 +404,7 @@ class DQN(Algorithm):
         run_dir: str | Path | None = None,
         **overrides: Any,
     ):
-        _check(critic is None, "DQN has no critic (pass the Q-network as policy=)")
+        check(critic is None, "DQN has no critic (pass the Q-network as policy=)")
         obs_space, act_space = self._setup(env, config, overrides)
         cfg = self.config
         self.custom_backbones = policy is not None
@@ -539,7 +476,7 @@ class DQN(Algorithm):
 
     def save_replay_buffer(self, path: str | Path) -> None:
         """Write the replay buffer to an .npz file, atomically."""
-        _check(self.buffer is not None, "no replay buffer yet (call learn() first)")
+        check(self.buffer is not None, "no replay buffer yet (call learn() first)")
         self.buffer.save(path)
 
     def load_replay_buffer(self, path: str | Path) -> None:
@@ -553,7 +490,7 @@ class DQN(Algorithm):
             buf = cls.load(path, state_example=self.agent.initial_state(1, device=self.device))
         else:
             buf = cls.load(path)
-        _check(
+        check(
             buf.n_envs == self.config.n_envs and buf.obs_shape == (self.agent.obs_size,),
             f"buffer file {path} was filled by {buf.n_envs} envs with observations "
             f"{buf.obs_shape} (this DQN has n_envs={self.config.n_envs} and "
@@ -744,7 +681,7 @@ class DQN(Algorithm):
         """
         cfg = self.config
         total = int(total_steps if total_steps is not None else cfg.total_steps)
-        _check(total >= 1, f"total_steps={total} (must be >= 1)")
+        check(total >= 1, f"total_steps={total} (must be >= 1)")
         if self._envs is None:
             self._start_envs()
         logger = RunLogger(self, total, progress=progress)

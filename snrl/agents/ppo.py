@@ -21,63 +21,28 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from torch import nn
 
 from snrl.agents.agent import Agent
-from snrl.agents.base import Algorithm
+from snrl.agents.base import AgentConfig, Algorithm, check
 from snrl.buffers.rollout import RolloutBuffer
 from snrl.envs import finished_episodes, make_vector_env
-from snrl.errors import UserError
 from snrl.functional.state import index_state
-from snrl.networks.factory import BACKBONES, SPIKING, build_backbone
+from snrl.networks.factory import SPIKING, build_backbone
 from snrl.training.loop import RunLogger
 
 
-def _check(cond: bool, msg: str) -> None:
-    if not cond:
-        raise UserError(msg)
-
-
 @dataclass(frozen=True, kw_only=True)
-class PPOConfig:
-    """PPO hyperparameters; the defaults solve CartPole-v1 with a Dale LIF backbone."""
+class PPOConfig(AgentConfig):
+    """PPO hyperparameters; the defaults solve CartPole-v1 with a Dale LIF backbone (the
+    fields shared with DQN are documented in :class:`snrl.agents.base.AgentConfig`)."""
 
-    env_id: str = "CartPole-v1"
-    """Gymnasium id, or ``module:Class`` for a user's env."""
-    backbone: str = "lif"
-    """lif | alif | spylif | mlp | gru | lstm."""
-    hidden_size: int = 128
-    """Neurons / units per hidden layer (policy and critic each)."""
-    n_layers: int = 1
-    """Hidden layers per backbone."""
-    force_dale_law: bool = True
-    """Hard Dale's law in spiking backbones."""
-    recurrent_sign: float = 0.5
-    """Fraction of inhibitory neurons with Dale's law. 0.5 keeps the recurrent drive balanced
-    at init (equal weight magnitudes for E and I): with 0.2 the net excitation saturates the
-    layer (spike rates 0.75-0.85 on CartPole) and learning is 2-3x slower."""
-    tau_m: float = 10e-3
-    """Membrane time constant of spiking layers, seconds."""
-    readout_tau_m: float = 10e-3
-    """Membrane time constant of the LI readout, seconds."""
-    dt: float = 1e-3
-    """Simulation step, seconds."""
-    hh_init: str = "zeros"
-    """Initial hidden state of spiking layers: zeros | random | learned."""
-    encoder: str = "direct"
-    """Input encoding of spiking backbones: direct | population."""
-    sim_steps: int = 1
-    """Network steps per env step (spiking backbones)."""
-    n_envs: int = 8
-    """Parallel envs."""
     n_steps: int = 32
     """Segment length per env and update."""
-    asynchronous: bool = False
-    """AsyncVectorEnv (processes) instead of SyncVectorEnv."""
     n_epochs: int = 10
     """Passes over the segment per update."""
     n_minibatches: int = 1
@@ -108,59 +73,31 @@ class PPOConfig:
     to 415 without it."""
     norm_adv: bool = True
     """Normalize advantages per minibatch."""
-    normalize_obs: bool = True
-    """Running observation mean/std normalization (saved with the agent)."""
     log_std_init: float = 0.0
     """Initial log-std of Gaussian (Box) policies."""
-    eval_interval: int = 5_000
-    """Env steps between deterministic evaluations that select best.pt (0: only at the end)."""
-    eval_episodes: int = 10
-    """Episodes per periodic evaluation."""
-    checkpoint_interval: int = 10
-    """Updates between writes of last.pt."""
-    total_steps: int = 100_000
-    """Env steps of a run (used by the CLI and for LR annealing)."""
-    seed: int = 0
-    """Seeds torch, numpy, the envs and the layers' generators."""
-    device: str = "cpu"
-    """Torch device."""
+
+    positive_ints: ClassVar[tuple[str, ...]] = (
+        *AgentConfig.positive_ints,
+        "n_steps",
+        "n_epochs",
+    )
 
     def __post_init__(self) -> None:
-        _check(self.backbone in BACKBONES, f"backbone={self.backbone!r} (one of {BACKBONES})")
-        for name in ("hidden_size", "n_layers", "n_envs", "n_steps", "n_epochs", "sim_steps"):
-            v = getattr(self, name)
-            _check(isinstance(v, int) and v >= 1, f"{name}={v!r} (must be an integer >= 1)")
-        _check(
+        super().__post_init__()
+        check(
             1 <= self.n_minibatches <= self.n_envs and self.n_envs % self.n_minibatches == 0,
             f"n_minibatches={self.n_minibatches} (must divide n_envs={self.n_envs})",
         )
-        _check(0 <= self.chunk_len, f"chunk_len={self.chunk_len} (must be >= 0)")
-        _check(self.lr > 0, f"lr={self.lr} (must be > 0)")
-        _check(0 < self.gamma <= 1, f"gamma={self.gamma} (must be in (0, 1])")
-        _check(0 <= self.gae_lambda <= 1, f"gae_lambda={self.gae_lambda} (must be in [0, 1])")
-        _check(self.clip_coef > 0, f"clip_coef={self.clip_coef} (must be > 0)")
-        _check(self.max_grad_norm > 0, f"max_grad_norm={self.max_grad_norm} (must be > 0)")
-        _check(
-            self.tau_m > 0 and self.readout_tau_m > 0 and self.dt > 0,
-            "tau_m, readout_tau_m and dt must be > 0 seconds",
-        )
-        _check(
-            self.hh_init in ("zeros", "random", "learned"),
-            f"hh_init={self.hh_init!r} (zeros | random | learned for agents)",
-        )
-        _check(
+        check(0 <= self.chunk_len, f"chunk_len={self.chunk_len} (must be >= 0)")
+        check(self.lr > 0, f"lr={self.lr} (must be > 0)")
+        check(0 < self.gamma <= 1, f"gamma={self.gamma} (must be in (0, 1])")
+        check(0 <= self.gae_lambda <= 1, f"gae_lambda={self.gae_lambda} (must be in [0, 1])")
+        check(self.clip_coef > 0, f"clip_coef={self.clip_coef} (must be > 0)")
+        check(self.max_grad_norm > 0, f"max_grad_norm={self.max_grad_norm} (must be > 0)")
+        check(
             self.target_kl is None or self.target_kl > 0,
             f"target_kl={self.target_kl} (must be > 0 or none)",
         )
-        _check(
-            self.eval_interval >= 0 and self.eval_episodes >= 1,
-            "eval_interval must be >= 0 and eval_episodes >= 1",
-        )
-        _check(
-            self.checkpoint_interval >= 1,
-            f"checkpoint_interval={self.checkpoint_interval} (must be >= 1)",
-        )
-        _check(self.total_steps >= 1, f"total_steps={self.total_steps} (must be >= 1)")
 
     @property
     def batch_size(self) -> int:
@@ -411,7 +348,7 @@ class PPO(Algorithm):
         """
         cfg = self.config
         total = int(total_steps if total_steps is not None else cfg.total_steps)
-        _check(total >= 1, f"total_steps={total} (must be >= 1)")
+        check(total >= 1, f"total_steps={total} (must be >= 1)")
         if self._envs is None:
             self._start_envs()
         logger = RunLogger(self, total, progress=progress)
