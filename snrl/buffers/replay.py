@@ -116,6 +116,20 @@ def require(arrays: dict[str, np.ndarray], key: str, path: str | os.PathLike) ->
     return arrays[key]
 
 
+def env_rows(name: str, x: Any, shape: tuple[int, ...], dtype: Any, n_envs: int) -> np.ndarray:
+    """``x`` (array or tensor, possibly on a GPU) as a numpy array of ``shape`` and ``dtype``;
+    a wrong shape is a :class:`UserError` (one row per env is expected)."""
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().numpy()
+    arr = np.asarray(x)
+    if arr.shape != shape:
+        raise UserError(
+            f"{name} has shape {arr.shape}, expected {shape} "
+            f"(pass one row per env, n_envs={n_envs})"
+        )
+    return arr.astype(dtype, copy=False)
+
+
 class ReplayBuffer:
     """Uniform replay of n-step transitions from one or more envs.
 
@@ -189,15 +203,7 @@ class ReplayBuffer:
         return int(self._p_len.sum())
 
     def _check(self, name: str, x: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        if hasattr(x, "detach"):  # a torch tensor, possibly on a GPU
-            x = x.detach().cpu().numpy()
-        arr = np.asarray(x)
-        if arr.shape != shape:
-            raise UserError(
-                f"{name} has shape {arr.shape}, expected {shape} "
-                f"(pass one row per env, n_envs={self.n_envs})"
-            )
-        return arr.astype(dtype, copy=False)
+        return env_rows(name, x, shape, dtype, self.n_envs)
 
     def add(
         self,

@@ -45,6 +45,7 @@ import torch
 from torch import Tensor
 
 from snrl.buffers.replay import (
+    env_rows,
     json_array,
     load_npz,
     make_rng,
@@ -237,15 +238,7 @@ class SequenceReplayBuffer:
         return self.size
 
     def _check(self, name: str, x: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        if hasattr(x, "detach"):
-            x = x.detach().cpu().numpy()
-        arr = np.asarray(x)
-        if arr.shape != shape:
-            raise UserError(
-                f"{name} has shape {arr.shape}, expected {shape} "
-                f"(pass one row per env, n_envs={self.n_envs})"
-            )
-        return arr.astype(dtype, copy=False)
+        return env_rows(name, x, shape, dtype, self.n_envs)
 
     def add(
         self,
