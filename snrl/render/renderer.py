@@ -42,6 +42,7 @@ from snrl.render._encode import (
 )
 from snrl.render._panel import MIN_PANEL_HEIGHT, ActivityPanel
 from snrl.render.trajectory import Trajectory
+from snrl.training.atomic import atomic_open
 
 __all__ = ["TrajectoryRenderer"]
 
@@ -320,16 +321,11 @@ class TrajectoryRenderer:
                 if not above.is_dir():
                     raise UserError(f"cannot write {p}: {above} is a file (choose another path)")
                 break
-        tmp = p.with_name(f".{p.name}.tmp.png")
         try:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            Image.fromarray(img).save(tmp, optimize=True)
-            os.replace(tmp, p)
+            with atomic_open(p, "wb") as fh:
+                Image.fromarray(img).save(fh, format="PNG", optimize=True)
         except OSError as exc:
             raise UserError(f"cannot write {p}: {exc} (choose a writable path)") from exc
-        finally:
-            if tmp.exists():
-                tmp.unlink()
         return p
 
     # ------------------------------------------------------------------ outputs

@@ -25,6 +25,7 @@ import numpy as np
 from snrl.errors import UserError
 from snrl.render._panel import E_COLOR, I_COLOR, SPIKE_COLOR, _hex, _matrix_layers
 from snrl.render.trajectory import Trajectory
+from snrl.training.atomic import atomic_open
 
 __all__ = ["plot_episode"]
 
@@ -177,13 +178,9 @@ def plot_episode(
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create {out.parent}: {exc} (choose a writable path)") from exc
-    tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")
     try:
-        fig.savefig(tmp, format=ext)
-        os.replace(tmp, out)
+        with atomic_open(out, "wb") as fh:
+            fig.savefig(fh, format=ext)
     except OSError as exc:
         raise UserError(f"cannot write {out}: {exc} (choose a writable path)") from exc
-    finally:
-        if tmp.exists():
-            tmp.unlink()
     return out

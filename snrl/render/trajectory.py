@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from snrl.errors import UserError
+from snrl.training.atomic import atomic_open
 
 __all__ = ["Trajectory", "layer_dicts"]
 
@@ -321,25 +321,13 @@ class Trajectory:
                     "without pickle)"
                 )
         writer = np.savez_compressed if compress else np.savez
-        tmp_name = None
         try:
-            with tempfile.NamedTemporaryFile(
-                dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False
-            ) as fh:
-                tmp_name = fh.name
+            with atomic_open(path, "wb") as fh:
                 writer(fh, **arrays)
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp_name, 0o666 & ~umask)  # the mode open() would give, not 0o600
-            os.replace(tmp_name, path)
-            tmp_name = None
         except OSError as exc:
             raise UserError(
                 f"cannot write {path}: {exc.strerror or exc} (choose a writable output path)"
             ) from exc
-        finally:
-            if tmp_name is not None and os.path.exists(tmp_name):
-                os.unlink(tmp_name)
         return path
 
     @classmethod
