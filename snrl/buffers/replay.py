@@ -477,7 +477,91 @@ def _copy_into(target: np.ndarray, source: np.ndarray, key: str, path: str | os.
     target[...] = source
 
 
-class PrioritizedReplayBuffer(ReplayBuffer):
+class ProportionalPriorities:
+    """Proportional prioritization (Schaul et al. 2016) over a :class:`SumTree`, shared by
+    :class:`PrioritizedReplayBuffer` and the prioritized sequence buffer.
+
+    The buffer keeps ``tree``, ``alpha``, ``beta0``, ``beta_steps``, ``eps``, ``max_priority``
+    and ``n_sampled``; new items get ``max_priority``; sampling is stratified over the total
+    priority mass; importance weights are normalized by the smallest probability (max 1).
+    """
+
+    tree: SumTree
+    rng: np.random.Generator
+    size: int
+
+    def _init_priorities(
+        self,
+        capacity: int,
+        *,
+        alpha: float,
+        beta0: float,
+        beta_steps: int,
+        eps: float,
+        usual: str,
+    ) -> None:
+        """Validate and store the prioritization parameters (``usual`` names the customary
+        alpha/beta0 values for the error messages)."""
+        if float(alpha) < 0:
+            raise UserError(f"alpha must be >= 0, got {alpha} ({usual})")
+        if not 0.0 <= float(beta0) <= 1.0:
+            raise UserError(f"beta0 must be in [0, 1], got {beta0} ({usual})")
+        if int(beta_steps) < 1:
+            raise UserError(f"beta_steps must be >= 1, got {beta_steps} (pass a positive count)")
+        if not float(eps) > 0:
+            raise UserError(f"eps must be > 0, got {eps} (1e-6 is usual)")
+        self.alpha = float(alpha)
+        self.beta0 = float(beta0)
+        self.beta_steps = int(beta_steps)
+        self.eps = float(eps)
+        self.max_priority = 1.0
+        self.n_sampled = 0
+        self.tree = SumTree(int(capacity))
+
+    def beta(self, step: int | None = None) -> float:
+        """Importance-sampling exponent at ``step`` (default: the number of sample calls)."""
+        t = self.n_sampled if step is None else int(step)
+        return self.beta0 + (1.0 - self.beta0) * min(1.0, max(t, 0) / self.beta_steps)
+
+    def _draw(self, batch_size: int, step: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """Stratified proportional draw: ``batch_size`` equal segments of the priority mass,
+        one item uniformly within each. Returns the indices and IS weights
+        ``(N P_i)^-beta / (N P_min)^-beta``."""
+        b = int(batch_size)
+        beta = self.beta(step)
+        self.n_sampled += 1
+        total = self.tree.total
+        idx = self.tree.find((np.arange(b) + self.rng.random(b)) * (total / b))
+        weights = ((self.tree[idx] / total) / (self.tree.min / total)) ** (-beta)
+        return idx, weights
+
+    def _set_priorities(self, idx: np.ndarray, pri: np.ndarray) -> None:
+        """Store priorities ``pri`` (before ``alpha``) of items ``idx``."""
+        if idx.size and (idx.min() < 0 or idx.max() >= self.size):
+            raise UserError(
+                f"indices out of range [0, {self.size}) (pass the indices returned by sample)"
+            )
+        self.tree.update(idx, pri**self.alpha)
+        if pri.size:
+            self.max_priority = max(self.max_priority, float(pri.max()))
+
+    def _priority_arrays(self) -> dict[str, np.ndarray]:
+        return {
+            "priorities": self.tree.priorities[: self.size],
+            "per_counters": np.array([self.max_priority, float(self.n_sampled)]),
+        }
+
+    def _restore_priorities(self, arrays: dict[str, np.ndarray], path: str | os.PathLike) -> None:
+        pri = require(arrays, "priorities", path)
+        if pri.shape != (self.size,) or not np.all(np.isfinite(pri)) or np.any(pri < 0):
+            raise UserError(f"buffer file {str(path)!r} has bad priorities (save it again)")
+        self.tree.load_priorities(pri, self.size)
+        counters = require(arrays, "per_counters", path)
+        self.max_priority = float(counters[0])
+        self.n_sampled = int(counters[1])
+
+
+class PrioritizedReplayBuffer(ProportionalPriorities, ReplayBuffer):
     """Proportional prioritized replay of n-step transitions.
 
     New transitions get the largest priority seen so far (so each is replayed at least once
@@ -505,27 +589,15 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         eps: float = 1e-6,
         **kwargs: Any,
     ) -> None:
-        if float(alpha) < 0:
-            raise UserError(f"alpha must be >= 0, got {alpha} (0.6 is usual)")
-        if not 0.0 <= float(beta0) <= 1.0:
-            raise UserError(f"beta0 must be in [0, 1], got {beta0} (0.4 is usual)")
-        if int(beta_steps) < 1:
-            raise UserError(f"beta_steps must be >= 1, got {beta_steps} (pass a positive count)")
-        if not float(eps) > 0:
-            raise UserError(f"eps must be > 0, got {eps} (1e-6 is usual)")
-        self.alpha = float(alpha)
-        self.beta0 = float(beta0)
-        self.beta_steps = int(beta_steps)
-        self.eps = float(eps)
-        self.max_priority = 1.0
-        self.n_sampled = 0
-        self.tree = SumTree(int(capacity))
+        self._init_priorities(
+            capacity,
+            alpha=alpha,
+            beta0=beta0,
+            beta_steps=beta_steps,
+            eps=eps,
+            usual="alpha 0.6 and beta0 0.4 are usual",
+        )
         super().__init__(capacity, obs_shape, **kwargs)
-
-    def beta(self, step: int | None = None) -> float:
-        """Importance-sampling exponent at ``step`` (default: the number of sample calls)."""
-        t = self.n_sampled if step is None else int(step)
-        return self.beta0 + (1.0 - self.beta0) * min(1.0, max(t, 0) / self.beta_steps)
 
     def _on_write(self, indices: np.ndarray) -> None:
         self.tree.update(indices, self.max_priority**self.alpha)
@@ -545,17 +617,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             importance-sampling weights (max 1).
         """
         self._check_batch(batch_size)
-        b = int(batch_size)
-        beta = self.beta(step)
-        self.n_sampled += 1
-        total = self.tree.total
-        segment = total / b
-        prefix = (np.arange(b) + self.rng.random(b)) * segment
-        idx = self.tree.find(prefix)
-        probs = self.tree[idx] / total
-        p_min = self.tree.min / total
-        weights = (probs / p_min) ** (-beta)  # = (N P_i)^-beta / (N P_min)^-beta
-        return self._gather(idx, weights)
+        return self._gather(*self._draw(batch_size, step))
 
     def update_priorities(self, indices: Any, td_errors: Any) -> None:
         """Set ``p_i = |td_error_i| + eps`` for sampled transitions.
@@ -573,13 +635,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
                 f"td_errors has {pri.size} values for {idx.size} indices "
                 "(pass one TD error per sampled transition)"
             )
-        if idx.size and (idx.min() < 0 or idx.max() >= self.size):
-            raise UserError(
-                f"indices out of range [0, {self.size}) (pass the indices returned by sample)"
-            )
-        self.tree.update(idx, pri**self.alpha)
-        if pri.size:
-            self.max_priority = max(self.max_priority, float(pri.max()))
+        self._set_priorities(idx, pri)
 
     def _config(self) -> dict[str, Any]:
         cfg = super()._config()
@@ -604,17 +660,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         )
 
     def _arrays(self) -> dict[str, np.ndarray]:
-        arrays = super()._arrays()
-        arrays["priorities"] = self.tree.priorities[: self.size]
-        arrays["per_counters"] = np.array([self.max_priority, float(self.n_sampled)])
-        return arrays
+        return {**super()._arrays(), **self._priority_arrays()}
 
     def _restore(self, arrays: dict[str, np.ndarray], path: str | os.PathLike) -> None:
         super()._restore(arrays, path)
-        pri = require(arrays, "priorities", path)
-        if pri.shape != (self.size,) or not np.all(np.isfinite(pri)) or np.any(pri < 0):
-            raise UserError(f"buffer file {str(path)!r} has bad priorities (save it again)")
-        self.tree.load_priorities(pri, self.size)
-        counters = require(arrays, "per_counters", path)
-        self.max_priority = float(counters[0])
-        self.n_sampled = int(counters[1])
+        self._restore_priorities(arrays, path)

@@ -45,6 +45,7 @@ import torch
 from torch import Tensor
 
 from snrl.buffers.replay import (
+    ProportionalPriorities,
     env_rows,
     json_array,
     load_npz,
@@ -54,7 +55,6 @@ from snrl.buffers.replay import (
     rng_from_state,
     save_npz_atomic,
 )
-from snrl.buffers.sumtree import SumTree
 from snrl.errors import UserError
 from snrl.functional.state import State, map_state, state_leaves
 
@@ -531,7 +531,7 @@ def _torch_dtype(dt: np.dtype) -> torch.dtype:
     return torch.from_numpy(np.zeros(0, dtype=dt)).dtype
 
 
-class PrioritizedSequenceReplayBuffer(SequenceReplayBuffer):
+class PrioritizedSequenceReplayBuffer(ProportionalPriorities, SequenceReplayBuffer):
     """Sequence replay drawn in proportion to R2D2's sequence priority.
 
     A sequence's priority is ``p = eta * max_t |delta_t| + (1 - eta) * mean_t |delta_t|``
@@ -561,30 +561,18 @@ class PrioritizedSequenceReplayBuffer(SequenceReplayBuffer):
         eps: float = 1e-6,
         **kwargs: Any,
     ) -> None:
-        if float(alpha) < 0:
-            raise UserError(f"alpha must be >= 0, got {alpha} (0.9 in R2D2)")
-        if not 0.0 <= float(beta0) <= 1.0:
-            raise UserError(f"beta0 must be in [0, 1], got {beta0} (0.6 in R2D2)")
-        if int(beta_steps) < 1:
-            raise UserError(f"beta_steps must be >= 1, got {beta_steps} (pass a positive count)")
         if not 0.0 <= float(eta) <= 1.0:
             raise UserError(f"eta must be in [0, 1], got {eta} (0.9 in R2D2)")
-        if not float(eps) > 0:
-            raise UserError(f"eps must be > 0, got {eps} (1e-6 is usual)")
-        self.alpha = float(alpha)
-        self.beta0 = float(beta0)
-        self.beta_steps = int(beta_steps)
         self.eta = float(eta)
-        self.eps = float(eps)
-        self.max_priority = 1.0
-        self.n_sampled = 0
-        self.tree = SumTree(int(capacity))
+        self._init_priorities(
+            capacity,
+            alpha=alpha,
+            beta0=beta0,
+            beta_steps=beta_steps,
+            eps=eps,
+            usual="alpha 0.9 and beta0 0.6 in R2D2",
+        )
         super().__init__(capacity, obs_shape, **kwargs)
-
-    def beta(self, step: int | None = None) -> float:
-        """Importance-sampling exponent at ``step`` (default: the number of sample calls)."""
-        t = self.n_sampled if step is None else int(step)
-        return self.beta0 + (1.0 - self.beta0) * min(1.0, max(t, 0) / self.beta_steps)
 
     def _on_write(self, index: int) -> None:
         self.tree.update(np.array([index]), self.max_priority**self.alpha)
@@ -592,13 +580,7 @@ class PrioritizedSequenceReplayBuffer(SequenceReplayBuffer):
     def sample(self, batch_size: int, *, step: int | None = None) -> dict[str, Any]:
         """Draw sequences in proportion to priority^alpha (stratified); see the base class."""
         self._check_batch(batch_size)
-        b = int(batch_size)
-        beta = self.beta(step)
-        self.n_sampled += 1
-        total = self.tree.total
-        idx = self.tree.find((np.arange(b) + self.rng.random(b)) * (total / b))
-        weights = (self.tree[idx] / self.tree.min) ** (-beta)
-        return self._gather(idx, weights)
+        return self._gather(*self._draw(batch_size, step))
 
     def update_priorities(self, indices: Any, td_errors: Any, mask: Any = None) -> np.ndarray:
         """Set sequence priorities from the TD errors of their trained steps.
@@ -627,17 +609,11 @@ class PrioritizedSequenceReplayBuffer(SequenceReplayBuffer):
         m = np.ones_like(td) if mask is None else as_np(mask)
         if m.shape != td.shape:
             raise UserError(f"mask has shape {m.shape}, expected {td.shape} (match td_errors)")
-        if idx.size and (idx.min() < 0 or idx.max() >= self.size):
-            raise UserError(
-                f"indices out of range [0, {self.size}) (pass the indices returned by sample)"
-            )
         count = np.maximum(m.sum(axis=0), 1.0)
         mean = (td * m).sum(axis=0) / count
         peak = np.where(m > 0, td, 0.0).max(axis=0)
         pri = self.eta * peak + (1.0 - self.eta) * mean + self.eps
-        self.tree.update(idx, pri**self.alpha)
-        if pri.size:
-            self.max_priority = max(self.max_priority, float(pri.max()))
+        self._set_priorities(idx, pri)
         return pri
 
     def _config(self) -> dict[str, Any]:
@@ -664,17 +640,8 @@ class PrioritizedSequenceReplayBuffer(SequenceReplayBuffer):
         return kwargs
 
     def _arrays(self) -> dict[str, np.ndarray]:
-        arrays = super()._arrays()
-        arrays["priorities"] = self.tree.priorities[: self.size]
-        arrays["per_counters"] = np.array([self.max_priority, float(self.n_sampled)])
-        return arrays
+        return {**super()._arrays(), **self._priority_arrays()}
 
     def _restore(self, arrays: dict[str, np.ndarray], path: str | os.PathLike) -> None:
         super()._restore(arrays, path)
-        pri = require(arrays, "priorities", path)
-        if pri.shape != (self.size,) or not np.all(np.isfinite(pri)) or np.any(pri < 0):
-            raise UserError(f"buffer file {str(path)!r} has bad priorities (save it again)")
-        self.tree.load_priorities(pri, self.size)
-        counters = require(arrays, "per_counters", path)
-        self.max_priority = float(counters[0])
-        self.n_sampled = int(counters[1])
+        self._restore_priorities(arrays, path)
