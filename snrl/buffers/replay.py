@@ -407,10 +407,9 @@ class ReplayBuffer:
         save_npz_atomic(path, arrays)
 
     @classmethod
-    def _from_config(cls, cfg: dict[str, Any]) -> ReplayBuffer:
-        return cls(
-            cfg["capacity"],
-            tuple(cfg["obs_shape"]),
+    def _kwargs_from_config(cls, cfg: dict[str, Any]) -> dict[str, Any]:
+        """Constructor keywords (besides capacity and obs_shape) from a saved config."""
+        return dict(
             action_shape=tuple(cfg["action_shape"]),
             action_dtype=np.dtype(cfg["action_dtype"]),
             obs_dtype=np.dtype(cfg["obs_dtype"]),
@@ -418,6 +417,10 @@ class ReplayBuffer:
             n_step=cfg["n_step"],
             gamma=cfg["gamma"],
         )
+
+    @classmethod
+    def _from_config(cls, cfg: dict[str, Any]) -> ReplayBuffer:
+        return cls(cfg["capacity"], tuple(cfg["obs_shape"]), **cls._kwargs_from_config(cfg))
 
     def _restore(self, arrays: dict[str, np.ndarray], path: str | os.PathLike) -> None:
         pos, size = (int(v) for v in require(arrays, "counters", path))
@@ -643,21 +646,12 @@ class PrioritizedReplayBuffer(ProportionalPriorities, ReplayBuffer):
         return cfg
 
     @classmethod
-    def _from_config(cls, cfg: dict[str, Any]) -> PrioritizedReplayBuffer:
-        return cls(
-            cfg["capacity"],
-            tuple(cfg["obs_shape"]),
-            action_shape=tuple(cfg["action_shape"]),
-            action_dtype=np.dtype(cfg["action_dtype"]),
-            obs_dtype=np.dtype(cfg["obs_dtype"]),
-            n_envs=cfg["n_envs"],
-            n_step=cfg["n_step"],
-            gamma=cfg["gamma"],
-            alpha=cfg["alpha"],
-            beta0=cfg["beta0"],
-            beta_steps=cfg["beta_steps"],
-            eps=cfg["eps"],
+    def _kwargs_from_config(cls, cfg: dict[str, Any]) -> dict[str, Any]:
+        kwargs = super()._kwargs_from_config(cfg)
+        kwargs.update(
+            alpha=cfg["alpha"], beta0=cfg["beta0"], beta_steps=cfg["beta_steps"], eps=cfg["eps"]
         )
+        return kwargs
 
     def _arrays(self) -> dict[str, np.ndarray]:
         return {**super()._arrays(), **self._priority_arrays()}
