@@ -21,7 +21,7 @@ from torch import nn
 from snrl.agents.evaluation import evaluate_agent, record_trajectory
 from snrl.envs import check_spaces, make_env
 from snrl.errors import UserError
-from snrl.networks.factory import BACKBONES
+from snrl.networks.factory import BACKBONES, SPIKING, build_backbone
 from snrl.render.trajectory import Trajectory
 from snrl.training.loop import load_algo_checkpoint, save_algo_checkpoint
 
@@ -109,6 +109,30 @@ class AgentConfig:
             f"hh_init={self.hh_init!r} (zeros | random | learned for agents)",
         )
         check(self.eval_interval >= 0, f"eval_interval={self.eval_interval} (must be >= 0)")
+
+    def build_backbone(self, input_size: int, output_size: int, *, seed: int) -> nn.Module:
+        """The backbone these fields describe (:func:`snrl.build_backbone`)."""
+        layer_kwargs = None
+        if self.backbone in SPIKING:
+            layer_kwargs = dict(
+                tau_m=self.tau_m,
+                dt=self.dt,
+                hh_init=self.hh_init,
+                recurrent_sign=self.recurrent_sign,
+            )
+        return build_backbone(
+            self.backbone,
+            input_size,
+            output_size,
+            hidden_size=self.hidden_size,
+            n_layers=self.n_layers,
+            force_dale_law=self.force_dale_law,
+            encoder=self.encoder,
+            sim_steps=self.sim_steps,
+            readout_tau_m=self.readout_tau_m,
+            seed=seed,
+            layer_kwargs=layer_kwargs,
+        )
 
 
 class Algorithm:

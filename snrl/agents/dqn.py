@@ -64,7 +64,6 @@ from snrl.envs import finished_episodes, make_vector_env
 from snrl.envs.spaces import ObsFlattener
 from snrl.errors import UserError
 from snrl.functional.state import State, detach_state, map_state, mask_state
-from snrl.networks.factory import SPIKING, build_backbone
 from snrl.networks.sequence import run_with_resets
 from snrl.training.loop import RunLogger
 
@@ -326,20 +325,7 @@ def build_q_agent(cfg: DQNConfig, observation_space, action_space, *, q_net=None
         )
     head = int(action_space.n) + (1 if cfg.dueling != "none" else 0)
     if q_net is None:
-        kwargs: dict[str, Any] = dict(
-            hidden_size=cfg.hidden_size,
-            n_layers=cfg.n_layers,
-            force_dale_law=cfg.force_dale_law,
-            encoder=cfg.encoder,
-            sim_steps=cfg.sim_steps,
-            readout_tau_m=cfg.readout_tau_m,
-        )
-        if cfg.backbone in SPIKING:
-            kwargs["layer_kwargs"] = dict(
-                tau_m=cfg.tau_m, dt=cfg.dt, hh_init=cfg.hh_init, recurrent_sign=cfg.recurrent_sign
-            )
-        flat = ObsFlattener(observation_space).size
-        q_net = build_backbone(cfg.backbone, flat, head, seed=cfg.seed, **kwargs)
+        q_net = cfg.build_backbone(ObsFlattener(observation_space).size, head, seed=cfg.seed)
     return QAgent(
         observation_space,
         action_space,

@@ -32,7 +32,6 @@ from snrl.agents.base import AgentConfig, Algorithm, check
 from snrl.buffers.rollout import RolloutBuffer
 from snrl.envs import finished_episodes, make_vector_env
 from snrl.functional.state import index_state
-from snrl.networks.factory import SPIKING, build_backbone
 from snrl.training.loop import RunLogger
 
 
@@ -108,25 +107,11 @@ class PPOConfig(AgentConfig):
 def build_agent(cfg: Any, observation_space, action_space, *, policy=None, critic=None) -> Agent:
     """The agent a config describes; ``policy``/``critic`` replace the built backbones."""
     probe = Agent(observation_space, action_space, policy=nn.Identity(), critic=nn.Identity())
-    common = dict(
-        hidden_size=cfg.hidden_size,
-        n_layers=cfg.n_layers,
-        force_dale_law=cfg.force_dale_law,
-        encoder=cfg.encoder,
-        sim_steps=cfg.sim_steps,
-        readout_tau_m=cfg.readout_tau_m,
-    )
-    if cfg.backbone in SPIKING:
-        common["layer_kwargs"] = dict(
-            tau_m=cfg.tau_m, dt=cfg.dt, hh_init=cfg.hh_init, recurrent_sign=cfg.recurrent_sign
-        )
     if policy is None:
-        policy = build_backbone(
-            cfg.backbone, probe.obs_size, probe.head_size, seed=cfg.seed, **common
-        )
+        policy = cfg.build_backbone(probe.obs_size, probe.head_size, seed=cfg.seed)
         _init_readout(policy, gain=0.01)
     if critic is None:
-        critic = build_backbone(cfg.backbone, probe.obs_size, 1, seed=cfg.seed + 7919, **common)
+        critic = cfg.build_backbone(probe.obs_size, 1, seed=cfg.seed + 7919)
         _init_readout(critic, gain=1.0)
     return Agent(
         observation_space,
