@@ -217,8 +217,9 @@ class PPO(Algorithm):
         raw = []
         episode_returns: list[float] = []
         for t in range(T):
-            raw.append(self.agent.flattener(self._obs))
-            x = agent.preprocess(self._obs, self.device)
+            flat = agent.flattener(self._obs)  # flattened once: for the statistics and for x
+            raw.append(flat)
+            x = agent.obs_norm(torch.as_tensor(flat, device=self.device))
             res = agent.step(x, self._state)
             next_obs, reward, term, trunc, info = self._envs.step(agent.env_action(res.action))
             done = np.logical_or(term, trunc)
