@@ -19,8 +19,8 @@ from snrl.agents import ALGOS, load_algo
 from snrl.config import load_config
 from snrl.errors import UserError
 from snrl.experiments.runner import train_run
+from snrl.io import write_json_atomic
 from snrl.networks.factory import BACKBONES
-from snrl.training.atomic import write_json_atomic
 from snrl.training.rundir import RUN_MARKERS
 
 VIDEO_EXTS = (".gif", ".mp4")

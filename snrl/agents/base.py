@@ -22,8 +22,8 @@ from snrl.agents.evaluation import evaluate_agent, record_trajectory
 from snrl.envs import check_spaces, make_env
 from snrl.errors import UserError
 from snrl.networks.factory import BACKBONES, SPIKING, build_backbone
-from snrl.render.trajectory import Trajectory
 from snrl.training.loop import load_algo_checkpoint, save_algo_checkpoint
+from snrl.trajectory import Trajectory
 
 
 def check(cond: bool, msg: str) -> None:

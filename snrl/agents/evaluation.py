@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from snrl.envs import make_env, make_vector_env
-from snrl.render.trajectory import Trajectory
+from snrl.trajectory import Trajectory
 
 
 @torch.no_grad()

@@ -291,7 +291,7 @@ def _read_status(path: str | os.PathLike) -> dict[str, Any] | None:
 
 
 def _write_status(path: str | os.PathLike, record: Mapping[str, Any]) -> None:
-    from snrl.training.atomic import write_json_atomic
+    from snrl.io import write_json_atomic
 
     write_json_atomic(path, _jsonable(dict(record)))
 
@@ -742,7 +742,7 @@ def compare(
     with _lock(out):
         (out / "status").mkdir(parents=True, exist_ok=True)
         (out / "runs").mkdir(parents=True, exist_ok=True)
-        from snrl.training.atomic import write_json_atomic
+        from snrl.io import write_json_atomic
 
         write_json_atomic(
             out / "compare.json",

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from snrl.errors import UserError
-from snrl.training.atomic import atomic_write_bytes
+from snrl.io import atomic_write_bytes
 
 __all__ = ["plot_history"]
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from snrl.experiments.stats import bootstrap_ci, mann_whitney_u, quantile, steps_to_threshold
-from snrl.training.atomic import atomic_write_bytes, atomic_write_text
+from snrl.io import atomic_write_bytes, atomic_write_text
 
 __all__ = ["aggregate_curves", "summarize", "write_outputs", "ENERGY_FORMULAS"]
 

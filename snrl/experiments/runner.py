@@ -14,7 +14,7 @@ from typing import Any
 from snrl.agents import ALGOS, load_algo
 from snrl.config import config_to_dict
 from snrl.errors import UserError
-from snrl.training.atomic import write_json_atomic
+from snrl.io import write_json_atomic
 from snrl.training.rundir import prepare_run_dir
 
 __all__ = ["train_run"]

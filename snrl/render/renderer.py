@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from snrl.errors import UserError
+from snrl.io import atomic_open
 from snrl.render._encode import (
     MAX_GIF_FPS,
     GifWriter,
@@ -41,8 +42,7 @@ from snrl.render._encode import (
     resolve_output,
 )
 from snrl.render._panel import MIN_PANEL_HEIGHT, ActivityPanel
-from snrl.render.trajectory import Trajectory
-from snrl.training.atomic import atomic_open
+from snrl.trajectory import Trajectory
 
 __all__ = ["TrajectoryRenderer"]
 

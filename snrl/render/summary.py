@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from snrl.errors import UserError
+from snrl.io import atomic_open
 from snrl.render._panel import E_COLOR, I_COLOR, SPIKE_COLOR, _hex, _matrix_layers
-from snrl.render.trajectory import Trajectory
-from snrl.training.atomic import atomic_open
+from snrl.trajectory import Trajectory
 
 __all__ = ["plot_episode"]
 

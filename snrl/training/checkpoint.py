@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from snrl.errors import UserError
-from snrl.training.atomic import atomic_open
+from snrl.io import atomic_open
 
 __all__ = ["load_checkpoint", "rng_state", "save_checkpoint", "set_rng_state"]
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from snrl.errors import UserError
-from snrl.training.atomic import atomic_write_text
+from snrl.io import atomic_write_text
 
 __all__ = ["MetricsWriter", "read_metrics"]
 

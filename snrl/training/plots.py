@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from snrl.errors import UserError
-from snrl.training.atomic import atomic_write_bytes
+from snrl.io import atomic_write_bytes
 from snrl.training.metrics import read_metrics
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from snrl.errors import UserError
-from snrl.training.atomic import write_json_atomic
+from snrl.io import write_json_atomic
 
 __all__ = ["prepare_run_dir", "write_json_atomic", "RUN_MARKERS"]
 

@@ -8,7 +8,8 @@ import os
 import pytest
 
 from snrl.errors import UserError
-from snrl.training import prepare_run_dir, write_json_atomic
+from snrl.io import write_json_atomic
+from snrl.training import prepare_run_dir
 
 
 def test_fresh_and_empty_dir(tmp_path):

@@ -1,4 +1,6 @@
-"""Atomic file writes: a temp file in the same directory, flush + fsync, then ``os.replace``.
+"""The floor every snrl module may use for files: atomic writes.
+
+Atomic file writes: a temp file in the same directory, flush + fsync, then ``os.replace``.
 
 A reader (or a crash) never sees a partially written file under the final name: it sees the
 old file or the complete new one.

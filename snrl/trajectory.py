@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from snrl.errors import UserError
-from snrl.training.atomic import atomic_open
+from snrl.io import atomic_open
 
 __all__ = ["Trajectory", "layer_dicts"]
 
