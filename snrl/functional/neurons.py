@@ -47,6 +47,7 @@ from torch import Tensor
 from snrl.functional.surrogate import SpikeFn
 
 RESETS = ("subtract", "zero")
+"""The reset rules of the spiking models (equations above)."""
 
 
 class LIFState(NamedTuple):
@@ -106,7 +107,7 @@ def _spike(v: Tensor, threshold: Tensor | float, spike_fn: SpikeFn | None) -> Te
     """``H(v - threshold)``: a plain comparison when ``spike_fn`` is None (no graph)."""
     if spike_fn is None:
         return (v > threshold).to(v.dtype)
-    return spike_fn(v - threshold)
+    return spike_fn(v - threshold).to(v.dtype)  # snntorch's surrogates emit float32
 
 
 def lif_step(

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from snrl.layers import ALIFLayer, LIFLayer, LILayer, SpyLIFLayer
+from snrl.layers import ALIFLayer, LayerOutput, LIFLayer, LILayer, SpyLIFLayer
 
 LAYERS = [LIFLayer, ALIFLayer, SpyLIFLayer, LILayer]
 
@@ -232,3 +232,17 @@ def test_lif_training_path_with_and_without_the_fused_sequence(monkeypatch, fuse
     )
     assert torch.equal(res.out, torch.stack(outs))
     assert torch.allclose(grads[0], ref[0], rtol=1e-4, atol=1e-4 * (1 + ref[0].abs().max().item()))
+
+
+@pytest.mark.parametrize("cls", LAYERS)
+@pytest.mark.parametrize("shape", [(2, 3), (6, 2, 3)])
+def test_layer_output_unpacks_like_the_recurrent_protocol(cls, shape) -> None:
+    # out, state first (as `out, state = net(x, state)` and BackboneOutput), then membranes
+    assert LayerOutput._fields == ("out", "state", "v")
+    layer = _make(cls)
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(3)) * 2
+    s0 = layer.initial_state(shape[-2])
+    out, state, v = layer.run(x, s0)
+    out2, state2 = layer(x, s0)
+    assert torch.equal(out, out2) and type(state) is type(state2) is layer.state_type
+    assert v.shape == out.shape and torch.equal(state.v, v[-1] if len(shape) == 3 else v)
