@@ -140,15 +140,16 @@ def _forward_loop(
     u, alpha = u.detach(), alpha.detach()
     state = LIFState(v0.detach(), z0.detach())
     w_nt = None if w_rec is None else w_rec.detach().t().contiguous()  # W^T for _matmul_nt
-    zs, vs = [], []
-    for u_t in u.unbind(0):
+    # Results go straight into the (T, B, N) outputs: collecting per-step tensors and
+    # stacking them would hold both copies at once (+25 % peak memory in training).
+    vs = torch.empty_like(u, memory_format=torch.contiguous_format)
+    zs = torch.empty_like(vs)
+    for t, u_t in enumerate(u.unbind(0)):
         current = u_t if w_nt is None else torch.add(u_t, _matmul_nt(state.z, w_nt))
         z, state = lif_step(current, state, alpha, threshold, spike_fn, reset)
-        zs.append(z)
-        vs.append(state.v)
-    if not zs:
-        return torch.zeros_like(u), torch.zeros_like(u)
-    return torch.stack(zs), torch.stack(vs)
+        vs[t].copy_(state.v)
+        zs[t].copy_(z)
+    return zs, vs
 
 
 def _onednn_matmul_works() -> bool:
