@@ -105,8 +105,8 @@ def lif_sequence_autograd(
 ) -> tuple[Tensor, Tensor]:
     """Same as :func:`lif_sequence`, as a plain autograd loop over ``lif_step``.
 
-    The reference the fused path is tested against (it supports double backward) and the
-    baseline of ``benchmarks/bench_layers.py``.
+    The reference the fused path is tested against and the baseline of
+    ``benchmarks/bench_layers.py``.
     """
     alpha = torch.as_tensor(alpha, dtype=u.dtype, device=u.device)
     _check(u, w_rec, state.v, state.z, alpha, reset)

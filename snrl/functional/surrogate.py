@@ -20,6 +20,11 @@ snntorch ships, with snntorch's parameter defaults; the derivatives ``s(x) = dz/
 
 (``slope`` is snntorch's ``alpha`` for ``atan`` and its ``threshold`` for ``triangular``.)
 Any other callable still works: its derivative is then obtained by autograd.
+
+Why the formulas are written here rather than taken from snntorch: snntorch keeps each
+surrogate's parameter inside a closure, with no public way to read it back or to evaluate
+the derivative alone, and the fused backward needs exactly that. The tests check every
+closed form against autograd through snntorch's own surrogate.
 """
 
 from __future__ import annotations

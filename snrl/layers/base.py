@@ -421,6 +421,11 @@ class SpikingLayer(RecurrentLayer):
             raise UserError(f"threshold={threshold!r} is not positive (give a threshold > 0)")
         self.threshold = thr
         self.reset = reset
+        if spike_grad is not None and not callable(spike_grad):
+            raise UserError(
+                f"spike_grad={spike_grad!r} is not callable (pass a "
+                "snrl.functional.Surrogate, e.g. Surrogate('atan'), or a snntorch surrogate)"
+            )
         self.spike_grad = default_spike_grad() if spike_grad is None else spike_grad
 
     def _spike_fn(self) -> SpikeFn | None:
