@@ -273,3 +273,18 @@ def test_forward_sign_without_dale_signs_input_rows_only() -> None:
 def test_recurrent_weights_without_recurrence_are_zero() -> None:
     layer = LIFLayer(2, 4, use_recurrent_connection=False, seed=0)
     assert torch.equal(layer.recurrent_weights, torch.zeros(4, 4))
+
+
+def test_mask_check_works_inside_a_parent_module() -> None:
+    # prefixed keys (a layer inside a backbone): the old true mask loads, a hostile one fails
+    def net(seed: int) -> torch.nn.ModuleDict:
+        return torch.nn.ModuleDict({"lif0": LIFLayer(3, 5, force_dale_law=True, seed=seed)})
+
+    src = net(0)
+    old = dict(src.state_dict(), **{"lif0.rec_mask": 1.0 - torch.eye(5)})
+    dst = net(1)
+    dst.load_state_dict(old)
+    assert torch.equal(dst["lif0"].recurrent_weights, src["lif0"].recurrent_weights)
+    old["lif0.rec_mask"] = -(1.0 - torch.eye(5))
+    with pytest.raises(UserError, match="lif0.rec_mask"):
+        net(2).load_state_dict(old)
