@@ -121,7 +121,7 @@ class RecurrentLayer(nn.Module):
             w_rec = w_rec * balance_scale(rsign)[:, None]
         self.weight_in = nn.Parameter(w_in)
         self.bias = nn.Parameter(torch.zeros(n))
-        self.weight_rec = None if w_rec is None else nn.Parameter(w_rec)
+        self.register_parameter("weight_rec", None if w_rec is None else nn.Parameter(w_rec))
         # Derived from the flags, never loaded: a persisted mask with negative entries would
         # flip every sign (old checkpoints that carry it are checked in _load_from_state_dict).
         self.register_buffer("rec_mask", self._derived_mask(), persistent=False)
