@@ -25,8 +25,9 @@ gradients of a spike and a membrane (``dv_T = 0``). Then ``du = dv``, ``dW_rec =
 z_{t-1}^T dv_t`` (one matmul per 8 steps, while they are in cache), ``dalpha = sum_t v_{t-1}
 dv_t`` (times ``1 - z_{t-1}`` for the zero reset), and the state gradients are the t = -1
 terms of the same sums. For subtraction the reset is folded into the weights: ``dv W^T -
-threshold dv = dv (W - threshold I)^T``. On CPU float32 the products use oneDNN's kernel when
-it is present (1.7x MKL's on AMD Zen here); see ``docs/benchmarks.md`` for the measurements.
+threshold dv = dv (W - threshold I)^T``. On CPU float32 the backward's products use oneDNN's
+kernel when it is present (1.7x MKL's on AMD Zen here); see ``docs/benchmarks.md`` for the
+measurements.
 """
 
 from __future__ import annotations
@@ -139,18 +140,19 @@ def _forward_loop(
     """
     u, alpha = u.detach(), alpha.detach()
     state = LIFState(v0.detach(), z0.detach())
-    w_nt = None if w_rec is None else w_rec.detach().t().contiguous()  # W^T for _matmul_nt
+    w = None if w_rec is None else w_rec.detach()
     # lif_step writes straight into the (T, B, N) outputs (the current is built in v_t's
-    # slot): collecting per-step tensors and stacking them would hold both copies at once
-    # (+25 % peak memory in training) and cost a third more time.
+    # slot by one addmm, faster here than oneDNN's product plus an add): collecting per-step
+    # tensors and stacking them would hold both copies at once (+25 % peak memory in
+    # training) and cost a third more time.
     vs = torch.empty_like(u, memory_format=torch.contiguous_format)
     zs = torch.empty_like(vs)
     for t in range(u.shape[0]):
         slot = LIFState(vs[t], zs[t])
-        if w_nt is None:
+        if w is None:
             slot.v.copy_(u[t])
         else:
-            torch.add(u[t], _matmul_nt(state.z, w_nt), out=slot.v)
+            torch.addmm(u[t], state.z, w, out=slot.v)
         _, state = lif_step(slot.v, state, alpha, threshold, spike_fn, reset, out=slot)
     return zs, vs
 
