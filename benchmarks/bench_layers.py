@@ -11,10 +11,13 @@ Two paths, measured in one run:
     calls ``snrl.functional.lif_sequence``) vs RLeaky. Targets: time <= 1/2 of RLeaky's, peak
     memory <= RLeaky's.
 
-All variants use the same weights, beta = exp(-dt / tau_m), threshold and surrogate
-(``snntorch.surrogate.fast_sigmoid(slope=25)``); their spikes and membranes are checked
-against each other before timing. LIFLayer is built with ``use_rec_eye_mask=False`` so its
-dynamics equal RLeaky's (RLeaky has autapses); RLeaky's recurrent Linear has a zero bias.
+All variants use the same weights, beta = exp(-dt / tau_m), threshold and surrogate, a fast
+sigmoid of slope 25: ``snrl.functional.Surrogate("fast_sigmoid", 25)`` (closed-form
+derivative) for snrl, ``snntorch.surrogate.fast_sigmoid(slope=25)`` for RLeaky, and the
+latter also in LIFLayer (its derivative then comes from autograd) as an extra training row;
+their spikes and membranes are checked against each other before timing. LIFLayer is built
+with ``use_rec_eye_mask=False`` so its dynamics equal RLeaky's (RLeaky has autapses);
+RLeaky's recurrent Linear has a zero bias.
 
 Timing: ``--repeats`` rounds after a warm-up, the variants interleaved in a seeded random
 order per round; the median of wall time (``time.perf_counter``) and of process CPU time
@@ -49,11 +52,8 @@ from snntorch import surrogate
 from torch import Tensor, nn
 
 from snrl.functional.lif_sequence import lif_sequence, lif_sequence_autograd
-
-try:
-    from snrl.layers import LIFLayer
-except ImportError:  # the layers are another issue; fall back to a minimal wrapper
-    LIFLayer = None
+from snrl.functional.surrogate import Surrogate
+from snrl.layers import LIFLayer
 
 DT, TAU_M, THRESHOLD = 1e-3, 20e-3, 1.0
 ALPHA = math.exp(-DT / TAU_M)
@@ -69,6 +69,12 @@ class _State(NamedTuple):
 
 
 def _spike_fn() -> Callable[[Tensor], Tensor]:
+    """snrl's description of the surrogate (closed-form derivative in the fused backward)."""
+    return Surrogate("fast_sigmoid", SLOPE)
+
+
+def _snntorch_spike_fn() -> Callable[[Tensor], Tensor]:
+    """The same surrogate as snntorch's closure."""
     return surrogate.fast_sigmoid(slope=SLOPE)
 
 
@@ -90,9 +96,10 @@ def make_weights(seed: int = 0) -> Weights:
 
 # --------------------------------------------------------------------------- variants
 class SnrlLayer:
-    """snrl.layers.LIFLayer (or, before it exists, a Linear + lif_sequence wrapper)."""
+    """snrl.layers.LIFLayer."""
 
     name = "snrl LIFLayer"
+    spike_fn = staticmethod(_spike_fn)
 
     def __init__(self, w: Weights) -> None:
         self.layer = LIFLayer(
@@ -104,7 +111,7 @@ class SnrlLayer:
             tau_m=TAU_M,
             threshold=THRESHOLD,
             reset="subtract",
-            spike_grad=_spike_fn(),
+            spike_grad=self.spike_fn(),
             seed=0,
         )
         with torch.no_grad():
@@ -124,6 +131,13 @@ class SnrlLayer:
     def sequence(self, x: Tensor, state) -> tuple[Tensor, Tensor]:
         res = self.layer.run(x, state)
         return res.out, res.v
+
+
+class SnrlLayerSnntorchSurrogate(SnrlLayer):
+    """LIFLayer given snntorch's surrogate closure: the fused backward's autograd fallback."""
+
+    name = "LIFLayer, snntorch surr."
+    spike_fn = staticmethod(_snntorch_spike_fn)
 
 
 class Wrapped:
@@ -175,7 +189,7 @@ class RLeakyNet:
             linear_features=N,
             threshold=THRESHOLD,
             reset_mechanism="subtract",
-            spike_grad=_spike_fn(),
+            spike_grad=_snntorch_spike_fn(),
         )
         with torch.no_grad():
             self.fc.weight.copy_(w.w_in.t())
@@ -242,13 +256,18 @@ class PlainLoop:
 
 
 def _training_variants() -> list[type]:
-    out: list[type] = [SnrlLayer] if LIFLayer is not None else []
-    return [*out, Wrapped, AutogradLoop, RLeakyNet, RLeakyProjectOnce]
+    return [
+        SnrlLayer,
+        SnrlLayerSnntorchSurrogate,
+        Wrapped,
+        AutogradLoop,
+        RLeakyNet,
+        RLeakyProjectOnce,
+    ]
 
 
 def _rollout_variants() -> list[type]:
-    out: list[type] = [SnrlLayer] if LIFLayer is not None else [Wrapped]
-    return [*out, RLeakyNet, PlainLoop]
+    return [SnrlLayer, RLeakyNet, PlainLoop]
 
 
 # --------------------------------------------------------------------------- measurements
@@ -384,8 +403,7 @@ def profile_rollout_step() -> str:
     """torch.profiler table of LIFLayer's single step (what each op costs)."""
     from torch.profiler import profile
 
-    cls = SnrlLayer if LIFLayer is not None else Wrapped
-    net = cls(make_weights())
+    net = SnrlLayer(make_weights())
     x, _ = _inputs(ROLL_STEPS, ROLL_B)
     with torch.no_grad():
         state = net.initial_state(ROLL_B)

@@ -1,12 +1,14 @@
 """Pure tensor functions: neuron step functions, Dale signs, state helpers."""
 
 from snrl.functional.dale import (
+    balance_scale,
     check_sign_vector,
     make_sign_vector,
     resolve_sign,
     signed_weights,
 )
 from snrl.functional.neurons import (
+    RESETS,
     ALIFState,
     LIFState,
     LIState,
@@ -25,7 +27,7 @@ from snrl.functional.state import (
     state_leaves,
     state_to_cpu,
 )
-from snrl.functional.surrogate import default_spike_grad, heaviside
+from snrl.functional.surrogate import SURROGATE_KINDS, Surrogate, default_spike_grad, heaviside
 
 __all__ = [
     "cat_states",
@@ -35,6 +37,10 @@ __all__ = [
     "mask_state",
     "state_leaves",
     "state_to_cpu",
+    "RESETS",
+    "SURROGATE_KINDS",
+    "Surrogate",
+    "balance_scale",
     "ALIFState",
     "LIFState",
     "LIState",

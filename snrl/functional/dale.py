@@ -7,9 +7,23 @@ effective weight matrix of a layer is built from an unconstrained raw matrix by 
 
 so row i (the outgoing synapses of neuron i) carries the sign ``sign[i]`` whatever values
 the raw matrix takes (after optimizer steps, weight decay or ``load_state_dict``).
+
+Balanced init: with a fraction ``f`` of inhibitory rows, drawing ``|W|`` alike for every row
+makes the mean synapse ``(1 - 2f) E|W|``, net excitatory for the biological f = 0.2. Layers
+therefore scale the magnitudes of excitatory rows by ``a`` and of inhibitory rows by ``b``
+(:func:`balance_scale`), chosen so that
+
+    (1 - f) a = f b                  each neuron's expected recurrent input is zero,
+    (1 - f) a^2 + f b^2 = 1          the second moment of a synapse is unchanged,
+
+that is ``a = sqrt(f / (1 - f))`` and ``b = sqrt((1 - f) / f)`` (f = 0.2: a = 1/2, b = 2;
+f = 0.5: a = b = 1). The second condition keeps each neuron's input variance, and so the
+bulk of the spectrum, equal to the unconstrained matrix's.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import Tensor
@@ -68,6 +82,25 @@ def resolve_sign(value: object, n: int, generator: torch.Generator, name: str) -
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return make_sign_vector(n, float(value), generator)
     return check_sign_vector(value, n, name)
+
+
+def balance_scale(sign: Tensor) -> Tensor:
+    """Per-row magnitude scale that balances a Dale matrix at init (see the module docstring).
+
+    Args:
+        sign: (N,) ±1 sign vector; ``f`` is its actual fraction of -1 entries, so that the
+            balance is exact for this sign vector, not only in expectation over choices.
+
+    Returns:
+        (N,) tensor: ``sqrt(f / (1 - f))`` for excitatory rows, ``sqrt((1 - f) / f)`` for
+        inhibitory ones; all ones when every neuron has the same sign (f = 0 or 1), where no
+        balance is possible.
+    """
+    f = float((sign < 0).sum()) / max(sign.numel(), 1)
+    if f <= 0.0 or f >= 1.0:
+        return torch.ones_like(sign)
+    excitatory, inhibitory = math.sqrt(f / (1.0 - f)), math.sqrt((1.0 - f) / f)
+    return torch.where(sign < 0, inhibitory, excitatory).to(sign.dtype)
 
 
 def signed_weights(w_raw: Tensor, sign: Tensor | None = None, mask: Tensor | None = None) -> Tensor:

@@ -1,22 +1,20 @@
 """A whole LIF sequence in one call, for the training path.
 
-The dynamics are those of the LIF step function, written here as the contract this module
-implements::
-
-    I_t = u_t + z_{t-1} W_rec                       (no recurrent term if W_rec is None)
-    v_t = alpha * v_{t-1} + I_t - threshold * z_{t-1}          reset == "subtract"
-    v_t = alpha * v_{t-1} * (1 - z_{t-1}) + I_t                reset == "zero"
-    z_t = spike_fn(v_t - threshold)
-
-Gradients flow through every term, the reset included (nothing is detached).
+The dynamics are those of :func:`snrl.functional.neurons.lif_step`, the one definition of the
+LIF model (equations in :mod:`snrl.functional.neurons`): the forward pass below calls it once
+per step, with the current ``I_t = u_t + z_{t-1} W_rec`` (no recurrent term if W_rec is None).
 
 Why a hand-written backward: an autograd loop records ~6 small ops per step and replays them
-one by one. Here the forward runs without a graph (spikes by the comparison ``v > threshold``,
-which is the forward of every snntorch surrogate) and keeps only ``v`` and ``z``; the backward
-walks the sequence in reverse with one matmul and two fused multiply-adds per step::
+one by one. Here the forward runs the step function without a graph (spikes by the
+comparison ``v > threshold``, which is the forward of every surrogate) and keeps only ``v``
+and ``z``; the backward walks the sequence in reverse with one matmul and two fused
+multiply-adds per step. It is the adjoint of ``lif_step``, derived by hand from its two
+equations (``v_t = alpha v_{t-1} + I_t - threshold z_{t-1}`` or ``alpha v_{t-1} (1 - z_{t-1})
++ I_t``, and ``z_t = H(v_t - threshold)``), and tested equal to autograd through the
+step-function loop (:func:`lif_sequence_autograd`)::
 
-    s_t   = spike_fn'(v_t - threshold)      (elementwise: a closed form for snntorch's
-                                             fast_sigmoid/atan, else autograd, 8 steps a call)
+    s_t   = spike_fn'(v_t - threshold)      (elementwise: the closed form of a Surrogate,
+                                             else autograd, 8 steps a call)
     dz_t  = gz_t + dv_{t+1} W_rec^T - threshold dv_{t+1}                reset == "subtract"
     dz_t  = gz_t + dv_{t+1} W_rec^T - alpha v_t dv_{t+1}                reset == "zero"
     dv_t  = gv_t + s_t dz_t + alpha dv_{t+1}                            reset == "subtract"
@@ -26,28 +24,25 @@ where ``gz``, ``gv`` are the gradients arriving at the outputs and ``dz``, ``dv`
 gradients of a spike and a membrane (``dv_T = 0``). Then ``du = dv``, ``dW_rec = sum_t
 z_{t-1}^T dv_t`` (one matmul per 8 steps, while they are in cache), ``dalpha = sum_t v_{t-1}
 dv_t`` (times ``1 - z_{t-1}`` for the zero reset), and the state gradients are the t = -1
-terms of the same sums. For subtraction the reset is folded into the weights: ``z W -
-threshold z = z (W - threshold I)``. On CPU float32 the products use oneDNN's kernel when it
-is present (1.7x MKL's on AMD Zen here); see ``docs/benchmarks.md`` for the measurements.
+terms of the same sums. For subtraction the reset is folded into the weights: ``dv W^T -
+threshold dv = dv (W - threshold I)^T``. On CPU float32 the backward's products use oneDNN's
+kernel when it is present (1.7x MKL's on AMD Zen here); see ``docs/benchmarks.md`` for the
+measurements.
 """
 
 from __future__ import annotations
 
-import functools
-import math
 from collections.abc import Callable
 from typing import Protocol
 
 import torch
-from snntorch import surrogate as _snn_surrogate
 from torch import Tensor
 
 from snrl.errors import UserError
+from snrl.functional.neurons import RESETS, LIFState, lif_step
+from snrl.functional.surrogate import derivative_fn
 
-RESETS = ("subtract", "zero")
 _CHUNK = 8  # time steps per surrogate-derivative call in the backward pass
-_FAST_SIGMOID_CODE = _snn_surrogate.fast_sigmoid().__code__
-_ATAN_CODE = _snn_surrogate.atan().__code__
 
 
 class LIFStateLike(Protocol):
@@ -76,9 +71,11 @@ def lif_sequence(
         threshold: firing threshold (same units as the membrane).
         reset: ``"subtract"`` or ``"zero"``.
         spike_fn: elementwise Heaviside forward / surrogate backward, applied to
-            ``v - threshold`` (any snntorch.surrogate callable). Its forward must be the step
-            ``x > 0``, as in every snntorch surrogate: the spikes are computed directly as
-            ``v > threshold`` and spike_fn is used only for its derivative.
+            ``v - threshold``: a :class:`~snrl.functional.surrogate.Surrogate` (its
+            derivative has a closed form) or any callable such as a ``snntorch.surrogate``
+            one (derivative by autograd, slower). Its forward must be the step ``x > 0``, as
+            in every surrogate: the spikes are computed directly as ``v > threshold`` and
+            spike_fn is used only for its derivative.
 
     Returns:
         (z, v): spikes and membranes, each (T, B, N), differentiable with respect to ``u``,
@@ -107,23 +104,20 @@ def lif_sequence_autograd(
     reset: str,
     spike_fn: Callable[[Tensor], Tensor],
 ) -> tuple[Tensor, Tensor]:
-    """Same as :func:`lif_sequence`, as a plain autograd loop (the slow reference).
+    """Same as :func:`lif_sequence`, as a plain autograd loop over ``lif_step``.
 
-    Supports double backward; kept as the oracle for tests and the baseline for benchmarks.
+    The reference the fused path is tested against and the baseline of
+    ``benchmarks/bench_layers.py``.
     """
     alpha = torch.as_tensor(alpha, dtype=u.dtype, device=u.device)
-    v, z = state.v, state.z
-    _check(u, w_rec, v, z, alpha, reset)
+    _check(u, w_rec, state.v, state.z, alpha, reset)
+    s = LIFState(state.v, state.z)
     zs, vs = [], []
-    for t in range(u.shape[0]):
-        current = u[t] if w_rec is None else u[t] + z @ w_rec
-        if reset == "subtract":
-            v = alpha * v + current - threshold * z
-        else:
-            v = alpha * v * (1.0 - z) + current
-        z = spike_fn(v - threshold).to(v.dtype)
+    for u_t in u.unbind(0):
+        current = u_t if w_rec is None else u_t + s.z @ w_rec
+        z, s = lif_step(current, s, alpha, threshold, spike_fn, reset)
         zs.append(z)
-        vs.append(v)
+        vs.append(s.v)
     if not zs:
         return u.new_zeros(u.shape), u.new_zeros(u.shape)
     return torch.stack(zs), torch.stack(vs)
@@ -139,38 +133,27 @@ def _forward_loop(
     reset: str,
     spike_fn: Callable[[Tensor], Tensor] | None,
 ) -> tuple[Tensor, Tensor]:
-    """The forward pass without a graph; returns fresh (T, B, N) buffers (z, v).
+    """The forward pass without a graph: ``lif_step`` per step; returns (T, B, N) (z, v).
 
     With ``spike_fn=None`` the spikes are the Heaviside step ``v > threshold`` (the forward of
-    every snntorch surrogate, bit for bit, at a tenth of the cost of calling one per step).
+    every surrogate, bit for bit, at a tenth of the cost of calling one per step).
     """
-    u, v_prev, z_prev = u.detach(), v0.detach(), z0.detach()
-    alpha = alpha.detach()
+    u, alpha = u.detach(), alpha.detach()
+    state = LIFState(v0.detach(), z0.detach())
+    w = None if w_rec is None else w_rec.detach()
+    # lif_step writes straight into the (T, B, N) outputs (the current is built in v_t's
+    # slot by one addmm, faster here than oneDNN's product plus an add): collecting per-step
+    # tensors and stacking them would hold both copies at once (+25 % peak memory in
+    # training) and cost a third more time.
     vs = torch.empty_like(u, memory_format=torch.contiguous_format)
     zs = torch.empty_like(vs)
-    w_nt = None  # W^T, (post, pre), for _matmul_nt
-    if w_rec is not None:
-        w_nt = w_rec.detach().t().contiguous()
-        if reset == "subtract":
-            # z W - threshold z = z (W - threshold I): the reset rides on the recurrent matmul.
-            w_nt.diagonal().sub_(threshold)
     for t in range(u.shape[0]):
-        v = vs[t]
-        if w_nt is not None:
-            torch.add(u[t], _matmul_nt(z_prev, w_nt), out=v)
+        slot = LIFState(vs[t], zs[t])
+        if w is None:
+            slot.v.copy_(u[t])
         else:
-            v.copy_(u[t])
-            if reset == "subtract":
-                v.sub_(z_prev, alpha=threshold)
-        if reset == "subtract":
-            v.addcmul_(alpha, v_prev)
-        else:
-            v.addcmul_(alpha, v_prev - v_prev * z_prev)
-        if spike_fn is None:
-            torch.gt(v, threshold, out=zs[t])
-        else:
-            zs[t].copy_(spike_fn(v - threshold))
-        v_prev, z_prev = v, zs[t]
+            torch.addmm(u[t], state.z, w, out=slot.v)
+        _, state = lif_step(slot.v, state, alpha, threshold, spike_fn, reset, out=slot)
     return zs, vs
 
 
@@ -210,62 +193,6 @@ def _matmul_nt(a: Tensor, b: Tensor) -> Tensor:
     return torch.mm(a, b.t())
 
 
-def _closed_form(spike_fn: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor] | None:
-    """The derivative of a recognized snntorch surrogate, in a few in-place ops, else None.
-
-    snntorch's surrogates are closures over their parameter (``fast_sigmoid(slope)`` ...);
-    recognized by their code object. Evaluating one through autograd costs ~10 passes over
-    the data with bool temporaries; the closed form costs 4. Callers check it on a probe.
-    The returned function overwrites its argument (callers pass a fresh temporary).
-    """
-    code = getattr(spike_fn, "__code__", None)
-    cells = getattr(spike_fn, "__closure__", None)
-    if code is None or not cells or len(cells) != 1:
-        return None
-    try:
-        param = float(cells[0].cell_contents)
-    except (TypeError, ValueError):
-        return None
-    if code is _FAST_SIGMOID_CODE:  # 1 / (k |x| + 1)^2
-
-        def fast_sigmoid(x: Tensor) -> Tensor:
-            return x.abs_().mul_(param).add_(1.0).pow_(-2)
-
-        return fast_sigmoid
-    if code is _ATAN_CODE:  # (a / 2) / (1 + (pi a x / 2)^2)
-
-        def atan(x: Tensor) -> Tensor:
-            return x.mul_(math.pi / 2 * param).square_().add_(1.0).reciprocal_().mul_(param / 2)
-
-        return atan
-    return None
-
-
-def _derivative_fn(
-    spike_fn: Callable[[Tensor], Tensor], dtype: torch.dtype
-) -> Callable[[Tensor], Tensor]:
-    """x -> spike_fn'(x) elementwise (may overwrite x): a checked closed form, else autograd."""
-    closed = _closed_form(spike_fn)
-    if closed is not None:
-        probe = torch.linspace(-3.0, 3.0, 121, dtype=dtype)
-        if torch.allclose(
-            closed(probe.clone()), _surrogate_derivative(spike_fn, probe), 1e-5, 1e-7
-        ):
-            return closed
-    return functools.partial(_surrogate_derivative, spike_fn)
-
-
-def _surrogate_derivative(spike_fn: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
-    """d spike_fn(x) / dx elementwise, by one autograd call (spike_fn is elementwise)."""
-    with torch.enable_grad():
-        x = x.detach().requires_grad_()
-        y = spike_fn(x)
-        if not y.requires_grad:  # a plain Heaviside: zero derivative everywhere
-            return torch.zeros_like(x)
-        (s,) = torch.autograd.grad(y, x, torch.ones_like(y))
-    return s.to(x.dtype)
-
-
 class _LIFSequence(torch.autograd.Function):
     """Whole-sequence LIF with the hand-written backward of the module docstring."""
 
@@ -289,7 +216,7 @@ class _LIFSequence(torch.autograd.Function):
         threshold, reset, spike_fn = ctx.threshold, ctx.reset, ctx.spike_fn
         steps = vs.shape[0]
         subtract = reset == "subtract"
-        derivative = _derivative_fn(spike_fn, vs.dtype)
+        derivative = derivative_fn(spike_fn)
         # Everything below works on (B, N) slices: large temporaries cost more than the
         # per-step dispatch (fresh pages), and dv is the only (T, B, N) buffer allocated.
         w_back = None  # dv_{t+1} -> dz_t is dv_{t+1} @ w_back.T

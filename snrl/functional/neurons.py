@@ -47,6 +47,7 @@ from torch import Tensor
 from snrl.functional.surrogate import SpikeFn
 
 RESETS = ("subtract", "zero")
+"""The reset rules of the spiking models (equations above)."""
 
 
 class LIFState(NamedTuple):
@@ -92,21 +93,35 @@ torch.serialization.add_safe_globals([LIFState, ALIFState, SpyLIFState, LIState]
 
 
 def _integrate(
-    drive: Tensor, v: Tensor, z: Tensor, alpha: Tensor, reset_by: Tensor | float, reset: str
+    drive: Tensor,
+    v: Tensor,
+    z: Tensor,
+    alpha: Tensor,
+    reset_by: Tensor | float,
+    reset: str,
+    out: Tensor | None = None,
 ) -> Tensor:
-    """``alpha v_{t-1} + drive`` with the reset of the neurons that spiked at t-1."""
+    """``alpha v_{t-1} + drive`` with the reset of the neurons that spiked at t-1.
+
+    ``out`` (no-graph use only) receives the result; it may be ``drive`` itself.
+    """
     if reset == "subtract":
         if isinstance(reset_by, Tensor):
-            return torch.addcmul(drive, alpha, v) - reset_by * z
-        return torch.addcmul(drive, alpha, v).sub(z, alpha=reset_by)
-    return torch.addcmul(drive, alpha * v, 1.0 - z)
+            return torch.addcmul(drive, alpha, v, out=out).sub_(reset_by * z)
+        return torch.addcmul(drive, alpha, v, out=out).sub_(z, alpha=reset_by)
+    return torch.addcmul(drive, alpha * v, 1.0 - z, out=out)
 
 
-def _spike(v: Tensor, threshold: Tensor | float, spike_fn: SpikeFn | None) -> Tensor:
+def _spike(
+    v: Tensor, threshold: Tensor | float, spike_fn: SpikeFn | None, out: Tensor | None = None
+) -> Tensor:
     """``H(v - threshold)``: a plain comparison when ``spike_fn`` is None (no graph)."""
     if spike_fn is None:
+        if out is not None:
+            return torch.gt(v, threshold, out=out)
         return (v > threshold).to(v.dtype)
-    return spike_fn(v - threshold)
+    z = spike_fn(v - threshold).to(v.dtype)  # snntorch's surrogates emit float32
+    return z if out is None else out.copy_(z)
 
 
 def lif_step(
@@ -116,6 +131,8 @@ def lif_step(
     threshold: float,
     spike_fn: SpikeFn | None,
     reset: str = "subtract",
+    *,
+    out: LIFState | None = None,
 ) -> tuple[Tensor, LIFState]:
     """One LIF step (equations in the module docstring).
 
@@ -127,12 +144,17 @@ def lif_step(
         spike_fn: maps ``v - threshold`` to spikes with a surrogate gradient; None for a
             plain comparison ``v > threshold`` (inference, no graph).
         reset: ``"subtract"`` or ``"zero"``.
+        out: (B, N) buffers that receive ``v_t`` and ``z_t`` (without autograd only; ``out.v``
+            may be ``current`` itself). The fused sequence path writes its (T, B, N) outputs
+            this way, step by step.
 
     Returns:
         ``(z_t, LIFState(v_t, z_t))``.
     """
-    v = _integrate(current, state.v, state.z, alpha, threshold, reset)
-    z = _spike(v, threshold, spike_fn)
+    v = _integrate(
+        current, state.v, state.z, alpha, threshold, reset, None if out is None else out.v
+    )
+    z = _spike(v, threshold, spike_fn, None if out is None else out.z)
     return z, LIFState(v, z)
 
 

@@ -14,7 +14,8 @@ import torch
 from torch import Tensor, nn
 
 from snrl.errors import UserError
-from snrl.functional.dale import check_sign_vector, resolve_sign, signed_weights
+from snrl.functional.dale import balance_scale, check_sign_vector, resolve_sign, signed_weights
+from snrl.functional.neurons import RESETS
 from snrl.functional.state import mask_state
 from snrl.functional.surrogate import SpikeFn, default_spike_grad
 
@@ -22,14 +23,14 @@ HH_INITS = ("zeros", "random", "inputs", "given", "learned")
 
 
 class LayerOutput(NamedTuple):
-    """What a layer's ``run`` returns."""
+    """What a layer's ``run`` returns; ``out, state`` first, as the recurrent protocol."""
 
     out: Tensor
     """(B, N) or (T, B, N): spikes (spiking layers) or membrane (leaky integrator)."""
-    v: Tensor
-    """(B, N) or (T, B, N): membrane potential after each step."""
     state: Any
     """The state after the last step."""
+    v: Tensor
+    """(B, N) or (T, B, N): membrane potential after each step."""
 
 
 def _seed_from_global() -> int:
@@ -102,24 +103,29 @@ class RecurrentLayer(nn.Module):
 
         gen = torch.Generator().manual_seed(self.seed)
         n = output_size
-        # nn.Linear-like scale, identical with and without Dale: |W| ~ U(0, 1/sqrt(fan_in)).
+        # nn.Linear-like scale: raw W ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)); signed rows are then
+        # balanced (snrl.functional.dale.balance_scale), which keeps the second moment.
         k_in = 1.0 / math.sqrt(input_size)
-        self.weight_in = nn.Parameter((torch.rand(input_size, n, generator=gen) * 2 - 1) * k_in)
-        self.bias = nn.Parameter(torch.zeros(n))
+        w_in = (torch.rand(input_size, n, generator=gen) * 2 - 1) * k_in
+        w_rec = None
         if self.use_recurrent_connection:
             k_rec = 1.0 / math.sqrt(n)
-            self.weight_rec = nn.Parameter((torch.rand(n, n, generator=gen) * 2 - 1) * k_rec)
-        else:
-            self.register_parameter("weight_rec", None)
-        mask = None
-        if self.use_recurrent_connection and self.use_rec_eye_mask:
-            mask = 1.0 - torch.eye(n)
-        self.register_buffer("rec_mask", mask)
+            w_rec = (torch.rand(n, n, generator=gen) * 2 - 1) * k_rec
         rsign = resolve_sign(recurrent_sign, n, gen, "recurrent_sign") if force_dale_law else None
-        self.register_buffer("recurrent_sign", rsign)
         fsign = None
         if forward_sign is not None:
             fsign = check_sign_vector(forward_sign, input_size, "forward_sign")
+        if fsign is not None:
+            w_in = w_in * balance_scale(fsign)[:, None]
+        if w_rec is not None and rsign is not None:
+            w_rec = w_rec * balance_scale(rsign)[:, None]
+        self.weight_in = nn.Parameter(w_in)
+        self.bias = nn.Parameter(torch.zeros(n))
+        self.register_parameter("weight_rec", None if w_rec is None else nn.Parameter(w_rec))
+        # Derived from the flags, never loaded: a persisted mask with negative entries would
+        # flip every sign (old checkpoints that carry it are checked in _load_from_state_dict).
+        self.register_buffer("rec_mask", self._derived_mask(), persistent=False)
+        self.register_buffer("recurrent_sign", rsign)
         self.register_buffer("forward_sign", fsign)
         self._add_tau("tau_m", tau_m)
         if hh_init == "learned":
@@ -197,10 +203,29 @@ class RecurrentLayer(nn.Module):
             return torch.zeros(n, n, device=self.weight_in.device, dtype=self.weight_in.dtype)
         return w
 
+    def _derived_mask(self) -> Tensor | None:
+        """The recurrent mask the constructor flags imply: no autapses, or None."""
+        if self.use_recurrent_connection and self.use_rec_eye_mask:
+            return 1.0 - torch.eye(self.output_size)
+        return None
+
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):  # noqa: ANN001
         for name, n in (("recurrent_sign", self.output_size), ("forward_sign", self.input_size)):
             if state_dict.get(prefix + name) is not None:
                 check_sign_vector(state_dict[prefix + name], n, prefix + name)
+        # Checkpoints written before the mask stopped being persisted carry it: accept it
+        # only if it is the mask this layer derives from its flags (then drop it).
+        loaded = state_dict.pop(prefix + "rec_mask", None)
+        if loaded is not None:
+            mask = self._derived_mask()
+            loaded = torch.as_tensor(loaded).detach().cpu()
+            if mask is None or loaded.shape != mask.shape or not torch.equal(loaded.float(), mask):
+                raise UserError(
+                    f"{prefix}rec_mask in the state dict does not match the mask implied by "
+                    f"use_recurrent_connection={self.use_recurrent_connection}, "
+                    f"use_rec_eye_mask={self.use_rec_eye_mask} (the mask is derived from these "
+                    "flags; load a state dict saved by a layer built with the same flags)"
+                )
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     # ----------------------------------------------------------------- state
@@ -344,8 +369,8 @@ class RecurrentLayer(nn.Module):
             outs.append(out)
             vs.append(state.v)
         if seq:
-            return LayerOutput(torch.stack(outs), torch.stack(vs), state)
-        return LayerOutput(outs[0], vs[0], state)
+            return LayerOutput(torch.stack(outs), state, torch.stack(vs))
+        return LayerOutput(outs[0], state, vs[0])
 
     def _spike_fn(self) -> SpikeFn | None:
         return None
@@ -354,8 +379,9 @@ class RecurrentLayer(nn.Module):
         """Run one step (x: (B, F)) or a sequence (x: (T, B, F)).
 
         Returns:
-            ``LayerOutput(out, v, state)``: outputs and membranes after each step, shaped
-            like the input's leading dims with N features, and the state after the last step.
+            ``LayerOutput(out, state, v)``: outputs after each step, shaped like the input's
+            leading dims with N features, the state after the last step, and the membranes
+            after each step (shaped like ``out``).
         """
         state = self._check(x, state)
         return self._integrate(
@@ -388,13 +414,18 @@ class SpikingLayer(RecurrentLayer):
         **kwargs: Any,
     ) -> None:
         super().__init__(input_size, output_size, **kwargs)
-        if reset not in ("subtract", "zero"):
-            raise UserError(f"unknown reset={reset!r} (use 'subtract' or 'zero')")
+        if reset not in RESETS:
+            raise UserError(f"unknown reset={reset!r} (use one of {', '.join(RESETS)})")
         thr = float(threshold)
         if not (thr > 0 and math.isfinite(thr)):
             raise UserError(f"threshold={threshold!r} is not positive (give a threshold > 0)")
         self.threshold = thr
         self.reset = reset
+        if spike_grad is not None and not callable(spike_grad):
+            raise UserError(
+                f"spike_grad={spike_grad!r} is not callable (pass a "
+                "snrl.functional.Surrogate, e.g. Surrogate('atan'), or a snntorch surrogate)"
+            )
         self.spike_grad = default_spike_grad() if spike_grad is None else spike_grad
 
     def _spike_fn(self) -> SpikeFn | None:

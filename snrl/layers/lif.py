@@ -7,14 +7,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from snrl.functional.lif_sequence import lif_sequence
 from snrl.functional.neurons import LIFState, lif_step
 from snrl.functional.surrogate import SpikeFn
 from snrl.layers.base import LayerOutput, SpikingLayer
 
-try:  # the fused training path (a hand-written backward); the step loop is the fallback
-    from snrl.functional.lif_sequence import lif_sequence as _lif_sequence
-except ImportError:  # pragma: no cover - only before that module exists
-    _lif_sequence = None
+# The fused training path (a hand-written backward of lif_step); a module attribute so that
+# tests can switch it off and compare with the plain step loop.
+_lif_sequence = lif_sequence
 
 
 class LIFLayer(SpikingLayer):
@@ -29,8 +29,10 @@ class LIFLayer(SpikingLayer):
         tau_m: membrane time constant in seconds, a float or an (N,) tensor.
         threshold: spike threshold (membrane units).
         reset: ``"subtract"`` (subtract ``threshold`` after a spike) or ``"zero"``.
-        spike_grad: surrogate spike function (any ``snntorch.surrogate`` callable) applied to
-            ``v - threshold``; default :func:`snrl.functional.surrogate.default_spike_grad`.
+        spike_grad: surrogate spike function applied to ``v - threshold``: a
+            :class:`snrl.functional.surrogate.Surrogate` (closed-form derivative, fastest) or
+            any callable such as a ``snntorch.surrogate`` one (derivative by autograd);
+            default :func:`snrl.functional.surrogate.default_spike_grad`.
         force_dale_law: sign-constrain the recurrent weights by ``recurrent_sign``.
         forward_sign: None (free input weights) or a ±1 (input_size,) tensor: input row i has
             the sign ``forward_sign[i]``.
@@ -105,5 +107,5 @@ class LIFLayer(SpikingLayer):
     ) -> LayerOutput:
         if _lif_sequence is not None and u.dim() == 3 and torch.is_grad_enabled():
             z, v = _lif_sequence(u, w_rec, state, consts[0], self.threshold, self.reset, spike_fn)
-            return LayerOutput(z, v, LIFState(v[-1], z[-1]))
+            return LayerOutput(z, LIFState(v[-1], z[-1]), v)
         return super()._integrate(u, w_rec, state, consts, spike_fn)

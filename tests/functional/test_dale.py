@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from snrl.functional import check_sign_vector, make_sign_vector, signed_weights
+from snrl.functional.dale import balance_scale
 
 
 @pytest.mark.parametrize(
@@ -50,3 +51,22 @@ def test_signed_weights_rows_carry_the_sign(gen: torch.Generator) -> None:
     mask[0, 0] = 0
     assert signed_weights(w, None, mask)[0, 0] == 0
     assert torch.equal(signed_weights(w), w)
+
+
+@pytest.mark.parametrize(("n", "n_inh"), [(10, 2), (128, 26), (7, 3), (4, 2), (9, 8)])
+def test_balance_scale_zero_mean_and_unit_second_moment(n: int, n_inh: int) -> None:
+    sign = torch.ones(n)
+    sign[:n_inh] = -1.0
+    scale = balance_scale(sign)
+    # over the rows: sum of signed scales is 0 (zero expected input) and the mean square is 1
+    assert (scale * sign).sum().item() == pytest.approx(0.0, abs=1e-5)
+    assert (scale**2).mean().item() == pytest.approx(1.0, rel=1e-6)
+    assert len(set(scale[sign > 0].tolist())) == 1 and len(set(scale[sign < 0].tolist())) == 1
+
+
+def test_balance_scale_by_hand() -> None:
+    sign = torch.tensor([1.0, 1.0, -1.0, 1.0, 1.0])  # f = 0.2: a = 1/2, b = 2
+    torch.testing.assert_close(balance_scale(sign), torch.tensor([0.5, 0.5, 2.0, 0.5, 0.5]))
+    assert torch.equal(balance_scale(torch.tensor([1.0, -1.0])), torch.ones(2))  # f = 0.5
+    assert torch.equal(balance_scale(torch.ones(3)), torch.ones(3))  # f = 0: no balance
+    assert torch.equal(balance_scale(-torch.ones(3)), torch.ones(3))  # f = 1: no balance

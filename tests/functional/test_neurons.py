@@ -152,3 +152,20 @@ def test_state_round_trips_through_torch_save_weights_only(state: tuple) -> None
         assert type(a) is type(b)
         for ta, tb in zip(a, b):
             assert torch.equal(ta, tb)
+
+
+@pytest.mark.parametrize("reset", ["subtract", "zero"])
+def test_lif_step_into_buffers_equals_the_plain_step(reset: str) -> None:
+    # out= (used by the fused sequence) writes the same v_t, z_t into given buffers, and the
+    # current may already sit in out.v
+    g = torch.Generator().manual_seed(0)
+    current = torch.rand(3, 5, generator=g, dtype=torch.float64) * 2
+    state = LIFState(torch.rand(3, 5, generator=g, dtype=torch.float64), torch.zeros(3, 5))
+    state = LIFState(state.v, (torch.rand(3, 5, generator=g) > 0.5).double())
+    alpha = torch.full((5,), 0.9, dtype=torch.float64)
+    z, new = lif_step(current, state, alpha, 1.0, None, reset)
+    slot = LIFState(current.clone(), torch.empty(3, 5, dtype=torch.float64))
+    z2, new2 = lif_step(slot.v, state, alpha, 1.0, None, reset, out=slot)
+    assert new2.v is slot.v and new2.z is slot.z and z2 is slot.z
+    assert torch.equal(new2.v, new.v) and torch.equal(z2, z)
+    assert 0 < z.sum() < z.numel()

@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from snrl.layers import ALIFLayer, LIFLayer, LILayer, SpyLIFLayer
+from snrl.functional import Surrogate
+from snrl.layers import ALIFLayer, LayerOutput, LIFLayer, LILayer, SpyLIFLayer
 
 LAYERS = [LIFLayer, ALIFLayer, SpyLIFLayer, LILayer]
 
@@ -232,3 +233,32 @@ def test_lif_training_path_with_and_without_the_fused_sequence(monkeypatch, fuse
     )
     assert torch.equal(res.out, torch.stack(outs))
     assert torch.allclose(grads[0], ref[0], rtol=1e-4, atol=1e-4 * (1 + ref[0].abs().max().item()))
+
+
+@pytest.mark.parametrize("cls", LAYERS)
+@pytest.mark.parametrize("shape", [(2, 3), (6, 2, 3)])
+def test_layer_output_unpacks_like_the_recurrent_protocol(cls, shape) -> None:
+    # out, state first (as `out, state = net(x, state)` and BackboneOutput), then membranes
+    assert LayerOutput._fields == ("out", "state", "v")
+    layer = _make(cls)
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(3)) * 2
+    s0 = layer.initial_state(shape[-2])
+    out, state, v = layer.run(x, s0)
+    out2, state2 = layer(x, s0)
+    assert torch.equal(out, out2) and type(state) is type(state2) is layer.state_type
+    assert v.shape == out.shape and torch.equal(state.v, v[-1] if len(shape) == 3 else v)
+
+
+@pytest.mark.parametrize("cls", [LIFLayer, ALIFLayer, SpyLIFLayer])
+def test_surrogate_description_gives_its_closed_form_gradient(cls) -> None:
+    # one input straight onto one neuron (no recurrence): dz/dx = s(v - thr) * w_in, and the
+    # fused LIF path (a sequence with grad on) must give the same as a single step.
+    layer = cls(1, 1, use_recurrent_connection=False, spike_grad=Surrogate("atan", 3.0), seed=0)
+    with torch.no_grad():
+        layer.weight_in.fill_(1.0)
+    for shape in [(1, 1), (1, 1, 1)]:
+        x = torch.full(shape, 0.5, requires_grad=True)
+        z, _ = layer(x, layer.initial_state(1))
+        (g,) = torch.autograd.grad(z.sum(), x)
+        # atan, slope a = 3: s(x) = (a / 2) / (1 + (pi a x / 2)^2) at x = 0.5 - 1
+        assert g.item() == pytest.approx(1.5 / (1 + (math.pi * 3 * -0.5 / 2) ** 2), rel=1e-6)

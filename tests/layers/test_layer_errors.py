@@ -79,3 +79,9 @@ def test_bad_sign_arguments(kw, match: str) -> None:
 def test_bad_sizes(n) -> None:
     with pytest.raises(ValueError, match=repr(n)):
         LIFLayer(2, n)
+
+
+@pytest.mark.parametrize("cls", [LIFLayer, ALIFLayer, SpyLIFLayer])
+def test_spike_grad_that_is_not_callable(cls) -> None:
+    with pytest.raises(ValueError, match="spike_grad='atan' is not callable.*Surrogate"):
+        cls(2, 3, spike_grad="atan")
