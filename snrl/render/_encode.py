@@ -12,8 +12,8 @@ memory); the GIF writer keeps each frame as palette indices until it is closed.
   since the previous frame. The index frames go through imageio's pillow plugin with that
   palette (no quantization by Pillow); Pillow stores only the rectangle that changed since
   the previous frame. Loops forever; GIF delays are whole centiseconds, spread so the
-  average frame rate is exact. The index frames (one byte per pixel) are held until the
-  file is written at ``close``.
+  average frame rate is exact. Pillow writes a GIF in one go, so the index frames (one byte
+  per pixel) are held until ``close``, and Pillow holds its own copy while writing.
 
 Files are written to a temporary name in the destination directory
 (:func:`snrl.io.atomic_path`) and moved into place, fsynced, only when complete; on any
@@ -23,7 +23,7 @@ error the temporary file is removed.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -199,8 +199,9 @@ def build_palette(
     median-cut quantizer. Samples are subsampled regularly to ``max_pixels`` pixels. The 256
     entries are distinct colours (unused ones are padded from a coarse colour grid).
 
-    Pillow is imported directly here: imageio writes palette images but has no API to build
-    a palette from sample pixels, and Pillow's median cut is the well-kept one at hand.
+    Pillow is imported directly here (it is declared): imageio writes palette images but has
+    no API to build a palette from sample pixels, and Pillow's median cut is the well-kept
+    one at hand.
     """
     from PIL import Image
 
@@ -338,23 +339,32 @@ class GifWriter:
     def close(self) -> None:
         """Write the GIF (Pillow, through imageio) and move it into place."""
         import imageio.v3 as iio
+        from PIL import Image
+
+        def rest() -> Iterator[Image.Image]:
+            # Handed to Pillow one by one and dropped here, so the frames are held once
+            # (by Pillow's GIF writer), not also as a list of images inside imageio.
+            while self._frames:
+                yield Image.fromarray(self._frames.pop())
 
         try:
             n = len(self._frames)
             if n == 0:
                 raise ValueError("a GIF needs at least one frame")
-            delays_ms = (gif_delays_cs(n, self.fps) * 10).tolist()
-            self._frames.reverse()  # pop from the end: each frame is dropped once handed on
-            with iio.imopen(self._file.tmp, "w", plugin="pillow", extension=".gif") as gif:
-                while self._frames:
-                    last = len(self._frames) == 1  # the last call's options are the ones used
-                    gif.write(
-                        self._frames.pop(),
-                        is_batch=False,
-                        palette=self._palette,
-                        optimize=False,
-                        **(dict(duration=delays_ms, loop=0) if last else {}),
-                    )
+            self._frames.reverse()  # pop() from the end gives frame 0 first
+            iio.imwrite(
+                self._file.tmp,
+                self._frames.pop(),
+                plugin="pillow",
+                extension=".gif",
+                is_batch=False,
+                palette=self._palette,  # used as given: index k is palette colour k
+                optimize=False,
+                save_all=True,
+                append_images=rest(),  # passed on to Pillow as are all extra options
+                duration=(gif_delays_cs(n, self.fps) * 10).tolist(),  # ms per frame
+                loop=0,
+            )
         except BaseException:
             self.abort()
             raise
