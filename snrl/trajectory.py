@@ -32,19 +32,12 @@ import numpy as np
 
 from snrl.errors import UserError
 from snrl.io import atomic_open
-from snrl.networks.activity import KINDS, Activity
+from snrl.networks.activity import KINDS, Activity, as_numpy
 
 __all__ = ["Trajectory", "layer_dicts"]
 
 _FORMAT = "snrl.trajectory"
 _VERSION = 2
-
-
-def _to_numpy(x: Any) -> np.ndarray:
-    """Convert an array-like (numpy, list, torch tensor) to a numpy array without copying."""
-    if hasattr(x, "detach") and hasattr(x, "cpu"):  # a torch tensor; no torch import needed
-        x = x.detach().cpu().numpy()
-    return np.asarray(x)
 
 
 def layer_dicts(layers: Sequence[Any] | None) -> list[dict[str, Any]]:
@@ -80,7 +73,7 @@ def layer_dicts(layers: Sequence[Any] | None) -> list[dict[str, Any]]:
         threshold = get("threshold")
         sign = get("sign")
         if sign is not None:
-            sign_arr = _to_numpy(sign).reshape(-1)
+            sign_arr = as_numpy(sign).reshape(-1)
             if sign_arr.shape[0] != int(size) or not np.all(np.abs(sign_arr) == 1):
                 raise UserError(
                     f"layer {name!r} sign has {sign_arr.shape[0]} entries for size {size} "
@@ -145,14 +138,14 @@ class Trajectory:
         policy: Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> None:
-        self.observations = _to_numpy(observations)
-        self.actions = _to_numpy(actions)
-        self.rewards = _to_numpy(rewards).astype(np.float64, copy=False)
-        self.terminated = _to_numpy(terminated).astype(bool, copy=False)
-        self.truncated = _to_numpy(truncated).astype(bool, copy=False)
+        self.observations = as_numpy(observations)
+        self.actions = as_numpy(actions)
+        self.rewards = as_numpy(rewards).astype(np.float64, copy=False)
+        self.terminated = as_numpy(terminated).astype(bool, copy=False)
+        self.truncated = as_numpy(truncated).astype(bool, copy=False)
         self.env_id = str(env_id)
         self.seed = None if seed is None else int(seed)
-        self.frames = None if frames is None else _to_numpy(frames)
+        self.frames = None if frames is None else as_numpy(frames)
         if isinstance(activity, Activity):
             if layers:
                 raise UserError(
@@ -168,9 +161,9 @@ class Trajectory:
                     DeprecationWarning,
                     stacklevel=2,
                 )
-            flat = {str(k): _to_numpy(v) for k, v in (activity or {}).items()}
+            flat = {str(k): as_numpy(v) for k, v in (activity or {}).items()}
             self.activity = Activity.from_flat(flat, layer_dicts(layers)).to_numpy()
-        policy_arrays = {str(k): _to_numpy(v) for k, v in (policy or {}).items()}
+        policy_arrays = {str(k): as_numpy(v) for k, v in (policy or {}).items()}
         self.policy = {k: v[:, None] if v.ndim == 1 else v for k, v in policy_arrays.items()}
         self.meta = dict(meta or {})
         self._validate()

@@ -37,14 +37,15 @@ import numpy as np
 
 from snrl.errors import UserError
 
-__all__ = ["KINDS", "Activity", "LayerActivity"]
+__all__ = ["KINDS", "Activity", "LayerActivity", "as_numpy"]
 
 KINDS = ("spiking", "readout", "ann")
 """Layer kinds: spiking neurons, a non-spiking leaky-integrator readout, an ANN layer."""
 
 
-def _numpy(x: Any) -> Any:
-    """A torch tensor (any device) as a numpy array; numpy arrays and None unchanged."""
+def as_numpy(x: Any) -> Any:
+    """An array-like (torch tensor on any device, list, numpy array) as a numpy array, without
+    a copy where none is needed; None stays None. No torch import is needed for this."""
     if x is None:
         return None
     if hasattr(x, "detach") and hasattr(x, "cpu"):  # a torch tensor
@@ -126,13 +127,13 @@ class LayerActivity:
 
     def to_numpy(self) -> LayerActivity:
         """A copy with numpy arrays (tensors are detached and moved to the CPU)."""
-        out = self.map(_numpy)
-        sign = _numpy(self.sign)
+        out = self.map(as_numpy)
+        sign = as_numpy(self.sign)
         return dataclasses.replace(out, sign=None if sign is None else sign.astype(np.int8))
 
     def info(self) -> dict[str, Any]:
         """The static description as plain JSON-able data (no arrays but a sign list)."""
-        sign = _numpy(self.sign)
+        sign = as_numpy(self.sign)
         return {
             "name": self.name,
             "kind": self.kind,
