@@ -32,6 +32,7 @@ import gymnasium as gym
 import imageio
 import numpy as np
 
+from snrl.networks import Activity, LayerActivity
 from snrl.render import Trajectory, TrajectoryRenderer
 
 
@@ -76,15 +77,22 @@ def cartpole_episode(steps: int, *, seed: int = 0, frames: bool = True, hidden: 
         env_id="CartPole-v1",
         seed=seed,
         frames=np.array(imgs) if frames else None,
-        activity={
-            "lif0.spikes": (rng.random((t, hidden)) < 0.08).astype(np.float32),
-            "lif0.v": v.astype(np.float32),
-            "readout.v": rng.normal(0, 1, (t, 2)).astype(np.float32),
-        },
-        layers=[
-            dict(name="lif0", kind="spiking", size=hidden, threshold=1.0, sign=sign),
-            dict(name="readout", kind="readout", size=2, threshold=None, sign=None),
-        ],
+        activity=Activity(
+            [
+                LayerActivity(
+                    "lif0",
+                    "spiking",
+                    hidden,
+                    spikes=(rng.random((t, hidden)) < 0.08).astype(np.float32),
+                    v=v.astype(np.float32),
+                    threshold=1.0,
+                    sign=np.array(sign),
+                ),
+                LayerActivity(
+                    "readout", "readout", 2, v=rng.normal(0, 1, (t, 2)).astype(np.float32)
+                ),
+            ]
+        ),
         policy={"probs": np.stack([1 - p, p], axis=1)},
         meta={"algo": "ppo", "backbone": "lif (fake activity)"},
     )

@@ -9,8 +9,6 @@ drives it with a slowly varying 4-channel input for 300 steps (dt = 1 ms), and s
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 
 import matplotlib
 
@@ -18,6 +16,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
+from snrl.io import atomic_path  # noqa: E402
+from snrl.networks import Activity  # noqa: E402
 from snrl.networks.spiking import SpikingBackbone  # noqa: E402
 
 
@@ -38,17 +38,17 @@ def build(seed: int, inhibitory: float = 0.5) -> SpikingBackbone:
     fire, every neuron fires every step (see docs/layers.md, "E/I balance").
     """
     return SpikingBackbone(
-        4, [80, 40], 2, neuron="lif", force_dale_law=True, recurrent_sign=inhibitory, seed=seed
+        4, [80, 40], 2, backbone="lif", force_dale_law=True, recurrent_sign=inhibitory, seed=seed
     )
 
 
-def plot(net: SpikingBackbone, activity: dict[str, torch.Tensor], out: str) -> None:
+def plot(net: SpikingBackbone, activity: Activity, out: str) -> None:
     """Raster of every spiking layer (E blue, I red) and a few membrane traces, saved to out."""
-    names = [i.name for i in net.layer_info() if i.kind == "spiking"]
+    names = [layer.name for layer in activity.spiking()]
     fig, axes = plt.subplots(len(names) + 1, 1, figsize=(9, 2.4 * (len(names) + 1)), sharex=True)
     for ax, name in zip(axes, names):
-        spikes = activity[f"{name}.spikes"][:, 0]  # (T, N), first batch row
-        sign = net.layers[name].recurrent_sign
+        spikes = activity[name].spikes[:, 0]  # (T, N), first batch row
+        sign = activity[name].sign
         for is_exc, colour, label in ((True, "tab:blue", "E"), (False, "tab:red", "I")):
             cols = (sign > 0) if is_exc else (sign < 0)
             t, n = (spikes * cols).nonzero(as_tuple=True)
@@ -56,27 +56,23 @@ def plot(net: SpikingBackbone, activity: dict[str, torch.Tensor], out: str) -> N
         ax.set_ylabel(f"{name} neuron")
         ax.legend(loc="upper right", markerscale=4, fontsize=8)
     ax = axes[-1]
-    v = activity[f"{names[0]}.v"][:, 0]
-    counts = activity[f"{names[0]}.spikes"][:, 0].sum(0)
+    first = activity[names[0]]
+    v = first.v[:, 0]
+    counts = first.spikes[:, 0].sum(0)
     busy = [int(j) for j in counts.argsort(descending=True) if counts[j] < 0.5 * len(v)]
     for j in busy[:3]:
         ax.plot(v[:, j].numpy(), lw=0.8, label=f"{names[0]} v[{j}]")
-    ax.plot(activity["readout.v"][:, 0, 0].numpy(), lw=1.2, c="k", label="readout v[0]")
-    ax.axhline(net.layers[names[0]].threshold, ls="--", c="grey", lw=0.6)
+    ax.plot(activity["readout"].v[:, 0, 0].numpy(), lw=1.2, c="k", label="readout v[0]")
+    ax.axhline(first.threshold, ls="--", c="grey", lw=0.6)
     ax.set_xlabel("step (1 ms)")
     ax.set_ylabel("membrane")
     ax.legend(loc="upper right", fontsize=7, ncol=4)
     fig.tight_layout()
-    out_dir = os.path.dirname(os.path.abspath(out))
-    fd, tmp = tempfile.mkstemp(suffix=".png", dir=out_dir)
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=110)
-        os.replace(tmp, out)
+        with atomic_path(out) as tmp:  # a reader never sees a half-written PNG
+            fig.savefig(tmp, format="png", dpi=110)
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     with torch.no_grad():
         res = net.run(x, net.initial_state(1))
     plot(net, res.activity, args.out)
-    rates = {k: float(v.mean()) for k, v in res.activity.items() if k.endswith(".spikes")}
+    rates = res.activity.spike_rates()
     print(f"wrote {args.out}; spikes per neuron per step: {rates}")
     return 0
 

@@ -64,7 +64,7 @@ def main() -> None:
 
     traj = best.rollout(seed=0, record=not args.quick)
     q = traj.policy["q_values"]  # (T, A): the readout membrane at every step
-    spikes = traj.activity["lif0.spikes"]
+    spikes = traj.activity["lif0"].spikes
     print(
         f"greedy episode: {len(q)} steps, Q(s, a) from {q.min():.1f} to {q.max():.1f}, "
         f"mean spike rate {np.mean(spikes):.3f}"

@@ -34,7 +34,7 @@ def main() -> None:
         4,  # CartPole observation features
         [80, 40],
         2,  # logits for the two actions: the readout membrane
-        neuron="lif",
+        backbone="lif",
         force_dale_law=True,
         recurrent_sign=0.5,
         tau_m=10e-3,
@@ -77,7 +77,7 @@ def policy_like(seed: int) -> SpikingBackbone:
         4,
         [80, 40],
         2,
-        neuron="lif",
+        backbone="lif",
         force_dale_law=True,
         recurrent_sign=0.5,
         tau_m=10e-3,

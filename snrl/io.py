@@ -16,7 +16,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["atomic_open", "atomic_write_bytes", "atomic_write_text", "write_json_atomic"]
+__all__ = [
+    "AtomicPath",
+    "atomic_open",
+    "atomic_path",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "write_json_atomic",
+]
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -70,6 +77,65 @@ def atomic_open(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO[Any]]:
             os.unlink(tmp)
         raise
     _fsync_dir(path.parent)
+
+
+class AtomicPath:
+    """A temp file next to ``path`` that becomes ``path`` on :meth:`commit`.
+
+    For writers that need a file *name* rather than an open file (an ffmpeg subprocess, an
+    image library) or that stay open across calls. The temp file is created empty, named
+    ``.<name>.<random>.tmp`` in the destination directory (the same pattern as
+    :func:`atomic_open`), with the mode ``open()`` would give. Use it as a context manager
+    (``with atomic_path(p) as tmp: write(tmp)``: committed on a clean exit, discarded if the
+    body raises) or call :meth:`commit` / :meth:`discard` yourself.
+
+    Raises:
+        OSError: the directory cannot be created or written.
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        name, parent = self.path.name, self.path.parent
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=parent)
+        self.tmp = Path(tmp)
+        try:
+            os.fchmod(fd, _default_mode())
+        finally:
+            os.close(fd)
+
+    def commit(self) -> None:
+        """Flush the temp file to disk and move it to ``path`` (then sync the directory)."""
+        try:
+            fd = os.open(self.tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(self.tmp, self.path)
+        except BaseException:
+            self.discard()
+            raise
+        _fsync_dir(self.path.parent)
+
+    def discard(self) -> None:
+        """Remove the temp file (``path`` is left untouched)."""
+        with contextlib.suppress(OSError):
+            os.unlink(self.tmp)
+
+    def __enter__(self) -> Path:
+        return self.tmp
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.discard()
+
+
+def atomic_path(path: str | os.PathLike) -> AtomicPath:
+    """A temp path next to ``path`` that replaces it on success (see :class:`AtomicPath`)."""
+    return AtomicPath(path)
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:

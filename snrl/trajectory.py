@@ -8,15 +8,21 @@ Frame convention: ``frames`` holds ``T + 1`` images. ``frames[0]`` is rendered r
 ``env.reset``; ``frames[t + 1]`` right after step ``t`` (the step that took ``actions[t]``
 having seen ``observations[t]``). Rendered videos show all ``T + 1`` frames.
 
+The network's activity is a :class:`snrl.networks.Activity` of numpy arrays, one
+:class:`~snrl.networks.LayerActivity` per layer of the policy backbone (``traj.activity[0]``,
+``traj.activity["lif0"].spikes``), each array ``(T, N)``.
+
 Files are ``.npz`` archives written with :func:`numpy.savez` (atomically) and read with
 ``allow_pickle=False``: arrays plus one JSON string entry for the metadata. Nothing is
-unpickled when loading.
+unpickled when loading. Files of format version 1 (activity stored under
+``"<layer>.<field>"`` keys) are still read.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import warnings
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -26,19 +32,12 @@ import numpy as np
 
 from snrl.errors import UserError
 from snrl.io import atomic_open
+from snrl.networks.activity import KINDS, Activity, as_numpy
 
 __all__ = ["Trajectory", "layer_dicts"]
 
 _FORMAT = "snrl.trajectory"
-_VERSION = 1
-_LAYER_KINDS = ("spiking", "readout", "ann")
-
-
-def _to_numpy(x: Any) -> np.ndarray:
-    """Convert an array-like (numpy, list, torch tensor) to a numpy array without copying."""
-    if hasattr(x, "detach") and hasattr(x, "cpu"):  # a torch tensor; no torch import needed
-        x = x.detach().cpu().numpy()
-    return np.asarray(x)
+_VERSION = 2
 
 
 def layer_dicts(layers: Sequence[Any] | None) -> list[dict[str, Any]]:
@@ -67,14 +66,14 @@ def layer_dicts(layers: Sequence[Any] | None) -> list[dict[str, Any]]:
         name, kind, size = get("name"), get("kind"), get("size")
         if not isinstance(name, str) or not name:
             raise UserError(f"layer {i} has no name (give each layer a non-empty 'name')")
-        if kind not in _LAYER_KINDS:
-            raise UserError(f"layer {name!r} has kind {kind!r} (use one of {_LAYER_KINDS})")
+        if kind not in KINDS:
+            raise UserError(f"layer {name!r} has kind {kind!r} (use one of {KINDS})")
         if size is None or int(size) < 0:
             raise UserError(f"layer {name!r} has size {size!r} (give the number of units)")
         threshold = get("threshold")
         sign = get("sign")
         if sign is not None:
-            sign_arr = _to_numpy(sign).reshape(-1)
+            sign_arr = as_numpy(sign).reshape(-1)
             if sign_arr.shape[0] != int(size) or not np.all(np.abs(sign_arr) == 1):
                 raise UserError(
                     f"layer {name!r} sign has {sign_arr.shape[0]} entries for size {size} "
@@ -106,10 +105,12 @@ class Trajectory:
         seed: the seed passed to ``env.reset(seed=...)`` at the start, or ``None``.
         frames: uint8 (T + 1, H, W, 3) RGB frames, ``frames[0]`` after reset and
             ``frames[t + 1]`` after step t; or ``None`` (the renderer can re-simulate them).
-        activity: ``"<layer>.<var>" -> (T, N)`` per-step activity of the policy backbone
-            (``"lif0.spikes"``, ``"lif0.v"``, ``"readout.v"``, ``"mlp0.h"`` ...).
-        layers: the policy backbone's ``LayerInfo`` as plain dicts (see :func:`layer_dicts`;
-            ``LayerInfo`` tuples are accepted and converted).
+        activity: the policy backbone's per-step :class:`~snrl.networks.Activity`, every
+            array (T, N) (tensors are converted to numpy). Deprecated for one release: a
+            mapping ``"<layer>.<field>" -> (T, N)`` (``"lif0.spikes"``, ``"mlp0.h"``), with
+            ``layers`` describing its layers.
+        layers: only with a deprecated flat ``activity`` mapping: the layers' ``LayerInfo``
+            (or plain dicts, see :func:`layer_dicts`). An ``Activity`` carries its own.
         policy: ``name -> (T, K)`` per-step policy outputs: ``"probs"`` (Discrete action
             probabilities), ``"q_values"`` (DQN), ``"mean"``/``"std"`` (Box). A 1-D array
             is taken as (T, 1).
@@ -117,7 +118,8 @@ class Trajectory:
 
     Raises:
         UserError: lengths disagree (the message names the mismatching field), frames are
-            not uint8 RGB, an activity array is not 2-D, or ``meta`` is not JSON-able.
+            not uint8 RGB, an activity array is not (T, N) with N the layer's size, or
+            ``meta`` is not JSON-able.
     """
 
     def __init__(
@@ -131,22 +133,37 @@ class Trajectory:
         env_id: str = "",
         seed: int | None = None,
         frames: Any | None = None,
-        activity: Mapping[str, Any] | None = None,
+        activity: Activity | Mapping[str, Any] | None = None,
         layers: Sequence[Any] | None = None,
         policy: Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> None:
-        self.observations = _to_numpy(observations)
-        self.actions = _to_numpy(actions)
-        self.rewards = _to_numpy(rewards).astype(np.float64, copy=False)
-        self.terminated = _to_numpy(terminated).astype(bool, copy=False)
-        self.truncated = _to_numpy(truncated).astype(bool, copy=False)
+        self.observations = as_numpy(observations)
+        self.actions = as_numpy(actions)
+        self.rewards = as_numpy(rewards).astype(np.float64, copy=False)
+        self.terminated = as_numpy(terminated).astype(bool, copy=False)
+        self.truncated = as_numpy(truncated).astype(bool, copy=False)
         self.env_id = str(env_id)
         self.seed = None if seed is None else int(seed)
-        self.frames = None if frames is None else _to_numpy(frames)
-        self.activity = {str(k): _to_numpy(v) for k, v in (activity or {}).items()}
-        self.layers = layer_dicts(layers)
-        policy_arrays = {str(k): _to_numpy(v) for k, v in (policy or {}).items()}
+        self.frames = None if frames is None else as_numpy(frames)
+        if isinstance(activity, Activity):
+            if layers:
+                raise UserError(
+                    "layers= goes with a flat activity mapping only (an Activity carries "
+                    "its layers' description; drop layers=)"
+                )
+            self.activity = activity.to_numpy()
+        else:
+            if activity:
+                warnings.warn(
+                    "Trajectory(activity={'<layer>.<field>': ...}) is deprecated and will be "
+                    "removed in the next release; pass a snrl.networks.Activity",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+            flat = {str(k): as_numpy(v) for k, v in (activity or {}).items()}
+            self.activity = Activity.from_flat(flat, layer_dicts(layers)).to_numpy()
+        policy_arrays = {str(k): as_numpy(v) for k, v in (policy or {}).items()}
         self.policy = {k: v[:, None] if v.ndim == 1 else v for k, v in policy_arrays.items()}
         self.meta = dict(meta or {})
         self._validate()
@@ -182,11 +199,25 @@ class Trajectory:
                     f"frames has length {f.shape[0]} but observations has length {t} "
                     f"(give T + 1 frames: frames[0] after reset, frames[t + 1] after step t)"
                 )
-        for key, arr in self.activity.items():
-            if arr.ndim != 2 or arr.shape[0] != t:
+        for layer in self.activity:
+            for field, arr in layer.fields.items():
+                if arr.ndim != 2 or arr.shape[0] != t:
+                    raise UserError(
+                        f"activity {layer.name}.{field} has shape {arr.shape} but observations "
+                        f"has length {t} (give a (T, N) array per field: squeeze the batch "
+                        "axis of each step)"
+                    )
+                if arr.shape[1] != layer.size:
+                    raise UserError(
+                        f"activity {layer.name}.{field} has {arr.shape[1]} units but layer "
+                        f"{layer.name!r} has size {layer.size} (make them agree)"
+                    )
+            if layer.sign is not None and (
+                layer.sign.shape != (layer.size,) or not np.all(np.abs(layer.sign) == 1)
+            ):
                 raise UserError(
-                    f"activity[{key!r}] has shape {arr.shape} but observations has length {t} "
-                    "(give a (T, N) array per key: squeeze the batch axis of each step)"
+                    f"layer {layer.name!r} sign has shape {layer.sign.shape} for size "
+                    f"{layer.size} (give one ±1 per neuron, or None)"
                 )
         for key, arr in self.policy.items():
             if arr.ndim != 2 or arr.shape[0] != t:
@@ -194,13 +225,6 @@ class Trajectory:
                     f"policy[{key!r}] has shape {arr.shape} but observations has length {t} "
                     "(give a (T, K) array per key)"
                 )
-        for layer in self.layers:
-            for key, arr in self.activity.items():
-                if key.rsplit(".", 1)[0] == layer["name"] and arr.shape[1] != layer["size"]:
-                    raise UserError(
-                        f"activity[{key!r}] has {arr.shape[1]} units but layer "
-                        f"{layer['name']!r} has size {layer['size']} (make them agree)"
-                    )
         try:
             json.dumps(self.meta)
         except (TypeError, ValueError) as exc:
@@ -217,7 +241,7 @@ class Trajectory:
         frames = "none" if self.frames is None else "x".join(map(str, self.frames.shape[1:3]))
         return (
             f"Trajectory(env_id={self.env_id!r}, T={len(self)}, seed={self.seed}, "
-            f"return={self.total_reward:.3g}, frames={frames}, activity={sorted(self.activity)})"
+            f"return={self.total_reward:.3g}, frames={frames}, activity={self.activity.names})"
         )
 
     @property
@@ -234,6 +258,12 @@ class Trajectory:
     def has_frames(self) -> bool:
         """Whether ``frames`` are stored."""
         return self.frames is not None
+
+    @property
+    def layers(self) -> list[dict[str, Any]]:
+        """The policy backbone's layers as plain dicts ``{"name", "kind", "size",
+        "threshold", "sign"}`` (from ``activity``)."""
+        return self.activity.info()
 
     def layer(self, name: str) -> dict[str, Any] | None:
         """The layer dict called ``name``, or ``None``."""
@@ -254,7 +284,6 @@ class Trajectory:
             "seed": self.seed,
             "frames": self.frames,
             "activity": self.activity,
-            "layers": self.layers,
             "policy": self.policy,
             "meta": self.meta,
         }
@@ -287,7 +316,7 @@ class Trajectory:
                 f"cannot create directory {path.parent}: {exc.strerror or exc} "
                 "(choose a writable output path)"
             ) from exc
-        activity_keys = list(self.activity)
+        activity = [dict(layer.info(), fields=list(layer.fields)) for layer in self.activity]
         policy_keys = list(self.policy)
         header = {
             "format": _FORMAT,
@@ -295,8 +324,7 @@ class Trajectory:
             "env_id": self.env_id,
             "seed": self.seed,
             "meta": self.meta,
-            "layers": self.layers,
-            "activity_keys": activity_keys,
+            "activity": activity,
             "policy_keys": policy_keys,
             "has_frames": self.frames is not None,
         }
@@ -310,8 +338,9 @@ class Trajectory:
         }
         if self.frames is not None:
             arrays["frames"] = self.frames
-        for i, key in enumerate(activity_keys):
-            arrays[f"activity_{i}"] = self.activity[key]
+        for i, layer in enumerate(self.activity):
+            for j, arr in enumerate(layer.fields.values()):
+                arrays[f"activity_{i}_{j}"] = arr
         for i, key in enumerate(policy_keys):
             arrays[f"policy_{i}"] = self.policy[key]
         for key, arr in arrays.items():
@@ -359,10 +388,7 @@ class Trajectory:
                     env_id=header["env_id"],
                     seed=header["seed"],
                     frames=data["frames"] if header["has_frames"] else None,
-                    activity={
-                        k: data[f"activity_{i}"] for i, k in enumerate(header["activity_keys"])
-                    },
-                    layers=header["layers"],
+                    activity=_load_activity(data, header),
                     policy={k: data[f"policy_{i}"] for i, k in enumerate(header["policy_keys"])},
                     meta=header["meta"],
                 )
@@ -373,3 +399,15 @@ class Trajectory:
                 f"cannot read trajectory {path}: {exc} (the file is corrupt or not from "
                 "Trajectory.save)"
             ) from exc
+
+
+def _load_activity(data: Any, header: dict[str, Any]) -> Activity:
+    """The activity stored in an npz (format 2: per layer; format 1: flat keys)."""
+    if int(header.get("version", 1)) < 2:
+        flat = {k: data[f"activity_{i}"] for i, k in enumerate(header["activity_keys"])}
+        return Activity.from_flat(flat, layer_dicts(header["layers"]))
+    flat = {}
+    for i, layer in enumerate(header["activity"]):
+        for j, field in enumerate(layer["fields"]):
+            flat[f"{layer['name']}.{field}"] = data[f"activity_{i}_{j}"]
+    return Activity.from_flat(flat, layer_dicts(header["activity"]))

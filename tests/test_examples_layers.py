@@ -20,5 +20,5 @@ def test_dale_network_example_writes_a_png(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert out.stat().st_size > 10_000
-    assert "lif0.spikes" in proc.stdout
+    assert "spikes per neuron per step: {'lif0': " in proc.stdout
     assert [p.name for p in tmp_path.iterdir()] == ["raster.png"]  # no temp file left

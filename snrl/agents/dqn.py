@@ -525,9 +525,8 @@ class DQN(Algorithm):
         self._obs = next_obs
         self.env_step += self.config.n_envs
         self._buffer_steps += self.config.n_envs
-        for k, a in activity.items():
-            if k.endswith(".spikes"):
-                stats.add(f"spike_rate_{k[: -len('.spikes')]}", a.mean())
+        for layer in activity.spiking():
+            stats.add(f"spike_rate_{layer.name}", layer.spikes.mean())
         return finished_episodes(info)[1].tolist()
 
     # ---- learning ------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 An algorithm's agent offers ``preprocess(raw_obs) -> x``, ``initial_state(B)``,
 ``reset_state(state, done)``, ``step(x, state, deterministic=...) -> StepResult`` (action,
-..., state, dist_params, activity), ``env_action(action)`` and ``policy.layer_info()``.
+..., state, dist_params, activity: an :class:`~snrl.networks.Activity`) and
+``env_action(action)``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import numpy as np
 import torch
 
 from snrl.envs import make_env, make_vector_env
+from snrl.networks.activity import Activity
 from snrl.trajectory import Trajectory
 
 
@@ -79,7 +81,7 @@ def record_trajectory(
                 frames.append(frame)
         state = agent.initial_state(1)
         rows: dict[str, list] = {"obs": [], "act": [], "rew": [], "term": [], "trunc": []}
-        activity: dict[str, list] = {}
+        activity: list[Activity] = []
         policy: dict[str, list] = {}
         t = 0
         while True:
@@ -87,8 +89,7 @@ def record_trajectory(
             action = agent.env_action(res.action)[0]
             rows["obs"].append(np.asarray(obs))
             rows["act"].append(np.asarray(action))
-            for k, v in res.activity.items():
-                activity.setdefault(k, []).append(v[0].cpu().numpy())
+            activity.append(res.activity.to_numpy())  # (1, N) per field: batch of one env
             for k, v in res.dist_params.items():
                 policy.setdefault(k, []).append(v[0].cpu().numpy())
             obs, reward, term, trunc, _ = env.step(action)
@@ -110,8 +111,7 @@ def record_trajectory(
         terminated=np.asarray(rows["term"]),
         truncated=np.asarray(rows["trunc"]),
         frames=np.stack(frames) if record else None,
-        activity={k: np.stack(v) for k, v in activity.items()},
-        layers=agent.policy.layer_info(),
+        activity=Activity.concat(activity),  # (T, N) per field
         policy={k: np.stack(v) for k, v in policy.items()},
         env_id=env_id,
         seed=seed,

@@ -308,9 +308,8 @@ class PPO(Algorithm):
                         ("clip_fraction", clipfrac),
                     ):
                         stats.setdefault(k, []).append(v)
-                    for k, a in activity.items():
-                        if k.endswith(".spikes"):
-                            rates.setdefault(k[: -len(".spikes")], []).append(a.mean().item())
+                    for name, rate in activity.spike_rates().items():
+                        rates.setdefault(name, []).append(rate)
             if cfg.target_kl is not None and stats["approx_kl"][-1] > cfg.target_kl:
                 break
         out = {k: float(np.mean(v)) for k, v in stats.items()}

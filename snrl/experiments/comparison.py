@@ -335,12 +335,10 @@ def evaluate_with_activity(
             while not finished.all():
                 res = agent.step(agent.preprocess(obs), state, deterministic=True)
                 live = ~finished
-                for key, a in res.activity.items():
-                    if key.endswith(".spikes"):
-                        layer = key[: -len(".spikes")]
-                        rows = a[torch.as_tensor(live)]
-                        spikes[layer] = spikes.get(layer, 0.0) + float(rows.sum())
-                        counts[layer] = counts.get(layer, 0.0) + rows.numel()
+                for layer in res.activity.spiking():
+                    rows = layer.spikes[torch.as_tensor(live)]
+                    spikes[layer.name] = spikes.get(layer.name, 0.0) + float(rows.sum())
+                    counts[layer.name] = counts.get(layer.name, 0.0) + rows.numel()
                 obs, reward, term, trunc, _ = envs.step(agent.env_action(res.action))
                 returns[live] += reward[live]
                 done = np.logical_or(term, trunc)

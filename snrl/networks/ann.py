@@ -13,7 +13,10 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
+from snrl.errors import UserError
 from snrl.functional.state import mask_state
+from snrl.networks._args import MISSING, layer_widths, renamed
+from snrl.networks.activity import Activity, LayerActivity
 from snrl.networks.protocol import BackboneOutput, LayerInfo
 
 
@@ -38,14 +41,31 @@ class MLP(nn.Module):
 
     Args:
         input_size: observation features F.
-        hidden_sizes: widths of the hidden layers.
+        hidden_size: width of the hidden layers: an int (every layer; ``n_layers`` of them)
+            or a sequence of ints (one per layer).
         output_size: width of the final linear layer, or None to output the last hidden layer.
+        n_layers: hidden layers (default: 1 for an int ``hidden_size``, else its length).
+
+    Deprecated (one release, with a ``DeprecationWarning``): ``hidden_sizes=`` for
+    ``hidden_size=``.
     """
 
-    def __init__(self, input_size: int, hidden_sizes: Sequence[int], output_size: int | None):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int | Sequence[int] | None = None,
+        output_size: int | None = None,
+        *,
+        n_layers: int | None = None,
+        hidden_sizes: Sequence[int] = MISSING,
+    ) -> None:
         super().__init__()
+        hidden_size = renamed("hidden_sizes", hidden_sizes, "hidden_size", hidden_size, "MLP")
+        widths = layer_widths(hidden_size, n_layers, "MLP")
         self.input_size = input_size
-        sizes = [input_size, *hidden_sizes]
+        self.hidden_size = widths
+        self.n_layers = len(widths)
+        sizes = [input_size, *widths]
         self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
         self.head = nn.Linear(sizes[-1], output_size) if output_size is not None else None
         self.output_size = output_size if output_size is not None else sizes[-1]
@@ -58,13 +78,13 @@ class MLP(nn.Module):
 
     def run(self, x: Tensor, state: tuple = ()) -> BackboneOutput:
         _check_input(x, self.input_size)
-        activity = {}
+        layers = []
         h = x
         for i, layer in enumerate(self.hidden):
             h = torch.tanh(layer(h))
-            activity[f"mlp{i}.h"] = h
+            layers.append(LayerActivity(f"mlp{i}", "ann", layer.out_features, extra={"h": h}))
         out = self.head(h) if self.head is not None else h
-        return BackboneOutput(out, (), activity)
+        return BackboneOutput(out, (), Activity(layers))
 
     def forward(self, x: Tensor, state: tuple = ()) -> tuple[Tensor, tuple]:
         out, state, _ = self.run(x, state)
@@ -97,10 +117,16 @@ class _RecurrentANN(nn.Module):
 
     kind = ""
 
-    def __init__(self, input_size: int, hidden_size: int, output_size: int | None):
+    def __init__(self, input_size: int, hidden_size: int, output_size: int | None = None):
         super().__init__()
+        if isinstance(hidden_size, bool) or not isinstance(hidden_size, int) or hidden_size < 1:
+            raise UserError(
+                f"{self.kind.upper()} hidden_size={hidden_size!r} (give one int width >= 1; "
+                "a GRU/LSTM backbone has one recurrent layer)"
+            )
         self.input_size = input_size
         self.hidden_size = hidden_size
+        self.n_layers = 1
         cls = nn.GRU if self.kind == "gru" else nn.LSTM
         self.rnn = cls(input_size, hidden_size)
         self.head = nn.Linear(hidden_size, output_size) if output_size is not None else None
@@ -129,7 +155,8 @@ class _RecurrentANN(nn.Module):
         if x.dim() == 2:
             hs = hs[0]
         out = self.head(hs) if self.head is not None else hs
-        return BackboneOutput(out, new_state, {f"{self.kind}0.h": hs})
+        act = LayerActivity(f"{self.kind}0", "ann", self.hidden_size, extra={"h": hs})
+        return BackboneOutput(out, new_state, Activity([act]))
 
     def forward(self, x: Tensor, state):
         out, state, _ = self.run(x, state)

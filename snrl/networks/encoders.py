@@ -73,9 +73,9 @@ class EncodedBackbone(nn.Module):
         res = self.backbone.run(seq.repeat_interleave(k, dim=0), state)
         last = slice(k - 1, None, k)
         out = res.out[last]
-        act = {name: a[last] for name, a in res.activity.items()}
+        act = res.activity.map(lambda a: a[last])
         if u.dim() == 2:
-            out, act = out[0], {name: a[0] for name, a in act.items()}
+            out, act = out[0], act.map(lambda a: a[0])
         return BackboneOutput(out, res.state, act)
 
     def forward(self, x: Tensor, state):

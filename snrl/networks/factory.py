@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from torch import nn
 
 from snrl.errors import UserError
+from snrl.networks._args import layer_widths
 from snrl.networks.ann import GRU, LSTM, MLP
 from snrl.networks.encoders import EncodedBackbone, PopulationEncoder
+from snrl.networks.spiking import NEURONS, SpikingBackbone
 
-SPIKING = ("lif", "alif", "spylif")
+SPIKING = tuple(NEURONS)
 ANN = ("mlp", "gru", "lstm")
 BACKBONES = SPIKING + ANN
 ENCODERS = ("direct", "population")
@@ -21,8 +24,8 @@ def build_backbone(
     input_size: int,
     output_size: int | None,
     *,
-    hidden_size: int = 128,
-    n_layers: int = 1,
+    hidden_size: int | Sequence[int] = 128,
+    n_layers: int | None = None,
     force_dale_law: bool = False,
     encoder: str = "direct",
     population_k: int = 8,
@@ -38,8 +41,10 @@ def build_backbone(
             ``mlp, gru, lstm``.
         input_size: flat observation features.
         output_size: readout width (logits, Q-values, or 1 for a critic).
-        hidden_size: neurons / units per hidden layer.
-        n_layers: hidden layers (spiking and mlp; gru/lstm have one).
+        hidden_size: neurons / units per hidden layer: an int, or one int per layer
+            (spiking and mlp).
+        n_layers: hidden layers (spiking and mlp; default 1 for an int ``hidden_size``, else
+            its length); gru/lstm have one recurrent layer and ignore it.
         force_dale_law: hard Dale's law in the spiking layers (ignored for ANN backbones).
         encoder: ``direct`` or ``population`` input encoding (spiking backbones).
         population_k: neurons per feature of the population encoder.
@@ -52,16 +57,18 @@ def build_backbone(
         raise UserError(f"unknown backbone {name!r} (choose one of {', '.join(BACKBONES)})")
     if encoder not in ENCODERS:
         raise UserError(f"unknown encoder {encoder!r} (choose one of {', '.join(ENCODERS)})")
-    if hidden_size < 1 or n_layers < 1:
-        raise UserError(f"hidden_size={hidden_size}, n_layers={n_layers} (both must be >= 1)")
+    if name in ("gru", "lstm"):
+        if not isinstance(hidden_size, int):
+            raise UserError(
+                f"backbone {name!r} has one recurrent layer: hidden_size={hidden_size!r} "
+                "(give one int)"
+            )
+        layer_widths(hidden_size, None, "build_backbone")  # validates the width
+        cls = GRU if name == "gru" else LSTM
+        return cls(input_size, hidden_size, output_size)
+    widths = layer_widths(hidden_size, n_layers, "build_backbone")
     if name == "mlp":
-        return MLP(input_size, [hidden_size] * n_layers, output_size)
-    if name == "gru":
-        return GRU(input_size, hidden_size, output_size)
-    if name == "lstm":
-        return LSTM(input_size, hidden_size, output_size)
-    from snrl.networks.spiking import SpikingBackbone
-
+        return MLP(input_size, widths, output_size)
     enc: nn.Module = nn.Identity()
     n_in = input_size
     if encoder == "population":
@@ -69,9 +76,9 @@ def build_backbone(
         n_in = enc.output_size
     net = SpikingBackbone(
         n_in,
-        [hidden_size] * n_layers,
+        widths,
         output_size,
-        neuron=name,
+        backbone=name,
         force_dale_law=force_dale_law,
         readout_tau_m=readout_tau_m,
         seed=seed,

@@ -8,10 +8,11 @@ state = net.reset_state(state, done)        # done: bool (B,): re-initialize tho
 net.layer_info()                            # list[LayerInfo]: what ``activity`` holds
 ```
 
-``forward`` is ``run`` without the activity. ``activity`` maps ``"<layer>.<var>"`` to a tensor
-shaped like ``out`` but with that layer's width: ``(B, N)`` for a step, ``(T, B, N)`` for a
-sequence. Spiking layers report ``"<layer>.spikes"`` and ``"<layer>.v"``; a readout reports
-``"<layer>.v"``; ANN layers report ``"<layer>.h"``.
+``forward`` is ``run`` without the activity. ``activity`` is an
+:class:`~snrl.networks.activity.Activity`: one :class:`~snrl.networks.activity.LayerActivity`
+per layer (by index or name), each array shaped like ``out`` but with that layer's width:
+``(B, N)`` for a step, ``(T, B, N)`` for a sequence. Spiking layers report ``spikes`` and
+``v``; a readout reports ``v``; ANN layers report ``extra["h"]``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from torch import Tensor
+
+from snrl.networks.activity import Activity
 
 
 class BackboneOutput(NamedTuple):
@@ -28,15 +31,15 @@ class BackboneOutput(NamedTuple):
     """(B, O) or (T, B, O): the backbone's output features."""
     state: Any
     """The state after the last step."""
-    activity: dict[str, Tensor]
-    """Per-layer activity, ``"<layer>.<var>" -> (B, N) or (T, B, N)``."""
+    activity: Activity
+    """Per-layer activity: arrays (B, N) or (T, B, N), see :mod:`snrl.networks.activity`."""
 
 
 class LayerInfo(NamedTuple):
     """Static description of one layer, for renderers and energy counts."""
 
     name: str
-    """Key prefix in ``activity`` (e.g. ``"lif0"``, ``"readout"``, ``"mlp0"``)."""
+    """The layer's name in ``activity`` (e.g. ``"lif0"``, ``"readout"``, ``"mlp0"``)."""
     kind: str
     """``"spiking"``, ``"readout"`` (non-spiking membrane) or ``"ann"``."""
     size: int

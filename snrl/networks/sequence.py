@@ -6,6 +6,7 @@ import torch
 from torch import Tensor, nn
 
 from snrl.functional.state import State, mask_state, state_leaves
+from snrl.networks.activity import Activity
 from snrl.networks.protocol import BackboneOutput
 
 
@@ -32,7 +33,7 @@ def run_with_resets(
             numbers); without it ``net.reset_state`` is used.
 
     Returns:
-        BackboneOutput with ``out`` (T, B, O), the final state and activity (T, B, N) per key.
+        BackboneOutput with ``out`` (T, B, O), the final state and activity (T, B, N) per layer.
     """
     if not state_leaves(state):  # stateless (MLP): resets change nothing, run it whole
         return net.run(x, state)
@@ -49,5 +50,4 @@ def run_with_resets(
         state = res.state
         outs.append(res.out)
         acts.append(res.activity)
-    activity = {k: torch.cat([a[k] for a in acts], dim=0) for k in acts[0]}
-    return BackboneOutput(torch.cat(outs, dim=0), state, activity)
+    return BackboneOutput(torch.cat(outs, dim=0), state, Activity.concat(acts))

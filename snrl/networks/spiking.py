@@ -19,6 +19,8 @@ from torch import Tensor, nn
 from snrl.errors import UserError
 from snrl.layers import ALIFLayer, LIFLayer, LILayer, SpyLIFLayer
 from snrl.layers.base import RecurrentLayer, _seed_from_global
+from snrl.networks._args import MISSING, layer_widths, renamed
+from snrl.networks.activity import Activity, LayerActivity
 from snrl.networks.protocol import BackboneOutput, LayerInfo
 
 NEURONS: dict[str, type[RecurrentLayer]] = {
@@ -38,10 +40,13 @@ class SpikingBackbone(nn.Module):
 
     Args:
         input_size: observation features F.
-        hidden_sizes: neurons per spiking layer (an int for one layer).
+        hidden_size: neurons per spiking layer: an int (every layer; ``n_layers`` of them)
+            or a sequence of ints (one per layer).
         output_size: readout width (its membrane is the output), or None to output the last
             layer's spikes.
-        neuron: ``"lif"``, ``"alif"`` or ``"spylif"``.
+        n_layers: spiking layers (default: 1 for an int ``hidden_size``, else its length).
+        backbone: the neuron model, ``"lif"``, ``"alif"`` or ``"spylif"`` (the agents'
+            ``backbone=`` and the CLI's ``--backbone``).
         force_dale_law: hard Dale's law in every spiking layer, signs wired downstream.
         recurrent_sign: fraction of inhibitory neurons (float), or one entry per spiking layer
             (a float or a ±1 tensor each).
@@ -52,6 +57,9 @@ class SpikingBackbone(nn.Module):
             ``dt`` is also used by the readout. ``hh_init_seed``, if given, is a base seed
             from which each layer's own is derived.
 
+    Deprecated (one release, with a ``DeprecationWarning``): ``neuron=`` for ``backbone=``,
+    ``hidden_sizes=`` for ``hidden_size=``.
+
     Shape:
         ``forward(x, state)``: x (B, F) or (T, B, F) -> out (B, O) or (T, B, O).
     """
@@ -59,22 +67,27 @@ class SpikingBackbone(nn.Module):
     def __init__(
         self,
         input_size: int,
-        hidden_sizes: int | Sequence[int],
-        output_size: int | None,
+        hidden_size: int | Sequence[int] | None = None,
+        output_size: int | None = None,
         *,
-        neuron: str = "lif",
+        n_layers: int | None = None,
+        backbone: str = "lif",
         force_dale_law: bool = False,
         recurrent_sign: float | Sequence[float | Tensor] = 0.2,
         readout_tau_m: float | Tensor = 20e-3,
         seed: int | None = None,
+        neuron: str = MISSING,
+        hidden_sizes: int | Sequence[int] = MISSING,
         **layer_kwargs: Any,
     ) -> None:
         super().__init__()
-        if neuron not in NEURONS:
-            raise UserError(f"unknown neuron={neuron!r} (use one of {', '.join(NEURONS)})")
-        sizes = [hidden_sizes] if isinstance(hidden_sizes, int) else list(hidden_sizes)
-        if not sizes:
-            raise UserError("hidden_sizes is empty (give at least one layer width)")
+        backbone = renamed("neuron", neuron, "backbone", backbone, "SpikingBackbone", "lif")
+        hidden_size = renamed(
+            "hidden_sizes", hidden_sizes, "hidden_size", hidden_size, "SpikingBackbone"
+        )
+        if backbone not in NEURONS:
+            raise UserError(f"unknown backbone={backbone!r} (use one of {', '.join(NEURONS)})")
+        sizes = layer_widths(hidden_size, n_layers, "SpikingBackbone")
         for key in ("forward_sign", "seed", "force_dale_law", "recurrent_sign"):
             if key in layer_kwargs:
                 raise UserError(f"{key} is set by SpikingBackbone itself (do not pass it)")
@@ -91,12 +104,13 @@ class SpikingBackbone(nn.Module):
         hh_seed = layer_kwargs.pop("hh_init_seed", None)
         hh_seed = self.seed if hh_seed is None else int(hh_seed)
         self.input_size = input_size
-        self.neuron = neuron
+        self.backbone = backbone
         self.force_dale_law = bool(force_dale_law)
-        self.hidden_sizes = sizes
+        self.hidden_size = sizes
+        self.n_layers = len(sizes)
         self.output_size = sizes[-1] if output_size is None else output_size
 
-        cls = NEURONS[neuron]
+        cls = NEURONS[backbone]
         layers: dict[str, RecurrentLayer] = {}
         n_in, fsign = input_size, None
         for k, n in enumerate(sizes):
@@ -110,7 +124,7 @@ class SpikingBackbone(nn.Module):
                 hh_init_seed=_derive_seed(hh_seed, k, 1),
                 **layer_kwargs,
             )
-            layers[f"{neuron}{k}"] = layer
+            layers[f"{backbone}{k}"] = layer
             n_in, fsign = n, layer.recurrent_sign
         self.spiking_names = list(layers)
         if output_size is not None:
@@ -219,22 +233,31 @@ class SpikingBackbone(nn.Module):
         """Run one step (x: (B, F)) or a sequence (x: (T, B, F)).
 
         Returns:
-            ``BackboneOutput(out, state, activity)`` with activity ``"<layer>.spikes"`` and
-            ``"<layer>.v"`` for spiking layers and ``"readout.v"``, each shaped like ``out``
-            with that layer's width.
+            ``BackboneOutput(out, state, activity)``; ``activity`` holds ``spikes`` and ``v``
+            of each spiking layer and ``v`` of the readout, each shaped like ``out`` with
+            that layer's width.
         """
         self._check_state(state)
-        activity: dict[str, Tensor] = {}
+        acts = []
         new_states = []
         h = x
         for (name, layer), s in zip(self.layers.items(), state):
             res = layer.run(h, s)
             new_states.append(res.state)
-            if name != "readout":
-                activity[f"{name}.spikes"] = res.out
-            activity[f"{name}.v"] = res.v
+            spiking = name != "readout"
+            acts.append(
+                LayerActivity(
+                    name=name,
+                    kind="spiking" if spiking else "readout",
+                    size=layer.output_size,
+                    spikes=res.out if spiking else None,
+                    v=res.v,
+                    threshold=layer.threshold if spiking else None,
+                    sign=layer.recurrent_sign,
+                )
+            )
             h = res.out
-        return BackboneOutput(h, tuple(new_states), activity)
+        return BackboneOutput(h, tuple(new_states), Activity(acts))
 
     def forward(self, x: Tensor, state: tuple) -> tuple[Tensor, tuple]:
         """``(out, new_state)``: :meth:`run` without the activity."""

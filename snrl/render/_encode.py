@@ -1,32 +1,35 @@
-"""Streaming video writers (GIF, MP4) with atomic output, and output-path rules.
+"""Video writers (GIF, MP4) with atomic output, and output-path rules.
 
-Both writers take one RGB frame at a time and hold at most two frames in memory.
+Both writers take one RGB frame at a time. The MP4 writer streams (at most two frames in
+memory); the GIF writer keeps each frame as palette indices until it is closed.
 
 - MP4: H.264 (libx264) in yuv420p through the ffmpeg binary of ``imageio-ffmpeg``, fed raw
   RGB over a pipe; ``+faststart`` so browsers can play while loading. Frame sizes must be
   even (the renderer pads them).
 - GIF: one global 256-colour palette chosen from sample frames (the most frequent exact
   colours plus a median cut of the rest); each pixel is mapped, without dithering, through
-  a 32768-entry table (5 bits per channel -> nearest palette index), and only the rectangle
-  that changed since the previous frame is LZW-encoded (Pillow's GIF encoder), with
-  disposal "leave in place". Loops forever (NETSCAPE2.0 extension, loop count 0). GIF
-  delays are whole centiseconds; they are spread so the average frame rate is exact.
+  a 32768-entry table (5 bits per channel -> nearest palette index), only where it changed
+  since the previous frame. The index frames go through imageio's pillow plugin with that
+  palette (no quantization by Pillow); Pillow stores only the rectangle that changed since
+  the previous frame. Loops forever; GIF delays are whole centiseconds, spread so the
+  average frame rate is exact. Pillow writes a GIF in one go, so the index frames (one byte
+  per pixel) are held until ``close``, and Pillow holds its own copy while writing.
 
-Files are written to a temporary name in the destination directory and moved into place
-with ``os.replace`` only when complete; on any error the temporary file is removed.
+Files are written to a temporary name in the destination directory
+(:func:`snrl.io.atomic_path`) and moved into place, fsynced, only when complete; on any
+error the temporary file is removed.
 """
 
 from __future__ import annotations
 
 import os
-import struct
-import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from snrl.errors import UserError
+from snrl.io import AtomicPath, atomic_path
 
 VIDEO_EXTENSIONS = (".gif", ".mp4")
 MAX_GIF_FPS = 50.0
@@ -101,39 +104,14 @@ def gif_delays_cs(n: int, fps: float) -> np.ndarray:
     return np.maximum(np.diff(edges), 1)
 
 
-def default_file_mode() -> int:
-    """The mode ``open()`` gives a new file: 0o666 minus the process umask (``mkstemp``
-    would leave 0o600)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-class _AtomicFile:
-    """A temporary file next to ``path`` that becomes ``path`` on commit."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        try:
-            fd, name = tempfile.mkstemp(
-                dir=path.parent, prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}"
-            )
-        except OSError as exc:
-            raise UserError(
-                f"cannot write in {path.parent}: {exc.strerror or exc} (choose a writable path)"
-            ) from exc
-        os.close(fd)
-        self.tmp = Path(name)
-        os.chmod(self.tmp, default_file_mode())
-
-    def commit(self) -> None:
-        os.replace(self.tmp, self.path)
-
-    def discard(self) -> None:
-        try:
-            self.tmp.unlink()
-        except FileNotFoundError:
-            pass
+def _target(path: Path) -> AtomicPath:
+    """The temp file that becomes ``path`` (see :func:`snrl.io.atomic_path`)."""
+    try:
+        return atomic_path(path)
+    except OSError as exc:
+        raise UserError(
+            f"cannot write in {path.parent}: {exc.strerror or exc} (choose a writable path)"
+        ) from exc
 
 
 class Mp4Writer:
@@ -162,7 +140,7 @@ class Mp4Writer:
         if w % 2 or h % 2:
             raise ValueError(f"MP4 frame size {size} must be even (pad the frames)")
         self.size = size
-        self._file = _AtomicFile(path)
+        self._file = _target(path)
         self._gen = imageio_ffmpeg.write_frames(
             str(self._file.tmp),
             size,
@@ -218,7 +196,12 @@ def build_palette(
     Kept exactly, in this order: the ``required`` colours (e.g. the activity panel's spike,
     trace and bar colours), then the most frequent exact colours of the samples (flat
     backgrounds, text) up to ``n_exact`` in all; the remaining entries come from Pillow's
-    median-cut quantizer. Samples are subsampled regularly to ``max_pixels`` pixels.
+    median-cut quantizer. Samples are subsampled regularly to ``max_pixels`` pixels. The 256
+    entries are distinct colours (unused ones are padded from a coarse colour grid).
+
+    Pillow is imported directly here (it is declared): imageio writes palette images but has
+    no API to build a palette from sample pixels, and Pillow's median cut is the well-kept
+    one at hand.
     """
     from PIL import Image
 
@@ -246,12 +229,17 @@ def build_palette(
         q = img.quantize(colors=n_rest, method=Image.Quantize.MEDIANCUT)
         pal = np.array(q.getpalette()[: 3 * n_rest], dtype=np.int32).reshape(-1, 3)
         rest = (pal[:, 0] << 16) | (pal[:, 1] << 8) | pal[:, 2]
+        rest = rest[np.sort(np.unique(rest, return_index=True)[1])]  # unique, order kept
         chosen = np.concatenate([exact, rest[~np.isin(rest, exact)]])[:256]
+    if chosen.shape[0] < 256:  # pad with distinct colours of a coarse grid (8 levels each)
+        levels = np.arange(8, dtype=np.int32) * 36 + 2
+        grid = (levels[:, None, None] << 16) | (levels[None, :, None] << 8) | levels[None, None]
+        spare = grid.ravel()[~np.isin(grid.ravel(), chosen)]
+        chosen = np.concatenate([chosen, spare[: 256 - chosen.shape[0]]])
     palette = np.zeros((256, 3), dtype=np.uint8)
-    palette[: chosen.shape[0], 0] = (chosen >> 16) & 255
-    palette[: chosen.shape[0], 1] = (chosen >> 8) & 255
-    palette[: chosen.shape[0], 2] = chosen & 255
-    palette[chosen.shape[0] :] = palette[0]
+    palette[:, 0] = (chosen >> 16) & 255
+    palette[:, 1] = (chosen >> 8) & 255
+    palette[:, 2] = chosen & 255
     return palette
 
 
@@ -280,34 +268,38 @@ def palette_lut(palette: np.ndarray) -> np.ndarray:
 
 
 class GifWriter:
-    """Stream RGB frames to a looping GIF with one global palette.
+    """Write RGB frames to a looping GIF with one global palette, through imageio.
+
+    Each frame is mapped to palette indices here (only the rectangle that changed since the
+    previous frame is mapped again); imageio's pillow plugin receives the index frames
+    together with the palette, so Pillow does no colour quantization of its own. Pillow
+    writes the file when it is closed: the index frames (one byte per pixel) are held until
+    then. It stores only the rectangle that changed since the previous frame, and merges a
+    frame identical to the previous one into it (their delays add up).
 
     Args:
         path: final file.
         size: ``(width, height)`` in pixels.
         fps: frames per second (at most 50: browsers slow down shorter delays).
-        palette: (256, 3) uint8 global palette (see :func:`build_palette`).
+        palette: (256, 3) uint8 global palette of distinct colours (see
+            :func:`build_palette`).
     """
 
     def __init__(
         self, path: Path, *, size: tuple[int, int], fps: float, palette: np.ndarray
     ) -> None:
+        keys = np.unique(palette.astype(np.int32) @ np.array([1 << 16, 1 << 8, 1]))
+        if palette.shape != (256, 3) or keys.shape[0] != 256:
+            # Pillow re-maps every frame (slowly) when palette entries repeat.
+            raise ValueError("GIF palette must hold 256 distinct RGB colours")
         self.size = size
         self.fps = float(fps)
+        self._palette = palette.astype(np.uint8).tobytes()
         self._lut = palette_lut(palette)
-        self._prev: np.ndarray | None = None
-        self._k = 0
-        self._file = _AtomicFile(path)
-        try:
-            self._fh = open(self._file.tmp, "wb")  # noqa: SIM115 - closed in close/abort
-            w, h = size
-            self._fh.write(b"GIF89a" + struct.pack("<HHBBB", w, h, 0xF7, 0, 0))
-            self._fh.write(palette.astype(np.uint8).tobytes())
-            # NETSCAPE2.0 application extension: loop count 0 = forever.
-            self._fh.write(b"\x21\xff\x0bNETSCAPE2.0\x03\x01" + struct.pack("<H", 0) + b"\x00")
-        except OSError as exc:
-            self._file.discard()
-            raise UserError(f"cannot write {path}: {exc} (choose a writable path)") from exc
+        self._rgb: np.ndarray | None = None  # the previous frame
+        self._idx: np.ndarray | None = None  # its palette indices
+        self._frames: list[np.ndarray] = []  # palette indices of every frame so far
+        self._file = _target(path)
 
     def _indices(self, frame: np.ndarray) -> np.ndarray:
         """(H, W) palette index of each pixel via the 5-5-5-bit lookup table."""
@@ -317,62 +309,76 @@ class GifWriter:
         key |= f[..., 2] >> 3
         return self._lut[key]
 
+    def _changed(self, frame: np.ndarray, prev: np.ndarray) -> tuple[int, int, int, int] | None:
+        """Bounding box ``(y0, y1, x0, x1)`` of the pixels that differ from ``prev``."""
+        h, w = frame.shape[:2]
+        a, b = frame.reshape(h, -1), prev.reshape(h, -1)
+        if (w * 3) % 8 == 0:  # compare 8 bytes at a time
+            a, b = a.view(np.uint64), b.view(np.uint64)
+        rows = np.flatnonzero((a != b).any(axis=1))
+        if rows.size == 0:
+            return None
+        diff = frame[rows[0] : rows[-1] + 1] != prev[rows[0] : rows[-1] + 1]
+        cols = np.flatnonzero(diff.reshape(-1, w * 3).any(axis=0).reshape(w, 3).any(axis=1))
+        return int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
+
     def write(self, frame: np.ndarray) -> None:
         """Append one (H, W, 3) uint8 frame."""
-        from PIL import GifImagePlugin, Image
-
         if frame.shape != (self.size[1], self.size[0], 3):
             raise ValueError(f"frame shape {frame.shape} != {(self.size[1], self.size[0], 3)}")
-        h, w = frame.shape[:2]
-        if self._prev is None:
-            y0, y1, x0, x1 = 0, h, 0, w
-        else:
-            # Only the bounding box of the pixels that changed is mapped and encoded.
-            a, b = frame.reshape(h, -1), self._prev.reshape(h, -1)
-            if (w * 3) % 8 == 0:  # compare 8 bytes at a time
-                a, b = a.view(np.uint64), b.view(np.uint64)
-            rows = np.flatnonzero((a != b).any(axis=1))
-            if rows.size == 0:
-                y0, y1, x0, x1 = 0, 1, 0, 1  # unchanged: re-send one pixel
-            else:
-                diff = frame[rows[0] : rows[-1] + 1] != self._prev[rows[0] : rows[-1] + 1]
-                band = diff.reshape(-1, w * 3).any(axis=0)
-                cols = np.flatnonzero(band.reshape(w, 3).any(axis=1))
-                y0, y1, x0, x1 = int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
-        idx = self._indices(frame[y0:y1, x0:x1])
-        step = 100.0 / self.fps
-        delay = max(int(np.round((self._k + 1) * step)) - int(np.round(self._k * step)), 1)
-        sub = Image.fromarray(np.ascontiguousarray(idx))
-        chunks = GifImagePlugin.getdata(sub, offset=(x0, y0), duration=delay * 10, disposal=1)
-        self._fh.write(b"".join(chunks))
-        if self._prev is None:
-            self._prev = frame.copy()
-        else:
-            self._prev[y0:y1, x0:x1] = frame[y0:y1, x0:x1]
-        self._k += 1
+        if self._rgb is None or self._idx is None:
+            self._rgb, self._idx = frame.copy(), self._indices(frame)
+        else:  # only the pixels that changed are mapped again
+            box = self._changed(frame, self._rgb)
+            if box is not None:
+                y0, y1, x0, x1 = box
+                self._rgb[y0:y1, x0:x1] = frame[y0:y1, x0:x1]
+                self._idx[y0:y1, x0:x1] = self._indices(frame[y0:y1, x0:x1])
+        self._frames.append(self._idx.copy())
 
     def close(self) -> None:
-        """Finish the GIF and move it into place."""
+        """Write the GIF (Pillow, through imageio) and move it into place."""
+        import imageio.v3 as iio
+        from PIL import Image
+
+        def rest() -> Iterator[Image.Image]:
+            # Handed to Pillow one by one and dropped here, so the frames are held once
+            # (by Pillow's GIF writer), not also as a list of images inside imageio.
+            while self._frames:
+                yield Image.fromarray(self._frames.pop())
+
         try:
-            self._fh.write(b"\x3b")
-            self._fh.close()
+            n = len(self._frames)
+            if n == 0:
+                raise ValueError("a GIF needs at least one frame")
+            self._frames.reverse()  # pop() from the end gives frame 0 first
+            iio.imwrite(
+                self._file.tmp,
+                self._frames.pop(),
+                plugin="pillow",
+                extension=".gif",
+                is_batch=False,
+                palette=self._palette,  # used as given: index k is palette colour k
+                optimize=False,
+                save_all=True,
+                append_images=rest(),  # passed on to Pillow as are all extra options
+                duration=(gif_delays_cs(n, self.fps) * 10).tolist(),  # ms per frame
+                loop=0,
+            )
         except BaseException:
             self.abort()
             raise
         self._file.commit()
 
     def abort(self) -> None:
-        """Remove the partial file."""
-        try:
-            self._fh.close()
-        except Exception:  # noqa: BLE001
-            pass
+        """Drop the frames and remove the partial file."""
+        self._frames.clear()
         self._file.discard()
 
 
 class ThreadedWriter:
     """Run a writer's ``write`` in a background thread, so composing the next frame overlaps
-    with encoding this one (numpy, Pillow's encoder and pipe writes release the GIL).
+    with encoding this one (numpy and pipe writes release the GIL).
 
     Frames are copied into a bounded queue (``depth`` frames), so memory stays bounded.
     An error in the thread is re-raised by the next :meth:`write` or by :meth:`close`.

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from snrl.networks.activity import LayerActivity
+
 E_COLOR = (205, 40, 40)
 I_COLOR = (40, 90, 215)
 SPIKE_COLOR = (20, 20, 20)
@@ -318,44 +320,39 @@ class _Bars:
                 region[max(y - 1, 0) : min(y + 1, hgt), a:b] = CHOSEN_COLOR
 
 
-def _matrix_layers(traj: Any, max_layers: int) -> list[dict[str, Any]]:
-    """Layers to draw as matrices: spiking layers with ``.spikes``, ANN layers with ``.h``."""
-    out = []
-    layers = traj.layers
-    if not layers:  # no LayerInfo recorded: infer from the activity keys
-        layers = []
-        for key in traj.activity:
-            name, _, var = key.rpartition(".")
-            if var in ("spikes", "h"):
-                kind = "spiking" if var == "spikes" else "ann"
-                n = traj.activity[key].shape[1]
-                layers.append(dict(name=name, kind=kind, size=n, threshold=None, sign=None))
-    for layer in layers:
-        var = {"spiking": "spikes", "ann": "h"}.get(layer["kind"])
-        if var and f"{layer['name']}.{var}" in traj.activity:
-            out.append(dict(layer, key=f"{layer['name']}.{var}"))
-    return out[:max_layers]
+def matrix_of(layer: LayerActivity) -> np.ndarray | None:
+    """The (T, N) array a layer is drawn with: spikes (spiking layers), ``h`` (ANN layers)."""
+    if layer.kind == "spiking":
+        return layer.spikes
+    if layer.kind == "ann":
+        return layer.get("h")
+    return None
 
 
-def _trace_source(traj: Any, mats: list[dict[str, Any]], m: int) -> dict[str, Any] | None:
+def matrix_layers(traj: Any, max_layers: int) -> list[LayerActivity]:
+    """Layers to draw as matrices: spiking layers (spikes) and ANN layers (``h``)."""
+    return [layer for layer in traj.activity if matrix_of(layer) is not None][:max_layers]
+
+
+def _trace_source(traj: Any, mats: list[LayerActivity], m: int) -> dict[str, Any] | None:
     """Which units to draw as traces, and the threshold line (if any)."""
     for layer in mats:
-        if layer["kind"] == "spiking" and f"{layer['name']}.v" in traj.activity:
+        if layer.kind == "spiking" and layer.v is not None:
             # Neurons that spike on about half of the steps show threshold crossings best;
             # silent or always-on neurons come last.
-            rate = (traj.activity[layer["key"]] > 0).mean(axis=0)
+            rate = (layer.spikes > 0).mean(axis=0)
             units = np.argsort(-(rate * (1 - rate)), kind="stable")[:m]
-            key = f"{layer['name']}.v"
-            return dict(key=key, units=units, threshold=layer["threshold"], label=key)
+            label = f"{layer.name}.v"
+            return dict(values=layer.v, units=units, threshold=layer.threshold, label=label)
     for layer in mats:
-        if layer["kind"] == "ann":
-            var = traj.activity[layer["key"]].var(axis=0)
-            units = np.argsort(-var, kind="stable")[:m]
-            return dict(key=layer["key"], units=units, threshold=None, label=layer["key"])
-    for key, arr in traj.activity.items():
-        if key.endswith(".v"):
-            units = np.arange(min(m, arr.shape[1]))
-            return dict(key=key, units=units, threshold=None, label=key)
+        if layer.kind == "ann":
+            h = layer.get("h")
+            units = np.argsort(-h.var(axis=0), kind="stable")[:m]
+            return dict(values=h, units=units, threshold=None, label=f"{layer.name}.h")
+    for layer in traj.activity:
+        if layer.v is not None:
+            units = np.arange(min(m, layer.v.shape[1]))
+            return dict(values=layer.v, units=units, threshold=None, label=f"{layer.name}.v")
     return None
 
 
@@ -428,7 +425,7 @@ class ActivityPanel:
         self.ended = (
             "terminated" if traj.terminated[-1] else "truncated" if traj.truncated[-1] else ""
         )
-        mats = _matrix_layers(traj, max_layers)
+        mats = matrix_layers(traj, max_layers)
         trace = _trace_source(traj, mats, max_traces)
         policy = _policy_source(traj)
         self.glyphs = _glyphs()
@@ -471,10 +468,10 @@ class ActivityPanel:
             for i, layer in enumerate(mats):
                 ax = axes(left, top + i * (each + gap), _fit(width - left - right, window), each)
                 ax.set_xlim(*xlim)
-                size = traj.activity[layer["key"]].shape[1]
+                size = layer.size
                 ax.set_ylim(size, 0)
-                if layer["kind"] == "spiking":
-                    sign = layer["sign"]
+                if layer.kind == "spiking":
+                    sign = layer.sign
                     if sign is not None:
                         n_e = int(np.sum(np.asarray(sign) > 0))
                         ax.set_yticks([n_e / 2, (n_e + size) / 2] if n_e < size else [n_e / 2])
@@ -484,10 +481,10 @@ class ActivityPanel:
                             lab.set_fontweight("bold")
                     else:
                         ax.yaxis.set_major_locator(MaxNLocator(3, integer=True))
-                    ax.set_ylabel(f"{layer['name']}\nspikes", fontsize=7, labelpad=2)
+                    ax.set_ylabel(f"{layer.name}\nspikes", fontsize=7, labelpad=2)
                 else:
                     ax.yaxis.set_major_locator(MaxNLocator(3, integer=True))
-                    ax.set_ylabel(f"{layer['name']}\nh", fontsize=7, labelpad=2)
+                    ax.set_ylabel(f"{layer.name}\nh", fontsize=7, labelpad=2)
                 last = i == n - 1 and not bottom_h
                 if last:
                     ax.set_xticks(*xticks)
@@ -511,7 +508,7 @@ class ActivityPanel:
                 trace_ax = axes(left, y_top, tw, bottom_h)
                 trace_ax.set_xlim(*xlim)
                 trace_ax.set_xticks(*xticks)
-                vals = traj.activity[trace["key"]][:, trace["units"]]
+                vals = trace["values"][:, trace["units"]]
                 inc = () if trace["threshold"] is None else (trace["threshold"],)
                 trace_ax.set_ylim(*_limits(vals, include=inc))
                 trace_ax.yaxis.set_major_locator(MaxNLocator(3))
@@ -563,9 +560,9 @@ class ActivityPanel:
 
         for ax, layer in mat_axes:
             rect = _rect(ax, height)
-            arr = traj.activity[layer["key"]]
-            if layer["kind"] == "spiking":
-                codes, _ = raster_codes(arr, layer["sign"], rect.h)
+            arr = matrix_of(layer)
+            if layer.kind == "spiking":
+                codes, _ = raster_codes(arr, layer.sign, rect.h)
                 pal = RASTER_PALETTE
             else:
                 codes, _ = heatmap_codes(arr, rect.h)
@@ -573,7 +570,7 @@ class ActivityPanel:
             self.matrices.append(_Matrix(codes, pal, rect, window, height))
         if trace_ax is not None:
             rect = _rect(trace_ax, height)
-            vals = traj.activity[trace["key"]][:, trace["units"]]
+            vals = trace["values"][:, trace["units"]]
             colors = [TRACE_COLORS[j % len(TRACE_COLORS)] for j in range(vals.shape[1])]
             self.traces = _Traces(vals, colors, rect, window, height)
         if bar_ax is not None:

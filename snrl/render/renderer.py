@@ -310,7 +310,7 @@ class TrajectoryRenderer:
 
     def save_frame(self, path: str | os.PathLike[str], k: int = 0) -> Path:
         """Write video frame ``k`` as a PNG (atomically); returns the path."""
-        from PIL import Image
+        import imageio.v3 as iio
 
         p = Path(path)
         if p.suffix.lower() != ".png":
@@ -323,7 +323,7 @@ class TrajectoryRenderer:
                 break
         try:
             with atomic_open(p, "wb") as fh:
-                Image.fromarray(img).save(fh, format="PNG", optimize=True)
+                iio.imwrite(fh, img, plugin="pillow", extension=".png", optimize=True)
         except OSError as exc:
             raise UserError(f"cannot write {p}: {exc} (choose a writable path)") from exc
         return p

@@ -24,7 +24,7 @@ import numpy as np
 
 from snrl.errors import UserError
 from snrl.io import atomic_open
-from snrl.render._panel import E_COLOR, I_COLOR, SPIKE_COLOR, _hex, _matrix_layers
+from snrl.render._panel import E_COLOR, I_COLOR, SPIKE_COLOR, _hex, matrix_layers, matrix_of
 from snrl.trajectory import Trajectory
 
 __all__ = ["plot_episode"]
@@ -40,7 +40,7 @@ def _moving_average(x: np.ndarray, n: int) -> np.ndarray:
     return num / den
 
 
-def _raster_image(spikes: np.ndarray, sign: list[int] | None) -> tuple[np.ndarray, int]:
+def _raster_image(spikes: np.ndarray, sign: np.ndarray | None) -> tuple[np.ndarray, int]:
     """(N, T, 3) RGB raster (white background), neurons ordered E then I; returns n_exc."""
     z = spikes > 0
     n = z.shape[1]
@@ -105,9 +105,9 @@ def plot_episode(
             break
 
     traj = trajectory
-    mats = _matrix_layers(traj, max_layers)
-    spiking = [m for m in mats if m["kind"] == "spiking"]
-    heights = [2.2 if m["kind"] == "spiking" else 1.6 for m in mats]
+    mats = matrix_layers(traj, max_layers)
+    spiking = [m for m in mats if m.kind == "spiking"]
+    heights = [2.2 if m.kind == "spiking" else 1.6 for m in mats]
     if spiking:
         heights.append(1.2)
     heights.append(1.0)
@@ -118,19 +118,19 @@ def plot_episode(
     row = 0
     for layer in mats:
         ax = axes[row]
-        arr = traj.activity[layer["key"]]
+        arr = matrix_of(layer)
         n = arr.shape[1]
         ext4 = (extent[0], extent[1], n - 0.5, -0.5)
-        if layer["kind"] == "spiking":
-            img, n_e = _raster_image(arr, layer["sign"])
+        if layer.kind == "spiking":
+            img, n_e = _raster_image(arr, layer.sign)
             # "antialiased": when steps outnumber pixels, spikes blend instead of vanishing.
             ax.imshow(img, aspect="auto", interpolation="antialiased", extent=ext4)
-            if layer["sign"] is not None and 0 < n_e < n:
+            if layer.sign is not None and 0 < n_e < n:
                 ax.axhline(n_e - 0.5, color="#999999", lw=0.5)
                 ax.set_yticks([(n_e - 1) / 2, (n_e + n - 1) / 2], ["E", "I"])
                 for lab, c in zip(ax.get_yticklabels(), (E_COLOR, I_COLOR)):
                     lab.set_color(_hex(c))
-            ax.set_ylabel(f"{layer['name']}\nneuron")
+            ax.set_ylabel(f"{layer.name}\nneuron")
         else:
             vmax = float(np.percentile(np.abs(arr), 99)) or 1.0
             im = ax.imshow(
@@ -138,7 +138,7 @@ def plot_episode(
                 cmap="RdBu_r", vmin=-vmax, vmax=vmax, extent=ext4,
             )  # fmt: skip
             fig.colorbar(im, cax=ax.inset_axes((1.01, 0.0, 0.012, 1.0)))
-            ax.set_ylabel(f"{layer['name']}\nunit")
+            ax.set_ylabel(f"{layer.name}\nunit")
         row += 1
 
     if spiking:
@@ -146,8 +146,8 @@ def plot_episode(
         dt = traj.meta.get("dt")
         scale = 1.0 / float(dt) if isinstance(dt, (int, float)) and dt > 0 else 1.0
         for layer in spiking:
-            rate = (traj.activity[layer["key"]] > 0).mean(axis=1) * scale
-            ax.plot(steps, _moving_average(rate, smooth), lw=1.2, label=layer["name"])
+            rate = (layer.spikes > 0).mean(axis=1) * scale
+            ax.plot(steps, _moving_average(rate, smooth), lw=1.2, label=layer.name)
         ax.set_ylabel("rate (Hz)" if scale != 1.0 else "spikes /\nneuron / step")
         ax.set_ylim(bottom=0)
         if len(spiking) > 1:

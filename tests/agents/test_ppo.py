@@ -109,7 +109,7 @@ def test_save_load_acts_identically(tmp_path):
     a = algo.rollout(seed=5, record=False)
     b = loaded.rollout(seed=5, record=False)
     assert np.array_equal(a.actions, b.actions)
-    assert np.array_equal(a.activity["lif0.spikes"], b.activity["lif0.spikes"])
+    assert np.array_equal(a.activity["lif0"].spikes, b.activity["lif0"].spikes)
     assert torch.equal(algo.agent.obs_norm.mean, loaded.agent.obs_norm.mean)
     algo.close()
     loaded.close()

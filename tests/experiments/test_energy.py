@@ -19,7 +19,7 @@ def test_spiking_sops_match_a_hand_count_of_delivered_spikes():
     assert (info[0].size, info[0].fan_in, info[0].fan_out) == (4, 3, 5)
     x = torch.linspace(0.5, 3.0, 3 * 40).reshape(40, 1, 3)
     with torch.no_grad():
-        z = net.run(x, net.initial_state(1)).activity["lif0.spikes"][:, 0]  # (T, N)
+        z = net.run(x, net.initial_state(1)).activity["lif0"].spikes[:, 0]  # (T, N)
     assert z.sum() > 0
     # hand count: each spike of neuron i reaches every nonzero outgoing synapse of i
     rec = net.layers["lif0"].recurrent_weights.detach()

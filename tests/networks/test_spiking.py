@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from snrl.layers import ALIFState, LIFState, LIState, SpyLIFState
+from snrl.networks import Activity
 from snrl.networks.protocol import BackboneOutput, LayerInfo
 from snrl.networks.spiking import SpikingBackbone
 
@@ -17,27 +18,35 @@ def _x(*shape: int, seed: int = 0) -> torch.Tensor:
 
 
 @pytest.mark.parametrize(
-    ("neuron", "state_type"), [("lif", LIFState), ("alif", ALIFState), ("spylif", SpyLIFState)]
+    ("backbone", "state_type"), [("lif", LIFState), ("alif", ALIFState), ("spylif", SpyLIFState)]
 )
-def test_run_shapes_activity_keys_and_forward_equals_run(neuron: str, state_type) -> None:
-    net = SpikingBackbone(4, [16, 8], 3, neuron=neuron, seed=0)
-    assert list(net.layers) == [f"{neuron}0", f"{neuron}1", "readout"]
+def test_run_shapes_activity_layers_and_forward_equals_run(backbone: str, state_type) -> None:
+    net = SpikingBackbone(4, [16, 8], 3, backbone=backbone, threshold=0.7, seed=0)
+    assert list(net.layers) == [f"{backbone}0", f"{backbone}1", "readout"]
     state = net.initial_state(5)
     assert [type(s) for s in state] == [state_type, state_type, LIState]
     for x, lead in ((_x(5, 4), (5,)), (_x(7, 5, 4), (7, 5))):
         res = net.run(x, state)
         assert isinstance(res, BackboneOutput)
         assert res.out.shape == (*lead, 3)
-        assert set(res.activity) == {
-            f"{neuron}0.spikes",
-            f"{neuron}0.v",
-            f"{neuron}1.spikes",
-            f"{neuron}1.v",
-            "readout.v",
-        }
-        assert res.activity[f"{neuron}0.spikes"].shape == (*lead, 16)
-        assert res.activity[f"{neuron}1.v"].shape == (*lead, 8)
-        assert torch.equal(res.activity["readout.v"], res.out)
+        act = res.activity
+        assert isinstance(act, Activity)
+        assert act.names == [f"{backbone}0", f"{backbone}1", "readout"]
+        assert [a.name for a in act.spiking()] == [f"{backbone}0", f"{backbone}1"]
+        assert [(a.kind, a.size, a.threshold) for a in act] == [
+            ("spiking", 16, 0.7),
+            ("spiking", 8, 0.7),
+            ("readout", 3, None),
+        ]
+        assert [list(a.fields) for a in act] == [["spikes", "v"], ["spikes", "v"], ["v"]]
+        assert act[0] is act[f"{backbone}0"]
+        assert act[0].spikes.shape == act[0].v.shape == (*lead, 16)
+        assert act[f"{backbone}1"].v.shape == (*lead, 8)
+        assert set(act[1].spikes.unique().tolist()) <= {0.0, 1.0}
+        assert torch.equal(act["readout"].v, res.out)
+        assert torch.equal(
+            act[1].spikes, net.layers[f"{backbone}1"].run(act[0].spikes, state[1]).out
+        )
         out, st = net(x, state)
         assert torch.equal(out, res.out)
         assert all(torch.equal(a[0], b[0]) for a, b in zip(st, res.state))
@@ -58,7 +67,7 @@ def test_sequence_equals_step_loop_through_the_stack() -> None:
     out2 = torch.stack(outs)
     out2.pow(2).sum().backward()
     assert torch.allclose(res.out, out2, atol=1e-5)
-    assert res.activity["lif0.spikes"].sum() > 0
+    assert res.activity["lif0"].spikes.sum() > 0
     for a, p in zip(g_seq, net.parameters()):
         assert torch.allclose(a, p.grad, rtol=1e-4, atol=1e-4 * (1 + a.abs().max().item()))
 
@@ -107,6 +116,42 @@ def test_layer_info_fan_out_without_mask_without_recurrence_and_without_readout(
     assert [i.name for i in b] == ["lif0", "lif1"]
 
 
+def test_activity_signs_are_the_layers_dale_signs() -> None:
+    net = SpikingBackbone(4, [10, 6], 3, force_dale_law=True, seed=0)
+    act = net.run(_x(2, 4), net.initial_state(2)).activity
+    for a, info in zip(act, net.layer_info()):
+        assert (a.name, a.kind, a.size, a.threshold) == (
+            info.name, info.kind, info.size, info.threshold
+        )  # fmt: skip
+        assert (a.sign is None) == (info.sign is None)
+        if a.sign is not None:
+            assert torch.equal(a.sign, info.sign)
+    assert act[0].sign is not None and act["readout"].sign is None
+
+
+def test_int_hidden_size_with_n_layers_equals_the_list() -> None:
+    a = SpikingBackbone(4, 6, 2, n_layers=3, seed=5)
+    b = SpikingBackbone(4, [6, 6, 6], 2, seed=5)
+    assert a.hidden_size == b.hidden_size == [6, 6, 6] and a.n_layers == 3
+    for (k, p), q in zip(a.state_dict().items(), b.state_dict().values()):
+        assert torch.equal(p, q), k
+
+
+def test_old_keywords_warn_and_build_the_same_network() -> None:
+    with pytest.warns(DeprecationWarning, match="backbone="):
+        old = SpikingBackbone(4, [6, 5], 2, neuron="alif", seed=1)
+    with pytest.warns(DeprecationWarning, match="hidden_size="):
+        old2 = SpikingBackbone(4, hidden_sizes=[6, 5], output_size=2, backbone="alif", seed=1)
+    new = SpikingBackbone(4, [6, 5], 2, backbone="alif", seed=1)
+    assert old.backbone == old2.backbone == "alif" and old2.hidden_size == [6, 5]
+    for net in (old, old2):
+        assert list(net.layers) == list(new.layers)
+        for (k, p), q in zip(net.state_dict().items(), new.state_dict().values()):
+            assert torch.equal(p, q), k
+    with pytest.raises(ValueError, match="both"):
+        SpikingBackbone(4, 6, 2, hidden_sizes=[6])
+
+
 def test_readout_and_spiking_layers_accessors() -> None:
     net = SpikingBackbone(4, [8, 5], 2, seed=0)
     assert net.readout is net.layers["readout"]
@@ -118,8 +163,8 @@ def test_output_none_returns_last_spikes() -> None:
     net = SpikingBackbone(4, 8, None, seed=0)
     assert net.output_size == 8
     res = net.run(_x(6, 2, 4), net.initial_state(2))
-    assert torch.equal(res.out, res.activity["lif0.spikes"])
-    assert "readout.v" not in res.activity
+    assert torch.equal(res.out, res.activity["lif0"].spikes)
+    assert "readout" not in res.activity and res.activity.names == ["lif0"]
 
 
 def test_seed_makes_construction_repeat_and_layers_differ() -> None:
@@ -141,7 +186,7 @@ def test_seed_none_follows_global_rng() -> None:
 
 
 def test_reset_state_only_done_rows_in_every_layer() -> None:
-    net = SpikingBackbone(4, [8, 6], 2, neuron="alif", hh_init="random", seed=0)
+    net = SpikingBackbone(4, [8, 6], 2, backbone="alif", hh_init="random", seed=0)
     state = net.initial_state(3)
     with torch.no_grad():
         _, state = net(_x(10, 3, 4), state)
@@ -177,7 +222,7 @@ def test_learned_init_gets_gradient_through_the_backbone() -> None:
 
 
 def test_backbone_state_round_trips_through_torch_save() -> None:
-    net = SpikingBackbone(3, [4], 2, neuron="spylif", seed=0)
+    net = SpikingBackbone(3, [4], 2, backbone="spylif", seed=0)
     _, state = net(_x(5, 2, 3), net.initial_state(2))
     buf = io.BytesIO()
     torch.save(state, buf)
@@ -200,8 +245,11 @@ def test_layer_kwargs_reach_the_spiking_layers_and_dt_the_readout() -> None:
 @pytest.mark.parametrize(
     ("args", "kw", "match"),
     [
-        ((3, [4], 2), {"neuron": "izhikevich"}, "izhikevich"),
-        ((3, [], 2), {}, "hidden_sizes"),
+        ((3, [4], 2), {"backbone": "izhikevich"}, "izhikevich"),
+        ((3, [], 2), {}, "hidden_size"),
+        ((3, None, 2), {}, "hidden_size"),
+        ((3, [4, 4], 2), {"n_layers": 3}, "n_layers=3"),
+        ((3, 0, 2), {}, ">= 1"),
         ((3, [4], 2), {"forward_sign": torch.ones(3)}, "forward_sign"),
         ((3, [4, 4], 2), {"recurrent_sign": [0.2]}, "1 entries for 2"),
     ],

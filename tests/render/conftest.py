@@ -6,6 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from snrl.networks import Activity, LayerActivity
 from snrl.render import Trajectory
 
 
@@ -41,19 +42,20 @@ def cartpole_trajectory(
     env.close()
     t = len(actions)
     if backbone == "lif":
-        sign = [1] * (hidden - hidden // 4) + [-1] * (hidden // 4)
-        layers = [
-            dict(name="lif0", kind="spiking", size=hidden, threshold=1.0, sign=sign),
-            dict(name="readout", kind="readout", size=2, threshold=None, sign=None),
-        ]
-        activity = {
-            "lif0.spikes": (rng.random((t, hidden)) < 0.2).astype(np.float32),
-            "lif0.v": rng.normal(0.5, 0.4, (t, hidden)).astype(np.float32),
-            "readout.v": rng.normal(0, 1, (t, 2)).astype(np.float32),
-        }
+        sign = np.array([1] * (hidden - hidden // 4) + [-1] * (hidden // 4))
+        spikes = (rng.random((t, hidden)) < 0.2).astype(np.float32)
+        v = rng.normal(0.5, 0.4, (t, hidden)).astype(np.float32)
+        readout = rng.normal(0, 1, (t, 2)).astype(np.float32)
+        activity = Activity(
+            [
+                LayerActivity("lif0", "spiking", hidden, spikes=spikes, v=v, threshold=1.0,
+                              sign=sign),
+                LayerActivity("readout", "readout", 2, v=readout),
+            ]
+        )  # fmt: skip
     else:
-        layers = [dict(name="mlp0", kind="ann", size=hidden, threshold=None, sign=None)]
-        activity = {"mlp0.h": np.tanh(rng.normal(0, 1, (t, hidden))).astype(np.float32)}
+        h = np.tanh(rng.normal(0, 1, (t, hidden))).astype(np.float32)
+        activity = Activity([LayerActivity("mlp0", "ann", hidden, extra={"h": h})])
     p = rng.random(t)
     return Trajectory(
         observations=np.array(observations),
@@ -65,7 +67,6 @@ def cartpole_trajectory(
         seed=seed,
         frames=np.array(imgs) if frames else None,
         activity=activity,
-        layers=layers,
         policy={"probs": np.stack([p, 1 - p], axis=1)},
         meta={"algo": "ppo", "backbone": backbone},
     )

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from snrl.networks import Activity, LayerActivity
 from snrl.render import Trajectory, TrajectoryRenderer
 from snrl.render._encode import gif_delays_cs
 from snrl.render._panel import E_COLOR, I_COLOR, PRE_COLOR, raster_codes
@@ -61,7 +62,7 @@ def test_raster_newest_column_shows_the_spikes_of_step_k(spiking_traj):
     r.frame(0)  # builds the panel (already built by frames())
     m = r._composer.panel.matrices[0]
     rect = m.rect
-    spikes = spiking_traj.activity["lif0.spikes"] > 0
+    spikes = spiking_traj.activity["lif0"].spikes > 0
     sign = np.array(spiking_traj.layers[0]["sign"])
     order = np.concatenate([np.flatnonzero(sign > 0), np.flatnonzero(sign < 0)])
     n = spikes.shape[1]
@@ -103,7 +104,7 @@ def test_spiking_and_ann_have_the_same_layout(spiking_traj, ann_traj):
     assert len(ann_colors) > len(spk_colors)  # many heatmap levels
 
 
-def test_box_policy_and_no_layer_info_render():
+def test_box_policy_and_layers_without_threshold_or_sign_render():
     rng = np.random.default_rng(0)
     t = 6
     traj = Trajectory(
@@ -114,7 +115,12 @@ def test_box_policy_and_no_layer_info_render():
         truncated=np.eye(t, dtype=bool)[-1],
         env_id="Pendulum-v1",
         frames=rng.integers(0, 255, (t + 1, 64, 64, 3), dtype=np.uint8),
-        activity={"gru0.h": rng.normal(size=(t, 8)), "x.spikes": rng.random((t, 5)) < 0.5},
+        activity=Activity(
+            [
+                LayerActivity("gru0", "ann", 8, extra={"h": rng.normal(size=(t, 8))}),
+                LayerActivity("x", "spiking", 5, spikes=rng.random((t, 5)) < 0.5),
+            ]
+        ),
         policy={"mean": rng.normal(size=(t, 1)), "std": np.full((t, 1), 0.3)},
     )
     frames = [f.copy() for f in TrajectoryRenderer(traj).frames()]
@@ -342,3 +348,21 @@ def test_render_animation_replays_resimulated_frames(spiking_traj):
     finally:
         anim.event_source.stop()
         plt.close(fig)
+
+
+def test_gif_failure_leaves_no_file_and_palette_is_distinct(tmp_path, spiking_traj):
+    from snrl.render._encode import build_palette
+
+    obs = spiking_traj.observations.copy()
+    obs[5, 0] += 0.25
+    bad = spiking_traj.replace(frames=None, observations=obs)
+    with pytest.raises(ValueError, match="diverged"):
+        TrajectoryRenderer(bad, "CartPole-v1").to_gif(tmp_path / "x.gif")
+    assert list(tmp_path.iterdir()) == []
+    # Few colours: the palette keeps them first, in order, and pads with distinct ones
+    # (Pillow re-maps every frame when palette entries repeat).
+    img = np.zeros((4, 4, 3), np.uint8)
+    img[:2] = (10, 20, 30)
+    pal = build_palette([img], required=np.array([[200, 0, 0]], np.uint8))
+    assert pal[:3].tolist() == [[200, 0, 0], [0, 0, 0], [10, 20, 30]]
+    assert len({tuple(c) for c in pal}) == 256
