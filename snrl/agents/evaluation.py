@@ -1,8 +1,9 @@
 """Deterministic evaluation and recorded rollouts, shared by every algorithm.
 
-An algorithm's agent offers ``preprocess(raw_obs) -> x``, ``initial_state(B)``,
-``reset_state(state, done)``, ``step(x, state, deterministic=...) -> StepResult`` (action,
-..., state, dist_params, activity), ``env_action(action)`` and ``policy.layer_info()``.
+Both work with any :class:`snrl.agents.agent.Agent`: ``preprocess(raw_obs) -> x``,
+``initial_state(B)``, ``reset_state(state, done)``, ``step(x, state, deterministic=...)``
+(a result with ``action``, ``state``, ``outputs`` and ``activity``), ``env_action(action)``
+and ``actor.layer_info()``.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def record_trajectory(
             rows["act"].append(np.asarray(action))
             for k, v in res.activity.items():
                 activity.setdefault(k, []).append(v[0].cpu().numpy())
-            for k, v in res.dist_params.items():
+            for k, v in res.outputs.items():
                 policy.setdefault(k, []).append(v[0].cpu().numpy())
             obs, reward, term, trunc, _ = env.step(action)
             rows["rew"].append(float(reward))
@@ -111,7 +112,7 @@ def record_trajectory(
         truncated=np.asarray(rows["trunc"]),
         frames=np.stack(frames) if record else None,
         activity={k: np.stack(v) for k, v in activity.items()},
-        layers=agent.policy.layer_info(),
+        layers=agent.actor.layer_info(),
         policy={k: np.stack(v) for k, v in policy.items()},
         env_id=env_id,
         seed=seed,
