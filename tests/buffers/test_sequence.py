@@ -359,3 +359,21 @@ def test_empty_state_of_an_mlp_round_trips(tmp_path):
     loaded = ReplayBuffer.load(tmp_path / "mlp.npz")
     assert loaded.sample(3)["state"] == ()
     np.testing.assert_array_equal(loaded.storage["obs"], buf.storage["obs"])
+
+
+def test_uniform_has_no_priorities_and_load_checks_the_composition(tmp_path):
+    buf = seq_buffer(8, (1,), seq_len=2, seed=0)
+    state = Leaky().initial_state(1)
+    for t in range(2):
+        buf.add([[t]], [0], [0.0], [[t + 1]], [False], [False], state)
+    assert len(buf) == 1
+    with pytest.raises(UserError, match="uniform replay has no priorities"):
+        buf.update_priorities([0], np.ones((2, 1)))
+    path = tmp_path / "seq.npz"
+    buf.save(path)
+    with pytest.raises(UserError, match=r"holds a uniform replay of sequences.*not a prior"):
+        ReplayBuffer.load(path, like=per_seq_buffer(8, (1,), seq_len=2))
+    with pytest.raises(UserError, match=r"not a uniform replay of sequences of 3 steps"):
+        ReplayBuffer.load(path, like=seq_buffer(8, (1,), seq_len=3))
+    same = ReplayBuffer.load(path, like=seq_buffer(4, (1,), seq_len=2, state_example=state))
+    assert type(same.sample(1)["state"][0]) is HState  # the states' types come from ``like``
