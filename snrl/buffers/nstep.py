@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from snrl.buffers.storage import Batch, RingStorage, copy_into, env_rows, require
+from snrl.buffers.storage import Batch, RingStorage, copy_into, require
 from snrl.errors import UserError
 
 
@@ -91,28 +91,10 @@ class NStepWriter:
         return f"{self.n_step}-step transitions of {self.n_envs} envs"
 
     # ---- writing -------------------------------------------------------------------------
-    def add(
-        self,
-        obs: Any,
-        action: Any,
-        reward: Any,
-        next_obs: Any,
-        terminated: Any,
-        truncated: Any,
-        state: Any = None,
-    ) -> dict[str, np.ndarray] | None:
-        """One step of every env -> the transitions it completes (``None`` when none).
-
-        ``state`` is ignored: transitions carry no recurrent state.
-        """
+    def add(self, obs, action, reward, next_obs, term, trunc, state=None):
+        """One step of every env (arrays checked by ``ReplayBuffer.add``) -> the transitions
+        it completes, or ``None``. ``state`` is ignored: transitions carry no state."""
         e = self.n_envs
-        obs = env_rows("obs", obs, (e, *self.obs_shape), self.obs_dtype, e)
-        action = env_rows("action", action, (e, *self.action_shape), self.action_dtype, e)
-        reward = env_rows("reward", reward, (e,), np.float64, e)
-        next_obs = env_rows("next_obs", next_obs, (e, *self.obs_shape), self.obs_dtype, e)
-        term = env_rows("terminated", terminated, (e,), np.bool_, e)
-        trunc = env_rows("truncated", truncated, (e,), np.bool_, e)
-
         if self.n_step == 1:  # every step is a finished transition
             return self._rows(
                 obs, action, reward, next_obs, np.full(e, self.gamma), term.astype(np.float32)

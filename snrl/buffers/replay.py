@@ -36,6 +36,7 @@ from snrl.buffers.sequence import SequenceWriter
 from snrl.buffers.storage import (
     Batch,
     RingStorage,
+    env_rows,
     json_array,
     load_arrays,
     make_rng,
@@ -125,7 +126,16 @@ class ReplayBuffer:
         Returns:
             (K,) int64 indices of the items written by this call (K may be 0).
         """
-        items = self.writer.add(obs, action, reward, next_obs, terminated, truncated, state)
+        w, e = self.writer, self.writer.n_envs
+        items = w.add(
+            env_rows("obs", obs, (e, *w.obs_shape), w.obs_dtype, e),
+            env_rows("action", action, (e, *w.action_shape), w.action_dtype, e),
+            env_rows("reward", reward, (e,), np.float64, e),
+            env_rows("next_obs", next_obs, (e, *w.obs_shape), w.obs_dtype, e),
+            env_rows("terminated", terminated, (e,), np.bool_, e),
+            env_rows("truncated", truncated, (e,), np.bool_, e),
+            state,
+        )
         if items is None:
             return np.zeros(0, dtype=np.int64)
         for name in items.keys() - self.storage.fields.keys():  # state leaves, first add

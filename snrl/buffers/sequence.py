@@ -46,7 +46,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from snrl.buffers.storage import Batch, RingStorage, copy_into, env_rows, require
+from snrl.buffers.storage import Batch, RingStorage, copy_into, require
 from snrl.errors import UserError
 from snrl.functional.state import State, map_state, state_leaves
 
@@ -236,46 +236,18 @@ class SequenceWriter:
         return rows
 
     # ---- writing -------------------------------------------------------------------------
-    def add(
-        self,
-        obs: Any,
-        action: Any,
-        reward: Any,
-        next_obs: Any,
-        terminated: Any,
-        truncated: Any,
-        state: State = None,
-    ) -> dict[str, np.ndarray] | None:
-        """One step of every env -> the windows it completes (``None`` when none).
-
-        Args:
-            obs: (n_envs, *obs_shape) observations the actions were chosen on.
-            action: (n_envs, *action_shape) actions taken.
-            reward: (n_envs,) rewards.
-            next_obs: (n_envs, *obs_shape) true next observations (the final observation at
-                an episode end, not the reset one).
-            terminated: (n_envs,) bool.
-            truncated: (n_envs,) bool.
-            state: the recurrent state *before* this step, i.e. the one fed together with
-                ``obs`` (after the reset of envs that started a new episode); batch n_envs
-                (``()`` for a feed-forward network).
-        """
+    def add(self, obs, action, reward, next_obs, term, trunc, state=None):
+        """One step of every env (arrays checked by ``ReplayBuffer.add``) -> the windows it
+        completes, or ``None``. ``state`` is the recurrent state *before* this step, i.e. the
+        one fed together with ``obs`` (after the reset of envs that started a new episode);
+        batch n_envs (``()`` for a feed-forward network)."""
         if state is None:
             raise UserError(
                 "sequence replay stores the recurrent state: pass state= (the state fed with "
                 "obs; () for a feed-forward network)"
             )
         e = self.n_envs
-        step = {
-            "obs": env_rows("obs", obs, (e, *self.obs_shape), self.obs_dtype, e),
-            "actions": env_rows(
-                "action", action, (e, *self.action_shape), self.action_dtype, e
-            ),
-            "rewards": env_rows("reward", reward, (e,), np.float32, e),
-            "next_obs": env_rows("next_obs", next_obs, (e, *self.obs_shape), self.obs_dtype, e),
-        }
-        term = env_rows("terminated", terminated, (e,), np.bool_, e)
-        trunc = env_rows("truncated", truncated, (e,), np.bool_, e)
+        step = {"obs": obs, "actions": action, "rewards": reward, "next_obs": next_obs}
         rows = self._state_rows(state)
         step["dones"] = term.astype(np.float32)
         step["truncated"] = (trunc & ~term).astype(np.float32)
