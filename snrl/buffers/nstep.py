@@ -88,7 +88,10 @@ class NStepWriter:
         return int(self._p_len.sum())
 
     def describe(self) -> str:
-        return f"{self.n_step}-step transitions of {self.n_envs} envs"
+        return (
+            f"{self.n_step}-step transitions of {self.n_envs} envs "
+            f"(observations {self.obs_shape} {self.obs_dtype})"
+        )
 
     # ---- writing -------------------------------------------------------------------------
     def add(self, obs, action, reward, next_obs, term, trunc, state=None):

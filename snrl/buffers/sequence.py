@@ -201,7 +201,8 @@ class SequenceWriter:
     def describe(self) -> str:
         return (
             f"sequences of {self.seq_len} steps (+{self.burn_in} burn-in, stride "
-            f"{self.stride}) of {self.n_envs} envs"
+            f"{self.stride}) of {self.n_envs} envs (observations {self.obs_shape} "
+            f"{self.obs_dtype})"
         )
 
     # ---- states --------------------------------------------------------------------------

@@ -285,6 +285,9 @@ def test_replay_buffer_save_load_and_corrupt_file(tmp_path):
     (tmp_path / "bad.npz").write_bytes(b"garbage")
     with pytest.raises(UserError, match="corrupt"):
         other.load_replay_buffer(tmp_path / "bad.npz")
+    wider = DQN("CartPole-v1", backbone="lif", seed=0, **{**TINY, "n_envs": 4})
+    with pytest.raises(UserError, match=r"of 2 envs .*, not a uniform replay .* of 4 envs"):
+        wider.load_replay_buffer(tmp_path / "buf.npz")
     algo.close()
 
 
