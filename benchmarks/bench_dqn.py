@@ -292,9 +292,11 @@ def specs(args: argparse.Namespace) -> list[dict[str, Any]]:
             run_dir = Path(args.out) / run["task"] / run["variant"] / f"seed{seed}"
             if args.skip_started and run_dir.exists():
                 continue
-            overrides = {"rl_zoo": rl_zoo_snrl(steps), "acrobot": dict(ACROBOT)}.get(
-                run["overrides"], {}
-            )
+            named = run["overrides"]  # a dict, or the name of a settings preset
+            if isinstance(named, dict):
+                overrides = dict(named)
+            else:
+                overrides = {"rl_zoo": rl_zoo_snrl(steps), "acrobot": dict(ACROBOT)}[named]
             overrides.update(_parse_sets(sets))
             if args.quick:
                 overrides.update(

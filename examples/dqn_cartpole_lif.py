@@ -57,7 +57,7 @@ def main() -> None:
     result = best.evaluate(n_episodes=20, seed=123)
     print(f"best checkpoint: {result['mean_return']:.1f} ± {result['std_return']:.1f}")
 
-    layer = best.agent.policy.spiking_layers[0]
+    layer = best.agent.q_net.spiking_layers[0]
     w = layer.recurrent_weights
     ok = bool(((w == 0) | (torch.sign(w) == layer.recurrent_sign[:, None])).all())
     print(f"Dale's law holds on every recurrent synapse after training: {ok}")

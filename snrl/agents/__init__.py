@@ -1,7 +1,8 @@
-"""Agents (spaces -> heads -> distributions) and the algorithms that train them."""
+"""Agents (one base: spaces -> preprocessing -> backbones -> heads -> env actions) and the
+algorithms that train them."""
 
-from snrl.agents.agent import Agent, AgentState, ObsNormalizer, StepResult
-from snrl.agents.dqn import DQN, DQNConfig
+from snrl.agents.agent import ActorCriticAgent, Agent, AgentState, ObsNormalizer, StepResult
+from snrl.agents.dqn import DQN, DQNConfig, QAgent
 from snrl.agents.dqn_math import (
     double_dqn_target,
     dueling_aggregate,
@@ -21,6 +22,7 @@ from snrl.agents.ppo import PPO, PPOConfig
 __all__ = [
     "DQN",
     "PPO",
+    "ActorCriticAgent",
     "Agent",
     "AgentState",
     "DQNConfig",
@@ -30,6 +32,7 @@ __all__ = [
     "ObsNormalizer",
     "PPOConfig",
     "PassThrough",
+    "QAgent",
     "StepResult",
     "double_dqn_target",
     "dueling_aggregate",

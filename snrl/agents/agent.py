@@ -1,9 +1,12 @@
-"""Agent: gymnasium spaces -> recurrent backbones -> action distributions and values.
+"""Agents: gymnasium spaces -> preprocessing -> recurrent backbones -> heads -> env actions.
 
-Data flow for one env step (the rollout path)::
+:class:`Agent` is the one base. It owns what every algorithm shares:
 
-    raw obs --flatten--> --normalize--> policy backbone --readout--> distribution -> action
-                                    \\-> critic backbone --readout--> value
+    raw obs --preprocess (flatten, normalize)--> x --backbones (state carried)--> readouts
+        --head (the subclass)--> agent action --env_action (ActionMap)--> env action
+
+and each algorithm's agent adds only its head: :class:`ActorCriticAgent` (PPO) a policy
+distribution and a critic value, :class:`snrl.agents.dqn.QAgent` Q-values.
 
 The policy's readout *is* the distribution's parameter vector (logits for Discrete and
 MultiDiscrete, the mean for Box, whose log-std is a learned state-independent vector). For a
@@ -13,7 +16,7 @@ readout is one value. Policy and critic are separate backbones with separate sta
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -21,27 +24,26 @@ import torch
 from torch import Tensor, nn
 from torch.distributions import Categorical, Normal
 
-from snrl.envs.spaces import ObsFlattener
-from snrl.errors import UserError
+from snrl.envs.spaces import ActionMap, ObsFlattener
 from snrl.functional.state import State
 from snrl.networks.sequence import run_with_resets
 
 
 class AgentState(NamedTuple):
-    """Recurrent state of both backbones."""
+    """Recurrent state of an actor-critic agent's two backbones."""
 
     policy: Any
     critic: Any
 
 
 class StepResult(NamedTuple):
-    """What :meth:`Agent.step` returns."""
+    """What :meth:`ActorCriticAgent.step` returns."""
 
     action: Tensor
     log_prob: Tensor
     value: Tensor
     state: AgentState
-    dist_params: dict[str, Tensor]
+    outputs: dict[str, Tensor]
     activity: dict[str, Tensor]
 
 
@@ -83,32 +85,120 @@ class ObsNormalizer(nn.Module):
         return torch.clamp((x - mean) / std, -self.clip, self.clip)
 
 
-def _action_head(space: gym.Space) -> tuple[str, int]:
-    if isinstance(space, gym.spaces.Discrete):
-        return "discrete", int(space.n)
-    if isinstance(space, gym.spaces.MultiDiscrete):
-        if space.nvec.ndim != 1:
-            raise UserError(f"unsupported action space {space} (MultiDiscrete must be 1-D)")
-        return "multidiscrete", int(space.nvec.sum())
-    if isinstance(space, gym.spaces.Box):
-        return "box", int(np.prod(space.shape))
-    raise UserError(
-        f"unsupported action space {space} (snrl supports Discrete, MultiDiscrete and Box)"
-    )
-
-
 class Agent(nn.Module):
-    """Policy and critic backbones with the heads the spaces call for.
+    """What every agent shares: spaces, preprocessing, backbone state, env actions.
+
+    A subclass registers its backbones as submodules named in ``backbones`` (the fields of
+    its ``state_type`` named tuple), names the one that chooses actions in ``actor_name`` (its
+    activity is what trajectories record) and adds its head and ``step``.
+
+    Args:
+        observation_space: Box (any shape; flattened) or Discrete (one-hot).
+        action_space: Discrete, MultiDiscrete (1-D) or Box (any shape; flattened).
+        normalize_obs: keep running observation statistics and normalize with them.
+    """
+
+    state_type: ClassVar[type]
+    actor_name: ClassVar[str]
+    #: state_dict keys of older snrl versions -> today's keys (prefix renames); None drops
+    legacy_keys: ClassVar[dict[str, str | None]] = {"act_low": None, "act_high": None}
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        *,
+        normalize_obs: bool = True,
+    ):
+        super().__init__()
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.flattener = ObsFlattener(observation_space)
+        self.obs_size = self.flattener.size
+        self.actions = ActionMap(action_space)
+        self.kind = self.actions.kind
+        self.obs_norm = ObsNormalizer(self.obs_size, enabled=normalize_obs)
+        self._register_load_state_dict_pre_hook(self._rename_legacy_keys)
+
+    def _rename_legacy_keys(self, state_dict, prefix, *_args) -> None:
+        for key in list(state_dict):
+            if not key.startswith(prefix):
+                continue
+            name = key[len(prefix) :]
+            for old, new in self.legacy_keys.items():
+                if name == old or name.startswith(old + "."):
+                    value = state_dict.pop(key)
+                    if new is not None:
+                        state_dict[prefix + new + name[len(old) :]] = value
+                    break
+
+    # ---- state ---------------------------------------------------------------------------
+    @property
+    def backbones(self) -> tuple[str, ...]:
+        """Names of the backbone submodules, in the order of the state's fields."""
+        return tuple(self.state_type._fields)
+
+    @property
+    def actor(self) -> nn.Module:
+        """The backbone that chooses the actions (its activity is recorded)."""
+        return getattr(self, self.actor_name)
+
+    def initial_state(self, batch_size: int, device: torch.device | str | None = None):
+        """The initial state of every backbone, as a ``state_type`` named tuple."""
+        return self.state_type(
+            *(getattr(self, n).initial_state(batch_size, device=device) for n in self.backbones)
+        )
+
+    def reset_state(self, state, done: Tensor):
+        """Re-initialize the rows of every backbone's state where ``done``."""
+        if not bool(done.any()):
+            return state
+        return self.state_type(
+            *(getattr(self, n).reset_state(s, done) for n, s in zip(self.backbones, state))
+        )
+
+    @property
+    def random_reset(self) -> bool:
+        """True when a reset draws random numbers (``hh_init="random"``): sequence updates
+        then replay the states recorded in the rollout instead of calling ``reset_state``."""
+        return any(getattr(m, "hh_init", None) == "random" for m in self.modules())
+
+    # ---- observations and actions --------------------------------------------------------
+    def preprocess(self, obs: Any, device: torch.device | str | None = None) -> Tensor:
+        """The one path from raw observations (*batch, *space.shape) to the backbones' input
+        (*batch, F): flattened (one-hot for Discrete) and normalized with the running
+        statistics (on ``device``, by default the agent's)."""
+        dev = self.obs_norm.mean.device if device is None else device
+        return self.obs_norm(torch.as_tensor(self.flattener(obs), device=dev))
+
+    def update_obs_stats(self, obs: Any) -> None:
+        """Fold raw observations (*batch, *space.shape) into the normalization statistics."""
+        self.obs_norm.update(torch.as_tensor(self.flattener(obs)))
+
+    def env_action(self, action: Tensor | np.ndarray) -> np.ndarray:
+        """Agent actions (B, ...) -> env actions: ``start`` added to discrete indices, Box
+        vectors clipped to the bounds and reshaped to the space's shape (see
+        :class:`snrl.envs.spaces.ActionMap`)."""
+        if isinstance(action, Tensor):
+            action = action.detach().cpu().numpy()
+        return self.actions.to_env(action)
+
+
+class ActorCriticAgent(Agent):
+    """Policy and critic backbones with the heads the spaces call for (PPO).
 
     Args:
         observation_space: Box (any shape; flattened) or Discrete (one-hot).
         action_space: Discrete, MultiDiscrete or Box.
         policy: a recurrent-protocol module whose output width is the head size
-            (``n`` logits, ``sum(nvec)`` logits, or the action dimension for Box).
+            (``n`` logits, ``sum(nvec)`` logits, or the flattened action size for Box).
         critic: a recurrent-protocol module with output width 1.
         normalize_obs: keep running observation statistics and normalize with them.
         log_std_init: initial log standard deviation of a Box policy.
     """
+
+    state_type = AgentState
+    actor_name = "policy"
 
     def __init__(
         self,
@@ -120,46 +210,13 @@ class Agent(nn.Module):
         normalize_obs: bool = True,
         log_std_init: float = 0.0,
     ):
-        super().__init__()
-        self.observation_space = observation_space
-        self.action_space = action_space
-        self.flattener = ObsFlattener(observation_space)
-        self.obs_size = self.flattener.size
-        self.kind, self.head_size = _action_head(action_space)
+        super().__init__(observation_space, action_space, normalize_obs=normalize_obs)
+        self.head_size = self.actions.size
         self.policy = policy
         self.critic = critic
-        self.obs_norm = ObsNormalizer(self.obs_size, enabled=normalize_obs)
         if self.kind == "box":
             self.log_std = nn.Parameter(torch.full((self.head_size,), float(log_std_init)))
-            self.register_buffer("act_low", torch.as_tensor(action_space.low, dtype=torch.float32))
-            self.register_buffer(
-                "act_high", torch.as_tensor(action_space.high, dtype=torch.float32)
-            )
-        if self.kind == "multidiscrete":
-            self.nvec = [int(n) for n in action_space.nvec]
-        self._random_reset = any(getattr(m, "hh_init", None) == "random" for m in self.modules())
-
-    # ---- state ---------------------------------------------------------------------------
-    def initial_state(self, batch_size: int, device: torch.device | str | None = None):
-        return AgentState(
-            self.policy.initial_state(batch_size, device=device),
-            self.critic.initial_state(batch_size, device=device),
-        )
-
-    def reset_state(self, state: AgentState, done: Tensor) -> AgentState:
-        """Re-initialize the rows of both backbones' states where ``done``."""
-        if not bool(done.any()):
-            return state
-        return AgentState(
-            self.policy.reset_state(state.policy, done),
-            self.critic.reset_state(state.critic, done),
-        )
-
-    @property
-    def random_reset(self) -> bool:
-        """True when a reset draws random numbers (``hh_init="random"``): sequence updates
-        then replay the states recorded in the rollout instead of calling ``reset_state``."""
-        return self._random_reset
+        self.nvec = self.actions.nvec
 
     # ---- distributions -----------------------------------------------------------------------
     def distribution(self, out: Tensor):
@@ -187,7 +244,7 @@ class Agent(nn.Module):
             return torch.stack(parts, dim=-1)
         return dist.mean if deterministic else dist.sample()
 
-    def dist_params(self, out: Tensor) -> dict[str, Tensor]:
+    def head_outputs(self, out: Tensor) -> dict[str, Tensor]:
         """Policy outputs for trajectories: ``probs`` or ``mean``/``std``."""
         if self.kind == "box":
             return {"mean": out, "std": self.log_std.exp().expand_as(out)}
@@ -196,19 +253,7 @@ class Agent(nn.Module):
         parts = torch.split(out, self.nvec, dim=-1)
         return {"probs": torch.cat([torch.softmax(p, -1) for p in parts], -1)}
 
-    def env_action(self, action: Tensor) -> np.ndarray:
-        """The action to send to the env: Box samples are clipped to the bounds (the
-        log-prob stays that of the unclipped sample)."""
-        if self.kind == "box":
-            a = torch.clamp(action, self.act_low.flatten(), self.act_high.flatten())
-            return a.reshape(action.shape[0], *self.action_space.shape).cpu().numpy()
-        return action.cpu().numpy()
-
     # ---- acting and learning -----------------------------------------------------------
-    def preprocess(self, obs: np.ndarray, device: torch.device | str = "cpu") -> Tensor:
-        """Raw (B, ...) observations -> normalized (B, F)."""
-        return self.obs_norm(torch.as_tensor(self.flattener(obs), device=device))
-
     @torch.no_grad()
     def step(self, x: Tensor, state: AgentState, *, deterministic: bool = False) -> StepResult:
         """One env step for a batch of normalized observations ``x`` (B, F)."""
@@ -222,7 +267,7 @@ class Agent(nn.Module):
             log_prob,
             val[..., 0],
             AgentState(pol.state, critic_state),
-            self.dist_params(pol.out),
+            self.head_outputs(pol.out),
             pol.activity,
         )
 
@@ -247,7 +292,7 @@ class Agent(nn.Module):
             (log_probs, entropy, values), each (T, b), and the policy's activity.
         """
         fresh_p = fresh_c = None
-        if self._random_reset:
+        if self.random_reset:
             fresh_p = [None if s is None else s.policy for s in states]
             fresh_c = [None if s is None else s.critic for s in states]
         pol = run_with_resets(self.policy, obs, states[0].policy, starts, fresh_p)

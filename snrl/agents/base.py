@@ -2,7 +2,7 @@
 check, evaluation, recorded rollouts, checkpoints and closing its envs.
 
 A subclass sets ``Config`` (its frozen config dataclass) and ``algo_name``, builds
-``self.agent`` (an agent with ``preprocess``/``step``/``env_action``/``policy``) and keeps
+``self.agent`` (a :class:`snrl.agents.agent.Agent`) and keeps
 ``self._envs`` (its training vector env, or None).
 """
 
@@ -140,6 +140,10 @@ class Algorithm:
 
     Config: ClassVar[type]
     algo_name: ClassVar[str]
+    #: the algorithm needs a Discrete action space (checked once, by ``_setup``)
+    discrete_actions: ClassVar[bool] = False
+    #: how to fix an action space the algorithm cannot use (for the error message)
+    space_hint: ClassVar[str] = ""
     agent: nn.Module
     config: Any
     _envs: Any = None
@@ -164,7 +168,13 @@ class Algorithm:
         self.device = torch.device(cfg.device)
         probe = make_env(cfg.env_id)
         try:
-            check_spaces(probe.observation_space, probe.action_space, algo=self.algo_name)
+            check_spaces(
+                probe.observation_space,
+                probe.action_space,
+                discrete_actions=self.discrete_actions,
+                who=self.algo_name.upper(),
+                hint=self.space_hint,
+            )
             return probe.observation_space, probe.action_space
         finally:
             probe.close()

@@ -6,15 +6,16 @@ and advantages ``A``, combined by :func:`~snrl.agents.dqn_math.dueling_aggregate
 
 Data flow, one env step and one gradient step::
 
-    vector env --obs--> QAgent.q_step (state carried across env steps, reset per finished env)
-        --> exploration.select(Q, env_step) --> env
-        --> replay: single n-step transitions (feed-forward ``mlp``), or R2D2-style windows
-            with the actor's state before their first step (``replay="sequence"``)
+    vector env --obs--> agent.preprocess --> QAgent.q_step (state carried across env steps,
+        reset per finished env) --> exploration.select(Q, env_step) --> agent.env_action --> env
+        --> replay (raw obs): single n-step transitions (feed-forward ``mlp``), or R2D2-style
+            windows with the actor's state before their first step (``replay="sequence"``)
     every ``train_freq`` vector steps, after ``learning_starts``: ``gradient_steps`` times
-        sample --> Q(s, a) of the online net, bootstrap Q_target(s', argmax Q_online(s'))
-        (double) or max Q_target(s') --> n-step target (termination: no bootstrap; truncation
-        bootstraps from the final observation) --> Huber/MSE loss (importance-weighted with
-        prioritized replay) --> grad-norm clip, Adam step --> new priorities
+        sample --> agent.preprocess --> Q(s, a) of the online net, bootstrap
+        Q_target(s', argmax Q_online(s')) (double) or max Q_target(s') --> n-step target
+        (termination: no bootstrap; truncation bootstraps from the final observation)
+        --> Huber/MSE loss (importance-weighted with prioritized replay) --> grad-norm clip,
+        Adam step --> new priorities
     every ``target_update_interval`` env steps: theta_target <- (1 - tau) theta_target
         + tau theta (tau = 1: a copy).
 
@@ -24,8 +25,11 @@ first ``burn_in`` steps without gradient to refresh it, and trains on the remain
 episode starts. The online and the target network both run once over the window's
 ``seq_obs`` (T + 1 steps), so position ``t + 1`` gives the bootstrap of step ``t``.
 
-Observations are stored raw (flattened) and normalized with the agent's running statistics
-when they are sampled, so stored data never goes stale when the statistics move.
+Replay stores the raw observations (the env's shape and dtype) and the learner sends them
+through the same :meth:`~snrl.agents.agent.Agent.preprocess` as the actor when it samples
+them: one preprocessing path, and stored data never goes stale when the running
+normalization statistics move (normalized-at-write observations would mix statistics of
+different ages in one batch).
 
 The training loop (:meth:`DQN.learn`) reads top to bottom: act, store, train, update the
 target, log, evaluate, checkpoint.
@@ -37,16 +41,17 @@ import copy
 import json
 import math
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import gymnasium as gym
 import numpy as np
 import torch
 from torch import Tensor, nn
 
-from snrl.agents.agent import ObsNormalizer, StepResult
+from snrl.agents.agent import Agent
 from snrl.agents.base import AgentConfig, Algorithm, check
 from snrl.agents.dqn_math import (
     DUELING_MODES,
@@ -58,10 +63,15 @@ from snrl.agents.dqn_math import (
     td_loss,
 )
 from snrl.agents.exploration import EXPLORATIONS, make_exploration
-from snrl.buffers.replay import PrioritizedReplayBuffer, ReplayBuffer
-from snrl.buffers.sequence import PrioritizedSequenceReplayBuffer, SequenceReplayBuffer
+from snrl.buffers import (
+    NStepWriter,
+    PrioritizedSampler,
+    ReplayBuffer,
+    SequenceWriter,
+    UniformSampler,
+)
 from snrl.envs import finished_episodes, make_vector_env
-from snrl.envs.spaces import ObsFlattener
+from snrl.envs.spaces import ActionMap, ObsFlattener
 from snrl.errors import UserError
 from snrl.functional.state import State, detach_state, map_state, mask_state
 from snrl.networks.sequence import run_with_resets
@@ -218,12 +228,33 @@ class DQNConfig(AgentConfig):
         return self.seq_stride or self.seq_len
 
 
-class QAgent(nn.Module):
-    """A Q-network behind the agent interface that evaluation and rendering use.
+class QState(NamedTuple):
+    """Recurrent state of a Q-agent's one backbone."""
+
+    q_net: Any
+
+
+class QStep(NamedTuple):
+    """What :meth:`QAgent.step` returns."""
+
+    action: Tensor
+    q_values: Tensor
+    state: QState
+    activity: dict[str, Tensor]
+
+    @property
+    def outputs(self) -> dict[str, Tensor]:
+        """The head's outputs recorded in trajectories."""
+        return {"q_values": self.q_values}
+
+
+class QAgent(Agent):
+    """A Q-network head on the shared :class:`~snrl.agents.agent.Agent` base.
 
     Args:
         observation_space: Box (any shape; flattened) or Discrete (one-hot).
-        action_space: Discrete.
+        action_space: Discrete (any ``start``; the Q-network's outputs are indices
+            ``0..n-1`` and :meth:`env_action` adds ``start``).
         q_net: a recurrent-protocol module with output width ``n`` (or ``n + 1`` with
             ``dueling``: value first, then the advantages).
         dueling: ``"none"``, ``"avg"``, ``"max"`` or ``"naive"``.
@@ -231,6 +262,11 @@ class QAgent(nn.Module):
         explore_eps: epsilon of :meth:`step` with ``deterministic=False``.
         seed: seed of the generator used by :meth:`step` with ``deterministic=False``.
     """
+
+    state_type = QState
+    actor_name = "q_net"
+    # checkpoints of snrl <= 0.1 called the Q-network ``policy``
+    legacy_keys = {**Agent.legacy_keys, "policy": "q_net"}
 
     def __init__(
         self,
@@ -243,57 +279,41 @@ class QAgent(nn.Module):
         explore_eps: float = 0.05,
         seed: int = 0,
     ):
-        super().__init__()
-        if not isinstance(action_space, gym.spaces.Discrete):
-            raise UserError(
-                f"DQN needs a Discrete action space, got {action_space} "
-                "(use snrl.PPO / --algo ppo for Box and MultiDiscrete)"
-            )
-        self.observation_space = observation_space
-        self.action_space = action_space
-        self.flattener = ObsFlattener(observation_space)
-        self.obs_size = self.flattener.size
-        self.kind = "discrete"
-        self.n_actions = int(action_space.n)
+        super().__init__(observation_space, action_space, normalize_obs=normalize_obs)
+        self.n_actions = self.actions.size
         self.head_size = self.n_actions + (1 if dueling != "none" else 0)
         self.dueling = dueling
-        self.policy = q_net
-        self.obs_norm = ObsNormalizer(self.obs_size, enabled=normalize_obs)
+        self.q_net = q_net
         self.explore_eps = float(explore_eps)
         self.generator = torch.Generator().manual_seed(int(seed))
-        self.random_reset = any(getattr(m, "hh_init", None) == "random" for m in self.modules())
 
-    # ---- state ---------------------------------------------------------------------------
-    def initial_state(self, batch_size: int, device: torch.device | str | None = None) -> State:
-        return self.policy.initial_state(batch_size, device=device)
+    @property
+    def policy(self) -> nn.Module:
+        """Deprecated name of :attr:`q_net` (removed in the next release)."""
+        warnings.warn(
+            "QAgent.policy is deprecated: the Q-network is QAgent.q_net (or agent.actor, the "
+            "backbone that chooses actions in every agent)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.q_net
 
-    def reset_state(self, state: State, done: Tensor) -> State:
-        """Re-initialize the rows of the state where ``done``."""
-        if not bool(done.any()):
-            return state
-        return self.policy.reset_state(state, done)
-
-    # ---- Q-values ------------------------------------------------------------------------
     def q_values(self, out: Tensor) -> Tensor:
         """Q-values (..., A) from a readout (..., head_size)."""
         if self.dueling == "none":
             return out
         return dueling_aggregate(out[..., :1], out[..., 1:], self.dueling)
 
-    def preprocess(self, obs: np.ndarray, device: torch.device | str = "cpu") -> Tensor:
-        """Raw (B, ...) observations -> normalized (B, F)."""
-        return self.obs_norm(torch.as_tensor(self.flattener(obs), device=device))
+    @torch.no_grad()
+    def q_step(self, x: Tensor, state: QState) -> tuple[Tensor, QState, dict[str, Tensor]]:
+        """One env step: ``(Q (B, A), next state, activity)`` for preprocessed ``x`` (B, F)."""
+        res = self.q_net.run(x, state.q_net)
+        return self.q_values(res.out), QState(res.state), res.activity
 
     @torch.no_grad()
-    def q_step(self, x: Tensor, state: State) -> tuple[Tensor, State, dict[str, Tensor]]:
-        """One env step: ``(Q (B, A), next state, activity)`` for normalized ``x`` (B, F)."""
-        res = self.policy.run(x, state)
-        return self.q_values(res.out), res.state, res.activity
-
-    @torch.no_grad()
-    def step(self, x: Tensor, state: State, *, deterministic: bool = False) -> StepResult:
-        """One env step for a batch of normalized observations ``x`` (B, F): the greedy
-        action, or (``deterministic=False``) epsilon-greedy with ``explore_eps``."""
+    def step(self, x: Tensor, state: QState, *, deterministic: bool = False) -> QStep:
+        """One env step for preprocessed observations ``x`` (B, F): the greedy action, or
+        (``deterministic=False``) epsilon-greedy with ``explore_eps``."""
         q, new_state, activity = self.q_step(x, state)
         action = q.argmax(-1)
         if not deterministic and self.explore_eps > 0:
@@ -301,29 +321,13 @@ class QAgent(nn.Module):
             explore = torch.rand(b, generator=self.generator) < self.explore_eps
             rand = torch.randint(0, self.n_actions, (b,), generator=self.generator)
             action = torch.where(explore.to(action.device), rand.to(action.device), action)
-        value = q.max(-1).values
-        return StepResult(
-            action,
-            torch.zeros_like(value),
-            value,
-            new_state,
-            {"q_values": q},
-            activity,
-        )
-
-    def env_action(self, action: Tensor) -> np.ndarray:
-        """The action to send to the env."""
-        return action.cpu().numpy()
+        return QStep(action, q, new_state, activity)
 
 
 def build_q_agent(cfg: DQNConfig, observation_space, action_space, *, q_net=None) -> QAgent:
-    """The Q-agent a config describes; ``q_net`` replaces the built backbone."""
-    if not isinstance(action_space, gym.spaces.Discrete):
-        raise UserError(
-            f"DQN needs a Discrete action space, got {action_space} "
-            "(use snrl.PPO / --algo ppo for Box and MultiDiscrete)"
-        )
-    head = int(action_space.n) + (1 if cfg.dueling != "none" else 0)
+    """The Q-agent a config describes (its spaces checked by the algorithm); ``q_net``
+    replaces the built backbone."""
+    head = ActionMap(action_space).size + (1 if cfg.dueling != "none" else 0)
     if q_net is None:
         q_net = cfg.build_backbone(ObsFlattener(observation_space).size, head, seed=cfg.seed)
     return QAgent(
@@ -370,8 +374,8 @@ class DQN(Algorithm):
         env: gymnasium id or ``module:Class`` (overrides ``config.env_id``); needs a Discrete
             action space.
         config: a :class:`DQNConfig`; keyword ``overrides`` replace its fields.
-        policy: optional recurrent-protocol module used as the Q-network (output width
-            ``n_actions``, or ``n_actions + 1`` with ``dueling``).
+        policy: optional recurrent-protocol module used as the Q-network, ``agent.q_net``
+            (output width ``n_actions``, or ``n_actions + 1`` with ``dueling``).
         critic: must be None (DQN has no critic; the argument exists so that every snrl
             algorithm loads alike).
         run_dir: directory for metrics.csv, checkpoints and the learning curve (None: none).
@@ -379,6 +383,8 @@ class DQN(Algorithm):
 
     Config = DQNConfig
     algo_name = "dqn"
+    discrete_actions = True
+    space_hint = "use --algo ppo / snrl.PPO for Box and MultiDiscrete actions"
 
     def __init__(
         self,
@@ -396,8 +402,8 @@ class DQN(Algorithm):
         self.custom_backbones = policy is not None
         self.agent = build_q_agent(cfg, obs_space, act_space, q_net=policy)
         self.agent.to(self.device)
-        self.target_net = copy.deepcopy(self.agent.policy).requires_grad_(False)
-        self.optimizer = _adam(self.agent.policy.parameters(), cfg.lr)
+        self.target_net = copy.deepcopy(self.agent.q_net).requires_grad_(False)
+        self.optimizer = _adam(self.agent.q_net.parameters(), cfg.lr)
         self.exploration = self._make_exploration()
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.env_step = 0
@@ -433,32 +439,37 @@ class DQN(Algorithm):
         return make_exploration(cfg.exploration, seed=rng)
 
     # ---- replay --------------------------------------------------------------------------
-    def _make_buffer(self) -> Any:
+    def _make_buffer(self) -> ReplayBuffer:
+        """The replay this config describes: raw observations of the env's shape and dtype,
+        n-step transitions (``mlp``) or windows with stored states, uniform or prioritized."""
         cfg = self.config
-        common: dict[str, Any] = dict(n_envs=cfg.n_envs, seed=cfg.seed + 31)
-        if cfg.prioritized:
-            common.update(alpha=cfg.per_alpha, beta0=cfg.per_beta0, beta_steps=cfg.total_steps)
+        space = self.agent.observation_space
+        common: dict[str, Any] = dict(n_envs=cfg.n_envs, obs_dtype=space.dtype)
         if cfg.replay_kind == "transition":
-            cls = PrioritizedReplayBuffer if cfg.prioritized else ReplayBuffer
-            return cls(
-                cfg.buffer_size,
-                (self.agent.obs_size,),
-                n_step=cfg.n_step,
-                gamma=cfg.gamma,
+            capacity = cfg.buffer_size
+            writer: Any = NStepWriter(space.shape, n_step=cfg.n_step, gamma=cfg.gamma, **common)
+        else:
+            capacity = max(1, cfg.buffer_size // cfg.stride)
+            writer = SequenceWriter(
+                space.shape,
+                seq_len=cfg.seq_len,
+                burn_in=cfg.burn_in,
+                stride=cfg.stride,
+                state_example=self.agent.initial_state(1, device=self.device),
                 **common,
             )
+        seed = cfg.seed + 31
         if cfg.prioritized:
-            common["eta"] = cfg.per_eta
-        cls = PrioritizedSequenceReplayBuffer if cfg.prioritized else SequenceReplayBuffer
-        return cls(
-            max(1, cfg.buffer_size // cfg.stride),
-            (self.agent.obs_size,),
-            seq_len=cfg.seq_len,
-            burn_in=cfg.burn_in,
-            stride=cfg.stride,
-            state_example=self.agent.initial_state(1, device=self.device),
-            **common,
-        )
+            sampler: Any = PrioritizedSampler(
+                alpha=cfg.per_alpha,
+                beta0=cfg.per_beta0,
+                beta_steps=cfg.total_steps,
+                eta=cfg.per_eta,
+                seed=seed,
+            )
+        else:
+            sampler = UniformSampler(seed)
+        return ReplayBuffer(capacity, writer, sampler)
 
     def save_replay_buffer(self, path: str | Path) -> None:
         """Write the replay buffer to an .npz file, atomically."""
@@ -469,20 +480,9 @@ class DQN(Algorithm):
         """Replace the replay buffer by one written by :meth:`save_replay_buffer`.
 
         Raises:
-            UserError: the file is missing, corrupt, or holds another kind of buffer.
+            UserError: the file is missing, corrupt, or holds a buffer of other settings.
         """
-        cls = type(self._make_buffer())
-        if issubclass(cls, SequenceReplayBuffer):
-            buf = cls.load(path, state_example=self.agent.initial_state(1, device=self.device))
-        else:
-            buf = cls.load(path)
-        check(
-            buf.n_envs == self.config.n_envs and buf.obs_shape == (self.agent.obs_size,),
-            f"buffer file {path} was filled by {buf.n_envs} envs with observations "
-            f"{buf.obs_shape} (this DQN has n_envs={self.config.n_envs} and "
-            f"({self.agent.obs_size},); load a matching buffer)",
-        )
-        self.buffer = buf
+        self.buffer = ReplayBuffer.load(path, like=self._make_buffer())
         self._buffer_steps = max(self._buffer_steps, self.config.learning_starts)
 
     # ---- acting --------------------------------------------------------------------------
@@ -490,7 +490,7 @@ class DQN(Algorithm):
         cfg = self.config
         seed = cfg.seed + 1000 * self.n_updates
         self._envs = make_vector_env(
-            cfg.env_id, cfg.n_envs, seed=seed, asynchronous=cfg.asynchronous, algo="dqn"
+            cfg.env_id, cfg.n_envs, seed=seed, asynchronous=cfg.asynchronous
         )
         self._obs, _ = self._envs.reset(seed=seed)
         self._state = self.agent.initial_state(cfg.n_envs, device=self.device)
@@ -504,23 +504,18 @@ class DQN(Algorithm):
 
         Returns the returns of the episodes that ended on this step."""
         agent = self.agent
-        raw = agent.flattener(self._obs)
-        x = agent.obs_norm(torch.as_tensor(raw, device=self.device))
-        q, next_state, activity = agent.q_step(x, self._state)
+        obs = self._obs
+        q, next_state, activity = agent.q_step(agent.preprocess(obs), self._state)
         action = self.exploration.select(q, self.env_step)
         if self.config.exploration == "pass_through":
             action = q.argmax(-1).cpu().numpy()
-        next_obs, reward, term, trunc, info = self._envs.step(action)
+        next_obs, reward, term, trunc, info = self._envs.step(agent.env_action(action))
         done = np.logical_or(term, trunc)
         true_next = np.array(next_obs, copy=True)
         for i in np.flatnonzero(done):
             true_next[i] = info["final_obs"][i]
-        args = (raw, action, reward, agent.flattener(true_next), term, trunc)
-        if isinstance(self.buffer, SequenceReplayBuffer):
-            self.buffer.add(*args, state=self._state)
-        else:
-            self.buffer.add(*args)
-        agent.obs_norm.update(torch.as_tensor(raw))
+        self.buffer.add(obs, action, reward, true_next, term, trunc, state=self._state)
+        agent.update_obs_stats(obs)
         self._state = agent.reset_state(next_state, torch.as_tensor(done, device=self.device))
         self._obs = next_obs
         self.env_step += self.config.n_envs
@@ -530,9 +525,6 @@ class DQN(Algorithm):
         return finished_episodes(info)[1].tolist()
 
     # ---- learning ------------------------------------------------------------------------
-    def _norm(self, raw: np.ndarray) -> Tensor:
-        return self.agent.obs_norm(torch.as_tensor(raw, device=self.device))
-
     def _unroll(self, net: nn.Module, obs: Tensor, state: State, starts: Tensor) -> Tensor:
         """Readout (T, B, O) of ``net`` over a window from its stored ``state``: the first
         ``burn_in`` steps without gradient, the state reset where an episode starts."""
@@ -558,10 +550,10 @@ class DQN(Algorithm):
     def sequence_q(self, batch: dict[str, Any], *, target: bool = False) -> Tensor:
         """Q-values (T + 1, B, A) over a sampled window's ``seq_obs``, from its stored state
         (online net with gradient after the burn-in, or the target net without)."""
-        obs = self._norm(batch["seq_obs"])
+        obs = self.agent.preprocess(batch["seq_obs"], self.device)
         starts = torch.as_tensor(batch["seq_starts"], device=self.device)
-        state = map_state(lambda t: t.to(self.device), batch["state"])
-        net = self.target_net if target else self.agent.policy
+        state = map_state(lambda t: t.to(self.device), batch["state"]).q_net
+        net = self.target_net if target else self.agent.q_net
         if target:
             with torch.no_grad():
                 return self.agent.q_values(self._unroll(net, obs, state, starts))
@@ -600,13 +592,15 @@ class DQN(Algorithm):
         """(loss, TD errors (B,), None, Q of the taken actions) of a transition batch."""
         cfg, dev, agent = self.config, self.device, self.agent
         b = batch["obs"].shape[0]
-        x, x_next = self._norm(batch["obs"]), self._norm(batch["next_obs"])
-        q_all = agent.q_values(agent.policy(x, agent.initial_state(b, device=dev))[0])
+        x, x_next = agent.preprocess(batch["obs"], dev), agent.preprocess(batch["next_obs"], dev)
+        net = agent.q_net
+        q_all = agent.q_values(net(x, net.initial_state(b, device=dev))[0])
         with torch.no_grad():
-            q_next_t = agent.q_values(self.target_net(x_next, self.target_net.initial_state(b))[0])
+            tgt = self.target_net
+            q_next_t = agent.q_values(tgt(x_next, tgt.initial_state(b, device=dev))[0])
             q_next_o = None
             if cfg.double:
-                q_next_o = agent.q_values(agent.policy(x_next, agent.initial_state(b))[0])
+                q_next_o = agent.q_values(net(x_next, net.initial_state(b, device=dev))[0])
             y = double_dqn_target(
                 torch.as_tensor(batch["rewards"], device=dev),
                 torch.as_tensor(batch["discounts"], device=dev),
@@ -631,24 +625,18 @@ class DQN(Algorithm):
                 f"learning starts (raise learning_starts={cfg.learning_starts} or lower "
                 "batch_size)"
             )
-        if cfg.prioritized:
-            batch = self.buffer.sample(cfg.batch_size, step=self.env_step)
-        else:
-            batch = self.buffer.sample(cfg.batch_size)
+        batch = self.buffer.sample(cfg.batch_size, step=self.env_step)
         if cfg.replay_kind == "sequence":
             loss, td, mask, q = self._sequence_loss(batch)
         else:
             loss, td, mask, q = self._transition_loss(batch)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        grad_norm = nn.utils.clip_grad_norm_(self.agent.policy.parameters(), cfg.max_grad_norm)
+        grad_norm = nn.utils.clip_grad_norm_(self.agent.q_net.parameters(), cfg.max_grad_norm)
         self.optimizer.step()
         self.n_grad_steps += 1
         if cfg.prioritized:
-            if mask is None:
-                self.buffer.update_priorities(batch["indices"], td)
-            else:
-                self.buffer.update_priorities(batch["indices"], td, mask)
+            self.buffer.update_priorities(batch["indices"], td, mask)
         stats.add("loss", loss.item())
         q_mean = q.mean() if mask is None else (q * mask).sum() / mask.sum().clamp_min(1)
         stats.add("q_mean", q_mean.item())
@@ -677,7 +665,7 @@ class DQN(Algorithm):
         )
         spike_keys = [
             f"spike_rate_{info.name}"
-            for info in self.agent.policy.layer_info()
+            for info in self.agent.q_net.layer_info()
             if info.kind == "spiking"
         ]
         t_start = time.perf_counter()
@@ -698,7 +686,7 @@ class DQN(Algorithm):
                     if self.env_step // cfg.target_update_interval > (
                         step_before // cfg.target_update_interval
                     ):
-                        polyak_update(self.target_net, self.agent.policy, cfg.tau)
+                        polyak_update(self.target_net, self.agent.q_net, cfg.tau)
                 self.n_updates += 1
                 self._recent = (self._recent + returns)[-100:]
                 row = {
@@ -755,4 +743,4 @@ class DQN(Algorithm):
             ) from None
 
 
-__all__ = ["DQN", "DQNConfig", "QAgent", "build_q_agent"]
+__all__ = ["DQN", "DQNConfig", "QAgent", "QState", "QStep", "build_q_agent"]

@@ -1,9 +1,9 @@
 """Deterministic evaluation and recorded rollouts, shared by every algorithm.
 
-An algorithm's agent offers ``preprocess(raw_obs) -> x``, ``initial_state(B)``,
-``reset_state(state, done)``, ``step(x, state, deterministic=...) -> StepResult`` (action,
-..., state, dist_params, activity: an :class:`~snrl.networks.Activity`) and
-``env_action(action)``.
+Both work with any :class:`snrl.agents.agent.Agent`: ``preprocess(raw_obs) -> x``,
+``initial_state(B)``, ``reset_state(state, done)``, ``step(x, state, deterministic=...)``
+(a result with ``action``, ``state``, ``outputs`` and ``activity``, an
+:class:`~snrl.networks.Activity`) and ``env_action(action)``.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def record_trajectory(
             rows["obs"].append(np.asarray(obs))
             rows["act"].append(np.asarray(action))
             activity.append(res.activity.to_numpy())  # (1, N) per field: batch of one env
-            for k, v in res.dist_params.items():
+            for k, v in res.outputs.items():
                 policy.setdefault(k, []).append(v[0].cpu().numpy())
             obs, reward, term, trunc, _ = env.step(action)
             rows["rew"].append(float(reward))

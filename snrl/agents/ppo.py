@@ -2,7 +2,8 @@
 
 Data flow, one update::
 
-    vector env --obs--> Agent.step (state carried across env steps, reset per finished env)
+    vector env --obs--> agent.preprocess --> ActorCriticAgent.step (state carried across env
+        steps, reset per finished env)
         --> RolloutBuffer (normalized obs, the state before every step, episode starts,
             actions, old log-probs, values, rewards, terminated/done, V(final obs))
         --> GAE (truncation bootstraps from V(final obs), termination does not)
@@ -27,10 +28,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from snrl.agents.agent import Agent
+from snrl.agents.agent import ActorCriticAgent
 from snrl.agents.base import AgentConfig, Algorithm, check
 from snrl.buffers.rollout import RolloutBuffer
-from snrl.envs import finished_episodes, make_vector_env
+from snrl.envs import ActionMap, ObsFlattener, finished_episodes, make_vector_env
 from snrl.functional.state import index_state
 from snrl.training.loop import RunLogger
 
@@ -104,16 +105,18 @@ class PPOConfig(AgentConfig):
         return self.n_envs * self.n_steps
 
 
-def build_agent(cfg: Any, observation_space, action_space, *, policy=None, critic=None) -> Agent:
+def build_agent(
+    cfg: Any, observation_space, action_space, *, policy=None, critic=None
+) -> ActorCriticAgent:
     """The agent a config describes; ``policy``/``critic`` replace the built backbones."""
-    probe = Agent(observation_space, action_space, policy=nn.Identity(), critic=nn.Identity())
+    obs_size = ObsFlattener(observation_space).size
     if policy is None:
-        policy = cfg.build_backbone(probe.obs_size, probe.head_size, seed=cfg.seed)
+        policy = cfg.build_backbone(obs_size, ActionMap(action_space).size, seed=cfg.seed)
         _init_readout(policy, gain=0.01)
     if critic is None:
-        critic = cfg.build_backbone(probe.obs_size, 1, seed=cfg.seed + 7919)
+        critic = cfg.build_backbone(obs_size, 1, seed=cfg.seed + 7919)
         _init_readout(critic, gain=1.0)
-    return Agent(
+    return ActorCriticAgent(
         observation_space,
         action_space,
         policy=policy,
@@ -191,7 +194,7 @@ class PPO(Algorithm):
         cfg = self.config
         seed = cfg.seed + 1000 * self.n_updates
         self._envs = make_vector_env(
-            cfg.env_id, cfg.n_envs, seed=seed, asynchronous=cfg.asynchronous, algo="ppo"
+            cfg.env_id, cfg.n_envs, seed=seed, asynchronous=cfg.asynchronous
         )
         self._obs, _ = self._envs.reset(seed=seed)
         self._state = self.agent.initial_state(cfg.n_envs, device=self.device)
@@ -202,24 +205,20 @@ class PPO(Algorithm):
     def _collect(self) -> tuple[RolloutBuffer, list[float]]:
         cfg, agent = self.config, self.agent
         T, B = cfg.n_steps, cfg.n_envs
-        act_shape = () if agent.kind == "discrete" else (agent.action_space.shape[0],)
-        if agent.kind == "multidiscrete":
-            act_shape = (len(agent.nvec),)
         buf = RolloutBuffer(
             n_steps=T,
             n_envs=B,
             obs_size=agent.obs_size,
-            action_shape=act_shape,
-            action_dtype=torch.float32 if agent.kind == "box" else torch.long,
+            action_shape=agent.actions.shape,
+            action_dtype=torch.long if agent.actions.discrete else torch.float32,
             device=self.device,
         )
         final_values = torch.zeros(T, B, device=self.device)
         raw = []
         episode_returns: list[float] = []
         for t in range(T):
-            flat = agent.flattener(self._obs)  # flattened once: for the statistics and for x
-            raw.append(flat)
-            x = agent.obs_norm(torch.as_tensor(flat, device=self.device))
+            raw.append(self._obs)
+            x = agent.preprocess(self._obs)
             res = agent.step(x, self._state)
             next_obs, reward, term, trunc, info = self._envs.step(agent.env_action(res.action))
             done = np.logical_or(term, trunc)
@@ -227,9 +226,7 @@ class PPO(Algorithm):
                 idx = np.flatnonzero(trunc)
                 final = np.stack([info["final_obs"][i] for i in idx])
                 critic_rows = index_state(res.state.critic, torch.as_tensor(idx))
-                final_values[t, idx] = agent.value(
-                    agent.preprocess(final, self.device), critic_rows
-                )
+                final_values[t, idx] = agent.value(agent.preprocess(final), critic_rows)
             buf.add(
                 obs=x,
                 state=self._state,
@@ -246,11 +243,11 @@ class PPO(Algorithm):
             self._state = agent.reset_state(res.state, done_t)
             self._start = done_t
             self._obs = next_obs
-        last_value = agent.value(agent.preprocess(self._obs, self.device), self._state.critic)
+        last_value = agent.value(agent.preprocess(self._obs), self._state.critic)
         buf.finish(
             final_values=final_values, last_value=last_value, gamma=cfg.gamma, lam=cfg.gae_lambda
         )
-        agent.obs_norm.update(torch.as_tensor(np.stack(raw)))
+        agent.update_obs_stats(np.stack(raw))
         return buf, episode_returns
 
     # ---- update --------------------------------------------------------------------------

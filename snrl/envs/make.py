@@ -34,7 +34,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from snrl.envs.spaces import check_spaces
 from snrl.envs.wrappers import FiniteCheck, SeedOnFirstReset
 from snrl.errors import UserError
 
@@ -154,7 +153,6 @@ def make_vector_env(
     seed: int | None,
     asynchronous: bool = False,
     render_mode: str | None = None,
-    algo: str | None = None,
     env_kwargs: dict[str, Any] | None = None,
 ) -> gym.vector.VectorEnv:
     """Create ``n_envs`` copies of an env behind one gymnasium vector env (SAME_STEP autoreset).
@@ -172,27 +170,21 @@ def make_vector_env(
         asynchronous: Use ``AsyncVectorEnv`` (one process per sub-env) instead of
             ``SyncVectorEnv``.
         render_mode: Passed to every sub-env.
-        algo: If given (``"ppo"``/``"dqn"``), check the spaces with :func:`check_spaces`.
         env_kwargs: Keyword arguments for every sub-env.
 
     Returns:
         The vector env. The caller closes it.
 
     Raises:
-        UserError: Bad ``n_envs``, any :func:`make_env` error, unsupported spaces.
+        UserError: Bad ``n_envs``, any :func:`make_env` error.
     """
     if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
         raise UserError(f"n_envs must be an integer >= 1, got {n_envs!r} (pass e.g. --n-envs 8)")
     kwargs = dict(env_kwargs or {})
     if asynchronous:
-        # Build one env in this process first, so that construction errors and unsupported
-        # spaces surface as UserError here rather than from a worker process.
-        probe = make_env(env_id, **kwargs)
-        try:
-            if algo is not None:
-                check_spaces(probe.observation_space, probe.action_space, algo=algo)
-        finally:
-            probe.close()
+        # Build one env in this process first, so that construction errors surface as
+        # UserError here rather than from a worker process.
+        make_env(env_id, **kwargs).close()
     fns = [
         functools.partial(
             _make_wrapped, env_id, i, None if seed is None else seed + i, render_mode, kwargs
@@ -204,12 +196,6 @@ def make_vector_env(
         envs: gym.vector.VectorEnv = gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode)
     else:
         envs = gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
-        if algo is not None:
-            try:
-                check_spaces(envs.single_observation_space, envs.single_action_space, algo=algo)
-            except UserError:
-                envs.close()
-                raise
     if seed is not None:
         envs.action_space.seed(seed)
     return envs

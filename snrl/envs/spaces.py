@@ -1,8 +1,11 @@
-"""Which gymnasium spaces snrl supports, and how observations become flat float vectors.
+"""Which gymnasium spaces snrl supports, how observations become flat float vectors and how
+an agent's actions become env actions.
 
 Supported observation spaces: ``Box`` (any shape; flattened to float32) and ``Discrete``
-(one-hot encoded). Supported action spaces: ``Discrete``, ``MultiDiscrete`` (1-D ``nvec``) and
-``Box`` for PPO; ``Discrete`` only for DQN.
+(one-hot encoded). Supported action spaces: ``Discrete`` and ``MultiDiscrete`` (1-D ``nvec``;
+any ``start``) and ``Box`` (any shape; the agent acts on the flattened vector). An algorithm
+states what it needs (``discrete_actions=True`` for a Q-learner); this module knows no
+algorithm names.
 """
 
 from __future__ import annotations
@@ -12,57 +15,129 @@ from gymnasium import spaces
 
 from snrl.errors import UserError
 
-__all__ = ["ObsFlattener", "check_spaces", "flatten_obs_size", "ALGOS"]
-
-ALGOS = ("ppo", "dqn")
+__all__ = ["ActionMap", "ObsFlattener", "check_spaces", "flatten_obs_size"]
 
 _SUPPORTED_OBS = "Box (any shape, flattened) or Discrete (one-hot)"
-_SUPPORTED_ACT = {"ppo": "Discrete, MultiDiscrete or Box", "dqn": "Discrete"}
+_SUPPORTED_ACT = "Discrete, MultiDiscrete (1-D) or Box"
 
 
 def _space_name(space: object) -> str:
-    return f"{type(space).__name__} ({space})"
+    """``Type (space)`` on one line (a 2-D MultiDiscrete prints over several lines)."""
+    return " ".join(f"{type(space).__name__} ({space})".split())
 
 
-def check_spaces(observation_space: spaces.Space, action_space: spaces.Space, *, algo: str) -> None:
-    """Raise :class:`UserError` unless ``algo`` can train on these (single-env) spaces.
+def check_spaces(
+    observation_space: spaces.Space,
+    action_space: spaces.Space,
+    *,
+    discrete_actions: bool = False,
+    who: str = "this algorithm",
+    hint: str = "",
+) -> None:
+    """Raise :class:`UserError` unless snrl can act in these (single-env) spaces.
 
     Args:
         observation_space: The single-environment observation space.
         action_space: The single-environment action space.
-        algo: ``"ppo"`` or ``"dqn"``.
+        discrete_actions: The caller needs a ``Discrete`` action space (one head unit per
+            action, e.g. Q-learning).
+        who: Names the caller in the message (e.g. ``"DQN"``).
+        hint: How to fix a non-Discrete action space when ``discrete_actions`` (e.g. which
+            other algorithm to use).
 
     Raises:
-        UserError: For an unknown ``algo`` or an unsupported space, naming the space and
-            listing the supported ones.
+        UserError: For an unsupported space, naming the space and listing the supported ones.
     """
-    if algo not in ALGOS:
-        raise UserError(f"unknown algorithm {algo!r} (use one of: {', '.join(ALGOS)})")
     if not isinstance(observation_space, (spaces.Box, spaces.Discrete)):
         raise UserError(
             f"unsupported observation space {_space_name(observation_space)} "
             f"(snrl supports {_SUPPORTED_OBS}; wrap the env, e.g. with "
             "gymnasium.wrappers.FlattenObservation, to get a Box)"
         )
-    if algo == "dqn":
-        if not isinstance(action_space, spaces.Discrete):
-            raise UserError(
-                f"DQN needs a Discrete action space, got {_space_name(action_space)} "
-                "(use --algo ppo for Box/MultiDiscrete)"
-            )
-        return
-    if isinstance(action_space, spaces.MultiDiscrete):
-        if action_space.nvec.ndim != 1:
-            raise UserError(
-                f"unsupported action space {_space_name(action_space)}: MultiDiscrete with a "
-                f"{action_space.nvec.ndim}-D nvec (snrl supports a 1-D nvec; reshape the "
-                "action space of the env to 1-D)"
-            )
-        return
-    if not isinstance(action_space, (spaces.Discrete, spaces.Box)):
+    if discrete_actions and not isinstance(action_space, spaces.Discrete):
         raise UserError(
-            f"unsupported action space {_space_name(action_space)} "
-            f"(PPO supports {_SUPPORTED_ACT['ppo']}; DQN supports {_SUPPORTED_ACT['dqn']})"
+            f"{who} needs a Discrete action space, got {_space_name(action_space)} "
+            f"({hint or 'wrap the env to give it a Discrete action space'})"
+        )
+    ActionMap(action_space)  # raises for the unsupported ones
+
+
+class ActionMap:
+    """The one place where an agent's actions become env actions, for one action space.
+
+    The agent acts on a flat vector of ``size`` head units and produces, per env:
+
+    - ``Discrete(n, start)``: an index in ``[0, n)``; the env gets ``start + index``;
+    - ``MultiDiscrete(nvec, start)`` (1-D): indices ``(len(nvec),)``; the env gets
+      ``start + indices``;
+    - ``Box(shape)``: a flat float vector ``(prod(shape),)``; the env gets it clipped to the
+      bounds and reshaped to ``shape``, in the space's dtype.
+
+    ``nvec`` lists the number of choices per discrete sub-action (``[n]`` for Discrete,
+    empty for Box).
+
+    Args:
+        space: The single-environment action space.
+
+    Raises:
+        UserError: For an action space snrl does not support.
+    """
+
+    def __init__(self, space: spaces.Space) -> None:
+        self.space = space
+        if isinstance(space, spaces.Discrete):
+            self.kind = "discrete"
+            self.size = int(space.n)
+            self.shape: tuple[int, ...] = ()
+            self.nvec = [self.size]
+            self._offset = np.int64(space.start)
+        elif isinstance(space, spaces.MultiDiscrete):
+            if space.nvec.ndim != 1:
+                raise UserError(
+                    f"unsupported action space {_space_name(space)}: MultiDiscrete with a "
+                    f"{space.nvec.ndim}-D nvec (snrl supports a 1-D nvec; reshape the action "
+                    "space of the env to 1-D)"
+                )
+            self.kind = "multidiscrete"
+            self.nvec = [int(n) for n in space.nvec]
+            self.size = int(sum(self.nvec))
+            self.shape = (len(self.nvec),)
+            self._offset = np.asarray(space.start, dtype=np.int64)
+        elif isinstance(space, spaces.Box):
+            self.kind = "box"
+            self.size = int(np.prod(space.shape, dtype=np.int64))
+            self.shape = (self.size,)
+            self.nvec = []
+            self._low = np.asarray(space.low, dtype=np.float64).reshape(-1)
+            self._high = np.asarray(space.high, dtype=np.float64).reshape(-1)
+        else:
+            raise UserError(
+                f"unsupported action space {_space_name(space)} (snrl supports {_SUPPORTED_ACT})"
+            )
+
+    @property
+    def discrete(self) -> bool:
+        """Integer actions (Discrete or MultiDiscrete)."""
+        return self.kind != "box"
+
+    def to_env(self, action: np.ndarray) -> np.ndarray:
+        """Agent actions ``(B, *self.shape)`` -> env actions ``(B, *space.shape)``.
+
+        Raises:
+            ValueError: If the batch does not have the agent's action shape.
+        """
+        action = np.asarray(action)
+        if action.shape[1:] != self.shape:
+            raise ValueError(
+                f"expected agent actions of shape (B, {', '.join(map(str, self.shape))}), "
+                f"got {action.shape}"
+            )
+        if self.kind == "box":
+            clipped = np.clip(action, self._low, self._high)
+            out = clipped.reshape(action.shape[0], *self.space.shape)
+            return out.astype(self.space.dtype, copy=False)
+        return (action.astype(np.int64, copy=False) + self._offset).astype(
+            self.space.dtype, copy=False
         )
 
 
@@ -88,10 +163,11 @@ def flatten_obs_size(space: spaces.Space) -> int:
 
 
 class ObsFlattener:
-    """Turns batched observations of a single-env space into a (B, size) float32 array.
+    """Turns batched observations of a single-env space into a (..., size) float32 array.
 
-    ``Box`` observations are reshaped to (B, prod(shape)) and cast to float32; ``Discrete``
+    ``Box`` observations are reshaped to (..., prod(shape)) and cast to float32; ``Discrete``
     observations (integers in ``[start, start + n)``) become one-hot rows of length ``n``.
+    Any number (>= 1) of leading batch dimensions is kept: (B, ...) or (T, B, ...).
 
     Args:
         space: The single-environment observation space (``Box`` or ``Discrete``).
@@ -105,36 +181,36 @@ class ObsFlattener:
         """Flatten a batch of observations.
 
         Args:
-            obs: (B, *space.shape) for Box, (B,) integers for Discrete.
+            obs: (*batch, *space.shape), e.g. (B, *shape) for Box or (B,) integers for
+                Discrete.
 
         Returns:
-            (B, size) float32 array.
+            (*batch, size) float32 array.
 
         Raises:
-            ValueError: If the batch does not have the space's shape.
+            ValueError: If the batch does not end with the space's shape.
         """
         obs = np.asarray(obs)
+        shape = tuple(self.space.shape)
+        lead = obs.shape[: obs.ndim - len(shape)]
+        if obs.ndim <= len(shape) or obs.shape[len(lead) :] != shape:
+            raise ValueError(
+                f"expected a batch of observations of shape (B, {', '.join(map(str, shape))}), "
+                f"got {obs.shape}"
+                if shape
+                else f"expected a batch of Discrete observations of shape (B,), got {obs.shape}"
+            )
         if isinstance(self.space, spaces.Discrete):
-            if obs.ndim != 1:
-                raise ValueError(
-                    f"expected a batch of Discrete observations of shape (B,), got {obs.shape}"
-                )
             index = obs.astype(np.int64) - int(self.space.start)
             if index.size and (index.min() < 0 or index.max() >= self.size):
                 raise ValueError(
                     f"Discrete observation out of range [{self.space.start}, "
                     f"{self.space.start + self.size}): {obs}"
                 )
-            out = np.zeros((obs.shape[0], self.size), dtype=np.float32)
-            out[np.arange(obs.shape[0]), index] = 1.0
-            return out
-        shape = tuple(self.space.shape)
-        if obs.shape[1:] != shape:
-            raise ValueError(
-                f"expected a batch of observations of shape (B, {', '.join(map(str, shape))}), "
-                f"got {obs.shape}"
-            )
-        return obs.reshape(obs.shape[0], self.size).astype(np.float32, copy=False)
+            out = np.zeros((index.size, self.size), dtype=np.float32)
+            out[np.arange(index.size), index.reshape(-1)] = 1.0
+            return out.reshape(*lead, self.size)
+        return obs.reshape(*lead, self.size).astype(np.float32, copy=False)
 
     def single(self, obs: np.ndarray | int) -> np.ndarray:
         """Flatten one (unbatched) observation to a (size,) float32 array."""

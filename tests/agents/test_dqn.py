@@ -14,7 +14,7 @@ import torch
 
 import snrl
 from snrl.agents.dqn import DQN, DQNConfig
-from snrl.buffers.sequence import SequenceReplayBuffer
+from snrl.buffers import SequenceWriter
 from snrl.errors import UserError
 from snrl.training.metrics import read_metrics
 
@@ -60,7 +60,7 @@ def test_sequence_replay_rebuilds_actor_q_from_stored_state(backbone, extra):
     )
     seen = _record_actor(algo)
     algo.learn(400, progress=False)
-    assert isinstance(algo.buffer, SequenceReplayBuffer)
+    assert isinstance(algo.buffer.writer, SequenceWriter)
     batch = algo.buffer.sample(32)
     assert batch["starts"].any(), "some windows should begin an episode"
     q = algo.sequence_q(batch)  # (T + 1, B, A)
@@ -117,8 +117,8 @@ def test_transition_target_is_double_dqn_of_the_two_nets():
             p.add_(0.1 * torch.randn(p.shape, generator=torch.Generator().manual_seed(0)))
     batch = algo.buffer.sample(16)
     _, td, _, q = algo._transition_loss(batch)
-    x_next = algo._norm(batch["next_obs"])
-    q_online = algo.agent.policy(x_next, ())[0]
+    x_next = algo.agent.preprocess(batch["next_obs"])
+    q_online = algo.agent.q_net(x_next, ())[0]
     q_target = algo.target_net(x_next, ())[0]
     a_star = q_online.argmax(-1)
     boot = q_target[torch.arange(16), a_star]
@@ -139,7 +139,7 @@ def test_hard_and_polyak_target_updates():
         **TINY,
     )
     algo.learn(400, progress=False)
-    online = torch.cat([p.flatten() for p in algo.agent.policy.parameters()])
+    online = torch.cat([p.flatten() for p in algo.agent.q_net.parameters()])
     target = torch.cat([p.flatten() for p in algo.target_net.parameters()])
     assert not torch.equal(online, target), "no target update yet: the nets differ"
     algo.close()
@@ -153,7 +153,7 @@ def test_hard_and_polyak_target_updates():
         **TINY,
     )
     algo.learn(400, progress=False)  # the last env step is a multiple of 400: hard copy
-    for p, t in zip(algo.agent.policy.parameters(), algo.target_net.parameters()):
+    for p, t in zip(algo.agent.q_net.parameters(), algo.target_net.parameters()):
         assert torch.equal(p, t)
     algo.close()
 
@@ -169,7 +169,7 @@ def test_hard_and_polyak_target_updates():
     )
     before = [t.clone() for t in algo.target_net.parameters()]
     algo.learn(400, progress=False)
-    for p, t, b in zip(algo.agent.policy.parameters(), algo.target_net.parameters(), before):
+    for p, t, b in zip(algo.agent.q_net.parameters(), algo.target_net.parameters(), before):
         torch.testing.assert_close(t, (1 - tau) * b + tau * p)
     algo.close()
 
@@ -187,12 +187,12 @@ def test_prioritized_replay_updates_priorities(backbone):
     )
     algo.learn(200, progress=False)  # one gradient step, at env step 200
     buf = algo.buffer
-    p = buf.tree.priorities[: len(buf)]
+    p = buf.sampler.tree.priorities[: len(buf)]
     assert algo.n_grad_steps == 1
     changed = np.flatnonzero(p != 1.0)  # new items enter with the max priority, 1
     assert 0 < len(changed) <= 8
     hist = algo.learn(400, progress=False)
-    assert buf.max_priority >= 1.0 and math.isfinite(hist["loss"][-1])
+    assert buf.sampler.max_priority >= 1.0 and math.isfinite(hist["loss"][-1])
     algo.close()
 
 
@@ -209,7 +209,7 @@ def test_dueling_head_and_exploration_from_config():
     )
     assert algo.agent.head_size == 3  # V + 2 advantages
     x = torch.randn(5, 4, generator=torch.Generator().manual_seed(0))
-    out = algo.agent.policy(x, ())[0]
+    out = algo.agent.q_net(x, ())[0]
     q = algo.agent.q_values(out)
     torch.testing.assert_close(q.max(-1).values, out[:, 0])  # max-advantage is 0 at the best
     hist = algo.learn(400, progress=False)
@@ -281,10 +281,13 @@ def test_replay_buffer_save_load_and_corrupt_file(tmp_path):
     other = DQN("CartPole-v1", backbone="lif", seed=0, learning_starts=10**6, **TINY)
     other.load_replay_buffer(tmp_path / "buf.npz")
     assert len(other.buffer) == len(algo.buffer)
-    np.testing.assert_array_equal(other.buffer.data["obs"], algo.buffer.data["obs"])
+    np.testing.assert_array_equal(other.buffer.storage["obs"], algo.buffer.storage["obs"])
     (tmp_path / "bad.npz").write_bytes(b"garbage")
     with pytest.raises(UserError, match="corrupt"):
         other.load_replay_buffer(tmp_path / "bad.npz")
+    wider = DQN("CartPole-v1", backbone="lif", seed=0, **{**TINY, "n_envs": 4})
+    with pytest.raises(UserError, match=r"of 2 envs .*, not a uniform replay .* of 4 envs"):
+        wider.load_replay_buffer(tmp_path / "buf.npz")
     algo.close()
 
 

@@ -84,12 +84,12 @@ def test_multidiscrete_heads_split_logits():
     import gymnasium as gym
     from torch import nn
 
-    from snrl.agents.agent import Agent
+    from snrl.agents.agent import ActorCriticAgent
     from snrl.networks.ann import MLP
 
     obs = gym.spaces.Box(-1, 1, (3,))
     act = gym.spaces.MultiDiscrete([2, 3])
-    agent = Agent(obs, act, policy=MLP(3, [8], 5), critic=MLP(3, [8], 1))
+    agent = ActorCriticAgent(obs, act, policy=MLP(3, [8], 5), critic=MLP(3, [8], 1))
     x = torch.randn(4, 3)
     res = agent.step(x, agent.initial_state(4))
     assert res.action.shape == (4, 2)

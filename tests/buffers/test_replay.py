@@ -1,33 +1,47 @@
-"""Replay buffers: n-step returns against an oracle around episode ends, PER weights, files."""
+"""Replay (storage x n-step writer x uniform/prioritized sampler): n-step returns against an
+oracle around episode ends, PER weights, files."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from snrl.buffers.replay import PrioritizedReplayBuffer, ReplayBuffer
+from snrl.buffers import NStepWriter, PrioritizedSampler, ReplayBuffer, UniformSampler
 from snrl.errors import UserError
+
+
+def nstep_buffer(capacity, obs_shape, *, seed=None, **writer):
+    """Uniform replay of n-step transitions."""
+    return ReplayBuffer(capacity, NStepWriter(obs_shape, **writer), UniformSampler(seed))
+
+
+def per_buffer(
+    capacity, obs_shape, *, alpha=0.6, beta0=0.4, beta_steps=100_000, seed=None, **writer
+):
+    """Prioritized replay of n-step transitions."""
+    sampler = PrioritizedSampler(alpha=alpha, beta0=beta0, beta_steps=beta_steps, seed=seed)
+    return ReplayBuffer(capacity, NStepWriter(obs_shape, **writer), sampler)
 
 
 def _stored(buf):
     """Stored transitions as a dict keyed by the obs id (obs are unique scalars here)."""
     out = {}
     for i in range(len(buf)):
-        key = float(buf.obs[i, 0])
+        key = float(buf.storage["obs"][i, 0])
         assert key not in out
         out[key] = (
-            int(buf.actions[i]),
-            float(buf.rewards[i]),
-            float(buf.next_obs[i, 0]),
-            float(buf.discounts[i]),
-            float(buf.dones[i]),
+            int(buf.storage["actions"][i]),
+            float(buf.storage["rewards"][i]),
+            float(buf.storage["next_obs"][i, 0]),
+            float(buf.storage["discounts"][i]),
+            float(buf.storage["dones"][i]),
         )
     return out
 
 
 def test_nstep_hand_values_at_termination():
     """n=3, gamma=0.5, rewards 1,2,3,4, terminated after the 4th step (obs ids 0..3, final 4)."""
-    buf = ReplayBuffer(16, (1,), n_step=3, gamma=0.5)
+    buf = nstep_buffer(16, (1,), n_step=3, gamma=0.5)
     for t in range(4):
         buf.add([[t]], [t], [t + 1.0], [[t + 1]], [t == 3], [False])
     got = _stored(buf)
@@ -42,7 +56,7 @@ def test_nstep_hand_values_at_termination():
 
 def test_nstep_hand_values_at_truncation():
     """Same rewards but truncated: shortened returns bootstrap from the final observation."""
-    buf = ReplayBuffer(16, (1,), n_step=3, gamma=0.5)
+    buf = nstep_buffer(16, (1,), n_step=3, gamma=0.5)
     for t in range(4):
         buf.add([[t]], [t], [t + 1.0], [[t + 1]], [False], [t == 3])
     got = _stored(buf)
@@ -80,7 +94,7 @@ def test_nstep_two_envs_ending_at_different_steps_against_oracle():
     ]
     n_steps = 12
     assert all(sum(length for length, _ in p) == n_steps for p in plans)
-    buf = ReplayBuffer(100, (1,), n_envs=2, n_step=n, gamma=gamma)
+    buf = nstep_buffer(100, (1,), n_envs=2, n_step=n, gamma=gamma)
     next_id = [0, 1000]  # unique obs ids per env
     episodes = []
     cursors = []
@@ -122,17 +136,17 @@ def test_nstep_two_envs_ending_at_different_steps_against_oracle():
 
 
 def test_nstep_one_is_plain_td_and_ring_overwrites_oldest():
-    buf = ReplayBuffer(3, (2,), n_step=1, gamma=0.9)
+    buf = nstep_buffer(3, (2,), n_step=1, gamma=0.9)
     for t in range(5):
         buf.add([[t, -t]], [t], [1.0], [[t + 1, 0]], [False], [t == 4])
     assert len(buf) == 3
-    assert sorted(buf.obs[:, 0].tolist()) == [2.0, 3.0, 4.0]
-    np.testing.assert_allclose(buf.discounts, 0.9)
-    assert buf.dones.sum() == 0.0
+    assert sorted(buf.storage["obs"][:, 0].tolist()) == [2.0, 3.0, 4.0]
+    np.testing.assert_allclose(buf.storage["discounts"], 0.9)
+    assert buf.storage["dones"].sum() == 0.0
 
 
 def test_sample_more_than_stored_is_a_clear_error():
-    buf = ReplayBuffer(10, (1,), n_step=2)
+    buf = nstep_buffer(10, (1,), n_step=2)
     buf.add([[0]], [0], [1.0], [[1]], [True], [False])
     with pytest.raises(UserError, match=r"only 1 stored.*learning_starts"):
         buf.sample(2)
@@ -140,7 +154,7 @@ def test_sample_more_than_stored_is_a_clear_error():
 
 
 def test_sample_shapes_and_iter_batches():
-    buf = ReplayBuffer(50, (3,), action_shape=(2,), action_dtype=np.float32, n_envs=2, seed=0)
+    buf = nstep_buffer(50, (3,), action_shape=(2,), action_dtype=np.float32, n_envs=2, seed=0)
     for t in range(10):
         buf.add(np.full((2, 3), t), np.zeros((2, 2)), np.ones(2), np.zeros((2, 3)), [0, 0], [0, 0])
     batches = list(buf.iter_batches(4, 3))
@@ -151,16 +165,16 @@ def test_sample_shapes_and_iter_batches():
     for key in ("rewards", "discounts", "dones", "weights", "indices"):
         assert b[key].shape == (4,)
     np.testing.assert_array_equal(b["weights"], 1.0)
-    np.testing.assert_array_equal(b["obs"], buf.obs[b["indices"]])
+    np.testing.assert_array_equal(b["obs"], buf.storage["obs"][b["indices"]])
 
 
 def test_add_rejects_wrong_shapes():
-    buf = ReplayBuffer(10, (3,), n_envs=2)
+    buf = nstep_buffer(10, (3,), n_envs=2)
     with pytest.raises(UserError, match=r"obs has shape \(3,\), expected \(2, 3\)"):
         buf.add(np.zeros(3), [0, 0], [0, 0], np.zeros((2, 3)), [0, 0], [0, 0])
 
 
-@pytest.mark.parametrize("cls", [ReplayBuffer, PrioritizedReplayBuffer])
+@pytest.mark.parametrize("cls", [nstep_buffer, per_buffer])
 def test_save_load_round_trip_continues_identically(tmp_path, cls):
     a = cls(20, (2,), n_step=3, gamma=0.5, n_envs=2, seed=3)
     rng = np.random.default_rng(0)
@@ -171,12 +185,12 @@ def test_save_load_round_trip_continues_identically(tmp_path, cls):
 
     for t in range(9):
         step(a, t)
-    if cls is PrioritizedReplayBuffer:
+    if cls is per_buffer:
         a.update_priorities(np.arange(5), np.arange(5) * 0.3)
         a.sample(4)
     path = tmp_path / "buf.npz"
     a.save(path)
-    b = cls.load(path)
+    b = ReplayBuffer.load(path)
     assert len(b) == len(a) and b.n_pending == a.n_pending
     state = rng.bit_generator.state
     for t in range(9, 12):
@@ -185,7 +199,7 @@ def test_save_load_round_trip_continues_identically(tmp_path, cls):
     for t in range(9, 12):
         step(b, t)
     for key in ("obs", "next_obs", "actions", "rewards", "discounts", "dones"):
-        np.testing.assert_array_equal(getattr(a, key), getattr(b, key))
+        np.testing.assert_array_equal(a.storage[key], b.storage[key])
     sa, sb = a.sample(6), b.sample(6)
     for key in sa:
         np.testing.assert_array_equal(sa[key], sb[key])
@@ -199,7 +213,7 @@ def test_load_errors(tmp_path):
         ReplayBuffer.load(bad)
     with pytest.raises(UserError, match="not found"):
         ReplayBuffer.load(tmp_path / "missing.npz")
-    buf = ReplayBuffer(5, (1,))
+    buf = nstep_buffer(5, (1,))
     buf.add([[0]], [0], [0.0], [[1]], [True], [False])
     good = tmp_path / "good.npz"
     buf.save(good)
@@ -207,15 +221,16 @@ def test_load_errors(tmp_path):
     cut.write_bytes(good.read_bytes()[:-40])
     with pytest.raises(UserError):
         ReplayBuffer.load(cut)
-    with pytest.raises(UserError, match="holds a ReplayBuffer"):
-        PrioritizedReplayBuffer.load(good)
+    with pytest.raises(UserError, match=r"holds a uniform replay of 1-step.*not a prioritized"):
+        ReplayBuffer.load(good, like=per_buffer(5, (1,)))
+    assert len(ReplayBuffer.load(good, like=nstep_buffer(9, (1,)))) == 1
 
 
 def _per_with_priorities(pri, **kwargs):
-    buf = PrioritizedReplayBuffer(len(pri), (1,), seed=0, **kwargs)
+    buf = per_buffer(len(pri), (1,), seed=0, **kwargs)
     for i in range(len(pri)):
         buf.add([[i]], [i], [0.0], [[i]], [False], [True])
-    buf.update_priorities(np.arange(len(pri)), np.asarray(pri) - buf.eps)
+    buf.update_priorities(np.arange(len(pri)), np.asarray(pri) - buf.sampler.eps)
     return buf
 
 
@@ -245,17 +260,17 @@ def test_per_sampling_frequencies_follow_priority_power_alpha():
 
 def test_per_new_transitions_get_max_priority_and_beta_anneals():
     buf = _per_with_priorities([0.5, 3.0], alpha=1.0, beta0=0.4, beta_steps=4)
-    assert buf.max_priority == pytest.approx(3.0)
-    buf2 = PrioritizedReplayBuffer(4, (1,), alpha=1.0, beta0=0.4, beta_steps=4, seed=0)
+    assert buf.sampler.max_priority == pytest.approx(3.0)
+    buf2 = per_buffer(4, (1,), alpha=1.0, beta0=0.4, beta_steps=4, seed=0)
     buf2.add([[0]], [0], [0.0], [[0]], [False], [True])
     buf2.update_priorities([0], [7.0])
     buf2.add([[1]], [1], [0.0], [[1]], [False], [True])
-    assert buf2.tree[1] == pytest.approx(7.0 + buf2.eps)
-    assert [buf.beta(s) for s in (0, 2, 4, 100)] == pytest.approx([0.4, 0.7, 1.0, 1.0])
-    assert buf.beta() == pytest.approx(0.4)
+    assert buf2.sampler.tree[1] == pytest.approx(7.0 + buf2.sampler.eps)
+    assert [buf.sampler.beta(s) for s in (0, 2, 4, 100)] == pytest.approx([0.4, 0.7, 1.0, 1.0])
+    assert buf.sampler.beta() == pytest.approx(0.4)
     buf.sample(2)
     buf.sample(2)
-    assert buf.beta() == pytest.approx(0.7)  # two sample calls so far
+    assert buf.sampler.beta() == pytest.approx(0.7)  # two sample calls so far
 
 
 def test_per_update_priorities_errors():
@@ -269,9 +284,9 @@ def test_per_update_priorities_errors():
 def test_add_accepts_torch_tensors():
     import torch
 
-    buf = ReplayBuffer(4, (2,), n_envs=2)
+    buf = nstep_buffer(4, (2,), n_envs=2)
     obs = torch.ones(2, 2, requires_grad=True)
     buf.add(obs, torch.tensor([0, 1]), torch.ones(2), obs * 2, torch.tensor([True, False]),
             torch.zeros(2, dtype=torch.bool))  # fmt: skip
-    np.testing.assert_array_equal(buf.next_obs[:2], 2.0)
-    np.testing.assert_array_equal(buf.dones[:2], [1.0, 0.0])
+    np.testing.assert_array_equal(buf.storage["next_obs"][:2], 2.0)
+    np.testing.assert_array_equal(buf.storage["dones"][:2], [1.0, 0.0])

@@ -1,4 +1,5 @@
-"""Sequence replay: episode boundaries, stored state + burn-in vs the actor, padding, files."""
+"""Sequence replay (storage x sequence writer x uniform/prioritized sampler): episode
+boundaries, stored state + burn-in vs the actor, padding, files."""
 
 from __future__ import annotations
 
@@ -10,9 +11,25 @@ import torch
 from torch import Tensor, nn
 
 from snrl.agents.dqn_math import sequence_nstep_targets
-from snrl.buffers.sequence import PrioritizedSequenceReplayBuffer, SequenceReplayBuffer
+from snrl.buffers import PrioritizedSampler, ReplayBuffer, SequenceWriter, UniformSampler
 from snrl.errors import UserError
 from snrl.functional.state import mask_state
+
+
+def seq_buffer(capacity, obs_shape, *, seed=None, **writer):
+    """Uniform replay of R2D2 windows."""
+    return ReplayBuffer(capacity, SequenceWriter(obs_shape, **writer), UniformSampler(seed))
+
+
+def per_seq_buffer(
+    capacity, obs_shape, *, alpha=0.9, beta0=0.6, beta_steps=100_000, eta=0.9, seed=None,
+    **writer,
+):  # fmt: skip
+    """Prioritized replay of R2D2 windows (R2D2's alpha, beta0 and eta by default)."""
+    sampler = PrioritizedSampler(
+        alpha=alpha, beta0=beta0, beta_steps=beta_steps, eta=eta, seed=seed
+    )
+    return ReplayBuffer(capacity, SequenceWriter(obs_shape, **writer), sampler)
 
 
 class HState(NamedTuple):
@@ -93,9 +110,9 @@ def _run_actor(buf, n_steps=70, seed=0, max_len=12):
 
 @pytest.mark.parametrize("stride", [None, 2])
 def test_sequences_never_cross_episodes_and_cover_every_step(stride):
-    buf = SequenceReplayBuffer(500, (3,), seq_len=4, burn_in=3, stride=stride, n_envs=2)
+    buf = seq_buffer(500, (3,), seq_len=4, burn_in=3, stride=stride, n_envs=2)
     finished = _run_actor(buf).finished
-    d = buf.data
+    d = buf.storage
     trained = {}
     for j in range(len(buf)):
         valid = np.flatnonzero(d["mask"][j] == 1)
@@ -110,9 +127,9 @@ def test_sequences_never_cross_episodes_and_cover_every_step(stride):
         assert np.all(d["obs"][j][d["mask"][j] == 0] == 0)  # padding is zero
         ended = (d["dones"][j] + d["truncated"][j]) > 0
         assert ended.sum() <= 1 and (not ended.any() or np.flatnonzero(ended)[0] == valid[-1])
-        if valid[-1] < buf.length - 1:  # tail padding only after the episode's last step
+        if valid[-1] < buf.writer.length - 1:  # tail padding only after the episode's last step
             assert ended[valid[-1]]
-        for pos in valid[valid >= buf.burn_in]:
+        for pos in valid[valid >= buf.writer.burn_in]:
             key = (int(d["obs"][j, pos, 0]), int(d["obs"][j, pos, 1]))
             trained[key] = trained.get(key, 0) + 1
     assert finished <= trained.keys()  # no step of a finished episode is lost
@@ -133,7 +150,7 @@ def _replay(net, batch, state, burn_in):
 
 def test_stored_state_replays_the_actor_exactly_and_burn_in_repairs_a_zero_state():
     burn_in = 6
-    buf = SequenceReplayBuffer(
+    buf = seq_buffer(
         500, (3,), seq_len=6, burn_in=burn_in, n_envs=2, obs_dtype=np.float64, seed=0
     )
     actor_out = _run_actor(buf, n_steps=120, seed=1, max_len=40).out
@@ -165,7 +182,7 @@ def test_seq_obs_and_nstep_targets_match_the_actor(stride):
     Q-values are the Leaky net's output h (3 "actions"), bootstrapped with max_a.
     """
     n, gamma, burn_in = 3, 0.8, 2
-    buf = SequenceReplayBuffer(
+    buf = seq_buffer(
         500, (3,), seq_len=5, burn_in=burn_in, stride=stride, n_envs=2,
         obs_dtype=np.float64, seed=0,
     )  # fmt: skip
@@ -221,14 +238,14 @@ def test_seq_obs_and_nstep_targets_match_the_actor(stride):
 
 def test_padding_by_hand():
     """seq_len 4, burn_in 2: episodes of 3 and 9 steps in one env."""
-    buf = SequenceReplayBuffer(10, (1,), seq_len=4, burn_in=2)
+    buf = seq_buffer(10, (1,), seq_len=4, burn_in=2)
     net = Leaky()
     state = net.initial_state(1)
     for length in (3, 9):
         for t in range(length):
             end = t == length - 1
             buf.add([[t + 1]], [t], [float(t)], [[t + 2]], [end], [False], state)
-    d = buf.data
+    d = buf.storage
     assert len(buf) == 4
     np.testing.assert_array_equal(d["mask"][0], [0, 0, 1, 1, 1, 0])
     np.testing.assert_array_equal(d["starts"][0], [0, 0, 1, 0, 0, 0])
@@ -247,15 +264,15 @@ def test_padding_by_hand():
 
 def test_validation_errors():
     with pytest.raises(UserError, match="shorter than burn-in"):
-        SequenceReplayBuffer(10, (1,), seq_len=4, burn_in=5)
+        seq_buffer(10, (1,), seq_len=4, burn_in=5)
     with pytest.raises(UserError, match="seq_len must be >= 1"):
-        SequenceReplayBuffer(10, (1,), seq_len=0)
+        seq_buffer(10, (1,), seq_len=0)
     with pytest.raises(UserError, match="burn_in must be >= 0"):
-        SequenceReplayBuffer(10, (1,), seq_len=4, burn_in=-1)
+        seq_buffer(10, (1,), seq_len=4, burn_in=-1)
     for stride in (0, 5):
         with pytest.raises(UserError, match="stride"):
-            SequenceReplayBuffer(10, (1,), seq_len=4, stride=stride)
-    buf = SequenceReplayBuffer(10, (1,), seq_len=2, n_envs=2)
+            seq_buffer(10, (1,), seq_len=4, stride=stride)
+    buf = seq_buffer(10, (1,), seq_len=2, n_envs=2)
     net = Leaky()
     with pytest.raises(UserError, match=r"state tensor 0 has shape \(3, 3\), expected \(2, 3\)"):
         buf.add(np.zeros((2, 1)), [0, 0], [0, 0], np.zeros((2, 1)), [0, 0], [0, 0],
@@ -268,7 +285,7 @@ def test_validation_errors():
 
 
 def test_sample_shapes_time_first():
-    buf = SequenceReplayBuffer(50, (3,), seq_len=4, burn_in=2, n_envs=2, seed=0)
+    buf = seq_buffer(50, (3,), seq_len=4, burn_in=2, n_envs=2, seed=0)
     _run_actor(buf, n_steps=30)
     b = buf.sample(5)
     assert b["obs"].shape == (6, 5, 3) and b["next_obs"].shape == (6, 5, 3)
@@ -280,42 +297,41 @@ def test_sample_shapes_time_first():
     np.testing.assert_array_equal(b["weights"], 1.0)
 
 
-@pytest.mark.parametrize("cls", [SequenceReplayBuffer, PrioritizedSequenceReplayBuffer])
+@pytest.mark.parametrize("cls", [seq_buffer, per_seq_buffer])
 def test_save_load_round_trip(tmp_path, cls):
     a = cls(40, (3,), seq_len=3, burn_in=2, stride=2, n_envs=2, seed=4)
     _run_actor(a, n_steps=25, seed=2)  # leaves open windows mid-episode
     path = tmp_path / "seq.npz"
     a.save(path)
-    b = cls.load(path)
-    c = cls.load(path, state_example=Leaky().initial_state(1))
+    b = ReplayBuffer.load(path)
+    c = ReplayBuffer.load(path, state_example=Leaky().initial_state(1))
     _run_actor(a, n_steps=20, seed=3)
     _run_actor(b, n_steps=20, seed=3)
-    for key in a.data:
-        np.testing.assert_array_equal(a.data[key], b.data[key])
+    assert a.storage.fields.keys() == b.storage.fields.keys()
+    for key in a.storage.fields:  # steps and the state leaves
+        np.testing.assert_array_equal(a.storage[key], b.storage[key])
     sa, sb, sc = a.sample(7), b.sample(7), c.sample(7)
     assert type(sb["state"][0]).__name__ == "HState" and sb["state"][0]._fields == ("h", "count")
     assert type(sc["state"][0]) is HState
-    for x, y in zip(a.states, b.states):
-        np.testing.assert_array_equal(x, y)
     for key in ("obs", "mask", "starts", "indices", "weights"):
         np.testing.assert_array_equal(sa[key], sb[key])
     torch.testing.assert_close(sa["state"][0].h, sb["state"][0].h)
     with pytest.raises(UserError, match="state_example"):
-        cls.load(path, state_example=(torch.zeros(1, 4),))
+        ReplayBuffer.load(path, state_example=(torch.zeros(1, 4),))
 
 
 def test_load_errors(tmp_path):
     bad = tmp_path / "bad.npz"
     bad.write_bytes(b"\x00garbage")
     with pytest.raises(UserError, match="corrupt"):
-        SequenceReplayBuffer.load(bad)
+        ReplayBuffer.load(bad)
     np.savez(tmp_path / "other.npz", x=np.zeros(3))
     with pytest.raises(UserError, match="config"):
-        SequenceReplayBuffer.load(tmp_path / "other.npz")
+        ReplayBuffer.load(tmp_path / "other.npz")
 
 
 def test_prioritized_sequence_priorities_and_weights_by_hand():
-    buf = PrioritizedSequenceReplayBuffer(4, (1,), seq_len=2, alpha=1.0, beta0=0.5, eta=0.9, seed=0)
+    buf = per_seq_buffer(4, (1,), seq_len=2, alpha=1.0, beta0=0.5, eta=0.9, seed=0)
     state = Leaky().initial_state(1)
     for t in range(4):  # two sequences of 2 steps
         buf.add([[t]], [0], [0.0], [[t + 1]], [False], [False], state)
@@ -334,12 +350,30 @@ def test_prioritized_sequence_priorities_and_weights_by_hand():
 
 
 def test_empty_state_of_an_mlp_round_trips(tmp_path):
-    buf = SequenceReplayBuffer(8, (2,), seq_len=2, burn_in=1, seed=0)
+    buf = seq_buffer(8, (2,), seq_len=2, burn_in=1, seed=0)
     for t in range(5):
         buf.add(torch.full((1, 2), float(t)), [0], [1.0], np.zeros((1, 2)), [t == 4], [False], ())
     assert len(buf) == 3
     assert buf.sample(2)["state"] == ()
     buf.save(tmp_path / "mlp.npz")
-    loaded = SequenceReplayBuffer.load(tmp_path / "mlp.npz")
+    loaded = ReplayBuffer.load(tmp_path / "mlp.npz")
     assert loaded.sample(3)["state"] == ()
-    np.testing.assert_array_equal(loaded.data["obs"], buf.data["obs"])
+    np.testing.assert_array_equal(loaded.storage["obs"], buf.storage["obs"])
+
+
+def test_uniform_has_no_priorities_and_load_checks_the_composition(tmp_path):
+    buf = seq_buffer(8, (1,), seq_len=2, seed=0)
+    state = Leaky().initial_state(1)
+    for t in range(2):
+        buf.add([[t]], [0], [0.0], [[t + 1]], [False], [False], state)
+    assert len(buf) == 1
+    with pytest.raises(UserError, match="uniform replay has no priorities"):
+        buf.update_priorities([0], np.ones((2, 1)))
+    path = tmp_path / "seq.npz"
+    buf.save(path)
+    with pytest.raises(UserError, match=r"holds a uniform replay of sequences.*not a prior"):
+        ReplayBuffer.load(path, like=per_seq_buffer(8, (1,), seq_len=2))
+    with pytest.raises(UserError, match=r"not a uniform replay of sequences of 3 steps"):
+        ReplayBuffer.load(path, like=seq_buffer(8, (1,), seq_len=3))
+    same = ReplayBuffer.load(path, like=seq_buffer(4, (1,), seq_len=2, state_example=state))
+    assert type(same.sample(1)["state"][0]) is HState  # the states' types come from ``like``

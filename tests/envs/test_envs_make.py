@@ -106,11 +106,6 @@ def test_bad_n_envs():
         make_vector_env("CartPole-v1", 0, seed=0)
 
 
-def test_vector_env_checks_spaces_when_given_algo():
-    with pytest.raises(UserError, match="DQN needs a Discrete action space"):
-        make_vector_env("Pendulum-v1", 2, seed=0, algo="dqn")
-
-
 def test_same_step_autoreset_matches_independent_single_envs():
     """Oracle: n independent CartPoles reset with seed+i and reset() again when done."""
     n, seed, steps = 3, 11, 120
@@ -214,8 +209,6 @@ def test_async_vector_env_same_step():
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # gymnasium logs the worker's traceback
 def test_async_errors_surface_as_user_error():
-    with pytest.raises(UserError, match="DQN needs a Discrete action space"):
-        make_vector_env("Pendulum-v1", 2, seed=0, asynchronous=True, algo="dqn")
     with pytest.raises(UserError, match="unknown env id"):
         make_vector_env("CartPol-v1", 2, seed=0, asynchronous=True)
     envs = make_vector_env(f"{HERE}:NanEnv", 2, seed=0, asynchronous=True)

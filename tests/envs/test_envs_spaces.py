@@ -1,4 +1,4 @@
-"""check_spaces, flatten_obs_size, ObsFlattener."""
+"""check_spaces, flatten_obs_size, ObsFlattener, ActionMap."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from snrl.envs import ObsFlattener, check_spaces, flatten_obs_size
+from snrl.envs import ActionMap, ObsFlattener, check_spaces, flatten_obs_size
 from snrl.errors import UserError
 
 BOX = spaces.Box(-1.0, 1.0, shape=(2, 3), dtype=np.float32)
@@ -18,19 +18,19 @@ DISC = spaces.Discrete(4)
     "act", [DISC, spaces.MultiDiscrete([3, 2]), spaces.Box(-1, 1, shape=(2,), dtype=np.float32)]
 )
 def test_ppo_accepts(obs, act):
-    check_spaces(obs, act, algo="ppo")  # no exception
+    check_spaces(obs, act)  # no exception
 
 
-def test_dqn_accepts_discrete():
-    check_spaces(BOX, DISC, algo="dqn")
+def test_discrete_requirement_accepts_discrete():
+    check_spaces(BOX, DISC, discrete_actions=True)
 
 
 @pytest.mark.parametrize(
     "act", [spaces.MultiDiscrete([3, 2]), spaces.Box(-1, 1, shape=(2,), dtype=np.float32)]
 )
-def test_dqn_refuses_non_discrete(act):
+def test_discrete_requirement_refuses_the_others(act):
     with pytest.raises(UserError, match=r"DQN needs a Discrete action space.*use --algo ppo"):
-        check_spaces(BOX, act, algo="dqn")
+        check_spaces(BOX, act, discrete_actions=True, who="DQN", hint="use --algo ppo")
 
 
 @pytest.mark.parametrize(
@@ -46,7 +46,7 @@ def test_dqn_refuses_non_discrete(act):
 def test_unsupported_observation_space(obs):
     name = type(obs).__name__
     with pytest.raises(UserError, match=rf"unsupported observation space {name}.*Box.*Discrete"):
-        check_spaces(obs, DISC, algo="ppo")
+        check_spaces(obs, DISC)
 
 
 @pytest.mark.parametrize(
@@ -55,17 +55,43 @@ def test_unsupported_observation_space(obs):
 def test_unsupported_action_space(act):
     name = type(act).__name__
     with pytest.raises(UserError, match=rf"unsupported action space {name}.*Discrete, Multi"):
-        check_spaces(BOX, act, algo="ppo")
+        check_spaces(BOX, act)
 
 
-def test_multidiscrete_2d_refused():
-    with pytest.raises(UserError, match="1-D nvec"):
-        check_spaces(BOX, spaces.MultiDiscrete(np.array([[2, 2], [3, 3]])), algo="ppo")
+def test_multidiscrete_2d_refused_in_one_line():
+    with pytest.raises(UserError, match="1-D nvec") as err:
+        check_spaces(BOX, spaces.MultiDiscrete(np.array([[2, 2], [3, 3]])))
+    assert "\n" not in str(err.value)
 
 
-def test_unknown_algo():
-    with pytest.raises(UserError, match=r"unknown algorithm 'sac' \(use one of: ppo, dqn\)"):
-        check_spaces(BOX, DISC, algo="sac")
+def test_action_map_honours_start_and_box_shape():
+    """Agent indices 0..n-1 become start..start+n-1; a flat Box vector becomes the space's
+    shape, clipped to its bounds, in its dtype."""
+    disc = ActionMap(spaces.Discrete(3, start=-1))
+    assert disc.shape == () and disc.size == 3
+    np.testing.assert_array_equal(disc.to_env(np.array([0, 1, 2])), [-1, 0, 1])
+    multi = ActionMap(spaces.MultiDiscrete([2, 3], start=[5, -2]))
+    assert multi.shape == (2,) and multi.size == 5 and multi.nvec == [2, 3]
+    np.testing.assert_array_equal(multi.to_env(np.array([[0, 0], [1, 2]])), [[5, -2], [6, 0]])
+    low = np.array([[-1.0, -2.0], [0.0, 0.0]], dtype=np.float32)
+    box = ActionMap(spaces.Box(low, 1.0, dtype=np.float32))
+    assert box.shape == (4,) and box.size == 4
+    out = box.to_env(np.array([[-5.0, -1.5, 0.5, 9.0]]))
+    assert out.shape == (1, 2, 2) and out.dtype == np.float32
+    np.testing.assert_array_equal(out, [[[-1.0, -1.5], [0.5, 1.0]]])
+    with pytest.raises(ValueError, match=r"shape \(B, 4\)"):
+        box.to_env(np.zeros((1, 2, 2)))
+
+
+def test_flattener_keeps_leading_batch_dims():
+    f = ObsFlattener(spaces.Discrete(3, start=1))
+    out = f(np.array([[1, 3], [2, 1]]))
+    assert out.shape == (2, 2, 3)
+    np.testing.assert_array_equal(out[0, 1], [0, 0, 1])
+    g = ObsFlattener(BOX)
+    assert g(np.zeros((4, 5, 2, 3))).shape == (4, 5, 6)
+    with pytest.raises(ValueError, match=r"shape \(B, 2, 3\)"):
+        g(np.zeros((2, 3)))
 
 
 def test_flatten_sizes():
