@@ -152,7 +152,7 @@ def summarize(
             row[key] = float(np.mean(vals)) if vals else math.nan
         layers: dict[str, list[float]] = {}
         for _, r in done:
-            # ``firing_rates``: the key of status files written before snrl 0.2
+            # ``firing_rates``: the key in status files of earlier versions
             for layer, rate in (r.get("spike_rates", r.get("firing_rates")) or {}).items():
                 layers.setdefault(layer, []).append(_num(rate))
         row["spike_rates"] = {k: float(np.mean(v)) for k, v in layers.items()}

@@ -139,7 +139,6 @@ def test_killed_run_is_resumed_from_last_checkpoint(tmp_path):
     # a run killed after 2 of its 4 updates: last.pt at 256 env steps, metrics up to there
     from snrl.agents import ALGOS
     from snrl.config import config_from_dict
-
     from snrl.experiments.store import write_manifest
 
     write_manifest(out, cmp_spec.to_dict())  # what compare writes before its first run
@@ -289,7 +288,7 @@ def test_old_keyword_call_still_works_with_a_deprecation_warning(tmp_path):
         res = compare(
             "CartPole-v1",
             out=out,
-            backbones=["mlp"],
+            backbones=["lif"],
             seeds=1,
             steps=128,
             sets=TINY_SETS,
@@ -299,11 +298,21 @@ def test_old_keyword_call_still_works_with_a_deprecation_warning(tmp_path):
             verbose=False,
         )
     assert [r["status"] for r in res.runs] == ["done"]
-    cfg = json.loads((out / "runs" / "mlp__hidden_size=4__seed0" / "config.json").read_text())
+    cfg = json.loads((out / "runs" / "lif__hidden_size=4__seed0" / "config.json").read_text())
     assert (cfg["hidden_size"], cfg["n_steps"]) == (4, 32)
     manifest = json.loads((out / "compare.json").read_text())
     assert manifest["kind"] == "snrl compare" and manifest["grid"] == {"hidden_size": [4]}
     assert manifest["overrides"]["n_envs"] == 4
+    # the spike rate has one name in every output: spike_rate_<layer>
+    (rates,) = [r["spike_rates"] for r in res.runs]
+    assert rates and all(0.0 <= v <= 1.0 for v in rates.values())
+    row = _csv_rows(out / "summary.csv")[0]
+    assert [c for c in row if "rate" in c] == [f"spike_rate_{k}" for k in rates]
+    for layer, rate in rates.items():
+        assert float(row[f"spike_rate_{layer}"]) == pytest.approx(rate)  # one seed: its rate
+        for f in ("summary.md", "report.md"):
+            text = (out / f).read_text()
+            assert f"| spike_rate_{layer} |" in text and "| rate_" not in text
 
 
 def _cli(capsys, *args):
