@@ -440,3 +440,19 @@ def test_sigkill_compare_then_rerun_finishes_without_redoing(tmp_path):
     for r in rows:
         steps = read_metrics(out / "runs" / r["name"] / "metrics.csv")["env_step"]
         np.testing.assert_array_equal(steps, np.arange(1, 9) * 128)
+
+
+def test_docs_python_example_builds_the_spec_it_describes():
+    text = (ROOT / "docs" / "compare.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    scope: dict = {"__name__": "docs_example"}  # not __main__: build the spec, run nothing
+    exec(compile(code, "docs/compare.md", "exec"), scope)
+    spec = scope["spec"]
+    assert isinstance(spec, CompareSpec)
+    assert (spec.env_id, spec.seeds, spec.overrides) == (
+        "CartPole-v1",
+        (0, 1, 2, 3, 4),
+        {"hidden_size": 64},
+    )
+    names = [r.name for r in plan_runs(spec)]
+    assert len(names) == 15 and "lif__force_dale_law=true__seed0" in names
