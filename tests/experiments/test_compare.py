@@ -194,6 +194,8 @@ def test_spec_refuses_bad_fields(tmp_path):
         (dict(backend="dask"), "unknown backend"),
         (dict(address="h:1"), "Ray backend"),
         (dict(eval_episodes=0), "eval_episodes=0"),
+        (dict(out=""), "out=''"),
+        (dict(env_id=""), "env_id=''"),
     ]
     for extra, fragment in bad:
         with pytest.raises(UserError, match=fragment):
@@ -342,6 +344,9 @@ def _cli(capsys, *args):
         (["--env", "CartPole-v9"], "unknown env id 'CartPole-v9'"),
         (["--env", "Pendulum-v1", "--algo", "dqn"], "DQN needs a Discrete action space"),
         (["--config", "missing.toml"], "config file missing.toml does not exist"),
+        (["--eval-seed", "-1"], "eval_seed=-1"),
+        (["--eval-episodes", "0"], "eval_episodes=0"),
+        (["--backbones", ","], "no backbones given"),
     ],
 )
 def test_cli_bad_input_exits_2_with_one_line(tmp_path, capsys, monkeypatch, extra, fragment):
