@@ -94,9 +94,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         description=(
             "Train every (backbone, grid point, seed) into DIR/runs/<name> (ordinary run "
             "directories), evaluate them, and write curves.png/.svg, summary.csv/.md, "
-            "pairwise.csv and report.md into DIR. Re-running skips finished runs and "
-            "resumes killed ones. Exit status: 0 all runs done, 1 some runs failed "
-            "(recorded in report.md), 2 bad input."
+            "pairwise.csv and report.md into DIR (a new or empty directory, or an earlier "
+            "comparison: its compare.json). Re-running skips finished runs and resumes "
+            "killed ones. Exit status: 0 all runs done, 1 some runs failed (recorded in "
+            "report.md), 2 bad input (checked before the first run; nothing is written)."
         ),
     )
     c.add_argument("--env", required=True, help="gymnasium id or module:Class")

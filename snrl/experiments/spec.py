@@ -96,6 +96,38 @@ def check_keys(cls: type, keys: Sequence[str], what: str) -> None:
             )
 
 
+def _seed_tuple(seeds: Any) -> tuple[int, ...]:
+    """``N`` -> ``(0, ..., N-1)``; a sequence of distinct integers >= 0 -> a tuple."""
+    if _is_int(seeds):
+        if seeds < 1:
+            raise UserError(f"seeds={seeds} (need at least one seed)")
+        return tuple(range(seeds))
+    if not isinstance(seeds, Sequence) or isinstance(seeds, str):
+        raise UserError(f"seeds={seeds!r} (pass a count N or a list of seeds)")
+    out = tuple(seeds)
+    if not out:
+        raise UserError("no seeds (pass a count N >= 1 or a non-empty list)")
+    if not all(_is_int(s) and s >= 0 for s in out):
+        raise UserError(f"seeds={list(out)} (each seed must be an integer >= 0)")
+    if len(set(out)) != len(out):
+        raise UserError(f"repeated seeds {list(out)} (each seed once)")
+    return out
+
+
+def _grid_dict(grid: Any) -> dict[str, tuple[Any, ...]]:
+    """A grid mapping with each key's values as a non-empty tuple."""
+    if not isinstance(grid, Mapping):
+        raise UserError(f"grid={grid!r} (pass a dict: config key -> list of values)")
+    out: dict[str, tuple[Any, ...]] = {}
+    for key, values in grid.items():
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+            raise UserError(f"grid values of {key!r} must be a list (e.g. [{values!r}])")
+        if len(values) == 0:
+            raise UserError(f"grid key {key!r} has no values (give at least one)")
+        out[key] = tuple(values)
+    return out
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CompareSpec:
     """A multi-seed comparison of backbones under one algorithm (see docs/compare.md).
@@ -106,7 +138,7 @@ class CompareSpec:
     env_id: str
     """Gymnasium id (or ``module:Class``) every run trains on."""
     out: Path
-    """The comparison directory (created; pass it again to resume)."""
+    """The comparison directory (created; pass it again to resume); a str is converted."""
     algo: str = "ppo"
     """A key of ``snrl.agents.ALGOS``: ``"ppo"`` or ``"dqn"``."""
     backbones: tuple[str, ...] = ("lif", "mlp")
@@ -159,32 +191,10 @@ class CompareSpec:
         if len(set(backbones)) != len(backbones):
             raise UserError(f"backbone listed twice in {','.join(backbones)} (list each once)")
         put("backbones", backbones)
-        if _is_int(self.seeds):
-            if self.seeds < 1:
-                raise UserError(f"seeds={self.seeds} (need at least one seed)")
-            seeds: tuple[Any, ...] = tuple(range(self.seeds))
-        elif isinstance(self.seeds, Sequence) and not isinstance(self.seeds, str):
-            seeds = tuple(self.seeds)
-        else:
-            raise UserError(f"seeds={self.seeds!r} (pass a count N or a list of seeds)")
-        if not seeds:
-            raise UserError("no seeds (pass a count N >= 1 or a non-empty list)")
-        if not all(_is_int(s) and s >= 0 for s in seeds):
-            raise UserError(f"seeds={list(seeds)} (each seed must be an integer >= 0)")
-        if len(set(seeds)) != len(seeds):
-            raise UserError(f"repeated seeds {list(seeds)} (each seed once)")
-        put("seeds", seeds)
+        put("seeds", _seed_tuple(self.seeds))
         if not _is_int(self.steps) or self.steps < 1:
             raise UserError(f"steps={self.steps!r} (must be an integer >= 1)")
-        if not isinstance(self.grid, Mapping):
-            raise UserError(f"grid={self.grid!r} (pass a dict: config key -> list of values)")
-        grid: dict[str, tuple[Any, ...]] = {}
-        for key, values in self.grid.items():
-            if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
-                raise UserError(f"grid values of {key!r} must be a list (e.g. [{values!r}])")
-            if len(values) == 0:
-                raise UserError(f"grid key {key!r} has no values (give at least one)")
-            grid[key] = tuple(values)
+        grid = _grid_dict(self.grid)
         check_keys(cls, list(grid), "grid")
         put("grid", grid)
         if not isinstance(self.overrides, Mapping):
