@@ -76,24 +76,24 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from snrl.experiments import compare
+    from snrl.experiments import CompareSpec, compare
 
     torch.set_num_threads(1)
-    sets = [
-        f"hidden_size={args.hidden}",
-        "n_envs=8",
-        "n_steps=32",
-        "eval_interval=0",
-        "eval_episodes=5",
-        "checkpoint_interval=4",
-    ]
+    overrides = dict(
+        hidden_size=args.hidden,
+        n_envs=8,
+        n_steps=32,
+        eval_interval=0,
+        eval_episodes=5,
+        checkpoint_interval=4,
+    )
     kw = dict(
-        backbones=[args.backbone],
+        env_id="CartPole-v1",
+        backbones=(args.backbone,),
         seeds=args.runs,
         steps=args.steps,
-        sets=sets,
+        overrides=overrides,
         eval_episodes=5,
-        verbose=False,
     )
     base = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench_compare_"))
     cases: list[tuple[str, dict]] = [
@@ -124,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         if backend == "ray" and "running" in label:
             ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
         t0 = time.perf_counter()
-        res = compare("CartPole-v1", out=base / f"case{i}", backend=backend, **kw, **extra)
+        spec = CompareSpec(out=base / f"case{i}", backend=backend, **kw, **extra)
+        res = compare(spec, verbose=False)
         walls[label] = time.perf_counter() - t0
         if backend == "ray" and "running" in label:
             ray.shutdown()

@@ -21,21 +21,16 @@ import argparse
 
 import torch
 
-from snrl.experiments import compare
+from snrl.experiments import CompareSpec, compare
 
 # --quick: 2 seeds of 2 PPO updates each with tiny networks (plumbing, not learning)
 QUICK = dict(
     seeds=2,
     steps=256,
     eval_episodes=2,
-    sets=[
-        "hidden_size=8",
-        "n_envs=4",
-        "n_steps=32",
-        "n_epochs=1",
-        "eval_interval=0",
-        "eval_episodes=1",
-    ],
+    overrides=dict(
+        hidden_size=8, n_envs=4, n_steps=32, n_epochs=1, eval_interval=0, eval_episodes=1
+    ),
 )
 
 
@@ -51,31 +46,32 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     torch.set_num_threads(1)
-    kw = dict(seeds=args.seeds, steps=args.steps, eval_episodes=20, sets=[])
+    kw = dict(seeds=args.seeds, steps=args.steps, eval_episodes=20)
     if args.quick:
         kw.update(QUICK)
-    res = compare(
-        "CartPole-v1",
+    spec = CompareSpec(
+        env_id="CartPole-v1",
         out=args.out,
         algo="ppo",
-        backbones=["lif", "mlp"],
-        grid={"force_dale_law": [True, False]},  # spiking-only: the MLP is trained once
+        backbones=("lif", "mlp"),
+        grid={"force_dale_law": (True, False)},  # spiking-only: the MLP is trained once
         workers=args.workers,
         backend=args.backend,
         address=args.address,
         **kw,
     )
+    res = compare(spec)
     print()
     for row in res.summary:
-        rates = ", ".join(f"{k} {v:.2f}" for k, v in row["firing_rates"].items()) or "-"
+        rates = ", ".join(f"{k} {v:.2f}" for k, v in row["spike_rates"].items()) or "-"
         energy = (
             f"{row['sops_per_step']:.0f} SOP + {row['macs_per_step']:.0f} MAC"
-            if row["firing_rates"]
+            if row["spike_rates"]
             else f"{row['macs_per_step']:.0f} MAC"
         )
         print(
             f"{row['group']:28s} eval {row['eval_mean']:6.1f} "
-            f"[{row['eval_ci_low']:.1f}, {row['eval_ci_high']:.1f}]  rate {rates}  "
+            f"[{row['eval_ci_low']:.1f}, {row['eval_ci_high']:.1f}]  spike rate {rates}  "
             f"{energy} per env step"
         )
     for t in res.pairwise:

@@ -6,7 +6,7 @@ import contextlib
 import signal
 import sys
 
-import snrl.experiments.comparison  # noqa: F401
+import snrl.experiments.execution  # noqa: F401
 
 if sys.platform.startswith("linux"):
     with contextlib.suppress(Exception):

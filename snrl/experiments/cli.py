@@ -10,33 +10,62 @@ def _csv_list(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+def parse_grid(items: list[str]) -> dict[str, list[str]]:
+    """``["tau_m=0.01,0.02", "hidden_size=16"]`` -> ``{"tau_m": ["0.01", "0.02"], ...}``.
+
+    Raises:
+        UserError: an item without ``=``, an empty value list, a repeated key.
+    """
+    from snrl.errors import UserError
+
+    grid: dict[str, list[str]] = {}
+    for item in items:
+        key, sep, values = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UserError(f"bad --grid item {item!r} (use key=v1,v2, e.g. tau_m=0.01,0.02)")
+        vals = _csv_list(values)
+        if not vals:
+            raise UserError(f"--grid {key} has no values (use {key}=v1,v2,...)")
+        if key in grid:
+            raise UserError(f"--grid {key} given twice (list all its values in one item)")
+        grid[key] = vals
+    return grid
+
+
+def spec_from_args(args: argparse.Namespace):
+    """The :class:`~snrl.experiments.spec.CompareSpec` that ``snrl compare``'s flags describe."""
+    from snrl.experiments.spec import spec_from_strings
+
+    return spec_from_strings(
+        args.env,
+        out=args.out,
+        algo=args.algo,
+        sets=list(args.set),
+        grid=parse_grid(args.grid),
+        config_file=args.config,
+        backbones=_csv_list(args.backbones),
+        seeds=args.seeds,
+        steps=args.steps,
+        threshold=args.threshold,
+        eval_episodes=args.eval_episodes,
+        eval_seed=args.eval_seed,
+        workers=args.workers,
+        backend=args.backend,
+        address=args.address,
+        retry_failed=args.retry_failed,
+    )
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """``snrl compare``: train, evaluate and summarize every (backbone, grid point, seed)."""
     import torch
 
-    from snrl.experiments.comparison import compare, parse_grid
+    from snrl.experiments.comparison import compare
 
     torch.set_num_threads(1)
     try:
-        res = compare(
-            args.env,
-            out=args.out,
-            algo=args.algo,
-            backbones=_csv_list(args.backbones),
-            seeds=args.seeds,
-            steps=args.steps,
-            grid=parse_grid(args.grid),
-            sets=list(args.set),
-            config_file=args.config,
-            workers=args.workers,
-            backend=args.backend,
-            address=args.address,
-            threshold=args.threshold,
-            eval_episodes=args.eval_episodes,
-            eval_seed=args.eval_seed,
-            retry_failed=args.retry_failed,
-            verbose=not args.quiet,
-        )
+        res = compare(spec_from_args(args), verbose=not args.quiet)
     except KeyboardInterrupt:
         print("error: interrupted (run the same command again to resume)", file=sys.stderr)
         return 130
@@ -65,9 +94,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         description=(
             "Train every (backbone, grid point, seed) into DIR/runs/<name> (ordinary run "
             "directories), evaluate them, and write curves.png/.svg, summary.csv/.md, "
-            "pairwise.csv and report.md into DIR. Re-running skips finished runs and "
-            "resumes killed ones. Exit status: 0 all runs done, 1 some runs failed "
-            "(recorded in report.md), 2 bad input."
+            "pairwise.csv and report.md into DIR (a new or empty directory, or an earlier "
+            "comparison: its compare.json). Re-running skips finished runs and resumes "
+            "killed ones. Exit status: 0 all runs done, 1 some runs failed (recorded in "
+            "report.md), 2 bad input (checked before the first run; nothing is written)."
         ),
     )
     c.add_argument("--env", required=True, help="gymnasium id or module:Class")

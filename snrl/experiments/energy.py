@@ -2,7 +2,7 @@
 
 Counted for the policy network at inference (the critic is not needed to act), per env step,
 with ``S`` network steps per env step (``sim_steps``), ``N_l`` units, ``F_l`` fan-in and
-``O_l`` fan-out of layer ``l`` and ``r_l`` its mean firing rate (spikes per neuron per network
+``O_l`` fan-out of layer ``l`` and ``r_l`` its mean spike rate (spikes per neuron per network
 step, measured during the deterministic evaluation):
 
 * Spiking backbones, synaptic operations (a spike delivered to one synapse is one

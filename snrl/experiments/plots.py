@@ -30,10 +30,10 @@ _PANELS = (
 
 
 def plot_history(run_dir: str | os.PathLike, out: str | os.PathLike | None = None) -> Path:
-    """Plot a run's training history: returns, losses, KL, entropy and firing rates.
+    """Plot a run's training history: returns, losses, KL, entropy and spike rates.
 
-    One panel per group of ``metrics.csv`` columns present in the file (firing rates are the
-    ``spike_rate_<layer>`` columns), against env steps.
+    One panel per group of ``metrics.csv`` columns present in the file (spike rates are the
+    ``spike_rate_<layer>`` columns, labelled by that name), against env steps.
 
     Args:
         run_dir: a run directory (``snrl train --out`` or ``DIR/runs/<name>`` of a
@@ -67,7 +67,7 @@ def plot_history(run_dir: str | os.PathLike, out: str | os.PathLike | None = Non
     panels = [(t, cols) for t, cols in panels if cols]
     rates = [c for c in m if c.startswith("spike_rate_") and has(c)]
     if rates:
-        panels.append(("firing rate (spikes / neuron / step)", rates))
+        panels.append(("spike rate (spikes / neuron / step)", rates))
     if not panels:
         raise UserError(f"{run_dir / 'metrics.csv'} has no plottable columns (train longer)")
 
@@ -85,11 +85,11 @@ def plot_history(run_dir: str | os.PathLike, out: str | os.PathLike | None = Non
                 y = m[col]
                 ok = np.isfinite(y)
                 style = dict(marker="o", ms=3, ls="-") if col == "eval_return_mean" else {}
-                ax.plot(steps[ok], y[ok], lw=1.2, label=col.replace("spike_rate_", ""), **style)
+                ax.plot(steps[ok], y[ok], lw=1.2, label=col, **style)
             ax.set_title(title, fontsize=9)
             ax.grid(alpha=0.3)
             ax.tick_params(labelsize=8)
-            if len(cols) > 1 or title.startswith("firing"):
+            if len(cols) > 1 or title.startswith("spike rate"):
                 ax.legend(fontsize=7)
         for ax in list(axes.flat)[len(panels) :]:
             ax.set_visible(False)

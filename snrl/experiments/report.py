@@ -13,7 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from snrl.experiments.stats import bootstrap_ci, mann_whitney_u, quantile, steps_to_threshold
+from snrl.experiments.stats import (
+    bootstrap_ci,
+    bootstrap_ci_columns,
+    mann_whitney_u,
+    quantile,
+    steps_to_threshold,
+)
 from snrl.io import atomic_write_bytes, atomic_write_text
 
 __all__ = ["aggregate_curves", "summarize", "write_outputs", "ENERGY_FORMULAS"]
@@ -21,7 +27,7 @@ __all__ = ["aggregate_curves", "summarize", "write_outputs", "ENERGY_FORMULAS"]
 ENERGY_FORMULAS = (
     "Energy proxies are per env step for the policy network at inference, with S network "
     "steps per env step, N_l units, F_l fan-in and O_l fan-out (recurrent synapses + next "
-    "layer's width) of layer l, and r_l its mean firing rate (spikes per neuron per network "
+    "layer's width) of layer l, and r_l its mean spike rate (spikes per neuron per network "
     "step) measured during the final deterministic evaluation. Spiking: "
     "SOP = S * sum_l r_l * N_l * O_l over the spiking layers (spikes x fan-out); their dense "
     "input current from the observation is MAC = S * F_0 * N_0. ANN: MAC = F_0 * N_0 + "
@@ -82,12 +88,14 @@ def aggregate_curves(
     mean = np.full(steps.size, np.nan)
     low = np.full(steps.size, np.nan)
     high = np.full(steps.size, np.nan)
-    n = np.isfinite(vals).sum(axis=0)
-    for j in range(steps.size):
-        col = vals[:, j][np.isfinite(vals[:, j])]
-        if col.size:
-            mean[j] = col.mean()
-            low[j], high[j] = bootstrap_ci(col, n_boot=2000, seed=seed)
+    finite = np.isfinite(vals)
+    n = finite.sum(axis=0)
+    # one bootstrap per set of seeds that covers a step (usually one set for all steps)
+    for mask in {tuple(col) for col in finite.T if col.any()}:
+        cols = np.flatnonzero((finite.T == np.array(mask)).all(axis=1))
+        block = vals[np.array(mask)][:, cols]
+        mean[cols] = block.mean(axis=0)
+        low[cols], high[cols] = bootstrap_ci_columns(block, n_boot=2000, seed=seed)
     return {"steps": steps, "mean": mean, "low": low, "high": high, "n": n}
 
 
@@ -144,9 +152,10 @@ def summarize(
             row[key] = float(np.mean(vals)) if vals else math.nan
         layers: dict[str, list[float]] = {}
         for _, r in done:
-            for layer, rate in (r.get("firing_rates") or {}).items():
+            # ``firing_rates``: the key in status files of earlier versions
+            for layer, rate in (r.get("spike_rates", r.get("firing_rates")) or {}).items():
                 layers.setdefault(layer, []).append(_num(rate))
-        row["firing_rates"] = {k: float(np.mean(v)) for k, v in layers.items()}
+        row["spike_rates"] = {k: float(np.mean(v)) for k, v in layers.items()}
         summary.append(row)
     pairwise = []
     for a, b in itertools.combinations(finals, 2):
@@ -187,17 +196,17 @@ def _cell(v: Any) -> str:
 def _flat_summary(summary: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     layers: list[str] = []
     for row in summary:
-        for k in row["firing_rates"]:
+        for k in row["spike_rates"]:
             if k not in layers:
                 layers.append(k)
     flat = []
     for row in summary:
-        r = {k: v for k, v in row.items() if k != "firing_rates"}
+        r = {k: v for k, v in row.items() if k != "spike_rates"}
         for k in layers:
-            r[f"rate_{k}"] = row["firing_rates"].get(k, math.nan)
+            r[f"spike_rate_{k}"] = row["spike_rates"].get(k, math.nan)
         flat.append(r)
-    cols = [k for k in summary[0] if k != "firing_rates"] if summary else []
-    return flat, cols + [f"rate_{k}" for k in layers]
+    cols = [k for k in summary[0] if k != "spike_rates"] if summary else []
+    return flat, cols + [f"spike_rate_{k}" for k in layers]
 
 
 def _g(v: Any, fmt: str = ".1f") -> str:
@@ -223,14 +232,18 @@ def summary_markdown(
 ) -> str:
     """The tables of summary.md (Markdown)."""
     thr = _g(threshold, "g")
+    layers: list[str] = []
+    for r in summary:
+        layers += [k for k in r["spike_rates"] if k not in layers]
     lines = [
         "| backbone / grid point | runs done | final eval mean [95% CI] | "
         f"env steps to {thr} (median [IQR], reached) | wall time (s) | env steps/s | "
-        "params | firing rate per layer | SOP / env step | MAC / env step |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        f"params | {''.join(f'spike_rate_{k} | ' for k in layers)}SOP / env step | "
+        "MAC / env step |",
+        "|---" * (9 + len(layers)) + "|",
     ]
     for r in summary:
-        rates = ", ".join(f"{k} {v:.3f}" for k, v in r["firing_rates"].items()) or "–"
+        rates = "".join(f"{_g(r['spike_rates'].get(k), '.3f')} | " for k in layers)
         reach = (
             f"{_steps(r['steps_to_threshold_median'])} [{_steps(r['steps_to_threshold_q25'])}, "
             f"{_steps(r['steps_to_threshold_q75'])}], {r['n_reached']}/{r['n_done']}"
@@ -239,7 +252,7 @@ def summary_markdown(
             f"| {r['group']} | {r['n_done']}/{r['n_runs']} | {_g(r['eval_mean'])} "
             f"[{_g(r['eval_ci_low'])}, {_g(r['eval_ci_high'])}] | {reach} | "
             f"{_g(r['wall_time_s'], '.0f')} | {_g(r['env_steps_per_s'], '.0f')} | "
-            f"{_g(r['params'], '.0f')} | {rates} | {_g(r['sops_per_step'], '.0f')} | "
+            f"{_g(r['params'], '.0f')} | {rates}{_g(r['sops_per_step'], '.0f')} | "
             f"{_g(r['macs_per_step'], '.0f')} |"
         )
     lines += [
@@ -247,7 +260,8 @@ def summary_markdown(
         "Final eval: deterministic evaluation of the last checkpoint of each seed; the "
         "interval is a 95% percentile bootstrap of the mean over seeds. Env steps to the "
         "threshold: first logged update whose mean training return over the last 100 "
-        "episodes reaches it.",
+        "episodes reaches it. spike_rate_<layer>: spikes per neuron per network step of "
+        "that spiking policy layer during the final evaluation (mean over seeds).",
         "",
         ENERGY_FORMULAS,
     ]

@@ -7,31 +7,39 @@ from __future__ import annotations
 
 import numpy as np
 
-from snrl.experiments import compare
+from snrl.experiments import CompareSpec, compare
 from snrl.training.metrics import read_metrics
 
-TINY = [
-    "hidden_size=8",
-    "n_envs=4",
-    "n_steps=32",
-    "n_epochs=2",
-    "eval_interval=0",
-    "eval_episodes=1",
-    "checkpoint_interval=4",
-]
+TINY = dict(
+    hidden_size=8,
+    n_envs=4,
+    n_steps=32,
+    n_epochs=2,
+    eval_interval=0,
+    eval_episodes=1,
+    checkpoint_interval=4,
+)
 
 
 def test_ray_and_local_backends_give_the_same_runs(tmp_path):
     # ray is in the dev extra: this test runs in CI on a local Ray instance
-    kw = dict(backbones=["lif", "mlp"], seeds=2, steps=2048, sets=TINY, eval_episodes=3)
-    local = compare("CartPole-v1", out=tmp_path / "local", workers=2, **kw)
-    ray = compare("CartPole-v1", out=tmp_path / "ray", backend="ray", workers=2, **kw)
+    kw = dict(
+        env_id="CartPole-v1",
+        backbones=["lif", "mlp"],
+        seeds=2,
+        steps=2048,
+        overrides=TINY,
+        eval_episodes=3,
+        workers=2,
+    )
+    local = compare(CompareSpec(out=tmp_path / "local", **kw))
+    ray = compare(CompareSpec(out=tmp_path / "ray", backend="ray", **kw))
     assert [r["name"] for r in local.runs] == [r["name"] for r in ray.runs]
     assert len(local.runs) == 4
     for a, b in zip(local.runs, ray.runs):
         assert a["status"] == b["status"] == "done"
         assert a["eval_returns"] == b["eval_returns"]
-        assert a["firing_rates"] == b["firing_rates"]
+        assert a["spike_rates"] == b["spike_rates"]
         assert a["sops_per_step"] == b["sops_per_step"] or np.isnan(a["sops_per_step"])
         ma = read_metrics(tmp_path / "local" / "runs" / a["name"] / "metrics.csv")
         mb = read_metrics(tmp_path / "ray" / "runs" / b["name"] / "metrics.csv")

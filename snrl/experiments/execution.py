@@ -1,0 +1,158 @@
+"""One run of a comparison, in whatever process runs it: train (fresh or resumed from
+``checkpoints/last.pt``), evaluate with spike counting, count parameters and operations, and
+record the result in the run's status file. A failing run is recorded, never raised."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snrl.experiments.spec import RunSpec
+from snrl.experiments.store import jsonable, write_status
+
+__all__ = ["evaluate_with_activity", "execute_run", "failed_record", "run_record"]
+
+
+def run_record(spec: RunSpec) -> dict[str, Any]:
+    """The fields of a run's status record that come from its plan."""
+    return {
+        "name": spec.name,
+        "group": spec.group,
+        "backbone": spec.backbone,
+        "grid": dict(spec.grid),
+        "seed": spec.seed,
+        "algo": spec.algo,
+        "run_dir": spec.run_dir,
+    }
+
+
+def failed_record(spec: RunSpec, error: str) -> dict[str, Any]:
+    """Record (and write) a run that failed outside :func:`execute_run` (its worker died)."""
+    record = {**run_record(spec), "status": "failed", "error": error}
+    write_status(spec.status_path, record)
+    return record
+
+
+def evaluate_with_activity(
+    agent: Any, env_id: str, *, n_episodes: int = 20, seed: int = 123
+) -> dict[str, Any]:
+    """Deterministic evaluation (one episode per env, env ``i`` seeded ``seed + i``) that
+    also measures the policy's mean spike rate per spiking layer.
+
+    Returns:
+        ``{"returns": (n_episodes,) list, "mean_return", "std_return", "spike_rates": {layer:
+        spikes per neuron per network step over all live env steps}}``.
+    """
+    import torch
+
+    from snrl.envs import make_vector_env
+
+    envs = make_vector_env(env_id, n_episodes, seed=seed)
+    agent.eval()
+    spikes: dict[str, float] = {}
+    counts: dict[str, float] = {}
+    try:
+        with torch.no_grad():
+            obs, _ = envs.reset(seed=seed)
+            state = agent.initial_state(n_episodes)
+            returns = np.zeros(n_episodes)
+            finished = np.zeros(n_episodes, dtype=bool)
+            while not finished.all():
+                res = agent.step(agent.preprocess(obs), state, deterministic=True)
+                live = ~finished
+                for layer in res.activity.spiking():
+                    rows = layer.spikes[torch.as_tensor(live)]
+                    spikes[layer.name] = spikes.get(layer.name, 0.0) + float(rows.sum())
+                    counts[layer.name] = counts.get(layer.name, 0.0) + rows.numel()
+                obs, reward, term, trunc, _ = envs.step(agent.env_action(res.action))
+                returns[live] += reward[live]
+                done = np.logical_or(term, trunc)
+                finished |= done
+                state = agent.reset_state(res.state, torch.as_tensor(done))
+    finally:
+        envs.close()
+        agent.train()
+    return {
+        "returns": [float(r) for r in returns],
+        "mean_return": float(returns.mean()),
+        "std_return": float(returns.std()),
+        "spike_rates": {k: spikes[k] / counts[k] for k in spikes if counts[k] > 0},
+    }
+
+
+def execute_run(spec: RunSpec | Mapping[str, Any]) -> dict[str, Any]:
+    """Train (fresh, or resumed from ``checkpoints/last.pt``), evaluate and record one run.
+
+    Never raises for a failing run: the error is returned and written to the status file as
+    ``{"status": "failed", "error": ...}``. Safe to call in any process (local pool worker,
+    Ray task, the caller's own process).
+
+    Returns:
+        The run record (also written to ``spec.status_path``).
+    """
+    import torch
+
+    from snrl.experiments.energy import count_ops, count_parameters
+    from snrl.experiments.runner import train_run
+
+    spec = RunSpec(**spec) if isinstance(spec, Mapping) else spec
+    torch.set_num_threads(1)
+    record = run_record(spec)
+    t0, c0 = time.perf_counter(), time.process_time()
+    try:
+        from snrl.agents import ALGOS
+        from snrl.config import config_from_dict
+
+        run_dir = Path(spec.run_dir)
+        resumed = (run_dir / "checkpoints" / "last.pt").is_file()
+        if resumed:
+            algo = train_run(run_dir, resume=True, progress=False)
+        else:
+            cfg = config_from_dict(ALGOS[spec.algo].Config, spec.config)
+            algo = train_run(run_dir, algo=spec.algo, config=cfg, force=True, progress=False)
+        ev = evaluate_with_activity(
+            algo.agent, algo.config.env_id, n_episodes=spec.eval_episodes, seed=spec.eval_seed
+        )
+        if not all(math.isfinite(r) for r in ev["returns"]):
+            raise FloatingPointError("non-finite evaluation return")
+        params = [p for p in algo.agent.parameters()]
+        if not all(bool(torch.isfinite(p).all()) for p in params):
+            raise FloatingPointError("non-finite network parameters after training")
+        layers = algo.agent.actor.layer_info()
+        sim_steps = int(getattr(algo.config, "sim_steps", 1))
+        ops = count_ops(layers, ev["spike_rates"], sim_steps=sim_steps)
+        wall = float(getattr(algo, "wall_time", math.nan))
+        record.update(
+            status="done",
+            error=None,
+            resumed=resumed,
+            env_steps=int(algo.env_step),
+            wall_time_s=wall,
+            env_steps_per_s=algo.env_step / wall if wall > 0 else math.nan,
+            eval_mean=ev["mean_return"],
+            eval_std=ev["std_return"],
+            eval_returns=ev["returns"],
+            spike_rates=ev["spike_rates"],
+            params=count_parameters(algo.agent),
+            policy_params=count_parameters(algo.agent.actor),
+            **ops,
+        )
+    except Exception as e:  # a failing run is recorded, never propagated
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        record.update(
+            status="failed",
+            error=f"{type(e).__name__}: {first}" if first else type(e).__name__,
+            traceback=traceback.format_exc(),
+        )
+    record["seconds"] = time.perf_counter() - t0  # this call: training + evaluation
+    record["cpu_seconds"] = time.process_time() - c0
+    with contextlib.suppress(OSError):
+        write_status(spec.status_path, record)
+    return jsonable(record)
