@@ -141,7 +141,7 @@ def test_non_finite_observation_stops_with_step_and_keeps_checkpoint(tmp_path):
     assert_user_error(res, "step 600")
     from snrl.agents import load_algo
 
-    algo = load_algo(out / "checkpoints" / "last.pt")
+    algo = load_algo(out / "checkpoints" / "last.pt", trust_env_module=True)  # our own module
     assert algo.env_step == 576  # 9 full segments of 64 steps before the bad step
     m = read_metrics(out / "metrics.csv")
     assert m["env_step"][-1] == 576

@@ -95,13 +95,16 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     if path.is_dir():
         raise UserError(f"checkpoint {path} is a directory (pass the .pt file inside it)")
     with open(path, "rb") as f:  # an unreadable file raises OSError here, as it should
+        head = f.read(2)
+        f.seek(0)
         try:
             with warnings.catch_warnings():  # torch warns about pickle protocols on stderr
                 warnings.simplefilter("ignore")
                 obj = torch.load(f, map_location="cpu", weights_only=True)
         except Exception as e:  # UnpicklingError, RuntimeError/OSError (bad zip), EOFError...
             text = str(e).strip()
-            if isinstance(e, pickle.UnpicklingError) and "weights only" in text.lower():
+            pickled = head[:1] == b"\x80" or head == b"PK"  # a pickle, or torch's zip of one
+            if isinstance(e, pickle.UnpicklingError) and pickled and "weights only" in text.lower():
                 # torch's own text ends in advice to load with weights_only=False: never that
                 raise UserError(
                     f"checkpoint {path} is not a safe snrl checkpoint (it holds pickled Python "
@@ -109,6 +112,8 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
                     "checkpoint written by snrl)"
                 ) from None
             first = text.splitlines()[0][:200] if text else "file empty or truncated"
+            if "weights only" in text.lower():  # never quote torch's advice to load unsafely
+                first = "not a file of tensors that loads without unpickling code"
             raise UserError(
                 f"checkpoint {path} is corrupt or not an snrl checkpoint ({type(e).__name__}: "
                 f"{first}; re-create it or use another checkpoint)"
