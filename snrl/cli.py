@@ -130,7 +130,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         _checkpoint_path(args.run_dir, "best"), env=args.env, trust_env_module=args.trust_env_module
     )
     # temp videos of renders killed earlier (untouched for a minute: not a live writer's)
-    remove_stale_temps(out.parent if str(out.parent) else Path("."), min_age_s=60.0)
+    remove_stale_temps(out.parent, min_age_s=60.0)
     written = _render(algo, out, seed=args.seed, fps=args.fps, activity=not args.no_activity)
     print(f"wrote {written}")
     return 0
@@ -139,6 +139,8 @@ def cmd_render(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     """Train a Dale-constrained LIF PPO agent on CartPole-v1, evaluate, plot and render."""
     torch.set_num_threads(1)
+    if not args.out.strip():  # Path("") would be the current directory
+        raise UserError("--out '' is empty (pass a directory name, e.g. --out snrl-demo)")
     out = Path(args.out)
     replace = is_run_dir(out)  # its own earlier demo (or run): replaced, and only its files
     if replace:
@@ -164,7 +166,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     train_s = time.perf_counter() - t0
     claim_files(out, DEMO_FILES)
-    best = load_algo(out / "checkpoints" / "best.pt")
+    best = load_algo(out / "checkpoints" / "best.pt", env=cfg.env_id)  # the env the user chose
     res = best.evaluate(n_episodes=20, seed=123)
     write_json_atomic(out / "eval.json", res)
     lines = [

@@ -111,7 +111,9 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path, capsys, monkeypatch):
     (out / "checkpoints" / "best.pt").write_bytes(b"not a checkpoint")
     assert_user_error(snrl("eval", out), "corrupt")
     assert_user_error(snrl("render", out, "--out", tmp_path / "x.avi"), ".gif or .mp4")
-    assert_user_error(snrl("train", "--out", out), "exists")
+    assert_user_error(
+        snrl("train", "--out", out), "not an snrl run directory (it holds checkpoints/"
+    )
     unwritable = tmp_path / "file"
     unwritable.write_text("x")
     assert_user_error(snrl("train", *FAST, "--steps", 256, "--out", unwritable / "run"), "")

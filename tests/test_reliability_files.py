@@ -88,6 +88,7 @@ def test_empty_out_never_resolves_to_the_cwd(tmp_path):
     for extra in ([], ["--force"]):
         res = snrl_cli("train", *FAST, "--steps", 256, "--out", "", *extra, "--quiet", cwd=cwd)
         assert_user_error(res, "run directory path '' is empty")
+    assert_user_error(snrl_cli("demo", "--out", "", "--quiet", cwd=cwd), "--out '' is empty")
     assert tree(cwd) == before
 
 
