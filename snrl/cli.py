@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -21,9 +22,17 @@ from snrl.errors import UserError
 from snrl.experiments.runner import train_run
 from snrl.io import write_json_atomic
 from snrl.networks.factory import BACKBONES
-from snrl.training.rundir import RUN_MARKERS
+from snrl.training.checkpoint import load_checkpoint
+from snrl.training.rundir import (
+    MANIFEST,
+    claim_files,
+    is_run_dir,
+    read_manifest,
+    remove_stale_temps,
+)
 
 VIDEO_EXTS = (".gif", ".mp4")
+DEMO_FILES = ("eval.json", "demo.mp4", "demo.gif")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -72,7 +81,14 @@ def _train_config(args: argparse.Namespace):
 def cmd_train(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     if args.resume:
-        train_run(args.out, resume=True, total_steps=args.steps, progress=not args.quiet)
+        train_run(
+            args.out,
+            resume=True,
+            total_steps=args.steps,
+            progress=not args.quiet,
+            env=args.env,
+            trust_env_module=args.trust_env_module,
+        )
     else:
         train_run(
             args.out,
@@ -87,7 +103,11 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
-    algo = load_algo(_checkpoint_path(args.run_dir, args.checkpoint))
+    algo = load_algo(
+        _checkpoint_path(args.run_dir, args.checkpoint),
+        env=args.env,
+        trust_env_module=args.trust_env_module,
+    )
     res = algo.evaluate(n_episodes=args.episodes, seed=args.seed)
     res.pop("mean_length", None)
     print(json.dumps(res))
@@ -106,7 +126,11 @@ def cmd_render(args: argparse.Namespace) -> int:
     out = _video_path(args.out)
     if args.fps < 1:
         raise UserError(f"--fps {args.fps} (must be >= 1)")
-    algo = load_algo(_checkpoint_path(args.run_dir, "best"))
+    algo = load_algo(
+        _checkpoint_path(args.run_dir, "best"), env=args.env, trust_env_module=args.trust_env_module
+    )
+    # temp videos of renders killed earlier (untouched for a minute: not a live writer's)
+    remove_stale_temps(out.parent, min_age_s=60.0)
     written = _render(algo, out, seed=args.seed, fps=args.fps, activity=not args.no_activity)
     print(f"wrote {written}")
     return 0
@@ -115,9 +139,18 @@ def cmd_render(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     """Train a Dale-constrained LIF PPO agent on CartPole-v1, evaluate, plot and render."""
     torch.set_num_threads(1)
+    if not args.out.strip():  # Path("") would be the current directory
+        raise UserError("--out '' is empty (pass a directory name, e.g. --out snrl-demo)")
     out = Path(args.out)
-    if out.exists() and any(out.iterdir()) and not any((out / m).exists() for m in RUN_MARKERS):
-        raise UserError(f"{out} exists and is not an snrl run directory (choose another --out)")
+    replace = is_run_dir(out)  # its own earlier demo (or run): replaced, and only its files
+    if replace:
+        listed = read_manifest(out) or []
+        clash = [n for n in DEMO_FILES if (out / n).exists() and n not in listed]
+        if clash:
+            raise UserError(
+                f"{out} holds {', '.join(clash)}, which snrl did not write and will not "
+                "overwrite (move it away or choose another --out)"
+            )
     cfg = load_config(ALGOS["ppo"].Config, sets=list(args.set))
     print(
         f"snrl demo: PPO, {cfg.backbone.upper()} backbone ({cfg.hidden_size} neurons, Dale's law "
@@ -128,11 +161,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
         out,
         algo="ppo",
         config=cfg,
-        force=out.exists() and any(out.iterdir()),
+        force=replace,
         progress=not args.quiet,
     )
     train_s = time.perf_counter() - t0
-    best = load_algo(out / "checkpoints" / "best.pt")
+    claim_files(out, DEMO_FILES)
+    best = load_algo(out / "checkpoints" / "best.pt", env=cfg.env_id)  # the env the user chose
     res = best.evaluate(n_episodes=20, seed=123)
     write_json_atomic(out / "eval.json", res)
     lines = [
@@ -153,6 +187,25 @@ def cmd_demo(args: argparse.Namespace) -> int:
     best.close()
     print("\n".join(lines))
     return 0
+
+
+def _trust_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--trust-env-module",
+        action="store_true",
+        help="import the module:Class env that the run's checkpoint names (only for runs "
+        "you trust: importing a module runs its code)",
+    )
+
+
+def _env_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--env",
+        default=None,
+        help="the env to use instead of the run's (gymnasium id, or module:Class, which is "
+        "imported)",
+    )
+    _trust_flag(p)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -187,7 +240,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", required=True, help="run directory")
     g = t.add_mutually_exclusive_group()
     g.add_argument("--resume", action="store_true", help="continue from checkpoints/last.pt")
-    g.add_argument("--force", action="store_true", help="overwrite an existing run directory")
+    g.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the run in --out (deletes only the files snrl wrote there)",
+    )
+    _trust_flag(t)
     t.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.set_defaults(func=cmd_train)
@@ -197,6 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--episodes", type=int, default=20)
     e.add_argument("--seed", type=int, default=123)
     e.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    _env_flags(e)
     e.set_defaults(func=cmd_eval)
 
     r = sub.add_parser("render", help="roll out one episode of a run and write a video")
@@ -205,6 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--fps", type=int, default=30)
     r.add_argument("--no-activity", action="store_true", help="frames only, no network panel")
+    _env_flags(r)
     r.set_defaults(func=cmd_render)
 
     from snrl.experiments.cli import add_parsers
@@ -213,17 +273,86 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the process was, so it unwinds like Ctrl-C (temp
+    files removed, metrics closed)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_interrupted(signum: int, frame: Any) -> None:
+    raise Interrupted(signum)
+
+
+def _install_signal_handlers() -> dict[int, Any]:
+    """SIGTERM/SIGHUP -> :class:`Interrupted`; returns the handlers to restore."""
+    previous: dict[int, Any] = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is None:
+            continue
+        try:
+            previous[signum] = signal.signal(signum, _raise_interrupted)
+        except (ValueError, OSError):  # not the main thread
+            pass
+    return previous
+
+
+def _where_the_run_is(out: Path, command: str) -> str:
+    """What an interrupted training left in ``out``, and what to do next."""
+    last = out / "checkpoints" / "last.pt"
+    try:
+        step = int(load_checkpoint(last)["counters"]["env_step"])
+    except (ValueError, OSError, KeyError, TypeError):
+        step = None
+    if step is not None:
+        if command == "demo":
+            return (
+                f"the run in {out} is consistent up to env step {step} (its last checkpoint); "
+                f"`snrl demo --out {out}` starts it again"
+            )
+        return (
+            f"the run in {out} is consistent and resumable from env step {step} (continue it "
+            f"with `snrl train --out {out} --resume`)"
+        )
+    if not is_run_dir(out):
+        return "nothing was written"
+    again = f"snrl demo --out {out}" if command == "demo" else f"snrl train ... --out {out} --force"
+    return (
+        f"no checkpoint was written yet, so there is nothing to resume (start again: `{again}` "
+        f"replaces the partial run, deleting only the files listed in {out / MANIFEST})"
+    )
+
+
+def _interrupt_message(args: argparse.Namespace, signum: int) -> str:
+    how = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    if args.command in ("train", "demo"):
+        note = _where_the_run_is(Path(args.out), args.command)
+    elif args.command == "render":
+        note = f"{args.out} was not written"
+    else:
+        note = "nothing was written"
+    return f"error: interrupted by {how} ({note})"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    previous = _install_signal_handlers()
     try:
         return args.func(args)
     except (ValueError, OSError) as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         print(f"error: {msg}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("error: interrupted (resume with --resume)", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        signum = getattr(e, "signum", signal.SIGINT)
+        print(_interrupt_message(args, signum), file=sys.stderr)
+        return 128 + int(signum)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 if __name__ == "__main__":

@@ -111,7 +111,9 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path, capsys, monkeypatch):
     (out / "checkpoints" / "best.pt").write_bytes(b"not a checkpoint")
     assert_user_error(snrl("eval", out), "corrupt")
     assert_user_error(snrl("render", out, "--out", tmp_path / "x.avi"), ".gif or .mp4")
-    assert_user_error(snrl("train", "--out", out), "exists")
+    assert_user_error(
+        snrl("train", "--out", out), "not an snrl run directory (it holds checkpoints/"
+    )
     unwritable = tmp_path / "file"
     unwritable.write_text("x")
     assert_user_error(snrl("train", *FAST, "--steps", 256, "--out", unwritable / "run"), "")
@@ -141,7 +143,7 @@ def test_non_finite_observation_stops_with_step_and_keeps_checkpoint(tmp_path):
     assert_user_error(res, "step 600")
     from snrl.agents import load_algo
 
-    algo = load_algo(out / "checkpoints" / "last.pt")
+    algo = load_algo(out / "checkpoints" / "last.pt", trust_env_module=True)  # our own module
     assert algo.env_step == 576  # 9 full segments of 64 steps before the bad step
     m = read_metrics(out / "metrics.csv")
     assert m["env_step"][-1] == 576

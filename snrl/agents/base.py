@@ -233,10 +233,23 @@ class Algorithm:
         policy: nn.Module | None = None,
         critic: nn.Module | None = None,
         run_dir: str | Path | None = None,
+        env: str | None = None,
+        trust_env_module: bool = False,
     ):
         """Restore an algorithm saved by :meth:`save`; pass ``policy``/``critic`` modules of
-        the same architecture when it was built with custom backbones."""
-        return load_algo_checkpoint(cls, path, policy=policy, critic=critic, run_dir=run_dir)
+        the same architecture when it was built with custom backbones. ``run_dir``: continue
+        training into this run directory (its own, or a new one). A ``module:Class`` env
+        named by the file is imported only with ``trust_env_module=True`` or when ``env``
+        names the env (it replaces the saved ``env_id``)."""
+        return load_algo_checkpoint(
+            cls,
+            path,
+            policy=policy,
+            critic=critic,
+            run_dir=run_dir,
+            env=env,
+            trust_env_module=trust_env_module,
+        )
 
     def close(self) -> None:
         """Close the training envs (evaluate/rollout still work)."""

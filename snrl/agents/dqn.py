@@ -76,6 +76,7 @@ from snrl.errors import UserError
 from snrl.functional.state import State, detach_state, map_state, mask_state
 from snrl.networks.sequence import run_with_resets
 from snrl.training.loop import RunLogger
+from snrl.training.rundir import prepare_run_dir
 
 REPLAYS = ("auto", "transition", "sequence")
 
@@ -379,6 +380,8 @@ class DQN(Algorithm):
         critic: must be None (DQN has no critic; the argument exists so that every snrl
             algorithm loads alike).
         run_dir: directory for metrics.csv, checkpoints and the learning curve (None: none).
+            A new or empty directory; an earlier run there is refused unless ``overwrite``.
+        overwrite: replace the run in ``run_dir`` (deletes only the files snrl wrote there).
     """
 
     Config = DQNConfig
@@ -394,6 +397,7 @@ class DQN(Algorithm):
         policy: nn.Module | None = None,
         critic: nn.Module | None = None,
         run_dir: str | Path | None = None,
+        overwrite: bool = False,
         **overrides: Any,
     ):
         check(critic is None, "DQN has no critic (pass the Q-network as policy=)")
@@ -405,7 +409,7 @@ class DQN(Algorithm):
         self.target_net = copy.deepcopy(self.agent.q_net).requires_grad_(False)
         self.optimizer = _adam(self.agent.q_net.parameters(), cfg.lr)
         self.exploration = self._make_exploration()
-        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.run_dir = None if run_dir is None else prepare_run_dir(run_dir, force=overwrite)
         self.env_step = 0
         self.n_updates = 0
         self.n_grad_steps = 0

@@ -34,6 +34,7 @@ from snrl.buffers.rollout import RolloutBuffer
 from snrl.envs import ActionMap, ObsFlattener, finished_episodes, make_vector_env
 from snrl.functional.state import index_state
 from snrl.training.loop import RunLogger
+from snrl.training.rundir import prepare_run_dir
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -161,6 +162,8 @@ class PPO(Algorithm):
         policy: optional recurrent-protocol module used as the policy backbone.
         critic: optional recurrent-protocol module used as the critic backbone.
         run_dir: directory for metrics.csv, checkpoints and the learning curve (None: none).
+            A new or empty directory; an earlier run there is refused unless ``overwrite``.
+        overwrite: replace the run in ``run_dir`` (deletes only the files snrl wrote there).
     """
 
     Config = PPOConfig
@@ -174,6 +177,7 @@ class PPO(Algorithm):
         policy: nn.Module | None = None,
         critic: nn.Module | None = None,
         run_dir: str | Path | None = None,
+        overwrite: bool = False,
         **overrides: Any,
     ):
         obs_space, act_space = self._setup(env, config, overrides)
@@ -182,7 +186,7 @@ class PPO(Algorithm):
         self.agent = build_agent(cfg, obs_space, act_space, policy=policy, critic=critic)
         self.agent.to(self.device)
         self.optimizer = torch.optim.Adam(self.agent.parameters(), lr=cfg.lr, eps=1e-5)
-        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.run_dir = None if run_dir is None else prepare_run_dir(run_dir, force=overwrite)
         self.env_step = 0
         self.n_updates = 0
         self.best_eval = -math.inf

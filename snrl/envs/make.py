@@ -37,7 +37,7 @@ import numpy as np
 from snrl.envs.wrappers import FiniteCheck, SeedOnFirstReset
 from snrl.errors import UserError
 
-__all__ = ["make_env", "make_vector_env", "finished_episodes"]
+__all__ = ["check_env_id_trusted", "make_env", "make_vector_env", "finished_episodes"]
 
 
 def _suggest(env_id: str) -> str:
@@ -66,6 +66,35 @@ def _gym_make(env_id: str, render_mode: str | None, kwargs: dict[str, Any]) -> g
             f"env {env_id} does not accept the arguments {sorted(kwargs)}: {e} "
             "(check the env's keyword arguments)"
         ) from e
+
+
+def check_env_id_trusted(env_id: object, *, source: str, trusted: bool = False) -> None:
+    """Refuse an env id read from a file (a checkpoint, a run's config) that would import
+    a module: only registered gymnasium ids are made from what a file says, because a run
+    directory someone sent you can ship the module it names. ``trusted`` (the user asked
+    for it: ``--trust-env-module``) lets ``module:Class`` through.
+
+    Args:
+        env_id: The env id the file holds.
+        source: What the id was read from, for the message (``"checkpoint run/best.pt"``).
+        trusted: The user trusts the file's module.
+
+    Raises:
+        UserError: A ``module:...`` id without ``trusted``, or an id that is not a string.
+    """
+    if not isinstance(env_id, str) or not env_id.strip():
+        raise UserError(
+            f"{source} names no env (env_id={env_id!r}; it is corrupt or not an snrl file)"
+        )
+    if ":" not in env_id or trusted:
+        return
+    module = env_id.partition(":")[0]
+    raise UserError(
+        f"{source} names the env {env_id!r}, which would import the module {module!r}; snrl "
+        "does not import code named by a file (if you trust that module, pass "
+        f"--trust-env-module, or name the env yourself with --env {env_id}; in Python: "
+        "load(..., trust_env_module=True) or load(..., env=...))"
+    )
 
 
 def make_env(env_id: str, *, render_mode: str | None = None, **kwargs: Any) -> gym.Env:

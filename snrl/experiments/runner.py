@@ -8,7 +8,6 @@ Layout of a run directory (DESIGN.md): ``config.json`` (``{"algo": ..., **config
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 from snrl.agents import ALGOS, load_algo
@@ -29,19 +28,25 @@ def train_run(
     resume: bool = False,
     force: bool = False,
     progress: bool = True,
+    env: str | None = None,
+    trust_env_module: bool = False,
 ) -> Any:
     """Train into ``run_dir``: a fresh run from ``algo`` + ``config``, or ``resume`` from
     ``run_dir/checkpoints/last.pt`` (the algorithm's own resume: counters, optimizer, RNG and
     metrics.csv continue where the checkpoint was written).
 
     Args:
-        run_dir: the run directory.
+        run_dir: the run directory (see :mod:`snrl.training.rundir` for what may be
+            created, reused or replaced).
         algo: algorithm name (a key of ``snrl.agents.ALGOS``); fresh runs only.
         config: that algorithm's config; fresh runs only.
         total_steps: env steps to train to (default: the config's ``total_steps``).
         resume: continue the run in ``run_dir``.
-        force: overwrite an existing run directory (fresh runs).
+        force: replace an existing run in ``run_dir`` (fresh runs; deletes only the files
+            snrl wrote there).
         progress: show a progress bar.
+        env: resume only: the env, named by the caller (replaces the saved ``env_id``).
+        trust_env_module: resume only: import a ``module:Class`` env named by the checkpoint.
 
     Returns:
         The algorithm object after training (its envs closed; ``evaluate`` still works).
@@ -51,17 +56,22 @@ def train_run(
             request (see :func:`snrl.training.rundir.prepare_run_dir`).
     """
     if resume:
-        prepare_run_dir(run_dir, resume=True, force=False)
-        obj = load_algo(Path(run_dir) / "checkpoints" / "last.pt", run_dir=run_dir)
+        out = prepare_run_dir(run_dir, resume=True, force=False)
+        obj = load_algo(
+            out / "checkpoints" / "last.pt",
+            run_dir=out,
+            env=env,
+            trust_env_module=trust_env_module,
+        )
         total = total_steps if total_steps is not None else obj.config.total_steps
     else:
         if algo not in ALGOS:
             raise UserError(f"unknown algorithm {algo!r} (choose one of {', '.join(ALGOS)})")
         if config is None:
             raise UserError("a fresh run needs a config (pass config=ALGOS[algo].Config(...))")
-        obj = ALGOS[algo](config=config, run_dir=run_dir)  # validates env and spaces
-        out = prepare_run_dir(run_dir, resume=False, force=force)
-        write_json_atomic(out / "config.json", {"algo": algo, **config_to_dict(config)})
+        # validates env and spaces before the run directory is touched
+        obj = ALGOS[algo](config=config, run_dir=run_dir, overwrite=force)
+        write_json_atomic(obj.run_dir / "config.json", {"algo": algo, **config_to_dict(config)})
         total = total_steps if total_steps is not None else config.total_steps
     try:
         obj.learn(total, progress=progress)

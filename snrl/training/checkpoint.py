@@ -9,7 +9,9 @@ and never runs pickled code.
 from __future__ import annotations
 
 import os
+import pickle
 import random
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,15 @@ import torch
 from snrl.errors import UserError
 from snrl.io import atomic_open
 
-__all__ = ["load_checkpoint", "rng_state", "save_checkpoint", "set_rng_state"]
+__all__ = [
+    "check_schema",
+    "generator_state_schema",
+    "load_checkpoint",
+    "rng_state",
+    "rng_state_schema",
+    "save_checkpoint",
+    "set_rng_state",
+]
 
 _FORMAT = "snrl-checkpoint"
 _VERSION = 1
@@ -85,15 +95,29 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     if path.is_dir():
         raise UserError(f"checkpoint {path} is a directory (pass the .pt file inside it)")
     with open(path, "rb") as f:  # an unreadable file raises OSError here, as it should
+        head = f.read(2)
+        f.seek(0)
         try:
-            obj = torch.load(f, map_location="cpu", weights_only=True)
+            with warnings.catch_warnings():  # torch warns about pickle protocols on stderr
+                warnings.simplefilter("ignore")
+                obj = torch.load(f, map_location="cpu", weights_only=True)
         except Exception as e:  # UnpicklingError, RuntimeError/OSError (bad zip), EOFError...
             text = str(e).strip()
+            pickled = head[:1] == b"\x80" or head == b"PK"  # a pickle, or torch's zip of one
+            if isinstance(e, pickle.UnpicklingError) and pickled and "weights only" in text.lower():
+                # torch's own text ends in advice to load with weights_only=False: never that
+                raise UserError(
+                    f"checkpoint {path} is not a safe snrl checkpoint (it holds pickled Python "
+                    "objects, which snrl never unpickles because that can run code; use a "
+                    "checkpoint written by snrl)"
+                ) from None
             first = text.splitlines()[0][:200] if text else "file empty or truncated"
+            if "weights only" in text.lower():  # never quote torch's advice to load unsafely
+                first = "not a file of tensors that loads without unpickling code"
             raise UserError(
                 f"checkpoint {path} is corrupt or not an snrl checkpoint ({type(e).__name__}: "
                 f"{first}; re-create it or use another checkpoint)"
-            ) from e
+            ) from None
     if (
         not isinstance(obj, dict)
         or obj.get("format") != _FORMAT
@@ -162,3 +186,169 @@ def set_rng_state(state: dict[str, Any]) -> None:
     cuda = state.get("torch_cuda")
     if cuda is not None and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
         torch.cuda.set_rng_state_all(cuda)
+
+
+# ---- schema ---------------------------------------------------------------------------------
+# A schema is a type (``int`` excludes bool; ``float`` accepts int), a tuple of schemas (any
+# of them), a dict (required keys; a key ending in "?" is optional), or one of the classes
+# below. :func:`check_schema` returns the first mismatch as text.
+
+
+class TensorOf:
+    """A tensor of ``dtype`` (None: any) and ``shape`` (None: any)."""
+
+    def __init__(self, dtype: torch.dtype | None = None, shape: tuple[int, ...] | None = None):
+        self.dtype, self.shape = dtype, shape
+
+    def check(self, obj: Any, where: str) -> str | None:
+        if not isinstance(obj, torch.Tensor):
+            return f"{where} is a {type(obj).__name__}, not a tensor"
+        if self.dtype is not None and obj.dtype != self.dtype:
+            return f"{where} has dtype {obj.dtype}, expected {self.dtype}"
+        if self.shape is not None and tuple(obj.shape) != self.shape:
+            return f"{where} has shape {tuple(obj.shape)}, expected {self.shape}"
+        return None
+
+
+class ListOf:
+    """A list or tuple whose items match ``item``."""
+
+    def __init__(self, item: Any):
+        self.item = item
+
+    def check(self, obj: Any, where: str) -> str | None:
+        if not isinstance(obj, (list, tuple)):
+            return f"{where} is a {type(obj).__name__}, not a list"
+        for i, v in enumerate(obj):
+            err = check_schema(v, self.item, f"{where}[{i}]")
+            if err:
+                return err
+        return None
+
+
+class DictOf:
+    """A dict with str keys whose values match ``value``."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def check(self, obj: Any, where: str) -> str | None:
+        if not isinstance(obj, dict):
+            return f"{where} is a {type(obj).__name__}, not a dict"
+        for k, v in obj.items():
+            if not isinstance(k, str):
+                return f"{where} has a non-string key {k!r}"
+            err = check_schema(v, self.value, f"{where}[{k!r}]")
+            if err:
+                return err
+        return None
+
+
+class Where:
+    """``schema`` and a predicate on the value; ``text`` says what the predicate wants."""
+
+    def __init__(self, schema: Any, pred: Any, text: str):
+        self.schema, self.pred, self.text = schema, pred, text
+
+    def check(self, obj: Any, where: str) -> str | None:
+        err = check_schema(obj, self.schema, where)
+        if err:
+            return err
+        return None if self.pred(obj) else f"{where} must be {self.text}"
+
+
+def _type_ok(obj: Any, tp: type) -> bool:
+    if tp is int:
+        return isinstance(obj, int) and not isinstance(obj, bool)
+    if tp is float:
+        return isinstance(obj, (int, float)) and not isinstance(obj, bool)
+    return isinstance(obj, tp)
+
+
+def _type_label(schema: Any) -> str:
+    if isinstance(schema, tuple):
+        return " or ".join(_type_label(s) for s in schema)
+    if schema is type(None) or schema is None:
+        return "None"
+    if isinstance(schema, dict):
+        return "dict"
+    if isinstance(schema, type):
+        return schema.__name__
+    return type(schema).__name__
+
+
+def check_schema(obj: Any, schema: Any, where: str = "checkpoint") -> str | None:
+    """The first way ``obj`` does not match ``schema`` (e.g. ``"counters['env_step'] is a
+    str, expected int"``), or None when it matches."""
+    if schema is None:
+        schema = type(None)
+    if hasattr(schema, "check") and not isinstance(schema, type):
+        return schema.check(obj, where)
+    if isinstance(schema, tuple):
+        errors = [check_schema(obj, s, where) for s in schema]
+        if all(errors):
+            kinds = [s for s in schema if isinstance(s, type) or s is None]
+            if len(kinds) == len(schema):  # plain types: one combined message
+                return f"{where} is a {type(obj).__name__}, expected {_type_label(schema)}"
+            return errors[0]
+        return None
+    if isinstance(schema, dict):
+        if not isinstance(obj, dict):
+            return f"{where} is a {type(obj).__name__}, not a dict"
+        for key, sub in schema.items():
+            optional = key.endswith("?")
+            name = key[:-1] if optional else key
+            if name not in obj:
+                if optional:
+                    continue
+                return f"{where}[{name!r}] is missing"
+            err = check_schema(obj[name], sub, f"{where}[{name!r}]")
+            if err:
+                return err
+        return None
+    if isinstance(schema, type):
+        if _type_ok(obj, schema):
+            return None
+        return f"{where} is a {type(obj).__name__}, expected {_type_label(schema)}"
+    raise TypeError(f"bad schema {schema!r}")
+
+
+def _in_range(lo: int, hi: int):
+    def pred(v: Any) -> bool:
+        if isinstance(v, torch.Tensor):
+            return bool(v.numel() == 0 or (v.min() >= lo and v.max() < hi))
+        return lo <= v < hi
+
+    return pred
+
+
+def rng_state_schema() -> dict[str, Any]:
+    """The schema of :func:`rng_state`'s dict (sizes as this build of torch/numpy has them)."""
+    torch_state = TensorOf(torch.uint8, tuple(torch.get_rng_state().shape))
+    return {
+        "python": {
+            "version": int,
+            "internal": Where(
+                TensorOf(torch.int64, (625,)),
+                lambda t: bool(
+                    (t[:624] >= 0).all() and (t[:624] < 2**32).all() and 0 <= t[624] <= 624
+                ),
+                "625 integers: 624 in [0, 2**32) and a position in [0, 624]",
+            ),
+            "gauss_next": (float, None),
+        },
+        "numpy": {
+            "name": Where(str, lambda s: s == "MT19937", "'MT19937'"),
+            "keys": Where(TensorOf(torch.int64, (624,)), _in_range(0, 2**32), "in [0, 2**32)"),
+            "pos": Where(int, _in_range(0, 625), "in [0, 624]"),
+            "has_gauss": int,
+            "cached_gaussian": float,
+        },
+        "torch": torch_state,
+        "torch_cuda?": ListOf(TensorOf(torch.uint8)),
+    }
+
+
+def generator_state_schema() -> TensorOf:
+    """The schema of a CPU ``torch.Generator().get_state()``."""
+    return TensorOf(torch.uint8, tuple(torch.Generator().get_state().shape))

@@ -14,11 +14,25 @@ from pathlib import Path
 from typing import Any
 
 from snrl.config import config_from_dict, config_to_dict
+from snrl.envs.make import check_env_id_trusted
 from snrl.errors import UserError
-from snrl.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from snrl.training.checkpoint import (
+    DictOf,
+    ListOf,
+    TensorOf,
+    Where,
+    check_schema,
+    generator_state_schema,
+    load_checkpoint,
+    rng_state,
+    rng_state_schema,
+    save_checkpoint,
+    set_rng_state,
+)
 from snrl.training.metrics import MetricsWriter
 from snrl.training.plots import plot_learning_curve
 from snrl.training.progress import Progress
+from snrl.training.rundir import continue_run_dir
 
 
 class RunLogger:
@@ -111,36 +125,102 @@ def save_algo_checkpoint(algo: Any, path: str | Path) -> None:
     )
 
 
-def load_algo_checkpoint(cls: Any, path: str | Path, *, policy=None, critic=None, run_dir=None):
-    """Rebuild an algorithm from :func:`save_algo_checkpoint`'s file."""
+def checkpoint_schema() -> dict[str, Any]:
+    """The schema every algorithm checkpoint's payload must match before any of it is used."""
+    finite_nonneg = Where(float, lambda v: math.isfinite(v) and v >= 0, "finite and >= 0")
+    return {
+        "algo": str,
+        "config": dict,
+        "custom_backbones": bool,
+        "agent": DictOf(TensorOf()),
+        "optimizer": {"state": dict, "param_groups": ListOf(dict)},
+        "counters": {
+            "env_step": Where(int, lambda v: v >= 0, ">= 0"),
+            "n_updates": Where(int, lambda v: v >= 0, ">= 0"),
+            "best_eval": Where(float, lambda v: not math.isnan(v), "a number (not NaN)"),
+            "wall_time": finite_nonneg,
+        },
+        "rng": rng_state_schema(),
+        "generator": generator_state_schema(),
+        "extra?": dict,
+    }
+
+
+def _corrupt(path: Any, what: str) -> UserError:
+    return UserError(
+        f"checkpoint {path} is corrupt or not an snrl checkpoint ({what}; re-create it or use "
+        "another checkpoint)"
+    )
+
+
+def load_algo_checkpoint(
+    cls: Any,
+    path: str | Path,
+    *,
+    policy=None,
+    critic=None,
+    run_dir=None,
+    env: str | None = None,
+    trust_env_module: bool = False,
+):
+    """Rebuild an algorithm from :func:`save_algo_checkpoint`'s file.
+
+    The payload is checked against :func:`checkpoint_schema` before any of it is used. The
+    env named by the file is made only when it is a registered gymnasium id: a
+    ``module:Class`` env is imported only when ``trust_env_module`` is True, or when the
+    caller names the env itself with ``env`` (which replaces the saved ``env_id``).
+    ``run_dir`` (optional) is opened with
+    :func:`snrl.training.rundir.continue_run_dir`: training continues into it.
+    """
     d = load_checkpoint(Path(path))
     if "algo" not in d or "config" not in d or "agent" not in d:
         raise UserError(f"{path} is not an snrl agent checkpoint (pass a checkpoints/*.pt file)")
-    if d.get("algo") != cls.algo_name:
+    err = check_schema(d, checkpoint_schema(), "payload")
+    if err:
+        raise _corrupt(path, err)
+    if d["algo"] != cls.algo_name:
         raise UserError(
-            f"{path} holds a {d.get('algo')!r} checkpoint, not {cls.algo_name!r} "
-            f"(load it with snrl.{str(d.get('algo')).upper()}.load)"
+            f"{path} holds a {d['algo']!r} checkpoint, not {cls.algo_name!r} "
+            f"(load it with snrl.{d['algo'].upper()}.load)"
         )
-    if d.get("custom_backbones") and policy is None and critic is None:
+    if d["custom_backbones"] and policy is None and critic is None:
         raise UserError(
             f"{path} was trained with custom backbones (pass policy=/critic= modules to load)"
         )
-    cfg = config_from_dict(cls.Config, d["config"])
-    algo = cls(config=cfg, policy=policy, critic=critic, run_dir=run_dir)
+    saved = dict(d["config"])
+    if env is not None:
+        saved["env_id"] = env
+    else:
+        check_env_id_trusted(
+            saved.get("env_id"), source=f"checkpoint {path}", trusted=trust_env_module
+        )
+    try:
+        cfg = config_from_dict(cls.Config, saved)
+    except ValueError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise _corrupt(path, f"its config: {first}") from None
+    algo = cls(config=cfg, policy=policy, critic=critic, run_dir=None)
     try:
         algo.agent.load_state_dict(d["agent"])
         algo.optimizer.load_state_dict(d["optimizer"])
-    except (RuntimeError, KeyError, ValueError) as e:
+    except Exception as e:  # shapes, keys, optimizer state of another layout
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UserError(
             f"checkpoint {path} does not fit this agent: {first} (was it written by another "
             "snrl version or config?)"
         ) from None
     c = d["counters"]
-    algo.env_step, algo.n_updates = int(c["env_step"]), int(c["n_updates"])
+    algo.env_step, algo.n_updates = c["env_step"], c["n_updates"]
     algo.best_eval, algo.wall_time = float(c["best_eval"]), float(c["wall_time"])
     set_rng_state(d["rng"])
     algo.generator.set_state(d["generator"])
     if hasattr(algo, "load_extra_state"):
-        algo.load_extra_state(d.get("extra", {}))
+        try:
+            algo.load_extra_state(d.get("extra", {}))
+        except UserError:
+            raise
+        except Exception as e:
+            raise _corrupt(path, f"its {algo.algo_name} state: {type(e).__name__}: {e}") from None
+    if run_dir is not None:
+        algo.run_dir = continue_run_dir(run_dir)
     return algo

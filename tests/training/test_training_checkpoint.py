@@ -6,6 +6,7 @@ import collections
 import os
 import pickle
 import random
+import warnings
 
 import numpy as np
 import pytest
@@ -87,20 +88,28 @@ def test_missing_and_directory(tmp_path):
 
 
 class Evil:
+    def __init__(self, marker):
+        self.marker = str(marker)
+
     def __reduce__(self):
-        return (os.system, ("echo pwned > /dev/null",))
+        return (os.system, (f"touch {self.marker}",))
 
 
-@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
-def test_pickled_object_refused(tmp_path):
+def test_pickled_object_refused_as_unsafe_without_torch_advice(tmp_path):
+    marker = tmp_path / "pwned"
     path = tmp_path / "evil.pt"
-    torch.save({"format": "snrl-checkpoint", "version": 1, "payload": {"x": Evil()}}, path)
-    with pytest.raises(UserError, match="corrupt or not an snrl checkpoint"):
-        load_checkpoint(path)
+    torch.save({"format": "snrl-checkpoint", "version": 1, "payload": {"x": Evil(marker)}}, path)
     plain = tmp_path / "plain.pkl"
-    plain.write_bytes(pickle.dumps(collections.Counter(a=1)))
-    with pytest.raises(UserError, match="corrupt or not an snrl checkpoint"):
-        load_checkpoint(plain)
+    plain.write_bytes(pickle.dumps(collections.Counter(a=1), protocol=4))
+    for bad in (path, plain):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # torch's pickle-protocol warning is swallowed too
+            with pytest.raises(UserError) as info:
+                load_checkpoint(bad)
+        msg = str(info.value)
+        assert msg.startswith(f"checkpoint {bad} is not a safe snrl checkpoint (")
+        assert "weights_only" not in msg and "\n" not in msg  # no advice to load unsafely
+    assert not marker.exists()
 
 
 @pytest.mark.parametrize("kind", ["empty", "truncated", "text", "foreign"])

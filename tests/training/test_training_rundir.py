@@ -1,59 +1,185 @@
-"""prepare_run_dir rules and write_json_atomic."""
+"""Run-directory rules: the manifest, what --force may delete, resume, stale temps."""
 
 from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 
 from snrl.errors import UserError
 from snrl.io import write_json_atomic
 from snrl.training import prepare_run_dir
+from snrl.training.rundir import (
+    LAYOUT,
+    MANIFEST,
+    claim_files,
+    continue_run_dir,
+    is_run_dir,
+    read_manifest,
+    remove_stale_temps,
+)
 
 
-def test_fresh_and_empty_dir(tmp_path):
+def _tree(root):
+    """Every path under root (relative, sorted), directories with a trailing slash."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        for d in dirnames:
+            out.append(os.path.normpath(os.path.join(rel, d)) + "/")
+        for f in filenames:
+            out.append(os.path.normpath(os.path.join(rel, f)))
+    return sorted(out)
+
+
+def _fake_run(out):
+    """A run directory after some training: every file of LAYOUT written."""
+    prepare_run_dir(out)
+    for name in LAYOUT:
+        if not name.endswith("/"):
+            (out / name).write_text("ours")
+    return out
+
+
+def test_fresh_and_empty_dir_get_a_manifest(tmp_path):
     out = prepare_run_dir(tmp_path / "run", resume=False, force=False)
     assert out == tmp_path / "run" and (out / "checkpoints").is_dir()
-    # an existing empty directory is fine too
+    assert read_manifest(out) == list(LAYOUT) and is_run_dir(out)
+    assert _tree(out) == [MANIFEST, "checkpoints/"]
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert (prepare_run_dir(empty, resume=False, force=False) / "checkpoints").is_dir()
+    assert (prepare_run_dir(empty) / "checkpoints").is_dir()
+    # a run that has written no file yet is reused without a flag
+    assert prepare_run_dir(out) == out
 
 
 def test_existing_run_needs_a_flag(tmp_path):
-    out = prepare_run_dir(tmp_path / "run", resume=False, force=False)
+    out = prepare_run_dir(tmp_path / "run")
     (out / "config.json").write_text("{}")
-    with pytest.raises(UserError, match=r"run directory .*run exists \(pass --resume .* --force"):
-        prepare_run_dir(out, resume=False, force=False)
+    with pytest.raises(UserError, match=r"run directory .*run holds an earlier run \(.*--resume"):
+        prepare_run_dir(out)
+    assert (out / "config.json").read_text() == "{}"
 
 
-def test_force_clears_old_contents(tmp_path):
-    out = prepare_run_dir(tmp_path / "run", resume=False, force=False)
-    (out / "metrics.csv").write_text("env_step\n1\n")
-    (out / "checkpoints" / "last.pt").write_bytes(b"x")
-    prepare_run_dir(out, resume=False, force=True)
-    assert sorted(os.listdir(out)) == ["checkpoints"]
-    assert os.listdir(out / "checkpoints") == []
+def test_force_deletes_only_what_the_manifest_lists(tmp_path):
+    out = _fake_run(tmp_path / "run")
+    (out / "notes.txt").write_text("mine")
+    (out / "checkpoints" / "mine.pt").write_text("mine")
+    (out / "extra").mkdir()
+    (out / "extra" / "a.txt").write_text("mine")
+    prepare_run_dir(out, force=True)
+    assert _tree(out) == sorted(
+        [MANIFEST, "checkpoints/", "checkpoints/mine.pt", "extra/", "extra/a.txt", "notes.txt"]
+    )
+    assert (out / "notes.txt").read_text() == "mine"
+    # and a listed directory that holds only our files goes and comes back empty
+    out2 = _fake_run(tmp_path / "run2")
+    prepare_run_dir(out2, force=True)
+    assert _tree(out2) == [MANIFEST, "checkpoints/"]
 
 
-def test_force_refuses_a_folder_that_is_not_a_run(tmp_path):
-    (tmp_path / "thesis.tex").write_text("precious")
-    with pytest.raises(UserError, match="does not look like an snrl run"):
-        prepare_run_dir(tmp_path, resume=False, force=True)
-    assert (tmp_path / "thesis.tex").read_text() == "precious"
+def test_project_folder_with_a_config_json_is_never_touched(tmp_path):
+    proj = tmp_path / "project"
+    (proj / "src").mkdir(parents=True)
+    (proj / "src" / "main.py").write_text("print(1)")
+    (proj / "README.md").write_text("readme")
+    (proj / "config.json").write_text("{}")
+    before = _tree(proj)
+    for force in (False, True):
+        with pytest.raises(UserError, match=r"not an snrl run directory \(it holds README.md, "):
+            prepare_run_dir(proj, force=force)
+    assert _tree(proj) == before and (proj / "README.md").read_text() == "readme"
+
+
+def test_stray_metrics_csv_does_not_make_a_run(tmp_path):
+    d = tmp_path / "data"
+    d.mkdir()
+    (d / "metrics.csv").write_text("a,b\n")
+    (d / "data.txt").write_text("precious")
+    with pytest.raises(UserError, match=r"holds data.txt, metrics.csv;"):
+        prepare_run_dir(d, force=True)
+    assert (d / "data.txt").read_text() == "precious"
+
+
+def test_never_clears_cwd_its_parents_or_home(tmp_path, monkeypatch):
+    with pytest.raises(UserError, match="path '' is empty"):
+        prepare_run_dir("", force=True)
+    parent = _fake_run(tmp_path / "a")
+    out = _fake_run(tmp_path / "a" / "run")
+    monkeypatch.chdir(out)
+    with pytest.raises(UserError, match="it is the current directory"):
+        prepare_run_dir(".", force=True)
+    with pytest.raises(UserError, match="it is a parent of the current directory"):
+        prepare_run_dir(parent, force=True)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(out))
+    with pytest.raises(UserError, match="it is your home directory"):
+        prepare_run_dir(out, force=True)
+    assert (out / "config.json").read_text() == "ours"  # all refused before deleting
+
+
+def test_crafted_manifest_cannot_reach_outside(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    out = _fake_run(tmp_path / "run")
+    for entry in ("../victim.txt", str(victim), "a/../../victim.txt", ".", 3):
+        write_json_atomic(out / MANIFEST, {"format": "snrl-run", "version": 1, "entries": [entry]})
+        with pytest.raises(UserError, match=r"run manifest .* is corrupt"):
+            prepare_run_dir(out, force=True)
+    (out / MANIFEST).write_text("[1, 2")
+    with pytest.raises(UserError, match=r"run manifest .* is corrupt"):
+        prepare_run_dir(out, force=True)
+    assert victim.read_text() == "keep" and (out / "config.json").exists()
+
+
+def test_a_file_of_the_layout_that_is_not_ours_is_not_overwritten(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    write_json_atomic(out / MANIFEST, {"format": "snrl-run", "version": 1, "entries": []})
+    (out / "metrics.csv").write_text("theirs")
+    with pytest.raises(UserError, match=r"holds metrics.csv, which snrl did not write"):
+        prepare_run_dir(out, force=True)
+    assert (out / "metrics.csv").read_text() == "theirs"
+
+
+def test_claim_files(tmp_path):
+    out = prepare_run_dir(tmp_path / "run")
+    claim_files(out, ["eval.json"])
+    assert read_manifest(out)[-1] == "eval.json"
+    (out / "demo.gif").write_text("theirs")
+    with pytest.raises(UserError, match="holds demo.gif, which snrl did not write"):
+        claim_files(out, ["demo.gif"])
+    with pytest.raises(UserError, match="not an snrl run directory"):
+        claim_files(tmp_path, ["x"])
 
 
 def test_resume_requires_last_checkpoint(tmp_path):
-    out = prepare_run_dir(tmp_path / "run", resume=False, force=False)
-    with pytest.raises(UserError, match=r"cannot resume: .*checkpoints/last.pt does not exist"):
-        prepare_run_dir(out, resume=True, force=False)
-    with pytest.raises(UserError, match="cannot resume"):
-        prepare_run_dir(tmp_path / "missing", resume=True, force=False)
+    out = prepare_run_dir(tmp_path / "run")
+    with pytest.raises(UserError, match=r"checkpoints/last.pt does not exist, so there is nothing"):
+        prepare_run_dir(out, resume=True)
+    with pytest.raises(UserError, match="nothing to resume"):
+        prepare_run_dir(tmp_path / "missing", resume=True)
     (out / "checkpoints" / "last.pt").write_bytes(b"x")
     (out / "metrics.csv").write_text("keep")
-    assert prepare_run_dir(out, resume=True, force=False) == out
+    assert prepare_run_dir(out, resume=True) == out
     assert (out / "metrics.csv").read_text() == "keep"  # resume deletes nothing
+
+
+def test_continue_adopts_an_old_run_and_refuses_other_folders(tmp_path):
+    old = tmp_path / "old"  # a run written before manifests existed
+    (old / "checkpoints").mkdir(parents=True)
+    (old / "checkpoints" / "last.pt").write_bytes(b"x")
+    (old / "metrics.csv").write_text("keep")
+    assert continue_run_dir(old) == old and is_run_dir(old)
+    assert (old / "metrics.csv").read_text() == "keep"
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "a.txt").write_text("x")
+    with pytest.raises(UserError, match="not an snrl run directory"):
+        continue_run_dir(other)
+    assert _tree(other) == ["a.txt"]
 
 
 def test_both_flags(tmp_path):
@@ -65,9 +191,39 @@ def test_unwritable_or_file_path(tmp_path):
     f = tmp_path / "afile"
     f.write_text("x")
     with pytest.raises(UserError, match=r"afile exists and is not a directory"):
-        prepare_run_dir(f, resume=False, force=False)
+        prepare_run_dir(f)
     with pytest.raises(UserError, match=r"cannot create run directory .*afile/run \("):
-        prepare_run_dir(f / "run", resume=False, force=False)
+        prepare_run_dir(f / "run")
+
+
+def test_stale_temps_of_ours_are_removed_on_start_and_nothing_else(tmp_path):
+    out = _fake_run(tmp_path / "run")
+    ours = [
+        "checkpoints/.last.pt.k2j_9x0a.tmp",  # 0-byte temp of a killed checkpoint write
+        ".metrics.csv.abcdefgh.tmp",
+        f".{MANIFEST}.a1b2c3d4.tmp",
+        ".demo.zz99zz99.tmp.mp4",  # a killed video write
+        ".snrl-write-test.q1w2e3r4",
+    ]
+    theirs = [".notes.tmp", ".last.pt.TOOLONG123.tmp", "x.a1b2c3d4.tmp", ".cache.a1b2c3d4.tmp.avi"]
+    for name in ours + theirs:
+        (out / name).write_bytes(b"")
+    prepare_run_dir(out, resume=True)
+    for name in ours:
+        assert not (out / name).exists(), name
+    for name in theirs:
+        assert (out / name).exists(), name
+
+
+def test_remove_stale_temps_keeps_fresh_ones_when_asked(tmp_path):
+    old, new = tmp_path / ".a.mp4.abcdefgh.tmp", tmp_path / ".b.abcdefgh.tmp.gif"
+    old.write_bytes(b"1")
+    new.write_bytes(b"2")
+    t = time.time() - 600
+    os.utime(old, (t, t))
+    assert remove_stale_temps(tmp_path, min_age_s=60) == [old]
+    assert new.exists()
+    assert remove_stale_temps(tmp_path / "missing") == []
 
 
 def test_write_json_atomic(tmp_path):
