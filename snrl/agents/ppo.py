@@ -28,9 +28,16 @@ import torch
 from torch import nn
 
 from snrl.agents.agent import Agent
-from snrl.agents.base import AgentConfig, Algorithm, check
+from snrl.agents.base import (
+    AgentConfig,
+    Algorithm,
+    check,
+    check_finite,
+    check_parameters,
+)
 from snrl.buffers.rollout import RolloutBuffer
 from snrl.envs import finished_episodes, make_vector_env
+from snrl.errors import NonFiniteError
 from snrl.functional.state import index_state
 from snrl.training.loop import RunLogger
 
@@ -97,6 +104,20 @@ class PPOConfig(AgentConfig):
             self.target_kl is None or self.target_kl > 0,
             f"target_kl={self.target_kl} (must be > 0 or none)",
         )
+        check(self.ent_coef >= 0, f"ent_coef={self.ent_coef} (must be >= 0)")
+        check(self.vf_coef >= 0, f"vf_coef={self.vf_coef} (must be >= 0)")
+        check(
+            -20 <= self.log_std_init <= 5,
+            f"log_std_init={self.log_std_init} (must be in [-20, 5]: a std of 2e-9 to 148)",
+        )
+
+    def memory_bytes(self, obs_size: int, head_size: int) -> dict[str, int]:
+        """:meth:`AgentConfig.memory_bytes` plus the rollout of one update: observations
+        (normalized and raw), the two backbones' states and the autograd graph over them."""
+        parts = super().memory_bytes(obs_size, head_size)
+        per_step = 2 * obs_size + 12 * self.n_layers * self.hidden_size + 12
+        parts["rollout"] = 4 * self.n_envs * self.n_steps * per_step
+        return parts
 
     @property
     def batch_size(self) -> int:
@@ -149,6 +170,15 @@ def _init_readout(net: nn.Module, gain: float) -> None:
                     p.mul_(gain * 10)
 
 
+_LOSS_CAUSE = (
+    "returns or advantages too large for float32, or a diverging update; scale the rewards "
+    "down (e.g. gymnasium.wrappers.TransformReward) or lower lr"
+)
+_OBS_CAUSE = (
+    "observations so large that the network overflows; scale them down or keep normalize_obs=true"
+)
+
+
 class PPO(Algorithm):
     """Proximal policy optimization with recurrent backbones.
 
@@ -173,11 +203,17 @@ class PPO(Algorithm):
         run_dir: str | Path | None = None,
         **overrides: Any,
     ):
-        obs_space, act_space = self._setup(env, config, overrides)
+        obs_space, act_space = self._setup(
+            env, config, overrides, {"policy": policy, "critic": critic}
+        )
         cfg = self.config
         self.custom_backbones = policy is not None or critic is not None
         self.agent = build_agent(cfg, obs_space, act_space, policy=policy, critic=critic)
         self.agent.to(self.device)
+        if policy is not None:
+            self._check_output_width("policy", policy, self.agent.head_size)
+        if critic is not None:
+            self._check_output_width("critic", critic, 1)
         self.optimizer = torch.optim.Adam(self.agent.parameters(), lr=cfg.lr, eps=1e-5)
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.env_step = 0
@@ -220,8 +256,19 @@ class PPO(Algorithm):
             flat = agent.flattener(self._obs)  # flattened once: for the statistics and for x
             raw.append(flat)
             x = agent.obs_norm(torch.as_tensor(flat, device=self.device))
-            res = agent.step(x, self._state)
+            try:
+                res = agent.step(x, self._state)
+            except ValueError as e:  # torch's distribution refuses non-finite logits
+                raise self._explain(e, x, self._state.policy, self.env_step + t * B) from e
             next_obs, reward, term, trunc, info = self._envs.step(agent.env_action(res.action))
+            reward_t = torch.as_tensor(reward, dtype=torch.float32)
+            check_finite(
+                reward_t,
+                "reward (as float32)",
+                env_step=self.env_step + (t + 1) * B,
+                cause=f"env {cfg.env_id} returned a reward beyond ±3.4e38; scale the rewards "
+                "down, e.g. with gymnasium.wrappers.TransformReward",
+            )
             done = np.logical_or(term, trunc)
             if trunc.any():
                 idx = np.flatnonzero(trunc)
@@ -237,7 +284,7 @@ class PPO(Algorithm):
                 action=res.action,
                 log_prob=res.log_prob,
                 value=res.value,
-                reward=torch.as_tensor(reward, dtype=torch.float32),
+                reward=reward_t,
                 terminated=torch.as_tensor(term),
                 done=torch.as_tensor(done),
             )
@@ -253,6 +300,19 @@ class PPO(Algorithm):
         agent.obs_norm.update(torch.as_tensor(np.stack(raw)))
         return buf, episode_returns
 
+    def _explain(self, error: ValueError, x: torch.Tensor, state: Any, env_step: int) -> Exception:
+        """A :class:`NonFiniteError` naming what made ``agent.step`` fail on ``x`` (the
+        observation, a parameter, or the policy's logits), or ``error`` itself when all of
+        them are finite (then it is not a NaN problem)."""
+        try:
+            check_finite(x, "normalized observation", env_step=env_step, cause=_OBS_CAUSE)
+            check_parameters(self.agent, env_step=env_step)
+            out = self.agent.policy.run(x, state).out
+            check_finite(out, "policy output (logits or mean)", env_step=env_step, cause=_OBS_CAUSE)
+        except NonFiniteError as e:
+            return e
+        return error
+
     # ---- update --------------------------------------------------------------------------
     def _update(self, buf: RolloutBuffer) -> dict[str, float]:
         cfg, agent = self.config, self.agent
@@ -260,6 +320,7 @@ class PPO(Algorithm):
         per_mb = B // cfg.n_minibatches
         L = cfg.chunk_len or T
         chunks = [(t0, min(t0 + L, T)) for t0 in range(0, T, L)]
+        env_step = self.env_step + cfg.batch_size  # the env step this update belongs to
         stats: dict[str, list[float]] = {}
         rates: dict[str, list[float]] = {}
         for _epoch in range(cfg.n_epochs):
@@ -293,9 +354,16 @@ class PPO(Algorithm):
                         v_loss = 0.5 * ((values - mb.returns) ** 2).mean()
                     ent = entropy.mean()
                     loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
+                    for name, value in (
+                        ("value loss", v_loss),
+                        ("policy loss", pg_loss),
+                        ("entropy", ent),
+                    ):
+                        check_finite(value, name, env_step=env_step, cause=_LOSS_CAUSE)
                     self.optimizer.zero_grad(set_to_none=True)
                     loss.backward()
-                    nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
+                    grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
+                    check_finite(grad_norm, "gradient norm", env_step=env_step, cause=_LOSS_CAUSE)
                     self.optimizer.step()
                     with torch.no_grad():
                         approx_kl = ((ratio - 1) - log_ratio).mean().item()
@@ -352,6 +420,7 @@ class PPO(Algorithm):
                         g["lr"] = cfg.lr * frac
                 buf, returns = self._collect()
                 stats = self._update(buf)
+                check_parameters(self.agent, env_step=self.env_step + cfg.batch_size)
                 self.env_step += cfg.batch_size
                 self.n_updates += 1
                 self._recent = (self._recent + returns)[-100:]
