@@ -378,13 +378,14 @@ def _fits(tp: Any, value: Any) -> bool:
 
 
 def _bad_number(value: Any) -> str | None:
-    """Why a number (anywhere inside ``value``) cannot be used, or None."""
+    """Why a number (anywhere inside ``value``) cannot be used and the fix, or None."""
     if isinstance(value, (bool, np.bool_, str)):
         return None
     if isinstance(value, (int, np.integer)):
-        return None if abs(int(value)) <= MAX_INT else f"is beyond ±{MAX_INT:.3g}"
+        ok = abs(int(value)) <= MAX_INT
+        return None if ok else "is beyond ±2**53 (pass a smaller integer)"
     if isinstance(value, (float, np.floating)):
-        return None if math.isfinite(value) else "is not finite"
+        return None if math.isfinite(value) else "is not finite (pass a finite number)"
     if isinstance(value, (tuple, list)):
         return next((r for r in map(_bad_number, value) if r), None)
     if isinstance(value, dict):
@@ -417,4 +418,4 @@ def check_values(cfg: Any) -> None:
             )
         why = _bad_number(value)
         if why:
-            raise UserError(f"config key {f.name}={value!r} {why} (pass a finite number)")
+            raise UserError(f"config key {f.name}={value!r} {why}")

@@ -78,7 +78,8 @@ def memory_limit() -> int:
 
 
 def _gib(n: float) -> str:
-    return f"{n / 2**30:.3g} GiB"
+    g = n / 2**30
+    return f"{g:.3g} GiB" if g < 1000 else f"{g:,.0f} GiB"
 
 
 def check_finite(value: Any, quantity: str, *, env_step: int, cause: str) -> None:

@@ -48,10 +48,12 @@ from torch import Tensor, nn
 
 from snrl.agents.agent import ObsNormalizer, StepResult
 from snrl.agents.base import (
+    MAX_TOTAL_STEPS,
     AgentConfig,
     Algorithm,
     check,
     check_finite,
+    check_int,
     check_parameters,
 )
 from snrl.agents.dqn_math import (
@@ -537,8 +539,10 @@ class DQN(Algorithm):
         if self.config.exploration == "pass_through":
             action = q.argmax(-1).cpu().numpy()
         next_obs, reward, term, trunc, info = self._envs.step(action)
+        with np.errstate(over="ignore"):  # the overflow is what is checked
+            reward32 = np.asarray(reward, dtype=np.float32)
         check_finite(
-            np.asarray(reward, dtype=np.float32),
+            reward32,
             "reward (as float32)",
             env_step=self.env_step + self.config.n_envs,
             cause=f"env {self.config.env_id} returned a reward beyond ±3.4e38; scale the "
@@ -701,8 +705,12 @@ class DQN(Algorithm):
         and ``learning_curve.png`` at the end.
         """
         cfg = self.config
-        total = int(total_steps if total_steps is not None else cfg.total_steps)
-        check(total >= 1, f"total_steps={total} (must be >= 1)")
+        total = check_int(
+            "total_steps",
+            total_steps if total_steps is not None else cfg.total_steps,
+            1,
+            MAX_TOTAL_STEPS,
+        )
         if self._envs is None:
             self._start_envs()
         logger = RunLogger(self, total, progress=progress)

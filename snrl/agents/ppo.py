@@ -29,10 +29,12 @@ from torch import nn
 
 from snrl.agents.agent import Agent
 from snrl.agents.base import (
+    MAX_TOTAL_STEPS,
     AgentConfig,
     Algorithm,
     check,
     check_finite,
+    check_int,
     check_parameters,
 )
 from snrl.buffers.rollout import RolloutBuffer
@@ -401,8 +403,12 @@ class PPO(Algorithm):
         least as good as the best so far, and ``learning_curve.png`` at the end.
         """
         cfg = self.config
-        total = int(total_steps if total_steps is not None else cfg.total_steps)
-        check(total >= 1, f"total_steps={total} (must be >= 1)")
+        total = check_int(
+            "total_steps",
+            total_steps if total_steps is not None else cfg.total_steps,
+            1,
+            MAX_TOTAL_STEPS,
+        )
         if self._envs is None:
             self._start_envs()
         logger = RunLogger(self, total, progress=progress)
