@@ -154,6 +154,8 @@ def _resume_steps(args: argparse.Namespace) -> int | None:
     if not (args.algo or args.config or args.set or _flag_items(args)):
         return steps
     path = Path(args.out) / "config.json"
+    if not Path(args.out).is_dir():
+        return steps  # train_run says what is missing
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
         algo = saved.pop("algo")
@@ -165,8 +167,8 @@ def _resume_steps(args: argparse.Namespace) -> int | None:
         ) from None
     if args.algo is not None and args.algo != algo:
         raise UserError(
-            f"--algo {args.algo} but the run in {args.out} is {algo} (drop --algo to resume, "
-            "or start a new run with another --out)"
+            f"--algo {args.algo} but the run in {args.out} is {algo} (--resume continues the "
+            "saved config: drop --algo, or start a new run with another --out)"
         )
     old = config_from_dict(cls, saved)
     new = load_config(
