@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from snrl.agents import ALGOS, load_algo
-from snrl.agents.base import MAX_SEED, MAX_TOTAL_STEPS, check_int
+from snrl.agents.base import MAX_ENVS, MAX_SEED, MAX_TOTAL_STEPS, check_int
 from snrl.config import config_from_dict, config_to_dict, load_config
 from snrl.errors import UserError
 from snrl.experiments.runner import train_run
@@ -57,6 +57,8 @@ def _int_in(lo: int, hi: int):
 
 SEED = _int_in(0, MAX_SEED)
 THREADS = _int_in(1, 1024)
+EPISODES = _int_in(1, MAX_ENVS)  # one env per episode is built at once
+FPS = _int_in(1, 1000)
 
 #: How to fix an OSError, by errno (the path is named in the message).
 _OS_HINTS = {
@@ -229,8 +231,6 @@ def _render(algo: Any, out: Path, *, seed: int, fps: int, activity: bool) -> Pat
 def cmd_render(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     out = _video_path(args.out)
-    if args.fps < 1:
-        raise UserError(f"--fps {args.fps} (must be >= 1)")
     algo = load_algo(_checkpoint_path(args.run_dir, "best"))
     written = _render(algo, out, seed=args.seed, fps=args.fps, activity=not args.no_activity)
     print(f"wrote {written}")
@@ -319,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("eval", help="deterministic evaluation of a run; prints one JSON object")
     e.add_argument("run_dir")
-    e.add_argument("--episodes", type=int, default=20)
+    e.add_argument("--episodes", type=EPISODES, default=20)
     e.add_argument("--seed", type=SEED, default=123)
     e.add_argument("--checkpoint", choices=("best", "last"), default="best")
     e.set_defaults(func=cmd_eval)
@@ -328,7 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("run_dir")
     r.add_argument("--out", required=True, metavar="FILE.gif|FILE.mp4")
     r.add_argument("--seed", type=SEED, default=0)
-    r.add_argument("--fps", type=int, default=30)
+    r.add_argument("--fps", type=FPS, default=30)
     r.add_argument("--no-activity", action="store_true", help="frames only, no network panel")
     r.set_defaults(func=cmd_render)
 
