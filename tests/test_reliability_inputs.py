@@ -432,3 +432,25 @@ def test_config_accepts_what_fits():
     cfg = PPOConfig(lr=1, seed=2**31 - 1, n_envs=MAX_ENVS, eval_episodes=1, device="cpu")
     assert cfg.lr == 1 and cfg.seed == 2**31 - 1
     assert PPOConfig(force_dale_law=np.bool_(False)).force_dale_law == np.False_
+
+
+@pytest.mark.parametrize(
+    ("text", "hint", "not_hint"),
+    [
+        ('MuJoCo is not installed, run `pip install "gymnasium[mujoco]"`', "mujoco]", "box2d"),
+        ('Box2D is not installed, run `pip install "gymnasium[box2d]"`', "snrl[box2d]", "mujoco"),
+    ],
+)
+def test_missing_dependency_hint_follows_the_package(monkeypatch, text, hint, not_hint):
+    import gymnasium as gym
+
+    from snrl.envs import make_env
+
+    def missing(*args, **kwargs):
+        raise gym.error.DependencyNotInstalled(text)
+
+    monkeypatch.setattr(gym, "make", missing)
+    with pytest.raises(UserError) as info:
+        make_env("Ant-v5")
+    fix = str(info.value).rsplit("(", 1)[1]
+    assert hint in fix and not_hint not in fix
