@@ -1,13 +1,18 @@
 """The ``snrl`` command: demo, train, eval, render.
 
 Errors a user can cause end with exit code 2 and one line ``error: <what> (<how to fix>)`` on
-stderr, without a traceback.
+stderr, without a traceback: :func:`main` is the one place that turns them into that line
+(a ``ValueError``, which :class:`~snrl.errors.UserError` is, an ``OSError``, given the path
+and a hint by its errno, and ``MemoryError``). Anything else is a bug and keeps its
+traceback; ``SNRL_DEBUG=1`` shows the traceback of a user error too.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
 import signal
 import sys
 import time
@@ -17,7 +22,8 @@ from typing import Any
 import torch
 
 from snrl.agents import ALGOS, load_algo
-from snrl.config import load_config
+from snrl.agents.base import MAX_ENVS, MAX_SEED, MAX_TOTAL_STEPS, check_int
+from snrl.config import config_from_dict, config_to_dict, load_config
 from snrl.errors import UserError
 from snrl.experiments.runner import train_run
 from snrl.io import write_json_atomic
@@ -37,8 +43,70 @@ DEMO_FILES = ("eval.json", "demo.mp4", "demo.gif")
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2
-        print(f"error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        print(f"error: {_one_line(message)} (see `{self.prog} --help`)", file=sys.stderr)
         raise SystemExit(2)
+
+
+def _int_in(lo: int, hi: int):
+    """An argparse type: an integer in ``[lo, hi]`` (``1e3``-style text is refused)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not an integer (pass one in [{lo}, {hi}])"
+            ) from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{value} is out of range (pass one in [{lo}, {hi}])")
+        return value
+
+    return parse
+
+
+SEED = _int_in(0, MAX_SEED)
+THREADS = _int_in(1, 1024)
+EPISODES = _int_in(1, MAX_ENVS)  # one env per episode is built at once
+FPS = _int_in(1, 1000)
+
+#: How to fix an OSError, by errno (the path is named in the message).
+_OS_HINTS = {
+    errno.ENOSPC: "the disk is full; free some space or choose another path",
+    errno.EDQUOT: "the disk quota is used up; free some space or choose another path",
+    errno.EACCES: "check its permissions or choose another path",
+    errno.EPERM: "check its permissions or choose another path",
+    errno.EROFS: "the file system is read-only; choose another path",
+    errno.ENOENT: "check that the path exists",
+    errno.ENOTDIR: "a part of the path is a file, not a directory; choose another path",
+    errno.EISDIR: "it is a directory; pass a file name",
+    errno.EEXIST: "remove it or choose another path",
+    errno.ENAMETOOLONG: "choose a shorter path",
+    errno.ENOTEMPTY: "the directory is not empty; choose another path",
+    errno.EMFILE: "too many open files; raise `ulimit -n` or lower n_envs",
+    errno.ENOMEM: "out of memory; lower n_envs, hidden_size or buffer_size",
+    errno.EPIPE: "a helper process (e.g. ffmpeg) stopped early; check free disk space",
+}
+
+
+def _one_line(text: str) -> str:
+    """``text`` with its lines joined, so a message is never cut at a newline."""
+    return " ".join(text.split())
+
+
+def error_message(e: BaseException) -> str:
+    """The one line ``snrl`` prints (after ``error: ``) for a user error ``e``.
+
+    An ``OSError`` with an errno becomes ``"<reason>: <path> (<hint>)"``, e.g.
+    ``"Permission denied: /data/run (check its permissions or choose another path)"``.
+    """
+    if isinstance(e, OSError) and e.errno is not None and e.strerror:
+        paths = [str(p) for p in (e.filename, e.filename2) if p is not None]
+        what = f"{e.strerror}: {' -> '.join(paths)}" if paths else e.strerror
+        hint = _OS_HINTS.get(e.errno, f"errno {errno.errorcode.get(e.errno, e.errno)}")
+        return f"{what} ({hint})"
+    if isinstance(e, MemoryError):
+        return "out of memory (lower n_envs, hidden_size, n_steps or buffer_size)"
+    return _one_line(str(e)) or type(e).__name__
 
 
 def _checkpoint_path(run_dir: str, which: str) -> Path:
@@ -60,8 +128,8 @@ def _video_path(out: str) -> Path:
     return path
 
 
-def _train_config(args: argparse.Namespace):
-    cls = ALGOS[args.algo].Config
+def _flag_items(args: argparse.Namespace) -> list[str]:
+    """The config flags of ``snrl train`` as ``key=value`` items (those given)."""
     flags: list[str] = []
     for key, value in (
         ("env_id", args.env),
@@ -74,26 +142,85 @@ def _train_config(args: argparse.Namespace):
     ):
         if value is not None:
             flags.append(f"{key}={value}")
+    return flags
+
+
+def _train_config(args: argparse.Namespace):
+    cls = ALGOS[args.algo or "ppo"].Config
     # precedence: defaults < --config file < flags < --set
-    return load_config(cls, toml_path=args.config, sets=[*flags, *args.set])
+    return load_config(cls, toml_path=args.config, sets=[*_flag_items(args), *args.set])
+
+
+#: What ``--resume`` may change: the run's length. Everything else is the saved config.
+RESUME_CHANGEABLE = ("total_steps",)
+
+
+def _resume_steps(args: argparse.Namespace) -> int | None:
+    """The env steps to resume to; refuse flags that would change the saved config.
+
+    Flags equal to the saved values are fine (the same command line plus ``--resume``);
+    ``--steps`` (``total_steps``) may change; any other difference is refused.
+    """
+    steps = args.steps
+    if not (args.algo or args.config or args.set or _flag_items(args)):
+        return steps
+    path = Path(args.out) / "config.json"
+    if not Path(args.out).is_dir():
+        return steps  # train_run says what is missing
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        algo = saved.pop("algo")
+        cls = ALGOS[algo].Config
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        raise UserError(
+            f"cannot compare the flags with the saved config {path} (it is missing or not "
+            "written by snrl; resume without config flags)"
+        ) from None
+    if args.algo is not None and args.algo != algo:
+        raise UserError(
+            f"--algo {args.algo} but the run in {args.out} is {algo} (--resume continues the "
+            "saved config: drop --algo, or start a new run with another --out)"
+        )
+    old = config_from_dict(cls, saved)
+    new = load_config(
+        cls, toml_path=args.config, sets=[*_flag_items(args), *args.set], base=config_to_dict(old)
+    )
+    changed = [
+        f"{k}={getattr(new, k)!r} (saved {getattr(old, k)!r})"
+        for k in config_to_dict(old)
+        if k not in RESUME_CHANGEABLE and getattr(new, k) != getattr(old, k)
+    ]
+    if changed:
+        raise UserError(
+            f"--resume continues the saved config of {args.out}, but the flags change "
+            f"{', '.join(changed)} (drop them to resume, or start a new run with another --out)"
+        )
+    if steps is None and new.total_steps != old.total_steps:
+        steps = new.total_steps
+    return steps
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    torch.set_num_threads(args.threads)
     if args.resume:
+        steps = _resume_steps(args)
+        if steps is not None:
+            check_int("--steps", steps, 1, MAX_TOTAL_STEPS)
+        torch.set_num_threads(args.threads)
         train_run(
             args.out,
             resume=True,
-            total_steps=args.steps,
+            total_steps=steps,
             progress=not args.quiet,
             env=args.env,
             trust_env_module=args.trust_env_module,
         )
     else:
+        config = _train_config(args)
+        torch.set_num_threads(args.threads)
         train_run(
             args.out,
-            algo=args.algo,
-            config=_train_config(args),
+            algo=args.algo or "ppo",
+            config=config,
             force=args.force,
             progress=not args.quiet,
         )
@@ -124,8 +251,6 @@ def _render(algo: Any, out: Path, *, seed: int, fps: int, activity: bool) -> Pat
 def cmd_render(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     out = _video_path(args.out)
-    if args.fps < 1:
-        raise UserError(f"--fps {args.fps} (must be >= 1)")
     algo = load_algo(
         _checkpoint_path(args.run_dir, "best"), env=args.env, trust_env_module=args.trust_env_module
     )
@@ -226,7 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_demo)
 
     t = sub.add_parser("train", help="train an agent into a run directory")
-    t.add_argument("--algo", choices=sorted(ALGOS), default="ppo")
+    t.add_argument("--algo", choices=sorted(ALGOS), default=None, help="default ppo")
     t.add_argument("--env", default=None, help="gymnasium id or module:Class")
     t.add_argument("--backbone", choices=BACKBONES, default=None)
     t.add_argument("--hidden", type=int, default=None, help="neurons per hidden layer")
@@ -234,7 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--no-dale", dest="dale", action="store_false")
     t.add_argument("--steps", type=int, default=None, help="total env steps")
     t.add_argument("--n-envs", type=int, default=None)
-    t.add_argument("--seed", type=int, default=None)
+    t.add_argument("--seed", type=SEED, default=None)
     t.add_argument("--config", default=None, metavar="FILE.toml")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     t.add_argument("--out", required=True, help="run directory")
@@ -246,14 +371,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="replace the run in --out (deletes only the files snrl wrote there)",
     )
     _trust_flag(t)
-    t.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    t.add_argument("--threads", type=THREADS, default=1, help="torch threads (default 1)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.set_defaults(func=cmd_train)
 
     e = sub.add_parser("eval", help="deterministic evaluation of a run; prints one JSON object")
     e.add_argument("run_dir")
-    e.add_argument("--episodes", type=int, default=20)
-    e.add_argument("--seed", type=int, default=123)
+    e.add_argument("--episodes", type=EPISODES, default=20)
+    e.add_argument("--seed", type=SEED, default=123)
     e.add_argument("--checkpoint", choices=("best", "last"), default="best")
     _env_flags(e)
     e.set_defaults(func=cmd_eval)
@@ -261,8 +386,8 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("render", help="roll out one episode of a run and write a video")
     r.add_argument("run_dir")
     r.add_argument("--out", required=True, metavar="FILE.gif|FILE.mp4")
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--fps", type=int, default=30)
+    r.add_argument("--seed", type=SEED, default=0)
+    r.add_argument("--fps", type=FPS, default=30)
     r.add_argument("--no-activity", action="store_true", help="frames only, no network panel")
     _env_flags(r)
     r.set_defaults(func=cmd_render)
@@ -342,9 +467,10 @@ def main(argv: list[str] | None = None) -> int:
     previous = _install_signal_handlers()
     try:
         return args.func(args)
-    except (ValueError, OSError) as e:
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        print(f"error: {msg}", file=sys.stderr)
+    except (ValueError, OSError, MemoryError) as e:
+        if os.environ.get("SNRL_DEBUG"):
+            raise
+        print(f"error: {error_message(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:
         signum = getattr(e, "signum", signal.SIGINT)

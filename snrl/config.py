@@ -29,6 +29,8 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
+import numpy as np
+
 from snrl.errors import UserError
 
 if sys.version_info >= (3, 11):
@@ -36,9 +38,20 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-__all__ = ["config_from_dict", "config_to_dict", "load_config", "parse_set"]
+__all__ = [
+    "MAX_INT",
+    "check_values",
+    "config_from_dict",
+    "config_to_dict",
+    "load_config",
+    "parse_set",
+    "unknown_key_error",
+]
 
 C = TypeVar("C")
+
+#: Largest magnitude of an integer config value: exact in float64, JSON and numpy int64.
+MAX_INT = 2**53
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
@@ -146,13 +159,13 @@ def _convert(tp: Any, value: Any, from_string: bool) -> Any:
     if tp is float:
         if isinstance(value, bool):
             raise _BadValue
-        if isinstance(value, (int, float)):
-            return float(value)
-        if isinstance(value, str):
-            try:
+        try:
+            if isinstance(value, (int, float)):
+                return float(value)
+            if isinstance(value, str):
                 return float(value.strip())
-            except ValueError:
-                raise _BadValue from None
+        except (ValueError, OverflowError):  # not a number, or an integer beyond float
+            raise _BadValue from None
         raise _BadValue
     if tp is str:
         if isinstance(value, str):
@@ -177,13 +190,21 @@ def _fields(cls: type) -> tuple[dict[str, dataclasses.Field], dict[str, Any]]:
     return fields, hints
 
 
-def _unknown_key(key: str, valid: Iterable[str], source: str) -> UserError:
+def unknown_key_error(
+    key: str, valid: Iterable[str], source: str, *, what: str = "config key"
+) -> UserError:
+    """The error for an unknown ``key`` among ``valid`` names, with a "did you mean" hint.
+
+    Args:
+        key: The name the user wrote.
+        valid: The names that exist.
+        source: Where it was written (``"--set"``, a file name, ``"snrl.PPO(...)"``).
+        what: What a key is called in the message.
+    """
     valid = sorted(valid)
-    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+    close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.6)
     hint = f"did you mean {close[0]!r}? " if close else ""
-    return UserError(
-        f"unknown config key {key!r} in {source} ({hint}valid keys: {', '.join(valid)})"
-    )
+    return UserError(f"unknown {what} {key!r} in {source} ({hint}valid keys: {', '.join(valid)})")
 
 
 def _set_value(
@@ -197,7 +218,7 @@ def _set_value(
     from_string: bool,
 ) -> None:
     if key not in fields:
-        raise _unknown_key(key, fields, source)
+        raise unknown_key_error(key, fields, source)
     tp = hints.get(key, Any)
     try:
         values[key] = _convert(tp, value, from_string)
@@ -275,6 +296,11 @@ def load_config(
             raise UserError(f"config file {path} is a directory (pass a .toml file)") from None
         except tomllib.TOMLDecodeError as e:
             raise UserError(f"config file {path} is not valid TOML: {e} (fix the file)") from None
+        except UnicodeDecodeError as e:
+            raise UserError(
+                f"config file {path} is not UTF-8 text (byte {e.start}: {e.reason}; "
+                "save it as UTF-8)"
+            ) from None
         for key, value in data.items():
             _set_value(values, fields, hints, key, value, source=str(path), from_string=False)
     for item in sets:
@@ -400,3 +426,80 @@ def defaults_table(*config_classes: type) -> str:
             + f" | {'; '.join(whys)} |"
         )
     return "\n".join(lines) + "\n"
+def _fits(tp: Any, value: Any) -> bool:
+    """Whether ``value`` already is of type ``tp`` (no conversion; an int is a float)."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return True
+    if tp is type(None):
+        return value is None
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(a, value) for a in args)
+    if origin is typing.Literal:
+        return any(value == a and type(value) is type(a) for a in args)
+    if origin in (tuple, list):
+        if not isinstance(value, (tuple, list)):
+            return False
+        if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+            return len(value) == len(args) and all(_fits(t, v) for t, v in zip(args, value))
+        return not args or all(_fits(args[0], v) for v in value)
+    if origin is dict or tp is dict:
+        return isinstance(value, dict)
+    if tp is bool:
+        return isinstance(value, (bool, np.bool_))
+    if tp is int:
+        return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+            value, bool
+        )
+    if tp in (pathlib.Path, os.PathLike):
+        return isinstance(value, (str, os.PathLike))
+    if isinstance(tp, type):
+        return isinstance(value, tp)
+    return True  # an annotation we do not interpret
+
+
+def _bad_number(value: Any) -> str | None:
+    """Why a number (anywhere inside ``value``) cannot be used and the fix, or None."""
+    if isinstance(value, (bool, np.bool_, str)):
+        return None
+    if isinstance(value, (int, np.integer)):
+        ok = abs(int(value)) <= MAX_INT
+        return None if ok else "is beyond ±2**53 (pass a smaller integer)"
+    if isinstance(value, (float, np.floating)):
+        return None if math.isfinite(value) else "is not finite (pass a finite number)"
+    if isinstance(value, (tuple, list)):
+        return next((r for r in map(_bad_number, value) if r), None)
+    if isinstance(value, dict):
+        return next((r for r in map(_bad_number, value.values()) if r), None)
+    return None
+
+
+def check_values(cfg: Any) -> None:
+    """Check every field of a dataclass config against its annotation, without converting.
+
+    The one type check of a config, called by its ``__post_init__``: a ``str`` for a
+    ``bool`` field (``force_dale_law="no"``) or a number field (``lr="0.1"``), a float for
+    an int field (``seed=1.5``), a non-finite float anywhere (``nan``, ``inf``, also inside
+    tuples and dicts) and an integer beyond ``±MAX_INT`` are refused. An int is accepted
+    where a float is expected. Strings are parsed only by :func:`load_config` (``--set``,
+    TOML), never here.
+
+    Raises:
+        UserError: Naming the field, the value, its type and what is expected.
+    """
+    hints = typing.get_type_hints(type(cfg))
+    for f in dataclasses.fields(cfg):
+        if not f.init:
+            continue
+        value = getattr(cfg, f.name)
+        tp = hints.get(f.name, Any)
+        if not _fits(tp, value):
+            raise UserError(
+                f"config key {f.name}={value!r} is a {type(value).__name__} (pass {_type_name(tp)})"
+            )
+        why = _bad_number(value)
+        if why:
+            raise UserError(f"config key {f.name}={value!r} {why}")

@@ -9,7 +9,15 @@ from typing import Literal
 
 import pytest
 
-from snrl.config import config_from_dict, config_to_dict, load_config, parse_set
+from snrl.config import (
+    MAX_INT,
+    check_values,
+    config_from_dict,
+    config_to_dict,
+    load_config,
+    parse_set,
+    unknown_key_error,
+)
 from snrl.errors import UserError
 
 
@@ -37,6 +45,18 @@ class Cfg:
     def __post_init__(self):
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Checked(Cfg):
+    """Cfg whose __post_init__ checks every value (as the algorithms' configs do)."""
+
+    extra: dict = dataclasses.field(default_factory=dict)
+    """Free-form options."""
+
+    def __post_init__(self):
+        check_values(self)
+        super().__post_init__()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -202,3 +222,65 @@ def test_from_dict_is_strict():
         config_from_dict(Cfg, {"extra": 1})
     with pytest.raises(UserError, match="bad value 'x' for config key 'total_steps'"):
         config_from_dict(Cfg, {"total_steps": "x"})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "pattern"),
+    [
+        ({"learning_rate": "0.1"}, r"learning_rate='0.1' is a str \(pass float\)"),
+        ({"total_steps": 1.5}, r"total_steps=1.5 is a float \(pass int\)"),
+        ({"total_steps": True}, r"total_steps=True is a bool"),
+        ({"dale": "no"}, r"dale='no' is a str \(pass bool"),
+        ({"dale": 0}, r"dale=0 is a int"),
+        ({"target_kl": "none"}, r"target_kl='none' is a str \(pass float or none\)"),
+        ({"hidden_sizes": (64, "64")}, r"hidden_sizes=\(64, '64'\)"),
+        ({"backbone": "gru"}, r"backbone='gru' is a str \(pass one of 'lif', 'mlp'\)"),
+        ({"env_id": 3}, r"env_id=3 is a int \(pass str\)"),
+        ({"learning_rate": float("inf")}, r"learning_rate=inf is not finite"),
+        ({"target_kl": float("nan")}, r"target_kl=nan is not finite"),
+        ({"extra": {"a": [1.0, float("-inf")]}}, r"extra=.* is not finite"),
+        ({"total_steps": MAX_INT + 1}, r"total_steps=9007199254740993 is beyond"),
+        ({"hidden_sizes": (1, -(10**30))}, r"hidden_sizes=.* is beyond"),
+    ],
+)
+def test_check_values_refuses(kwargs, pattern):
+    with pytest.raises(UserError, match=pattern):
+        Checked(**kwargs)
+
+
+def test_check_values_accepts_what_fits():
+    cfg = Checked(learning_rate=2, total_steps=MAX_INT, target_kl=None, extra={"k": 1.5})
+    assert cfg.learning_rate == 2 and cfg.total_steps == MAX_INT
+    import numpy as np
+
+    assert Checked(total_steps=np.int64(5), dale=np.bool_(True)).total_steps == 5
+
+
+@pytest.mark.parametrize("item", ["learning_rate=inf", "learning_rate=nan", "total_steps=1e300"])
+def test_set_non_finite_or_huge_refused(item):
+    with pytest.raises(UserError, match="config key"):
+        load_config(Checked, sets=[item])
+
+
+def test_toml_integer_too_large_for_any_field(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text("learning_rate = " + "9" * 400 + "\n")
+    with pytest.raises(UserError, match=r"config key 'learning_rate' .*expected float"):
+        load_config(Checked, toml_path=path)
+    path.write_text("total_steps = " + "9" * 400 + "\n")
+    with pytest.raises(UserError, match=r"config key total_steps=9+ is beyond"):
+        load_config(Checked, toml_path=path)
+
+
+def test_toml_not_utf8_names_the_file(tmp_path):
+    path = tmp_path / "latin1.toml"
+    path.write_bytes('env_id = "caf\u00e9"\n'.encode("latin-1"))
+    with pytest.raises(UserError, match=r"config file .*latin1.toml is not UTF-8 text \(byte 13"):
+        load_config(Cfg, toml_path=path)
+
+
+def test_unknown_key_error_names_what():
+    e = unknown_key_error("hiden_size", ["hidden_size", "lr"], "snrl.PPO(...)", what="PPO option")
+    assert str(e).startswith(
+        "unknown PPO option 'hiden_size' in snrl.PPO(...) (did you mean 'hidden_size'?"
+    )

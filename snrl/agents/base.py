@@ -9,6 +9,7 @@ A subclass sets ``Config`` (its frozen config dataclass) and ``algo_name``, buil
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -19,9 +20,11 @@ import torch
 from torch import nn
 
 from snrl.agents.evaluation import evaluate_agent, record_trajectory
+from snrl.config import check_values, unknown_key_error
 from snrl.envs import check_spaces, make_env
-from snrl.errors import UserError
-from snrl.networks.factory import BACKBONES, SPIKING, build_backbone
+from snrl.envs.spaces import ObsFlattener
+from snrl.errors import NonFiniteError, UserError
+from snrl.networks.factory import BACKBONES, ENCODERS, SPIKING, build_backbone
 from snrl.training.loop import load_algo_checkpoint, save_algo_checkpoint
 from snrl.trajectory import Trajectory
 
@@ -30,6 +33,86 @@ def check(cond: bool, msg: str) -> None:
     """Raise :class:`UserError` with ``msg`` unless ``cond`` (config validation)."""
     if not cond:
         raise UserError(msg)
+
+
+# ---- limits: what one run may ask for (docs/reliability.md, "Inputs") ------------------------
+#: Seeds are integers in [0, MAX_SEED] (numpy's legacy seeding takes < 2**32; derived seeds
+#: such as ``seed + 10_000`` must stay valid).
+MAX_SEED = 2**31 - 1
+#: Envs built at once: ``n_envs``, ``eval_episodes`` and ``evaluate(n_episodes=...)`` (one
+#: env per episode).
+MAX_ENVS = 4096
+#: Envs of an ``asynchronous`` vector env (one process each).
+MAX_ASYNC_ENVS = 256
+#: Env steps of one run (at 10^5 steps/s, about four months).
+MAX_TOTAL_STEPS = 10**12
+#: Network steps per env step of a spiking backbone.
+MAX_SIM_STEPS = 1000
+#: Share of this machine's physical memory that the estimated buffers and networks may take.
+MEMORY_FRACTION = 0.8
+
+
+def check_int(name: str, value: Any, lo: int, hi: int, hint: str = "") -> int:
+    """``value`` as an int in ``[lo, hi]``, else :class:`UserError` naming ``name``.
+
+    Used for arguments of the algorithms' methods (``evaluate(n_episodes=...)``), which a
+    config does not check. ``hint`` ends the message (e.g. why there is an upper bound).
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise UserError(
+            f"{name}={value!r} is a {type(value).__name__} (pass an integer in [{lo}, {hi}])"
+        )
+    if not lo <= value <= hi:
+        raise UserError(f"{name}={value} is out of range (pass an integer in [{lo}, {hi}]{hint})")
+    return int(value)
+
+
+def memory_limit() -> int:
+    """Bytes a run may plan to allocate: ``MEMORY_FRACTION`` of the physical memory (16 GiB
+    where the platform does not say)."""
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        total = 16 * 2**30
+    return int(total * MEMORY_FRACTION)
+
+
+def _gib(n: float) -> str:
+    g = n / 2**30
+    return f"{g:.3g} GiB" if g < 1000 else f"{g:,.0f} GiB"
+
+
+def check_finite(value: Any, quantity: str, *, env_step: int, cause: str) -> None:
+    """Stop training with :class:`NonFiniteError` unless ``value`` (a float, array or
+    tensor) is finite everywhere.
+
+    Called before anything computed from ``value`` is stored or checkpointed, so
+    ``checkpoints/last.pt`` keeps the last good state.
+
+    Args:
+        value: What to check.
+        quantity: Its name in the message ("policy loss", "reward").
+        env_step: The env step of the run where it happened.
+        cause: The likely cause and its fix, named in the message.
+    """
+    t = torch.as_tensor(value)
+    if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+        bad = t[~torch.isfinite(t)].flatten()[0].item()
+        raise NonFiniteError(
+            f"training stopped at env step {env_step}: the {quantity} is {bad} "
+            f"(likely cause: {cause}; checkpoints/last.pt keeps the last good state)"
+        )
+
+
+def check_parameters(module: nn.Module, *, env_step: int) -> None:
+    """:func:`check_finite` for every parameter of ``module``, naming the first bad one."""
+    for name, p in module.named_parameters():
+        check_finite(
+            p.detach(),
+            f"parameter {name}",
+            env_step=env_step,
+            cause="a diverging update; lower lr or max_grad_norm, or scale the rewards down",
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,7 +176,39 @@ class AgentConfig:
     )
 
     def __post_init__(self) -> None:
+        check_values(self)  # types, finite numbers: every field of every algorithm's config
         check(self.backbone in BACKBONES, f"backbone={self.backbone!r} (one of {BACKBONES})")
+        check(self.encoder in ENCODERS, f"encoder={self.encoder!r} (one of {ENCODERS})")
+        check(
+            0 <= self.seed <= MAX_SEED, f"seed={self.seed} (must be an integer in [0, {MAX_SEED}])"
+        )
+        for name in ("n_envs", "eval_episodes"):
+            v = getattr(self, name)
+            check(
+                v <= MAX_ENVS,
+                f"{name}={v} is more envs than snrl builds at once (must be <= {MAX_ENVS})",
+            )
+        check(
+            not self.asynchronous or self.n_envs <= MAX_ASYNC_ENVS,
+            f"n_envs={self.n_envs} with asynchronous=true starts one process per env "
+            f"(must be <= {MAX_ASYNC_ENVS}, or set asynchronous=false)",
+        )
+        check(
+            self.total_steps <= MAX_TOTAL_STEPS,
+            f"total_steps={self.total_steps} (must be <= {MAX_TOTAL_STEPS:.0e})",
+        )
+        check(
+            self.sim_steps <= MAX_SIM_STEPS,
+            f"sim_steps={self.sim_steps} (must be <= {MAX_SIM_STEPS})",
+        )
+        check(
+            0 <= self.recurrent_sign <= 1,
+            f"recurrent_sign={self.recurrent_sign} (the inhibitory fraction, in [0, 1])",
+        )
+        try:
+            torch.device(self.device)
+        except (RuntimeError, ValueError):
+            raise UserError(f"device={self.device!r} (use cpu, cuda, cuda:N or mps)") from None
         for name in self.positive_ints:
             v = getattr(self, name)
             check(
@@ -109,6 +224,27 @@ class AgentConfig:
             f"hh_init={self.hh_init!r} (zeros | random | learned for agents)",
         )
         check(self.eval_interval >= 0, f"eval_interval={self.eval_interval} (must be >= 0)")
+
+    def memory_bytes(self, obs_size: int, head_size: int) -> dict[str, int]:
+        """Rough bytes of what a run of this config allocates, by part (the subclasses add
+        their buffers): parameters, gradients and Adam moments of the backbones."""
+        h, n = self.hidden_size, self.n_layers
+        gates = 4 if self.backbone in ("gru", "lstm") else 1
+        params = gates * (obs_size * h + (2 * n - 1) * h * h + n * h) + h * head_size
+        return {"networks": 2 * 16 * params}  # two backbones x (param, grad, 2 moments) fp32
+
+    def check_memory(self, obs_size: int, head_size: int) -> None:
+        """Refuse a config whose :meth:`memory_bytes` exceed :func:`memory_limit`, before
+        anything is allocated."""
+        parts = self.memory_bytes(obs_size, head_size)
+        total, limit = sum(parts.values()), memory_limit()
+        if total > limit:
+            detail = ", ".join(f"{k} {_gib(v)}" for k, v in parts.items())
+            raise UserError(
+                f"this config needs about {_gib(total)} of memory ({detail}; observations of "
+                f"{obs_size} values) but this machine allows {_gib(limit)} (lower "
+                "hidden_size, n_layers, n_envs, n_steps or buffer_size)"
+            )
 
     def build_backbone(self, input_size: int, output_size: int, *, seed: int) -> nn.Module:
         """The backbone these fields describe (:func:`snrl.build_backbone`)."""
@@ -149,23 +285,33 @@ class Algorithm:
     _envs: Any = None
 
     def _setup(
-        self, env: str | None, config: Any, overrides: dict[str, Any]
+        self,
+        env: str | None,
+        config: Any,
+        overrides: dict[str, Any],
+        modules: dict[str, Any] | None = None,
     ) -> tuple[gym.Space, gym.Space]:
-        """Resolve the config (``env`` and keyword overrides replace its fields), seed the
-        global RNGs (an algorithm is an entry point), and return the env's checked spaces."""
+        """Check the constructor's arguments, resolve the config (``env`` and keyword
+        overrides replace its fields), check the device and the memory the run will need,
+        seed the global RNGs (an algorithm is an entry point), and return the env's checked
+        spaces. ``modules`` are the custom backbones passed (``{"policy": ...}``)."""
+        name = self.algo_name.upper()
+        if config is not None and not isinstance(config, self.Config):
+            raise UserError(
+                f"config= is a {type(config).__name__}, snrl.{name} needs a "
+                f"{self.Config.__name__} (pass snrl.{self.Config.__name__}(...) or keywords)"
+            )
+        for key, module in (modules or {}).items():
+            _check_protocol(key, module)
         cfg = config or self.Config()
         if env is not None:
             overrides["env_id"] = env
-        unknown = set(overrides) - {f.name for f in dataclasses.fields(self.Config)}
-        if unknown:
-            name = self.algo_name.upper()
-            raise UserError(
-                f"unknown {name} option(s) {sorted(unknown)} (see snrl.{self.Config.__name__})"
-            )
-        self.config = cfg = dataclasses.replace(cfg, **overrides)
-        torch.manual_seed(cfg.seed)
-        np.random.seed(cfg.seed)
-        self.device = torch.device(cfg.device)
+        valid = [f.name for f in dataclasses.fields(self.Config) if f.init]
+        for key in overrides:
+            if key not in valid:
+                raise unknown_key_error(key, valid, f"snrl.{name}(...)", what=f"{name} option")
+        self.config = cfg = dataclasses.replace(cfg, **overrides)  # __post_init__ validates
+        self.device = _available_device(cfg.device)
         probe = make_env(cfg.env_id)
         try:
             check_spaces(
@@ -175,14 +321,49 @@ class Algorithm:
                 who=self.algo_name.upper(),
                 hint=self.space_hint,
             )
+            obs_size = ObsFlattener(probe.observation_space).size
+            act = probe.action_space
+            head = int(np.sum(getattr(act, "nvec", 0))) or int(getattr(act, "n", 0))
+            cfg.check_memory(obs_size, head or int(np.prod(act.shape or (1,))))
+            torch.manual_seed(cfg.seed)
+            np.random.seed(cfg.seed)
             return probe.observation_space, probe.action_space
         finally:
             probe.close()
+
+    def _check_output_width(self, key: str, module: nn.Module, expected: int) -> None:
+        """Run a custom backbone once on a zero observation and refuse it unless its output
+        width is ``expected``."""
+        obs_size = self.agent.obs_size
+        try:
+            with torch.no_grad():
+                out = module.run(
+                    torch.zeros(1, obs_size, device=self.device),
+                    module.initial_state(1, device=self.device),
+                ).out
+        except Exception as e:  # the user's module: say which one failed and on what input
+            raise UserError(
+                f"{key}= failed on one observation of {obs_size} values: "
+                f"{type(e).__name__}: {e} (its input size must be {obs_size})"
+            ) from e
+        if out.shape[-1] != expected:
+            raise UserError(
+                f"{key}= has output width {out.shape[-1]}, expected {expected} for this env "
+                f"and algorithm (build it with output_size={expected})"
+            )
 
     def evaluate(self, n_episodes: int = 20, seed: int = 123, deterministic: bool = True) -> dict:
         """Evaluation on ``n_episodes`` envs (env ``i`` seeded ``seed + i``), deterministic
         actions by default: ``{"mean_return", "std_return", "n_episodes", "returns",
         "mean_length"}``."""
+        n_episodes = check_int(
+            "n_episodes", n_episodes, 1, MAX_ENVS, "; one env per episode is built at once"
+        )
+        seed = check_int("seed", seed, 0, MAX_SEED)
+        check(
+            isinstance(deterministic, bool),
+            f"deterministic={deterministic!r} (pass True or False)",
+        )
         self.agent.eval()
         try:
             return evaluate_agent(
@@ -205,6 +386,9 @@ class Algorithm:
         """One episode as a :class:`snrl.Trajectory`: frames when ``record`` and the env
         renders rgb_array; per-layer activity and the policy's outputs (action probabilities,
         Gaussian mean/std, or Q-values) always."""
+        seed = check_int("seed", seed, 0, MAX_SEED)
+        if max_steps is not None:
+            max_steps = check_int("max_steps", max_steps, 1, MAX_TOTAL_STEPS)
         meta = {
             "algo": self.algo_name,
             "backbone": self.config.backbone,
@@ -256,3 +440,43 @@ class Algorithm:
         if self._envs is not None:
             self._envs.close()
             self._envs = None
+
+
+def _check_protocol(key: str, module: Any) -> None:
+    """Refuse a custom backbone that is not an ``nn.Module`` with the recurrent protocol."""
+    if module is None:
+        return
+    missing = [
+        m
+        for m in ("initial_state", "reset_state", "run", "layer_info")
+        if not callable(getattr(module, m, None))
+    ]
+    if not isinstance(module, nn.Module) or missing:
+        what = type(module).__name__ if isinstance(module, nn.Module) else repr(module)
+        raise UserError(
+            f"{key}={what} is not a recurrent backbone (pass an nn.Module with initial_state, "
+            "reset_state, run and layer_info, e.g. snrl.build_backbone('lif', ...), or "
+            "choose a built one with backbone='lif')"
+        )
+
+
+def _available_device(name: str) -> torch.device:
+    """``torch.device(name)`` if this machine has it, else :class:`UserError`."""
+    dev = torch.device(name)
+    if dev.type == "cpu":
+        return dev
+    if dev.type == "cuda":
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if n == 0:
+            raise UserError(
+                f"device={name!r} but this torch build has no CUDA device "
+                f"(torch {torch.__version__}; use device=cpu)"
+            )
+        if dev.index is not None and dev.index >= n:
+            raise UserError(f"device={name!r} but there are {n} CUDA device(s) (use cuda:0)")
+        return dev
+    if dev.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise UserError(f"device={name!r} but MPS is not available here (use device=cpu)")
+        return dev
+    raise UserError(f"device={name!r} is not supported (use cpu, cuda, cuda:N or mps)")

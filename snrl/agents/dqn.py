@@ -52,7 +52,15 @@ import torch
 from torch import Tensor, nn
 
 from snrl.agents.agent import Agent
-from snrl.agents.base import AgentConfig, Algorithm, check
+from snrl.agents.base import (
+    MAX_TOTAL_STEPS,
+    AgentConfig,
+    Algorithm,
+    check,
+    check_finite,
+    check_int,
+    check_parameters,
+)
 from snrl.agents.dqn_math import (
     DUELING_MODES,
     LOSS_KINDS,
@@ -216,6 +224,18 @@ class DQNConfig(AgentConfig):
         check(0 <= self.per_beta0 <= 1, f"per_beta0={self.per_beta0} (must be in [0, 1])")
         check(0 <= self.per_eta <= 1, f"per_eta={self.per_eta} (must be in [0, 1])")
 
+    def memory_bytes(self, obs_size: int, head_size: int) -> dict[str, int]:
+        """:meth:`AgentConfig.memory_bytes` plus the replay buffer at full capacity."""
+        parts = super().memory_bytes(obs_size, head_size)
+        if self.replay_kind == "transition":
+            parts["replay"] = 4 * self.buffer_size * (2 * obs_size + 8)
+        else:
+            windows = max(1, self.buffer_size // self.stride)
+            length = self.burn_in + self.seq_len + 1
+            state = 3 * self.n_layers * self.hidden_size
+            parts["replay"] = 4 * windows * (length * (obs_size + 6) + state)
+        return parts
+
     @property
     def replay_kind(self) -> str:
         """``"transition"`` or ``"sequence"`` (``replay="auto"`` resolved by the backbone)."""
@@ -368,6 +388,12 @@ class _Stats:
         return self.sums[key] / n if n else math.nan
 
 
+_LOSS_CAUSE = (
+    "TD targets too large for float32 (rewards near ±3.4e38 or a diverging Q-network); "
+    "scale the rewards down (e.g. gymnasium.wrappers.TransformReward) or lower lr"
+)
+
+
 class DQN(Algorithm):
     """Deep Q-learning with recurrent (spiking or ANN) Q-networks.
 
@@ -401,11 +427,13 @@ class DQN(Algorithm):
         **overrides: Any,
     ):
         check(critic is None, "DQN has no critic (pass the Q-network as policy=)")
-        obs_space, act_space = self._setup(env, config, overrides)
+        obs_space, act_space = self._setup(env, config, overrides, {"policy": policy})
         cfg = self.config
         self.custom_backbones = policy is not None
         self.agent = build_q_agent(cfg, obs_space, act_space, q_net=policy)
         self.agent.to(self.device)
+        if policy is not None:
+            self._check_output_width("policy", policy, self.agent.head_size)
         self.target_net = copy.deepcopy(self.agent.q_net).requires_grad_(False)
         self.optimizer = _adam(self.agent.q_net.parameters(), cfg.lr)
         self.exploration = self._make_exploration()
@@ -514,6 +542,15 @@ class DQN(Algorithm):
         if self.config.exploration == "pass_through":
             action = q.argmax(-1).cpu().numpy()
         next_obs, reward, term, trunc, info = self._envs.step(agent.env_action(action))
+        with np.errstate(over="ignore"):  # the overflow is what is checked
+            reward32 = np.asarray(reward, dtype=np.float32)
+        check_finite(
+            reward32,
+            "reward (as float32)",
+            env_step=self.env_step + self.config.n_envs,
+            cause=f"env {self.config.env_id} returned a reward beyond ±3.4e38; scale the "
+            "rewards down, e.g. with gymnasium.wrappers.TransformReward",
+        )
         done = np.logical_or(term, trunc)
         true_next = np.array(next_obs, copy=True)
         for i in np.flatnonzero(done):
@@ -634,9 +671,11 @@ class DQN(Algorithm):
             loss, td, mask, q = self._sequence_loss(batch)
         else:
             loss, td, mask, q = self._transition_loss(batch)
+        check_finite(loss, "TD loss", env_step=self.env_step, cause=_LOSS_CAUSE)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = nn.utils.clip_grad_norm_(self.agent.q_net.parameters(), cfg.max_grad_norm)
+        check_finite(grad_norm, "gradient norm", env_step=self.env_step, cause=_LOSS_CAUSE)
         self.optimizer.step()
         self.n_grad_steps += 1
         if cfg.prioritized:
@@ -657,8 +696,12 @@ class DQN(Algorithm):
         and ``learning_curve.png`` at the end.
         """
         cfg = self.config
-        total = int(total_steps if total_steps is not None else cfg.total_steps)
-        check(total >= 1, f"total_steps={total} (must be >= 1)")
+        total = check_int(
+            "total_steps",
+            total_steps if total_steps is not None else cfg.total_steps,
+            1,
+            MAX_TOTAL_STEPS,
+        )
         if self._envs is None:
             self._start_envs()
         logger = RunLogger(self, total, progress=progress)
@@ -691,6 +734,7 @@ class DQN(Algorithm):
                         step_before // cfg.target_update_interval
                     ):
                         polyak_update(self.target_net, self.agent.q_net, cfg.tau)
+                check_parameters(self.agent, env_step=self.env_step)
                 self.n_updates += 1
                 self._recent = (self._recent + returns)[-100:]
                 row = {

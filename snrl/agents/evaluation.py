@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from snrl.envs import make_env, make_vector_env
+from snrl.envs import FiniteCheck, make_env, make_vector_env
 from snrl.networks.activity import Activity
 from snrl.trajectory import Trajectory
 
@@ -71,6 +71,7 @@ def record_trajectory(
     per-layer activity and outputs, and (``record=True``, when the env renders rgb_array)
     the frames: ``T + 1`` of them, the first right after reset."""
     env = make_env(env_id, render_mode="rgb_array" if record else None)
+    env = FiniteCheck(env, env_id=env_id)  # NaN observations stop a rollout as they stop eval
     try:
         obs, _ = env.reset(seed=seed)
         frames = []

@@ -29,9 +29,18 @@ import torch
 from torch import nn
 
 from snrl.agents.agent import ActorCriticAgent
-from snrl.agents.base import AgentConfig, Algorithm, check
+from snrl.agents.base import (
+    MAX_TOTAL_STEPS,
+    AgentConfig,
+    Algorithm,
+    check,
+    check_finite,
+    check_int,
+    check_parameters,
+)
 from snrl.buffers.rollout import RolloutBuffer
 from snrl.envs import ActionMap, ObsFlattener, finished_episodes, make_vector_env
+from snrl.errors import NonFiniteError
 from snrl.functional.state import index_state
 from snrl.training.loop import RunLogger
 from snrl.training.rundir import prepare_run_dir
@@ -99,6 +108,20 @@ class PPOConfig(AgentConfig):
             self.target_kl is None or self.target_kl > 0,
             f"target_kl={self.target_kl} (must be > 0 or none)",
         )
+        check(self.ent_coef >= 0, f"ent_coef={self.ent_coef} (must be >= 0)")
+        check(self.vf_coef >= 0, f"vf_coef={self.vf_coef} (must be >= 0)")
+        check(
+            -20 <= self.log_std_init <= 5,
+            f"log_std_init={self.log_std_init} (must be in [-20, 5]: a std of 2e-9 to 148)",
+        )
+
+    def memory_bytes(self, obs_size: int, head_size: int) -> dict[str, int]:
+        """:meth:`AgentConfig.memory_bytes` plus the rollout of one update: observations
+        (normalized and raw), the two backbones' states and the autograd graph over them."""
+        parts = super().memory_bytes(obs_size, head_size)
+        per_step = 2 * obs_size + 12 * self.n_layers * self.hidden_size + 12
+        parts["rollout"] = 4 * self.n_envs * self.n_steps * per_step
+        return parts
 
     @property
     def batch_size(self) -> int:
@@ -153,6 +176,15 @@ def _init_readout(net: nn.Module, gain: float) -> None:
                     p.mul_(gain * 10)
 
 
+_LOSS_CAUSE = (
+    "returns or advantages too large for float32, or a diverging update; scale the rewards "
+    "down (e.g. gymnasium.wrappers.TransformReward) or lower lr"
+)
+_OBS_CAUSE = (
+    "observations so large that the network overflows; scale them down or keep normalize_obs=true"
+)
+
+
 class PPO(Algorithm):
     """Proximal policy optimization with recurrent backbones.
 
@@ -180,11 +212,17 @@ class PPO(Algorithm):
         overwrite: bool = False,
         **overrides: Any,
     ):
-        obs_space, act_space = self._setup(env, config, overrides)
+        obs_space, act_space = self._setup(
+            env, config, overrides, {"policy": policy, "critic": critic}
+        )
         cfg = self.config
         self.custom_backbones = policy is not None or critic is not None
         self.agent = build_agent(cfg, obs_space, act_space, policy=policy, critic=critic)
         self.agent.to(self.device)
+        if policy is not None:
+            self._check_output_width("policy", policy, self.agent.head_size)
+        if critic is not None:
+            self._check_output_width("critic", critic, 1)
         self.optimizer = torch.optim.Adam(self.agent.parameters(), lr=cfg.lr, eps=1e-5)
         self.run_dir = None if run_dir is None else prepare_run_dir(run_dir, force=overwrite)
         self.env_step = 0
@@ -223,8 +261,19 @@ class PPO(Algorithm):
         for t in range(T):
             raw.append(self._obs)
             x = agent.preprocess(self._obs)
-            res = agent.step(x, self._state)
+            try:
+                res = agent.step(x, self._state)
+            except ValueError as e:  # torch's distribution refuses non-finite logits
+                raise self._explain(e, x, self._state.policy, self.env_step + t * B) from e
             next_obs, reward, term, trunc, info = self._envs.step(agent.env_action(res.action))
+            reward_t = torch.as_tensor(reward, dtype=torch.float32)
+            check_finite(
+                reward_t,
+                "reward (as float32)",
+                env_step=self.env_step + (t + 1) * B,
+                cause=f"env {cfg.env_id} returned a reward beyond ±3.4e38; scale the rewards "
+                "down, e.g. with gymnasium.wrappers.TransformReward",
+            )
             done = np.logical_or(term, trunc)
             if trunc.any():
                 idx = np.flatnonzero(trunc)
@@ -238,7 +287,7 @@ class PPO(Algorithm):
                 action=res.action,
                 log_prob=res.log_prob,
                 value=res.value,
-                reward=torch.as_tensor(reward, dtype=torch.float32),
+                reward=reward_t,
                 terminated=torch.as_tensor(term),
                 done=torch.as_tensor(done),
             )
@@ -254,6 +303,19 @@ class PPO(Algorithm):
         agent.update_obs_stats(np.stack(raw))
         return buf, episode_returns
 
+    def _explain(self, error: ValueError, x: torch.Tensor, state: Any, env_step: int) -> Exception:
+        """A :class:`NonFiniteError` naming what made ``agent.step`` fail on ``x`` (the
+        observation, a parameter, or the policy's logits), or ``error`` itself when all of
+        them are finite (then it is not a NaN problem)."""
+        try:
+            check_finite(x, "normalized observation", env_step=env_step, cause=_OBS_CAUSE)
+            check_parameters(self.agent, env_step=env_step)
+            out = self.agent.policy.run(x, state).out
+            check_finite(out, "policy output (logits or mean)", env_step=env_step, cause=_OBS_CAUSE)
+        except NonFiniteError as e:
+            return e
+        return error
+
     # ---- update --------------------------------------------------------------------------
     def _update(self, buf: RolloutBuffer) -> dict[str, float]:
         cfg, agent = self.config, self.agent
@@ -261,6 +323,7 @@ class PPO(Algorithm):
         per_mb = B // cfg.n_minibatches
         L = cfg.chunk_len or T
         chunks = [(t0, min(t0 + L, T)) for t0 in range(0, T, L)]
+        env_step = self.env_step + cfg.batch_size  # the env step this update belongs to
         stats: dict[str, list[float]] = {}
         rates: dict[str, list[float]] = {}
         for _epoch in range(cfg.n_epochs):
@@ -294,9 +357,16 @@ class PPO(Algorithm):
                         v_loss = 0.5 * ((values - mb.returns) ** 2).mean()
                     ent = entropy.mean()
                     loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
+                    for name, value in (
+                        ("value loss", v_loss),
+                        ("policy loss", pg_loss),
+                        ("entropy", ent),
+                    ):
+                        check_finite(value, name, env_step=env_step, cause=_LOSS_CAUSE)
                     self.optimizer.zero_grad(set_to_none=True)
                     loss.backward()
-                    nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
+                    grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
+                    check_finite(grad_norm, "gradient norm", env_step=env_step, cause=_LOSS_CAUSE)
                     self.optimizer.step()
                     with torch.no_grad():
                         approx_kl = ((ratio - 1) - log_ratio).mean().item()
@@ -333,8 +403,12 @@ class PPO(Algorithm):
         least as good as the best so far, and ``learning_curve.png`` at the end.
         """
         cfg = self.config
-        total = int(total_steps if total_steps is not None else cfg.total_steps)
-        check(total >= 1, f"total_steps={total} (must be >= 1)")
+        total = check_int(
+            "total_steps",
+            total_steps if total_steps is not None else cfg.total_steps,
+            1,
+            MAX_TOTAL_STEPS,
+        )
         if self._envs is None:
             self._start_envs()
         logger = RunLogger(self, total, progress=progress)
@@ -352,6 +426,7 @@ class PPO(Algorithm):
                         g["lr"] = cfg.lr * frac
                 buf, returns = self._collect()
                 stats = self._update(buf)
+                check_parameters(self.agent, env_step=self.env_step + cfg.batch_size)
                 self.env_step += cfg.batch_size
                 self.n_updates += 1
                 self._recent = (self._recent + returns)[-100:]

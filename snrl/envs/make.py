@@ -49,6 +49,16 @@ def _suggest(env_id: str) -> str:
     return "run `python -c 'import gymnasium; gymnasium.pprint_registry()'` to list the ids"
 
 
+def _install_hint(error: Exception) -> str:
+    """How to install what a ``DependencyNotInstalled`` error names."""
+    text = str(error).lower()
+    if "box2d" in text:
+        return "install it with pip install 'snrl[box2d]'"
+    if "mujoco" in text:
+        return "install it with pip install 'gymnasium[mujoco]'"
+    return "install the package named above with pip"
+
+
 def _gym_make(env_id: str, render_mode: str | None, kwargs: dict[str, Any]) -> gym.Env:
     if env_id not in gym.registry:
         raise UserError(f"unknown env id {env_id!r} ({_suggest(env_id)})")
@@ -58,8 +68,7 @@ def _gym_make(env_id: str, render_mode: str | None, kwargs: dict[str, Any]) -> g
         return gym.make(env_id, **kwargs)
     except gym.error.DependencyNotInstalled as e:
         raise UserError(
-            f"env {env_id} needs a package that is not installed: {e} "
-            "(install it, e.g. pip install 'snrl[box2d]' for Box2D envs)"
+            f"env {env_id} needs a package that is not installed: {e} ({_install_hint(e)})"
         ) from e
     except TypeError as e:
         raise UserError(

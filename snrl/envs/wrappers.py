@@ -7,7 +7,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from snrl.errors import UserError
+from snrl.errors import EnvError, UserError
 
 __all__ = ["FiniteCheck", "SeedOnFirstReset"]
 
@@ -20,7 +20,9 @@ def _all_finite(x: Any) -> bool:
 
 
 class FiniteCheck(gym.Wrapper):
-    """Raise :class:`UserError` as soon as the env emits a NaN/inf observation or reward.
+    """Raise :class:`UserError` as soon as the env emits a NaN/inf observation or reward, or
+    a Box observation whose shape is not its ``observation_space``'s; raise
+    :class:`EnvError` (naming the env and the step) when its ``reset``/``step`` raises.
 
     Steps are counted from 1 over the wrapper's whole life (all episodes); the message also
     names the step within the current episode.
@@ -45,9 +47,31 @@ class FiniteCheck(gym.Wrapper):
             "fix the environment or wrap it to sanitize its outputs)"
         )
 
+    def _crashed(self, where: str, error: Exception) -> EnvError:
+        text = " ".join(str(error).split()) or "no message"
+        return EnvError(
+            f"env {self._env_id} raised {type(error).__name__} in {where} (sub-env "
+            f"{self._index}): {text} (fix the environment; a run keeps its last checkpoint)"
+        )
+
+    def _check_shape(self, obs: Any, where: str) -> None:
+        space = self.env.observation_space
+        if isinstance(space, gym.spaces.Box) and np.shape(obs) != space.shape:
+            raise UserError(
+                f"env {self._env_id} returned an observation of shape {np.shape(obs)} at "
+                f"{where}, but its observation_space has shape {space.shape} (sub-env "
+                f"{self._index}; make the env's observations match its observation_space)"
+            )
+
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
-        obs, info = self.env.reset(**kwargs)
+        try:
+            obs, info = self.env.reset(**kwargs)
+        except UserError:
+            raise
+        except Exception as e:  # the user's env: name it instead of showing its traceback
+            raise self._crashed(f"reset after step {self.total_steps}", e) from e
         self.episode_steps = 0
+        self._check_shape(obs, f"reset after step {self.total_steps}")
         if not _all_finite(obs):
             raise UserError(
                 f"env {self._env_id} returned a non-finite observation at reset after step "
@@ -57,9 +81,16 @@ class FiniteCheck(gym.Wrapper):
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
-        obs, reward, terminated, truncated, info = self.env.step(action)
+        try:
+            obs, reward, terminated, truncated, info = self.env.step(action)
+        except UserError:
+            raise
+        except Exception as e:  # the user's env: name it instead of showing its traceback
+            where = f"step {self.total_steps + 1} (step {self.episode_steps + 1} of its episode)"
+            raise self._crashed(where, e) from e
         self.total_steps += 1
         self.episode_steps += 1
+        self._check_shape(obs, f"step {self.total_steps}")
         if not _all_finite(obs):
             self._fail("observation", obs)
         if not _all_finite(reward):

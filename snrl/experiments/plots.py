@@ -56,7 +56,12 @@ def plot_history(run_dir: str | os.PathLike, out: str | os.PathLike | None = Non
     if fmt not in ("png", "svg", "pdf"):
         raise UserError(f"--out {path} has an unknown extension (use .png, .svg or .pdf)")
     m = read_metrics(run_dir / "metrics.csv")
-    if "env_step" not in m or m["env_step"].size == 0:
+    if "env_step" not in m:
+        raise UserError(
+            f"{run_dir / 'metrics.csv'} has no env_step column (columns: {', '.join(m)}; "
+            "pass a run directory whose metrics.csv snrl wrote)"
+        )
+    if m["env_step"].size == 0:
         raise UserError(f"{run_dir / 'metrics.csv'} has no rows yet (train longer)")
     steps = m["env_step"]
 

@@ -22,7 +22,9 @@ error the temporary file is removed.
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -164,16 +166,39 @@ class Mp4Writer:
         """Append one (H, W, 3) uint8 frame."""
         if frame.shape != (self.size[1], self.size[0], 3):
             raise ValueError(f"frame shape {frame.shape} != {(self.size[1], self.size[0], 3)}")
-        self._gen.send(np.ascontiguousarray(frame))
+        try:
+            self._gen.send(np.ascontiguousarray(frame))
+        except OSError as exc:
+            raise self._stopped(exc) from None
 
     def close(self) -> None:
         """Finish the video and move it into place."""
         try:
             self._gen.close()
+        except OSError as exc:
+            error = self._stopped(exc)
+            self._file.discard()
+            raise error from None
         except BaseException:
             self._file.discard()
             raise
         self._file.commit()
+
+    def _stopped(self, exc: OSError) -> OSError:
+        """ffmpeg stopped reading frames: a full disk (ENOSPC) when the directory has less
+        than 16 MiB free, else ffmpeg's first line of text (not its whole log)."""
+        try:
+            full = shutil.disk_usage(self._file.tmp.parent).free < 16 * 2**20
+        except OSError:
+            full = False
+        if full or exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self._file.path))
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return OSError(
+            exc.errno or errno.EPIPE,
+            f"ffmpeg stopped while writing the video ({first})",
+            str(self._file.path),
+        )
 
     def abort(self) -> None:
         """Stop ffmpeg and remove the partial file."""

@@ -43,7 +43,13 @@ def _format_value(value: Any) -> str:
 
 def _complete_rows(path: Path) -> tuple[list[str] | None, list[list[str]]]:
     """Header and the complete rows (ending in a newline, right field count) of a CSV file."""
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(
+            f"metrics file {path} is not UTF-8 text (byte {e.start}: {e.reason}; pass a "
+            "metrics.csv written by snrl)"
+        ) from None
     cut = text.rfind("\n")
     text = text[: cut + 1]  # drop a torn last line (no trailing newline)
     rows = list(csv.reader(io.StringIO(text)))
