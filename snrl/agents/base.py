@@ -284,6 +284,17 @@ class Algorithm:
     config: Any
     _envs: Any = None
 
+    @classmethod
+    def check_spaces(cls, observation_space: gym.Space, action_space: gym.Space) -> None:
+        """Raise :class:`UserError` unless this algorithm trains on these single-env spaces."""
+        check_spaces(
+            observation_space,
+            action_space,
+            discrete_actions=cls.discrete_actions,
+            who=cls.algo_name.upper(),
+            hint=cls.space_hint,
+        )
+
     def _setup(
         self,
         env: str | None,
@@ -314,13 +325,7 @@ class Algorithm:
         self.device = _available_device(cfg.device)
         probe = make_env(cfg.env_id)
         try:
-            check_spaces(
-                probe.observation_space,
-                probe.action_space,
-                discrete_actions=self.discrete_actions,
-                who=self.algo_name.upper(),
-                hint=self.space_hint,
-            )
+            self.check_spaces(probe.observation_space, probe.action_space)
             obs_size = ObsFlattener(probe.observation_space).size
             act = probe.action_space
             head = int(np.sum(getattr(act, "nvec", 0))) or int(getattr(act, "n", 0))

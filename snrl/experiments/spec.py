@@ -272,11 +272,12 @@ def _safe(text: str) -> str:
 
 def _check_env(env_id: str, algo: str, env_kwargs: Mapping[str, Any]) -> None:
     """Create the env once: its id must resolve and its spaces must fit ``algo``."""
-    from snrl.envs import check_spaces, make_env
+    from snrl.agents import ALGOS
+    from snrl.envs import make_env
 
     env = make_env(env_id, **dict(env_kwargs))
     try:
-        check_spaces(env.observation_space, env.action_space, algo=algo)
+        ALGOS[algo].check_spaces(env.observation_space, env.action_space)
     finally:
         env.close()
 
