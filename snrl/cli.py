@@ -153,6 +153,8 @@ def _train_config(args: argparse.Namespace):
 
 #: What ``--resume`` may change: the run's length. Everything else is the saved config.
 RESUME_CHANGEABLE = ("total_steps",)
+#: train flags that --resume takes without comparing them with config.json
+RESUME_FLAGS_FREE = ("total_steps", "env_id")
 
 
 def _resume_steps(args: argparse.Namespace) -> int | None:
@@ -162,7 +164,9 @@ def _resume_steps(args: argparse.Namespace) -> int | None:
     ``--steps`` (``total_steps``) may change; any other difference is refused.
     """
     steps = args.steps
-    if not (args.algo or args.config or args.set or _flag_items(args)):
+    # --steps may change and --env names the env to load the run with (train_run checks it)
+    items = [i for i in _flag_items(args) if i.split("=", 1)[0] not in RESUME_FLAGS_FREE]
+    if not (args.algo or args.config or args.set or items):
         return steps
     path = Path(args.out) / "config.json"
     if not Path(args.out).is_dir():
@@ -183,7 +187,7 @@ def _resume_steps(args: argparse.Namespace) -> int | None:
         )
     old = config_from_dict(cls, saved)
     new = load_config(
-        cls, toml_path=args.config, sets=[*_flag_items(args), *args.set], base=config_to_dict(old)
+        cls, toml_path=args.config, sets=[*items, *args.set], base=config_to_dict(old)
     )
     changed = [
         f"{k}={getattr(new, k)!r} (saved {getattr(old, k)!r})"

@@ -91,7 +91,7 @@ def test_env_that_raises_names_env_and_step_and_keeps_last_checkpoint(tmp_path):
         res, "env tests.input_envs:CrashAt300Env raised RuntimeError in step 300", "second line"
     )
     assert "step 20 of its episode" in line
-    algo = snrl.PPO.load(out / "checkpoints" / "last.pt")
+    algo = snrl.PPO.load(out / "checkpoints" / "last.pt", trust_env_module=True)
     assert algo.env_step == 256  # the last update finished before step 300
 
 
@@ -136,7 +136,7 @@ def test_ppo_value_loss_overflow_stops_and_keeps_last_good_checkpoint(tmp_path):
         algo.learn(1024, progress=False)
     assert "likely cause" in str(info.value) and "last.pt" in str(info.value)
     algo.close()
-    last = PPO.load(tmp_path / "checkpoints" / "last.pt")
+    last = PPO.load(tmp_path / "checkpoints" / "last.pt", trust_env_module=True)
     assert last.env_step == 192
     assert all(bool(torch.isfinite(p).all()) for p in last.agent.parameters())
 
