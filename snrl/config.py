@@ -369,10 +369,10 @@ NEURON_DEFAULT_DOCS: Mapping[str, str] = types.MappingProxyType(
         "dt": "simulation step, s",
         "tau_m": "membrane time constant of spiking layers, s",
         "threshold": "spike threshold",
-        "reset": "reset after a spike: subtract | zero",
+        "reset": "reset after a spike: subtract or zero",
         "force_dale_law": "hard Dale's law (fixed ±1 sign per presynaptic neuron)",
         "recurrent_sign": "fraction of inhibitory neurons with Dale's law (80/20)",
-        "hh_init": "initial hidden state: zeros | random | inputs | given | learned",
+        "hh_init": "initial hidden state: zeros, random, inputs, given or learned",
         "readout_tau_m": "membrane time constant of the leaky-integrator readout, s",
         "tau_a": "ALIF adaptation time constant, s",
         "beta": "ALIF adaptation strength",
@@ -407,23 +407,22 @@ def defaults_table(*config_classes: type) -> str:
         "|---|---|---|" + "---|" * len(names) + "---|",
     ]
     for key, value in NEURON_DEFAULTS.items():
-        cells, whys = [], []
+        cells: list[str] = []
+        whys: dict[str, list[str]] = {}  # reason -> the classes that give it
         for cls in config_classes:
             field = {f.name: f for f in dataclasses.fields(cls)}.get(key)
             if field is None:
                 cells.append("—")
                 continue
-            v = field.default
             why = field.metadata.get("override")
+            cells.append(f"**{fmt(field.default)}**" if why else fmt(field.default))
             if why:
-                cells.append(f"**{fmt(v)}**")
-                whys.append(f"{cls.__name__}: {why}")
-            else:
-                cells.append(fmt(v))
+                whys.setdefault(why, []).append(cls.__name__)
+        reasons = "; ".join(f"{', '.join(names)}: {why}" for why, names in whys.items())
         lines.append(
             f"| `{key}` | {NEURON_DEFAULT_DOCS[key]} | {fmt(value)} | "
             + " | ".join(cells)
-            + f" | {'; '.join(whys)} |"
+            + f" | {reasons} |"
         )
     return "\n".join(lines) + "\n"
 def _fits(tp: Any, value: Any) -> bool:

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from snrl.agents.evaluation import evaluate_agent, record_trajectory
-from snrl.config import check_values, unknown_key_error
+from snrl.config import NEURON_DEFAULTS, check_values, override, unknown_key_error
 from snrl.envs import check_spaces, make_env
 from snrl.envs.spaces import ObsFlattener
 from snrl.errors import NonFiniteError, UserError
@@ -127,19 +127,23 @@ class AgentConfig:
     """Neurons / units per hidden layer (of each backbone)."""
     n_layers: int = 1
     """Hidden layers per backbone."""
-    force_dale_law: bool = True
+    force_dale_law: bool = override(
+        True, "agents train Dale networks unless told otherwise (--no-dale)"
+    )
     """Hard Dale's law in spiking backbones."""
-    recurrent_sign: float = 0.5
-    """Fraction of inhibitory neurons with Dale's law. 0.5 keeps the recurrent drive balanced
-    at init (equal weight magnitudes for E and I): with 0.2 the net excitation saturates the
-    layer (spike rates 0.67-0.78 on CartPole) and PPO learned 2-3x slower."""
-    tau_m: float = 10e-3
+    recurrent_sign: float = NEURON_DEFAULTS["recurrent_sign"]
+    """Fraction of inhibitory neurons with Dale's law (the biological 80/20). The layers
+    balance it at init (inhibitory weights scaled so each neuron's expected recurrent input
+    is zero), so 0.2 learns CartPole (docs/benchmarks.md)."""
+    tau_m: float = override(
+        10e-3, "CartPole PPO: 20 ms reached best 196 at 100k steps (seed 0), 10 ms 500"
+    )
     """Membrane time constant of spiking layers, seconds."""
-    readout_tau_m: float = 10e-3
+    readout_tau_m: float = override(10e-3, "the readout follows the 10 ms hidden layer")
     """Membrane time constant of the LI readout, seconds."""
-    dt: float = 1e-3
+    dt: float = NEURON_DEFAULTS["dt"]
     """Simulation step, seconds."""
-    hh_init: str = "zeros"
+    hh_init: str = NEURON_DEFAULTS["hh_init"]
     """Initial hidden state of spiking layers: zeros | random | learned."""
     encoder: str = "direct"
     """Input encoding of spiking backbones: direct | population."""

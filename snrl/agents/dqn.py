@@ -78,6 +78,7 @@ from snrl.buffers import (
     SequenceWriter,
     UniformSampler,
 )
+from snrl.config import override
 from snrl.envs import finished_episodes, make_vector_env
 from snrl.envs.spaces import ActionMap, ObsFlattener
 from snrl.errors import UserError
@@ -94,7 +95,9 @@ class DQNConfig(AgentConfig):
     """DQN hyperparameters; the defaults train a Dale LIF Q-network on CartPole-v1 (the
     fields shared with PPO are documented in :class:`snrl.agents.base.AgentConfig`)."""
 
-    readout_tau_m: float = 3e-3
+    readout_tau_m: float = override(
+        3e-3, "Q follows the current spikes (CartPole DQN was unstable with 10 ms)"
+    )
     """Membrane time constant of the LI readout (the Q-values), seconds; shorter than PPO's
     10 ms so that Q follows the current spikes (with 10 ms CartPole learning was unstable)."""
     n_envs: int = 4

@@ -6,6 +6,7 @@ from typing import Any
 
 from torch import Tensor
 
+from snrl.config import NEURON_DEFAULTS
 from snrl.functional.neurons import LIState, li_step
 from snrl.functional.surrogate import SpikeFn
 from snrl.layers.base import RecurrentLayer
@@ -31,12 +32,12 @@ class LILayer(RecurrentLayer):
         *,
         use_recurrent_connection: bool = False,
         use_rec_eye_mask: bool = True,
-        dt: float = 1e-3,
-        tau_m: float | Tensor = 20e-3,
-        force_dale_law: bool = False,
+        dt: float = NEURON_DEFAULTS["dt"],
+        tau_m: float | Tensor = NEURON_DEFAULTS["tau_m"],
+        force_dale_law: bool = NEURON_DEFAULTS["force_dale_law"],
         forward_sign: Tensor | None = None,
-        recurrent_sign: float | Tensor = 0.2,
-        hh_init: str = "zeros",
+        recurrent_sign: float | Tensor = NEURON_DEFAULTS["recurrent_sign"],
+        hh_init: str = NEURON_DEFAULTS["hh_init"],
         hh_init_mu: float = 0.0,
         hh_init_std: float = 1.0,
         hh_init_seed: int | None = None,

@@ -7,6 +7,7 @@ from typing import Any
 
 from torch import Tensor
 
+from snrl.config import NEURON_DEFAULTS
 from snrl.functional.neurons import SpyLIFState, spylif_step
 from snrl.functional.surrogate import SpikeFn
 from snrl.layers.base import SpikingLayer
@@ -33,16 +34,16 @@ class SpyLIFLayer(SpikingLayer):
         *,
         use_recurrent_connection: bool = True,
         use_rec_eye_mask: bool = True,
-        dt: float = 1e-3,
-        tau_m: float | Tensor = 20e-3,
-        tau_syn: float | Tensor = 5e-3,
-        threshold: float = 1.0,
-        reset: str = "subtract",
+        dt: float = NEURON_DEFAULTS["dt"],
+        tau_m: float | Tensor = NEURON_DEFAULTS["tau_m"],
+        tau_syn: float | Tensor = NEURON_DEFAULTS["tau_syn"],
+        threshold: float = NEURON_DEFAULTS["threshold"],
+        reset: str = NEURON_DEFAULTS["reset"],
         spike_grad: SpikeFn | None = None,
-        force_dale_law: bool = False,
+        force_dale_law: bool = NEURON_DEFAULTS["force_dale_law"],
         forward_sign: Tensor | None = None,
-        recurrent_sign: float | Tensor = 0.2,
-        hh_init: str = "zeros",
+        recurrent_sign: float | Tensor = NEURON_DEFAULTS["recurrent_sign"],
+        hh_init: str = NEURON_DEFAULTS["hh_init"],
         hh_init_mu: float = 0.0,
         hh_init_std: float = 1.0,
         hh_init_seed: int | None = None,

@@ -7,6 +7,7 @@ from typing import Any
 
 from torch import nn
 
+from snrl.config import NEURON_DEFAULTS
 from snrl.errors import UserError
 from snrl.networks._args import layer_widths
 from snrl.networks.ann import GRU, LSTM, MLP
@@ -26,11 +27,11 @@ def build_backbone(
     *,
     hidden_size: int | Sequence[int] = 128,
     n_layers: int | None = None,
-    force_dale_law: bool = False,
+    force_dale_law: bool = NEURON_DEFAULTS["force_dale_law"],
     encoder: str = "direct",
     population_k: int = 8,
     sim_steps: int = 1,
-    readout_tau_m: float = 20e-3,
+    readout_tau_m: float = NEURON_DEFAULTS["readout_tau_m"],
     seed: int | None = None,
     layer_kwargs: dict[str, Any] | None = None,
 ) -> nn.Module:

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from snrl.config import NEURON_DEFAULTS
 from snrl.errors import UserError
 from snrl.layers import ALIFLayer, LIFLayer, LILayer, SpyLIFLayer
 from snrl.layers.base import RecurrentLayer, _seed_from_global
@@ -72,9 +73,9 @@ class SpikingBackbone(nn.Module):
         *,
         n_layers: int | None = None,
         backbone: str = "lif",
-        force_dale_law: bool = False,
-        recurrent_sign: float | Sequence[float | Tensor] = 0.2,
-        readout_tau_m: float | Tensor = 20e-3,
+        force_dale_law: bool = NEURON_DEFAULTS["force_dale_law"],
+        recurrent_sign: float | Sequence[float | Tensor] = NEURON_DEFAULTS["recurrent_sign"],
+        readout_tau_m: float | Tensor = NEURON_DEFAULTS["tau_m"],
         seed: int | None = None,
         neuron: str = MISSING,
         hidden_sizes: int | Sequence[int] = MISSING,
@@ -131,7 +132,7 @@ class SpikingBackbone(nn.Module):
             layers["readout"] = LILayer(
                 n_in,
                 output_size,
-                dt=layer_kwargs.get("dt", 1e-3),
+                dt=layer_kwargs.get("dt", NEURON_DEFAULTS["dt"]),
                 tau_m=readout_tau_m,
                 forward_sign=fsign,
                 seed=_derive_seed(self.seed, len(sizes), 0),
