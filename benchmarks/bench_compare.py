@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         checkpoint_interval=4,
     )
     kw = dict(
-        env_id="CartPole-v1",
+        env="CartPole-v1",
         backbones=(args.backbone,),
         seeds=args.runs,
         steps=args.steps,

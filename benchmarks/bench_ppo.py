@@ -125,13 +125,13 @@ def _run_snrl(spec: dict[str, Any]) -> dict[str, Any]:
     from snrl.config import config_to_dict, load_config
 
     run_dir = Path(spec["run_dir"])
-    base = {**spec["overrides"], "env_id": spec["env_id"], "seed": spec["seed"]}
+    base = {**spec["overrides"], "env": spec["env_id"], "seed": spec["seed"]}
     base["total_steps"] = spec["steps"]
     if spec.get("eval_interval") is not None:
         base["eval_interval"] = spec["eval_interval"]
     cfg = load_config(PPOConfig, toml_path=spec.get("toml"), sets=spec.get("sets", ()), base=base)
     # the seed, steps and env of the run win over the TOML file
-    cfg = dataclasses.replace(cfg, env_id=spec["env_id"], seed=spec["seed"])
+    cfg = dataclasses.replace(cfg, env=spec["env_id"], seed=spec["seed"])
     algo = PPO(config=cfg, run_dir=run_dir)
     eval_time = [0.0, 0.0]  # wall, CPU
     evaluate = algo.evaluate

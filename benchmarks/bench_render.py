@@ -74,7 +74,7 @@ def cartpole_episode(steps: int, *, seed: int = 0, frames: bool = True, hidden: 
         rewards=np.array(rewards),
         terminated=np.array(terms),
         truncated=np.array(truncs),
-        env_id="CartPole-v1",
+        env="CartPole-v1",
         seed=seed,
         frames=np.array(imgs) if frames else None,
         activity=Activity(

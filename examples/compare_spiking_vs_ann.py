@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         kw.update(QUICK)
     spec = CompareSpec(
-        env_id="CartPole-v1",
+        env="CartPole-v1",
         out=args.out,
         algo="ppo",
         backbones=("lif", "mlp"),

@@ -33,7 +33,7 @@ def main() -> None:
 
     out = Path(args.out)
     config = snrl.DQNConfig(
-        env_id="CartPole-v1",
+        env="CartPole-v1",
         backbone="lif",
         hidden_size=32 if args.quick else 128,
         force_dale_law=True,

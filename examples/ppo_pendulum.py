@@ -25,7 +25,7 @@ import torch
 from snrl.agents.ppo import PPO
 
 SETTINGS = dict(
-    env_id="Pendulum-v1",
+    env="Pendulum-v1",
     backbone="lif",
     sim_steps=2,
     hidden_size=128,

@@ -132,7 +132,7 @@ def _flag_items(args: argparse.Namespace) -> list[str]:
     """The config flags of ``snrl train`` as ``key=value`` items (those given)."""
     flags: list[str] = []
     for key, value in (
-        ("env_id", args.env),
+        ("env", args.env),
         ("backbone", args.backbone),
         ("hidden_size", args.hidden),
         ("force_dale_law", args.dale),
@@ -154,7 +154,7 @@ def _train_config(args: argparse.Namespace):
 #: What ``--resume`` may change: the run's length. Everything else is the saved config.
 RESUME_CHANGEABLE = ("total_steps",)
 #: train flags that --resume takes without comparing them with config.json
-RESUME_FLAGS_FREE = ("total_steps", "env_id")
+RESUME_FLAGS_FREE = ("total_steps", "env")
 
 
 def _resume_steps(args: argparse.Namespace) -> int | None:
@@ -283,7 +283,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     cfg = load_config(ALGOS["ppo"].Config, sets=list(args.set))
     print(
         f"snrl demo: PPO, {cfg.backbone.upper()} backbone ({cfg.hidden_size} neurons, Dale's law "
-        f"{'on' if cfg.force_dale_law else 'off'}), {cfg.env_id}, {cfg.total_steps} env steps"
+        f"{'on' if cfg.force_dale_law else 'off'}), {cfg.env}, {cfg.total_steps} env steps"
     )
     t0 = time.perf_counter()
     train_run(
@@ -295,7 +295,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     train_s = time.perf_counter() - t0
     claim_files(out, DEMO_FILES)
-    best = load_algo(out / "checkpoints" / "best.pt", env=cfg.env_id)  # the env the user chose
+    best = load_algo(out / "checkpoints" / "best.pt", env=cfg.env)  # the env the user chose
     res = best.evaluate(n_episodes=20, seed=123)
     write_json_atomic(out / "eval.json", res)
     lines = [

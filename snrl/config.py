@@ -26,6 +26,7 @@ import pathlib
 import sys
 import types
 import typing
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -207,6 +208,11 @@ def unknown_key_error(
     return UserError(f"unknown {what} {key!r} in {source} ({hint}valid keys: {', '.join(valid)})")
 
 
+#: Config keys of snrl 0.1 and their names now: accepted for one release with a
+#: DeprecationWarning (configs, ``--set``, saved ``config.json`` files, keyword arguments).
+RENAMED_KEYS: Mapping[str, str] = types.MappingProxyType({"env_id": "env"})
+
+
 def _set_value(
     values: dict[str, Any],
     fields: Mapping[str, dataclasses.Field],
@@ -217,6 +223,14 @@ def _set_value(
     source: str,
     from_string: bool,
 ) -> None:
+    if key in RENAMED_KEYS and key not in fields and RENAMED_KEYS[key] in fields:
+        new = RENAMED_KEYS[key]
+        warnings.warn(
+            f"config key {key!r} in {source} is deprecated: use {new!r}",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        key = new
     if key not in fields:
         raise unknown_key_error(key, fields, source)
     tp = hints.get(key, Any)

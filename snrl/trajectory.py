@@ -101,7 +101,7 @@ class Trajectory:
         rewards: (T,) reward received after step t.
         terminated: bool (T,) the episode terminated at step t.
         truncated: bool (T,) the episode was truncated at step t.
-        env_id: gymnasium id of the environment (``""`` if unknown).
+        env: gymnasium id of the environment (``""`` if unknown).
         seed: the seed passed to ``env.reset(seed=...)`` at the start, or ``None``.
         frames: uint8 (T + 1, H, W, 3) RGB frames, ``frames[0]`` after reset and
             ``frames[t + 1]`` after step t; or ``None`` (the renderer can re-simulate them).
@@ -130,20 +130,25 @@ class Trajectory:
         rewards: Any,
         terminated: Any,
         truncated: Any,
-        env_id: str = "",
+        env: str = "",
         seed: int | None = None,
         frames: Any | None = None,
         activity: Activity | Mapping[str, Any] | None = None,
         layers: Sequence[Any] | None = None,
         policy: Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
+        env_id: str | None = None,
     ) -> None:
+        if env_id is not None:  # the name of snrl 0.1
+            msg = "Trajectory(env_id=...) is deprecated: use env=..."
+            warnings.warn(msg, DeprecationWarning, 2)
+            env = env_id
         self.observations = as_numpy(observations)
         self.actions = as_numpy(actions)
         self.rewards = as_numpy(rewards).astype(np.float64, copy=False)
         self.terminated = as_numpy(terminated).astype(bool, copy=False)
         self.truncated = as_numpy(truncated).astype(bool, copy=False)
-        self.env_id = str(env_id)
+        self.env = str(env)
         self.seed = None if seed is None else int(seed)
         self.frames = None if frames is None else as_numpy(frames)
         if isinstance(activity, Activity):
@@ -240,7 +245,7 @@ class Trajectory:
     def __repr__(self) -> str:
         frames = "none" if self.frames is None else "x".join(map(str, self.frames.shape[1:3]))
         return (
-            f"Trajectory(env_id={self.env_id!r}, T={len(self)}, seed={self.seed}, "
+            f"Trajectory(env={self.env!r}, T={len(self)}, seed={self.seed}, "
             f"return={self.total_reward:.3g}, frames={frames}, activity={self.activity.names})"
         )
 
@@ -272,6 +277,12 @@ class Trajectory:
                 return layer
         return None
 
+    @property
+    def env_id(self) -> str:
+        """Deprecated name of :attr:`env`."""
+        warnings.warn("Trajectory.env_id is deprecated: use .env", DeprecationWarning, stacklevel=2)
+        return self.env
+
     def replace(self, **changes: Any) -> Trajectory:
         """A new trajectory with some fields replaced (arrays are shared, not copied)."""
         fields = {
@@ -280,7 +291,7 @@ class Trajectory:
             "rewards": self.rewards,
             "terminated": self.terminated,
             "truncated": self.truncated,
-            "env_id": self.env_id,
+            "env": self.env,
             "seed": self.seed,
             "frames": self.frames,
             "activity": self.activity,
@@ -321,7 +332,7 @@ class Trajectory:
         header = {
             "format": _FORMAT,
             "version": _VERSION,
-            "env_id": self.env_id,
+            "env": self.env,
             "seed": self.seed,
             "meta": self.meta,
             "activity": activity,
@@ -385,7 +396,7 @@ class Trajectory:
                     rewards=data["rewards"],
                     terminated=data["terminated"],
                     truncated=data["truncated"],
-                    env_id=header["env_id"],
+                    env=header.get("env", header.get("env_id", "")),  # env_id: v1 files
                     seed=header["seed"],
                     frames=data["frames"] if header["has_frames"] else None,
                     activity=_load_activity(data, header),

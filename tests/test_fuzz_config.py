@@ -111,7 +111,7 @@ def make_case(rng: random.Random, i: int, folder: Path) -> list[str]:
         if style < 0.05:
             path.write_bytes(b"")
         elif style < 0.1:
-            path.write_bytes(b'env_id = "\xff\xfe"\n')
+            path.write_bytes(b'env = "\xff\xfe"\n')
         elif style < 0.15:
             path.write_text("lr = = 3\n[[", encoding="utf-8")
         else:

@@ -166,7 +166,7 @@ def bundle(tmp_path):
     algo = snrl.PPO("CartPole-v1", backbone="mlp", hidden_size=8, n_envs=1, seed=0)
     algo.save(out / "checkpoints" / "last.pt")
     payload = load_checkpoint(out / "checkpoints" / "last.pt")
-    payload["config"] = {**payload["config"], "env_id": "evil_env:Env", "eval_episodes": 1}
+    payload["config"] = {**payload["config"], "env": "evil_env:Env", "eval_episodes": 1}
     for name in ("best.pt", "last.pt"):
         save_checkpoint(out / "checkpoints" / name, payload)
     marker = tmp_path / "marker"

@@ -262,7 +262,7 @@ def test_device_cuda_without_cuda(capsys, tmp_path, monkeypatch):
 
 def test_non_utf8_files_are_named(capsys, tmp_path):
     cfg = tmp_path / "bad.toml"
-    cfg.write_bytes(b'env_id = "\xff\xfe"\n')
+    cfg.write_bytes(b'env = "\xff\xfe"\n')
     res = cli_inproc(capsys, "train", "--config", cfg, "--out", tmp_path / "r")
     assert_one_line(res, f"config file {cfg} is not UTF-8 text")
     run = tmp_path / "run"

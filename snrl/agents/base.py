@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -20,7 +21,13 @@ import torch
 from torch import nn
 
 from snrl.agents.evaluation import evaluate_agent, record_trajectory
-from snrl.config import NEURON_DEFAULTS, check_values, override, unknown_key_error
+from snrl.config import (
+    NEURON_DEFAULTS,
+    RENAMED_KEYS,
+    check_values,
+    override,
+    unknown_key_error,
+)
 from snrl.envs import check_spaces, make_env
 from snrl.envs.spaces import ObsFlattener
 from snrl.errors import NonFiniteError, UserError
@@ -119,7 +126,7 @@ def check_parameters(module: nn.Module, *, env_step: int) -> None:
 class AgentConfig:
     """The fields every algorithm's config shares: env, backbone, run bookkeeping."""
 
-    env_id: str = "CartPole-v1"
+    env: str = "CartPole-v1"
     """Gymnasium id, or ``module:Class`` for a user's env."""
     backbone: str = "lif"
     """lif | alif | spylif | mlp | gru | lstm."""
@@ -250,6 +257,12 @@ class AgentConfig:
                 "hidden_size, n_layers, n_envs, n_steps or buffer_size)"
             )
 
+    @property
+    def env_id(self) -> str:
+        """Deprecated name of :attr:`env`."""
+        warnings.warn("config.env_id is deprecated: use config.env", DeprecationWarning, 2)
+        return self.env
+
     def build_backbone(self, input_size: int, output_size: int, *, seed: int) -> nn.Module:
         """The backbone these fields describe (:func:`snrl.build_backbone`)."""
         layer_kwargs = None
@@ -319,15 +332,23 @@ class Algorithm:
         for key, module in (modules or {}).items():
             _check_protocol(key, module)
         cfg = config or self.Config()
+        for old, new in RENAMED_KEYS.items():
+            if old in overrides:
+                warnings.warn(
+                    f"snrl.{name}({old}=...) is deprecated: use {new}=...",
+                    DeprecationWarning,
+                    stacklevel=3,
+                )
+                overrides.setdefault(new, overrides.pop(old))
         if env is not None:
-            overrides["env_id"] = env
+            overrides["env"] = env
         valid = [f.name for f in dataclasses.fields(self.Config) if f.init]
         for key in overrides:
             if key not in valid:
                 raise unknown_key_error(key, valid, f"snrl.{name}(...)", what=f"{name} option")
         self.config = cfg = dataclasses.replace(cfg, **overrides)  # __post_init__ validates
         self.device = _available_device(cfg.device)
-        probe = make_env(cfg.env_id)
+        probe = make_env(cfg.env)
         try:
             self.check_spaces(probe.observation_space, probe.action_space)
             obs_size = ObsFlattener(probe.observation_space).size
@@ -377,7 +398,7 @@ class Algorithm:
         try:
             return evaluate_agent(
                 self.agent,
-                self.config.env_id,
+                self.config.env,
                 n_episodes=n_episodes,
                 seed=seed,
                 deterministic=deterministic,
@@ -405,7 +426,7 @@ class Algorithm:
         }
         return record_trajectory(
             self.agent,
-            self.config.env_id,
+            self.config.env,
             seed=seed,
             record=record,
             deterministic=deterministic,
@@ -433,7 +454,7 @@ class Algorithm:
         the same architecture when it was built with custom backbones. ``run_dir``: continue
         training into this run directory (its own, or a new one). A ``module:Class`` env
         named by the file is imported only with ``trust_env_module=True`` or when ``env``
-        names the env (it replaces the saved ``env_id``)."""
+        names the env (it replaces the saved ``env``)."""
         return load_algo_checkpoint(
             cls,
             path,

@@ -401,7 +401,7 @@ class DQN(Algorithm):
     """Deep Q-learning with recurrent (spiking or ANN) Q-networks.
 
     Args:
-        env: gymnasium id or ``module:Class`` (overrides ``config.env_id``); needs a Discrete
+        env: gymnasium id or ``module:Class`` (overrides ``config.env``); needs a Discrete
             action space.
         config: a :class:`DQNConfig`; keyword ``overrides`` replace its fields.
         policy: optional recurrent-protocol module used as the Q-network, ``agent.q_net``
@@ -525,7 +525,7 @@ class DQN(Algorithm):
         cfg = self.config
         seed = cfg.seed + 1000 * self.n_updates
         self._envs = make_vector_env(
-            cfg.env_id, cfg.n_envs, seed=seed, asynchronous=cfg.asynchronous
+            cfg.env, cfg.n_envs, seed=seed, asynchronous=cfg.asynchronous
         )
         self._obs, _ = self._envs.reset(seed=seed)
         self._state = self.agent.initial_state(cfg.n_envs, device=self.device)
@@ -551,7 +551,7 @@ class DQN(Algorithm):
             reward32,
             "reward (as float32)",
             env_step=self.env_step + self.config.n_envs,
-            cause=f"env {self.config.env_id} returned a reward beyond ±3.4e38; scale the "
+            cause=f"env {self.config.env} returned a reward beyond ±3.4e38; scale the "
             "rewards down, e.g. with gymnasium.wrappers.TransformReward",
         )
         done = np.logical_or(term, trunc)

@@ -114,7 +114,7 @@ def record_trajectory(
         frames=np.stack(frames) if record else None,
         activity=Activity.concat(activity),  # (T, N) per field
         policy={k: np.stack(v) for k, v in policy.items()},
-        env_id=env_id,
+        env=env_id,
         seed=seed,
         meta=meta or {},
     )

@@ -189,7 +189,7 @@ class PPO(Algorithm):
     """Proximal policy optimization with recurrent backbones.
 
     Args:
-        env: gymnasium id or ``module:Class`` (overrides ``config.env_id``).
+        env: gymnasium id or ``module:Class`` (overrides ``config.env``).
         config: a :class:`PPOConfig`; keyword ``overrides`` replace its fields.
         policy: optional recurrent-protocol module used as the policy backbone.
         critic: optional recurrent-protocol module used as the critic backbone.
@@ -236,7 +236,7 @@ class PPO(Algorithm):
         cfg = self.config
         seed = cfg.seed + 1000 * self.n_updates
         self._envs = make_vector_env(
-            cfg.env_id, cfg.n_envs, seed=seed, asynchronous=cfg.asynchronous
+            cfg.env, cfg.n_envs, seed=seed, asynchronous=cfg.asynchronous
         )
         self._obs, _ = self._envs.reset(seed=seed)
         self._state = self.agent.initial_state(cfg.n_envs, device=self.device)
@@ -271,7 +271,7 @@ class PPO(Algorithm):
                 reward_t,
                 "reward (as float32)",
                 env_step=self.env_step + (t + 1) * B,
-                cause=f"env {cfg.env_id} returned a reward beyond ±3.4e38; scale the rewards "
+                cause=f"env {cfg.env} returned a reward beyond ±3.4e38; scale the rewards "
                 "down, e.g. with gymnasium.wrappers.TransformReward",
             )
             done = np.logical_or(term, trunc)

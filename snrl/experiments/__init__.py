@@ -2,7 +2,7 @@
 
 ```python
 from snrl.experiments import CompareSpec, compare, plot_history
-spec = CompareSpec(env_id="CartPole-v1", out="cmp", backbones=("lif", "mlp"), seeds=5,
+spec = CompareSpec(env="CartPole-v1", out="cmp", backbones=("lif", "mlp"), seeds=5,
                    steps=100_000, grid={"force_dale_law": (True, False)}, workers=2)
 res = compare(spec)
 plot_history("cmp/runs/lif__force_dale_law=true__seed0")

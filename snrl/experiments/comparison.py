@@ -79,7 +79,7 @@ def _legacy_spec(env_id: str, kwargs: dict[str, Any]) -> CompareSpec:
     """``compare(env_id, out=..., sets=[...], grid=..., config_file=...)`` of snrl 0.x."""
     warnings.warn(
         "compare(env_id, out=..., sets=..., ...) is deprecated and will be removed in the "
-        "next release: pass a CompareSpec (compare(CompareSpec(env_id=..., out=..., "
+        "next release: pass a CompareSpec (compare(CompareSpec(env=..., out=..., "
         "overrides={...}, grid={...})))",
         DeprecationWarning,
         stacklevel=3,
@@ -142,7 +142,7 @@ def compare(spec: CompareSpec | str, *, verbose: bool = True, **legacy: Any) -> 
             check_reachable(spec.address)
     for run in runs_planned:
         check_existing_run(run.run_dir, run.config)
-    threshold = spec.threshold if spec.threshold is not None else default_threshold(spec.env_id)
+    threshold = spec.threshold if spec.threshold is not None else default_threshold(spec.env)
     with lock(out):
         request = spec.to_dict()
         request.pop("out")
@@ -187,6 +187,6 @@ def compare(spec: CompareSpec | str, *, verbose: bool = True, **legacy: Any) -> 
                 run_ray(todo, spec.workers, spec.address, on_result)
         runs = [records.get(r.name, {"name": r.name, "status": "missing"}) for r in runs_planned]
         summary, pairwise = write_outputs(
-            out, runs_planned, runs, env_id=spec.env_id, algo=spec.algo, threshold=threshold
+            out, runs_planned, runs, env_id=spec.env, algo=spec.algo, threshold=threshold
         )
     return CompareResult(out=out, runs=runs, summary=summary, pairwise=pairwise)

@@ -114,11 +114,11 @@ def execute_run(spec: RunSpec | Mapping[str, Any]) -> dict[str, Any]:
         resumed = (run_dir / "checkpoints" / "last.pt").is_file()
         cfg = config_from_dict(ALGOS[spec.algo].Config, spec.config)
         if resumed:  # the env is the one the user named in the spec, not the file's
-            algo = train_run(run_dir, resume=True, progress=False, env=cfg.env_id)
+            algo = train_run(run_dir, resume=True, progress=False, env=cfg.env)
         else:
             algo = train_run(run_dir, algo=spec.algo, config=cfg, force=True, progress=False)
         ev = evaluate_with_activity(
-            algo.agent, algo.config.env_id, n_episodes=spec.eval_episodes, seed=spec.eval_seed
+            algo.agent, algo.config.env, n_episodes=spec.eval_episodes, seed=spec.eval_seed
         )
         if not all(math.isfinite(r) for r in ev["returns"]):
             raise FloatingPointError("non-finite evaluation return")

@@ -45,7 +45,7 @@ def train_run(
         force: replace an existing run in ``run_dir`` (fresh runs; deletes only the files
             snrl wrote there).
         progress: show a progress bar.
-        env: resume only: the env, named by the caller (replaces the saved ``env_id``).
+        env: resume only: the env, named by the caller (replaces the saved ``env``).
         trust_env_module: resume only: import a ``module:Class`` env named by the checkpoint.
 
     Returns:

@@ -54,7 +54,7 @@ SPIKING_ONLY = frozenset(
 )
 #: Config keys the spec sets itself, and the spec field (CLI flag) that sets them.
 RESERVED = {
-    "env_id": "env_id (--env)",
+    "env": "env (--env)",
     "backbone": "backbones (--backbones)",
     "seed": "seeds (--seeds)",
     "total_steps": "steps (--steps)",
@@ -135,7 +135,7 @@ class CompareSpec:
     Sequences are stored as tuples and mappings as plain dicts (copies of what was passed).
     """
 
-    env_id: str
+    env: str
     """Gymnasium id (or ``module:Class``) every run trains on."""
     out: Path
     """The comparison directory (created; pass it again to resume); a str is converted."""
@@ -172,8 +172,8 @@ class CompareSpec:
         def put(name: str, value: Any) -> None:
             object.__setattr__(self, name, value)
 
-        if not isinstance(self.env_id, str) or not self.env_id.strip():
-            raise UserError(f"env_id={self.env_id!r} (pass a gymnasium id, e.g. CartPole-v1)")
+        if not isinstance(self.env, str) or not self.env.strip():
+            raise UserError(f"env={self.env!r} (pass a gymnasium id, e.g. CartPole-v1)")
         if not isinstance(self.out, (str, os.PathLike)) or not os.fspath(self.out):
             raise UserError(f"out={self.out!r} (pass the comparison directory as a path)")
         put("out", Path(self.out))
@@ -315,7 +315,7 @@ def plan_runs(spec: CompareSpec) -> list[RunSpec]:
                 values = {
                     **spec.overrides,
                     **dict(items),
-                    "env_id": spec.env_id,
+                    "env": spec.env,
                     "backbone": backbone,
                     "total_steps": spec.steps,
                     "seed": seed,
@@ -333,7 +333,7 @@ def plan_runs(spec: CompareSpec) -> list[RunSpec]:
                     continue
                 seen.add(name)
                 envs.setdefault(
-                    json.dumps([cfg.env_id, getattr(cfg, "env_kwargs", None)], default=str),
+                    json.dumps([cfg.env, getattr(cfg, "env_kwargs", None)], default=str),
                     getattr(cfg, "env_kwargs", None) or {},
                 )
                 runs.append(
@@ -357,7 +357,7 @@ def plan_runs(spec: CompareSpec) -> list[RunSpec]:
 
 
 def spec_from_strings(
-    env_id: str,
+    env: str,
     *,
     out: str | os.PathLike,
     algo: str = "ppo",
@@ -375,7 +375,7 @@ def spec_from_strings(
     keys' values, so a value that is only valid with another grid key's value converts.
 
     Args:
-        env_id: gymnasium id or ``module:Class``.
+        env: gymnasium id or ``module:Class``.
         out: the comparison directory.
         algo: ``"ppo"`` or ``"dqn"``.
         sets: ``"key=value"`` items for every run.
@@ -424,7 +424,7 @@ def spec_from_strings(
             bad = grid[k][converted[k].index(False)]
             raise UserError(f"--grid {k}={bad}: {first_error}") from None
     return CompareSpec(
-        env_id=env_id,
+        env=env,
         out=out,
         algo=algo,
         grid={k: tuple(v) for k, v in typed.items()},

@@ -64,7 +64,8 @@ def _is_manifest(path: Path) -> bool:
     if data.get("kind") == MANIFEST_KIND:
         return True
     # comparisons written before the manifest had a kind: the request's own keys
-    return {"env_id", "algo", "backbones", "seeds", "steps"} <= set(data)
+    keys = set(data)
+    return {"algo", "backbones", "seeds", "steps"} <= keys and bool({"env", "env_id"} & keys)
 
 
 def check_compare_dir(out: Path) -> None:

@@ -75,7 +75,7 @@ class SpikingBackbone(nn.Module):
         backbone: str = "lif",
         force_dale_law: bool = NEURON_DEFAULTS["force_dale_law"],
         recurrent_sign: float | Sequence[float | Tensor] = NEURON_DEFAULTS["recurrent_sign"],
-        readout_tau_m: float | Tensor = NEURON_DEFAULTS["tau_m"],
+        readout_tau_m: float | Tensor = NEURON_DEFAULTS["readout_tau_m"],
         seed: int | None = None,
         neuron: str = MISSING,
         hidden_sizes: int | Sequence[int] = MISSING,

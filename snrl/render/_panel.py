@@ -451,7 +451,7 @@ class ActivityPanel:
         # Title line (static) and the dynamic text line below it.
         meta = traj.meta
         title = "  ".join(
-            str(x) for x in (traj.env_id, meta.get("algo"), meta.get("backbone")) if x
+            str(x) for x in (traj.env, meta.get("algo"), meta.get("backbone")) if x
         )
         if title:
             fig.text(8 / width, 1 - 4 / height, title, fontsize=8, color="#444444", va="top")

@@ -70,14 +70,14 @@ class _FrameSource:
                 "rollout(seed=..., record=True), or store frames)"
             )
         if isinstance(env, str):
-            self.env_id: str = env
+            self.env_name: str = env
         else:
             mode = getattr(env, "render_mode", None)
             if mode != "rgb_array":
                 raise UserError(
                     f"env has render_mode={mode!r} (construct it with render_mode='rgb_array')"
                 )
-            self.env_id = traj.env_id
+            self.env_name = traj.env
         self.env = env
 
     def _make_env(self) -> tuple[Any, bool]:
@@ -104,7 +104,7 @@ class _FrameSource:
             diff = f"max |obs - recorded| = {np.max(np.abs(got - rec.astype(got.dtype))):.3g}"
         where = "after reset" if t == 0 else f"after step {t - 1}"
         msg = (
-            f"replaying {self.env_id!r} with seed {self.traj.seed} diverged from the recording "
+            f"replaying {self.env_name!r} with seed {self.traj.seed} diverged from the recording "
             f"{where}: {diff} (the env is not deterministic under replay, or the recorded "
             "observations were transformed; store frames when recording, or pass "
             "strict_replay=False to render the replayed frames anyway)"
@@ -135,7 +135,7 @@ class _FrameSource:
                 if t + 1 < t_total:
                     if term or trunc:
                         raise UserError(
-                            f"replaying {self.env_id!r} ended the episode at step {t} but the "
+                            f"replaying {self.env_name!r} ended the episode at step {t} but the "
                             f"recording has {t_total} steps (pass an env with a longer time "
                             "limit, or store frames)"
                         )

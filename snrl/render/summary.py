@@ -168,7 +168,7 @@ def plot_episode(
     axes[-1].set_xlim(-0.5, t + 0.5)
     if title is None:
         meta = traj.meta
-        parts = [traj.env_id, meta.get("algo"), meta.get("backbone")]
+        parts = [traj.env, meta.get("algo"), meta.get("backbone")]
         title = "  ".join(str(p) for p in parts if p) + f"  return {traj.total_reward:.4g}"
     fig.suptitle(title, fontsize=10)
     fig.align_ylabels(axes)

@@ -98,7 +98,7 @@ class RunLogger:
                 self._metrics_path(),
                 self.algo.run_dir / "learning_curve.png",
                 title=f"{self.algo.algo_name.upper()} {self.algo.config.backbone} on "
-                f"{self.algo.config.env_id}",
+                f"{self.algo.config.env}",
             )
 
 
@@ -168,7 +168,7 @@ def load_algo_checkpoint(
     The payload is checked against :func:`checkpoint_schema` before any of it is used. The
     env named by the file is made only when it is a registered gymnasium id: a
     ``module:Class`` env is imported only when ``trust_env_module`` is True, or when the
-    caller names the env itself with ``env`` (which replaces the saved ``env_id``).
+    caller names the env itself with ``env`` (which replaces the saved ``env``).
     ``run_dir`` (optional) is opened with
     :func:`snrl.training.rundir.continue_run_dir`: training continues into it.
     """
@@ -189,10 +189,13 @@ def load_algo_checkpoint(
         )
     saved = dict(d["config"])
     if env is not None:
-        saved["env_id"] = env
+        saved.pop("env_id", None)  # the key of snrl 0.1 run files
+        saved["env"] = env
     else:
         check_env_id_trusted(
-            saved.get("env_id"), source=f"checkpoint {path}", trusted=trust_env_module
+            saved.get("env", saved.get("env_id")),
+            source=f"checkpoint {path}",
+            trusted=trust_env_module,
         )
     try:
         cfg = config_from_dict(cls.Config, saved)

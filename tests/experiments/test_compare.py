@@ -38,7 +38,7 @@ TINY_SETS = [f"{k}={v}" for k, v in TINY.items()]
 
 
 def _spec(out: Path, **kw) -> CompareSpec:
-    kw.setdefault("env_id", "CartPole-v1")
+    kw.setdefault("env", "CartPole-v1")
     kw.setdefault("backbones", ["mlp"])
     kw.setdefault("overrides", TINY)
     return CompareSpec(out=out, **kw)
@@ -158,7 +158,7 @@ def test_failures_are_recorded_and_do_not_stop_other_runs(tmp_path, monkeypatch)
     monkeypatch.syspath_prepend(str(ROOT))  # the spawned workers import tests.experiments
     out = tmp_path / "cmp"
     env = "tests.experiments.crash_env:CrashOnSeed"
-    res = compare(_spec(out, env_id=env, seeds=[0, 20, 30], steps=256, eval_episodes=2, workers=2))
+    res = compare(_spec(out, env=env, seeds=[0, 20, 30], steps=256, eval_episodes=2, workers=2))
     status = {r["seed"]: r for r in res.runs}
     assert status[0]["status"] == "done"
     assert status[20]["status"] == "failed" and "boom at seed 20" in status[20]["error"]
@@ -172,7 +172,7 @@ def test_failures_are_recorded_and_do_not_stop_other_runs(tmp_path, monkeypatch)
 
 
 def test_spec_refuses_bad_fields(tmp_path):
-    base = dict(env_id="CartPole-v1", out=tmp_path / "x", seeds=1, steps=64)
+    base = dict(env="CartPole-v1", out=tmp_path / "x", seeds=1, steps=64)
     bad = [
         (dict(backbones=["lif", "lifx"]), "unknown backbone 'lifx'"),
         (dict(backbones=["mlp", "mlp"]), "listed twice"),
@@ -195,7 +195,7 @@ def test_spec_refuses_bad_fields(tmp_path):
         (dict(address="h:1"), "Ray backend"),
         (dict(eval_episodes=0), "eval_episodes=0"),
         (dict(out=""), "out=''"),
-        (dict(env_id=""), "env_id=''"),
+        (dict(env=""), "env=''"),
     ]
     for extra, fragment in bad:
         with pytest.raises(UserError, match=fragment):
@@ -249,9 +249,9 @@ def test_plan_builds_every_config_and_checks_the_env_up_front(tmp_path):
     with pytest.raises(UserError, match="bad value 'many'"):
         plan_runs(_spec(overrides={"hidden_size": "many"}, **base))
     with pytest.raises(UserError, match="unknown env id 'CartPole-v9'"):
-        plan_runs(_spec(env_id="CartPole-v9", **base))
+        plan_runs(_spec(env="CartPole-v9", **base))
     with pytest.raises(UserError, match="DQN needs a Discrete action space"):
-        plan_runs(_spec(env_id="Pendulum-v1", algo="dqn", overrides={}, **base))
+        plan_runs(_spec(env="Pendulum-v1", algo="dqn", overrides={}, **base))
     assert not (tmp_path / "x").exists()
 
 
@@ -454,7 +454,7 @@ def test_docs_python_example_builds_the_spec_it_describes():
     exec(compile(code, "docs/compare.md", "exec"), scope)
     spec = scope["spec"]
     assert isinstance(spec, CompareSpec)
-    assert (spec.env_id, spec.seeds, spec.overrides) == (
+    assert (spec.env, spec.seeds, spec.overrides) == (
         "CartPole-v1",
         (0, 1, 2, 3, 4),
         {"hidden_size": 64},

@@ -24,7 +24,7 @@ TINY = dict(
 def test_ray_and_local_backends_give_the_same_runs(tmp_path):
     # ray is in the dev extra: this test runs in CI on a local Ray instance
     kw = dict(
-        env_id="CartPole-v1",
+        env="CartPole-v1",
         backbones=["lif", "mlp"],
         seeds=2,
         steps=2048,

@@ -63,7 +63,7 @@ def cartpole_trajectory(
         rewards=np.array(rewards),
         terminated=np.array(terms),
         truncated=np.array(truncs),
-        env_id="CartPole-v1",
+        env="CartPole-v1",
         seed=seed,
         frames=np.array(imgs) if frames else None,
         activity=activity,

@@ -113,7 +113,7 @@ def test_box_policy_and_layers_without_threshold_or_sign_render():
         rewards=rng.normal(size=t),
         terminated=np.zeros(t, bool),
         truncated=np.eye(t, dtype=bool)[-1],
-        env_id="Pendulum-v1",
+        env="Pendulum-v1",
         frames=rng.integers(0, 255, (t + 1, 64, 64, 3), dtype=np.uint8),
         activity=Activity(
             [
@@ -240,7 +240,7 @@ def test_empty_trajectory_is_a_clear_error():
         rewards=np.zeros(0),
         terminated=np.zeros(0, bool),
         truncated=np.zeros(0, bool),
-        env_id="CartPole-v1",
+        env="CartPole-v1",
     )
     with pytest.raises(ValueError, match="empty"):
         TrajectoryRenderer(empty)

@@ -22,7 +22,7 @@ def _minimal(t: int = 4, **kw):
         rewards=np.arange(t, dtype=float),
         terminated=np.zeros(t, dtype=bool),
         truncated=np.zeros(t, dtype=bool),
-        env_id="CartPole-v1",
+        env="CartPole-v1",
     )
     base.update(kw)
     return Trajectory(**base)
@@ -142,7 +142,7 @@ def test_save_load_round_trip(tmp_path, spiking_traj):
         np.testing.assert_array_equal(loaded_flat[key], flat[key])
     np.testing.assert_array_equal(loaded.policy["probs"], spiking_traj.policy["probs"])
     assert loaded.layers == spiking_traj.layers
-    assert (loaded.env_id, loaded.seed, loaded.meta) == ("CartPole-v1", 1, spiking_traj.meta)
+    assert (loaded.env, loaded.seed, loaded.meta) == ("CartPole-v1", 1, spiking_traj.meta)
     # Nothing pickled inside: every member loads with allow_pickle=False.
     with np.load(path, allow_pickle=False) as data:
         assert all(data[k].dtype != object for k in data.files)

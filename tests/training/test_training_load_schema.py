@@ -158,14 +158,14 @@ def test_env_module_named_by_a_checkpoint_is_not_imported(saved, tmp_path, monke
     monkeypatch.syspath_prepend(str(tmp_path))
     bad = tmp_path / "bundle.pt"
     save_checkpoint(
-        bad, {**payload, "config": {**payload["config"], "env_id": "bundle_env_mod:Env"}}
+        bad, {**payload, "config": {**payload["config"], "env": "bundle_env_mod:Env"}}
     )
     with pytest.raises(UserError, match=r"names the env 'bundle_env_mod:Env'.*--trust-env-module"):
         snrl.PPO.load(bad)
     assert not marker.exists() and "bundle_env_mod" not in sys.modules
     # the caller may name a registered env instead, or trust the module explicitly
-    assert snrl.PPO.load(bad, env="CartPole-v1").config.env_id == "CartPole-v1"
+    assert snrl.PPO.load(bad, env="CartPole-v1").config.env == "CartPole-v1"
     assert not marker.exists()
     algo = snrl.PPO.load(bad, trust_env_module=True)
-    assert marker.exists() and algo.config.env_id == "bundle_env_mod:Env"
+    assert marker.exists() and algo.config.env == "bundle_env_mod:Env"
     sys.modules.pop("bundle_env_mod", None)

@@ -1,0 +1,62 @@
+"""One name per idea: the spellings of snrl 0.1 still work for one release, with a
+DeprecationWarning, and mean the same as the new names."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import snrl
+from snrl.config import config_from_dict, load_config
+from snrl.networks.spiking import SpikingBackbone
+
+TINY = dict(backbone="mlp", hidden_size=8, n_envs=1, seed=0)
+
+
+def test_env_id_keyword_is_the_env():
+    with pytest.warns(DeprecationWarning, match=r"PPO\(env_id=\.\.\.\) is deprecated: use env="):
+        algo = snrl.PPO(env_id="Acrobot-v1", **TINY)
+    assert algo.config.env == "Acrobot-v1"
+    with pytest.warns(DeprecationWarning, match="config.env_id is deprecated"):
+        assert algo.config.env_id == "Acrobot-v1"
+    algo.close()
+
+
+def test_env_id_in_a_saved_config_or_toml_file(tmp_path):
+    saved = snrl.config.config_to_dict(snrl.PPOConfig(env="Acrobot-v1"))
+    saved["env_id"] = saved.pop("env")  # a config.json written by snrl 0.1
+    with pytest.warns(DeprecationWarning, match="'env_id' in the saved config is deprecated"):
+        assert config_from_dict(snrl.PPOConfig, saved).env == "Acrobot-v1"
+    toml = tmp_path / "c.toml"
+    toml.write_text('env_id = "MountainCar-v0"\n')
+    with pytest.warns(DeprecationWarning, match="use 'env'"):
+        assert load_config(snrl.DQNConfig, toml_path=toml).env == "MountainCar-v0"
+    with pytest.warns(DeprecationWarning):
+        assert load_config(snrl.PPOConfig, sets=["env_id=Pendulum-v1"]).env == "Pendulum-v1"
+    assert json.loads(json.dumps(snrl.config.config_to_dict(snrl.PPOConfig())))["env"]
+
+
+def test_old_backbone_keywords_build_the_same_network():
+    with pytest.warns(DeprecationWarning):
+        old = SpikingBackbone(3, None, 2, hidden_sizes=[5, 4], neuron="alif", seed=1)
+    new = SpikingBackbone(3, [5, 4], 2, backbone="alif", seed=1)
+    assert old.backbone == new.backbone == "alif"
+    for (ka, a), (kb, b) in zip(old.state_dict().items(), new.state_dict().items()):
+        assert ka == kb and np.array_equal(a.numpy(), b.numpy())
+
+
+def test_trajectory_env_id_keyword_and_attribute():
+    kw = dict(
+        observations=np.zeros((2, 1)),
+        actions=np.zeros(2),
+        rewards=np.zeros(2),
+        terminated=np.zeros(2, bool),
+        truncated=np.zeros(2, bool),
+    )
+    with pytest.warns(DeprecationWarning, match="use env="):
+        t = snrl.Trajectory(env_id="CartPole-v1", **kw)
+    assert t.env == "CartPole-v1"
+    with pytest.warns(DeprecationWarning, match="use .env"):
+        assert t.env_id == "CartPole-v1"
