@@ -332,8 +332,10 @@ def _interrupt_message(args: argparse.Namespace, signum: int) -> str:
         note = _where_the_run_is(Path(args.out), args.command)
     elif args.command == "render":
         note = f"{args.out} was not written"
-    else:
+    elif args.command == "eval":
         note = "nothing was written"
+    else:
+        note = "run the same command again"
     return f"error: interrupted by {how} ({note})"
 
 
