@@ -80,6 +80,10 @@ def _train_config(args: argparse.Namespace):
 
 def cmd_train(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
+    if args.trust_env_module and not args.resume:
+        raise UserError(
+            "--trust-env-module applies to --resume only (a fresh run makes the --env you name)"
+        )
     if args.resume:
         train_run(
             args.out,
