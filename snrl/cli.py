@@ -205,6 +205,10 @@ def _resume_steps(args: argparse.Namespace) -> int | None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    if args.trust_env_module and not args.resume:
+        raise UserError(
+            "--trust-env-module applies to --resume only (a fresh run makes the --env you name)"
+        )
     if args.resume:
         steps = _resume_steps(args)
         if steps is not None:
@@ -461,8 +465,10 @@ def _interrupt_message(args: argparse.Namespace, signum: int) -> str:
         note = _where_the_run_is(Path(args.out), args.command)
     elif args.command == "render":
         note = f"{args.out} was not written"
-    else:
+    elif args.command == "eval":
         note = "nothing was written"
+    else:
+        note = "run the same command again"
     return f"error: interrupted by {how} ({note})"
 
 

@@ -89,6 +89,8 @@ def test_empty_out_never_resolves_to_the_cwd(tmp_path):
         res = snrl_cli("train", *FAST, "--steps", 256, "--out", "", *extra, "--quiet", cwd=cwd)
         assert_user_error(res, "run directory path '' is empty")
     assert_user_error(snrl_cli("demo", "--out", "", "--quiet", cwd=cwd), "--out '' is empty")
+    res = snrl_cli("train", "--out", "x", "--trust-env-module", cwd=cwd)
+    assert_user_error(res, "--trust-env-module applies to --resume only")
     assert tree(cwd) == before
 
 

@@ -54,6 +54,6 @@ def load_algo(path, *, run_dir=None, env=None, trust_env_module=False):
     from snrl.training.checkpoint import load_checkpoint
 
     name = load_checkpoint(path).get("algo")
-    if name not in ALGOS:
+    if not isinstance(name, str) or name not in ALGOS:
         raise UserError(f"{path} holds no snrl agent (algo={name!r}; pass a checkpoints/*.pt file)")
     return ALGOS[name].load(path, run_dir=run_dir, env=env, trust_env_module=trust_env_module)

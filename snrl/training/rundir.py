@@ -261,14 +261,19 @@ def _remove_listed(out: Path, entries: list[str]) -> None:
         )
     files = [e for e in entries if not e.endswith("/")]
     dirs = sorted((e for e in entries if e.endswith("/")), key=lambda e: -e.count("/"))
+    root = out.resolve()
+
+    def inside(p: Path) -> bool:  # no symlinked directory on the way out of the run
+        return p.parent.resolve() == root.joinpath(*p.relative_to(out).parts[:-1])
+
     try:
         for e in files:
             p = out / e
-            if p.is_symlink() or p.is_file():
-                p.unlink()
+            if (p.is_symlink() or p.is_file()) and inside(p):
+                p.unlink()  # a link itself, never its target
         for e in dirs:
             p = out / e.rstrip("/")
-            if p.is_dir() and not p.is_symlink() and not any(p.iterdir()):
+            if p.is_dir() and not p.is_symlink() and inside(p) and not any(p.iterdir()):
                 p.rmdir()
     except OSError as err:
         raise UserError(

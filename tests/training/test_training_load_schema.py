@@ -87,10 +87,6 @@ CASES = {
         "['name'] must be 'MT19937'",
     ),
     "agent list": (lambda d: d.__setitem__("agent", [torch.zeros(1)]), "payload['agent'] is a"),
-    "agent non-tensor": (
-        lambda d: d.__setitem__("agent", {**d["agent"], "w": 3}),
-        "payload['agent']['w'] is a int, not a tensor",
-    ),
     "optimizer": (
         lambda d: d["optimizer"].pop("param_groups"),
         "payload['optimizer']['param_groups'] is missing",
@@ -125,6 +121,29 @@ def test_crafted_checkpoint_is_refused_before_use(saved, tmp_path, case):
     assert fragment in msg, msg
     assert "\n" not in msg
     assert torch.equal(torch.get_rng_state(), rng_before)  # refused before anything was set
+
+
+@pytest.mark.parametrize("algo", [["ppo"], {"a": 1}, 3, None, "a2c"])
+def test_load_algo_refuses_an_algo_name_that_is_not_ours(saved, tmp_path, algo):
+    from snrl.agents import load_algo
+
+    _, payload = saved
+    bad = tmp_path / "bad.pt"
+    save_checkpoint(bad, {**payload, "algo": algo})
+    with pytest.raises(UserError, match="holds no snrl agent"):
+        load_algo(bad)
+
+
+def test_agent_weights_that_do_not_fit_are_refused(saved, tmp_path):
+    _, payload = saved
+    for agent in (
+        {**payload["agent"], "w": 3},
+        {k: v.reshape(-1)[:1] for k, v in payload["agent"].items()},
+    ):
+        bad = tmp_path / "bad.pt"
+        save_checkpoint(bad, {**payload, "agent": agent})
+        with pytest.raises(UserError, match=r"checkpoint .*bad.pt does not fit this agent: "):
+            snrl.PPO.load(bad)
 
 
 def test_untouched_checkpoint_loads(saved):

@@ -134,6 +134,26 @@ def test_crafted_manifest_cannot_reach_outside(tmp_path):
     assert victim.read_text() == "keep" and (out / "config.json").exists()
 
 
+def test_force_never_follows_links_out_of_the_run(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for name in ("best.pt", "last.pt", "precious.txt"):
+        (elsewhere / name).write_text("keep")
+    out = _fake_run(tmp_path / "run")
+    for name in ("best.pt", "last.pt"):
+        (out / "checkpoints" / name).unlink()
+    (out / "checkpoints").rmdir()
+    (out / "checkpoints").symlink_to(elsewhere)  # a crafted bundle
+    (out / "config.json").unlink()
+    (out / "config.json").symlink_to(elsewhere / "precious.txt")
+    # the files behind the link are not ours: kept, and not overwritten by a new run either
+    with pytest.raises(UserError, match="holds checkpoints/best.pt, checkpoints/last.pt, which"):
+        prepare_run_dir(out, force=True)
+    for name in ("best.pt", "last.pt", "precious.txt"):
+        assert (elsewhere / name).read_text() == "keep"
+    assert not (out / "config.json").is_symlink()  # the link went, not its target
+
+
 def test_a_file_of_the_layout_that_is_not_ours_is_not_overwritten(tmp_path):
     out = tmp_path / "run"
     out.mkdir()
