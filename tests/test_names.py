@@ -60,3 +60,31 @@ def test_trajectory_env_id_keyword_and_attribute():
     assert t.env == "CartPole-v1"
     with pytest.warns(DeprecationWarning, match="use .env"):
         assert t.env_id == "CartPole-v1"
+
+
+@pytest.mark.parametrize("algo_cls", [snrl.PPO, snrl.DQN])
+def test_building_and_training_leave_the_global_rngs_alone(algo_cls):
+    """Constructing, learning, evaluating and saving never reseed or draw from the global
+    torch/numpy RNGs, and two runs with one seed are still identical."""
+    import torch
+
+    torch.manual_seed(1234)
+    np.random.seed(1234)
+    before = torch.get_rng_state().clone(), np.random.get_state()[1].copy()
+    runs = []
+    for _ in range(2):
+        dqn = dict(learning_starts=128, batch_size=4)
+        extra = dqn if algo_cls is snrl.DQN else dict(n_steps=16)
+        algo = algo_cls(
+            "CartPole-v1", backbone="lif", hidden_size=8, n_envs=2, seed=3, eval_interval=0,
+            eval_episodes=1, **extra,
+        )
+        hist = algo.learn(total_steps=256, progress=False)
+        algo.evaluate(n_episodes=1, deterministic=False)
+        runs.append({k: v for k, v in hist.items() if k not in ("wall_time",)})
+        algo.close()
+    assert torch.equal(torch.get_rng_state(), before[0])
+    assert np.array_equal(np.random.get_state()[1], before[1])
+    assert runs[0].keys() == runs[1].keys()
+    for k in runs[0]:
+        assert np.allclose(runs[0][k], runs[1][k], equal_nan=True), k

@@ -96,6 +96,8 @@ class Agent(nn.Module):
         observation_space: Box (any shape; flattened) or Discrete (one-hot).
         action_space: Discrete, MultiDiscrete (1-D) or Box (any shape; flattened).
         normalize_obs: keep running observation statistics and normalize with them.
+        seed: seed of the agent's own generator, which draws its stochastic actions (the
+            global torch RNG is never used while acting).
     """
 
     state_type: ClassVar[type]
@@ -109,8 +111,10 @@ class Agent(nn.Module):
         action_space: gym.Space,
         *,
         normalize_obs: bool = True,
+        seed: int = 0,
     ):
         super().__init__()
+        self.generator = torch.Generator().manual_seed(int(seed))
         self.observation_space = observation_space
         self.action_space = action_space
         self.flattener = ObsFlattener(observation_space)
@@ -209,8 +213,9 @@ class ActorCriticAgent(Agent):
         critic: nn.Module,
         normalize_obs: bool = True,
         log_std_init: float = 0.0,
+        seed: int = 0,
     ):
-        super().__init__(observation_space, action_space, normalize_obs=normalize_obs)
+        super().__init__(observation_space, action_space, normalize_obs=normalize_obs, seed=seed)
         self.head_size = self.actions.size
         self.policy = policy
         self.critic = critic
@@ -237,12 +242,23 @@ class ActorCriticAgent(Agent):
         return dist.log_prob(action).sum(-1), dist.entropy().sum(-1)
 
     def _sample(self, dist, deterministic: bool) -> Tensor:
+        """The mode, or a draw from the agent's own generator."""
+
+        def categorical(d) -> Tensor:
+            if deterministic:
+                return d.probs.argmax(-1)
+            p = d.probs.reshape(-1, d.probs.shape[-1]).cpu()
+            idx = torch.multinomial(p, 1, generator=self.generator)
+            return idx.reshape(d.probs.shape[:-1]).to(d.probs.device)
+
         if self.kind == "discrete":
-            return dist.probs.argmax(-1) if deterministic else dist.sample()
+            return categorical(dist)
         if self.kind == "multidiscrete":
-            parts = [d.probs.argmax(-1) if deterministic else d.sample() for d in dist]
-            return torch.stack(parts, dim=-1)
-        return dist.mean if deterministic else dist.sample()
+            return torch.stack([categorical(d) for d in dist], dim=-1)
+        if deterministic:
+            return dist.mean
+        noise = torch.randn(dist.mean.shape, generator=self.generator, dtype=dist.mean.dtype)
+        return dist.mean + dist.stddev * noise.to(dist.mean.device)
 
     def head_outputs(self, out: Tensor) -> dict[str, Tensor]:
         """Policy outputs for trajectories: ``probs`` or ``mean``/``std``."""

@@ -8,9 +8,11 @@ A subclass sets ``Config`` (its frozen config dataclass) and ``algo_name``, buil
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -171,7 +173,8 @@ class AgentConfig:
     total_steps: int = 100_000
     """Env steps of a run (used by the CLI and for annealing schedules)."""
     seed: int = 0
-    """Seeds torch, numpy, the envs, the layers' generators (and replay/exploration)."""
+    """Seeds the network initialization, the envs, the agent's and the layers' own generators
+    (and replay/exploration); the global RNGs of torch and numpy are never touched."""
     device: str = "cpu"
     """Torch device."""
 
@@ -301,6 +304,16 @@ class Algorithm:
     config: Any
     _envs: Any = None
 
+    @staticmethod
+    @contextlib.contextmanager
+    def _seeded(seed: int) -> Iterator[None]:
+        """Build networks from ``seed`` without touching the caller's global torch RNG: the
+        initializers that draw from it (``nn.Linear``, ``orthogonal_``) run inside a fork of
+        it, seeded, and the caller's state is back afterwards."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            yield
+
     @classmethod
     def check_spaces(cls, observation_space: gym.Space, action_space: gym.Space) -> None:
         """Raise :class:`UserError` unless this algorithm trains on these single-env spaces."""
@@ -321,8 +334,8 @@ class Algorithm:
     ) -> tuple[gym.Space, gym.Space]:
         """Check the constructor's arguments, resolve the config (``env`` and keyword
         overrides replace its fields), check the device and the memory the run will need,
-        seed the global RNGs (an algorithm is an entry point), and return the env's checked
-        spaces. ``modules`` are the custom backbones passed (``{"policy": ...}``)."""
+        and return the env's checked spaces. ``modules`` are the custom backbones passed
+        (``{"policy": ...}``). The global RNGs are left alone (see :meth:`_seeded`)."""
         name = self.algo_name.upper()
         if config is not None and not isinstance(config, self.Config):
             raise UserError(
@@ -355,8 +368,6 @@ class Algorithm:
             act = probe.action_space
             head = int(np.sum(getattr(act, "nvec", 0))) or int(getattr(act, "n", 0))
             cfg.check_memory(obs_size, head or int(np.prod(act.shape or (1,))))
-            torch.manual_seed(cfg.seed)
-            np.random.seed(cfg.seed)
             return probe.observation_space, probe.action_space
         finally:
             probe.close()

@@ -303,13 +303,12 @@ class QAgent(Agent):
         explore_eps: float = 0.05,
         seed: int = 0,
     ):
-        super().__init__(observation_space, action_space, normalize_obs=normalize_obs)
+        super().__init__(observation_space, action_space, normalize_obs=normalize_obs, seed=seed)
         self.n_actions = self.actions.size
         self.head_size = self.n_actions + (1 if dueling != "none" else 0)
         self.dueling = dueling
         self.q_net = q_net
         self.explore_eps = float(explore_eps)
-        self.generator = torch.Generator().manual_seed(int(seed))
 
     @property
     def policy(self) -> nn.Module:
@@ -433,7 +432,8 @@ class DQN(Algorithm):
         obs_space, act_space = self._setup(env, config, overrides, {"policy": policy})
         cfg = self.config
         self.custom_backbones = policy is not None
-        self.agent = build_q_agent(cfg, obs_space, act_space, q_net=policy)
+        with self._seeded(cfg.seed):
+            self.agent = build_q_agent(cfg, obs_space, act_space, q_net=policy)
         self.agent.to(self.device)
         if policy is not None:
             self._check_output_width("policy", policy, self.agent.head_size)
@@ -772,7 +772,6 @@ class DQN(Algorithm):
         return {
             "target_net": self.target_net.state_dict(),
             "exploration_rng": json.dumps(self.exploration.rng.bit_generator.state),
-            "agent_generator": self.agent.generator.get_state(),
             "n_grad_steps": int(self.n_grad_steps),
         }
 
@@ -785,7 +784,6 @@ class DQN(Algorithm):
             self.target_net.load_state_dict(extra["target_net"])
             state = json.loads(extra["exploration_rng"])
             self.exploration.rng.bit_generator.state = state
-            self.agent.generator.set_state(extra["agent_generator"])
             self.n_grad_steps = int(extra["n_grad_steps"])
         except (KeyError, RuntimeError, ValueError, TypeError) as e:
             raise UserError(

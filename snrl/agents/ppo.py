@@ -147,6 +147,7 @@ def build_agent(
         critic=critic,
         normalize_obs=cfg.normalize_obs,
         log_std_init=getattr(cfg, "log_std_init", 0.0),
+        seed=cfg.seed + 31,
     )
 
 
@@ -217,7 +218,8 @@ class PPO(Algorithm):
         )
         cfg = self.config
         self.custom_backbones = policy is not None or critic is not None
-        self.agent = build_agent(cfg, obs_space, act_space, policy=policy, critic=critic)
+        with self._seeded(cfg.seed):
+            self.agent = build_agent(cfg, obs_space, act_space, policy=policy, critic=critic)
         self.agent.to(self.device)
         if policy is not None:
             self._check_output_width("policy", policy, self.agent.head_size)

@@ -25,7 +25,6 @@ from snrl.training.checkpoint import (
     rng_state,
     rng_state_schema,
     save_checkpoint,
-    set_rng_state,
 )
 from snrl.training.metrics import MetricsWriter
 from snrl.training.plots import plot_learning_curve
@@ -116,8 +115,9 @@ def save_algo_checkpoint(algo: Any, path: str | Path) -> None:
                 "best_eval": float(algo.best_eval),
                 "wall_time": float(getattr(algo, "wall_time", 0.0)),
             },
-            "rng": rng_state(),
+            "rng": rng_state(),  # read by snrl 0.1; snrl never draws from the global RNGs
             "generator": algo.generator.get_state(),
+            "agent_generator": algo.agent.generator.get_state(),
             "extra": algo.extra_state() if hasattr(algo, "extra_state") else {},
         },
     )
@@ -140,6 +140,7 @@ def checkpoint_schema() -> dict[str, Any]:
         },
         "rng": rng_state_schema(),
         "generator": generator_state_schema(),
+        "agent_generator?": generator_state_schema(),
         "extra?": dict,
     }
 
@@ -213,8 +214,9 @@ def load_algo_checkpoint(
     c = d["counters"]
     algo.env_step, algo.n_updates = c["env_step"], c["n_updates"]
     algo.best_eval, algo.wall_time = float(c["best_eval"]), float(c["wall_time"])
-    set_rng_state(d["rng"])
     algo.generator.set_state(d["generator"])
+    if "agent_generator" in d:  # absent from snrl 0.1 checkpoints (they drew from torch's RNG)
+        algo.agent.generator.set_state(d["agent_generator"])
     if hasattr(algo, "load_extra_state"):
         try:
             algo.load_extra_state(d.get("extra", {}))
