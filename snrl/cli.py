@@ -133,6 +133,7 @@ def _flag_items(args: argparse.Namespace) -> list[str]:
     flags: list[str] = []
     for key, value in (
         ("env", args.env),
+        ("env_kwargs", args.env_kwargs),
         ("backbone", args.backbone),
         ("hidden_size", args.hidden),
         ("force_dale_law", args.dale),
@@ -361,6 +362,12 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="train an agent into a run directory")
     t.add_argument("--algo", choices=sorted(ALGOS), default=None, help="default ppo")
     t.add_argument("--env", default=None, help="gymnasium id or module:Class")
+    t.add_argument(
+        "--env-kwargs",
+        default=None,
+        metavar="JSON",
+        help='env options as a JSON object (config key env_kwargs), e.g. \'{"dt": 100}\'',
+    )
     t.add_argument("--backbone", choices=BACKBONES, default=None)
     t.add_argument("--hidden", type=int, default=None, help="neurons per hidden layer")
     t.add_argument("--dale", dest="dale", action="store_true", default=None)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import math
 import os
 import pathlib
@@ -69,6 +70,8 @@ def _type_name(tp: Any) -> str:
         return " or ".join("none" if a is type(None) else _type_name(a) for a in args)
     if origin is typing.Literal:
         return "one of " + ", ".join(repr(a) for a in args)
+    if origin is dict or tp is dict:
+        return 'a table / JSON object with string keys, e.g. {"dt": 100}'
     if origin in (tuple, list):
         if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
             return f"comma-separated {_type_name(args[0])}s, e.g. 64,64"
@@ -111,6 +114,15 @@ def _convert(tp: Any, value: Any, from_string: bool) -> Any:
         for arg in args:
             if value == arg or (isinstance(value, str) and value.strip() == str(arg)):
                 return arg
+        raise _BadValue
+    if origin is dict or tp is dict:  # env_kwargs: a TOML table, a dict, or JSON text
+        if isinstance(value, str):
+            try:
+                value = json.loads(value) if value.strip() else {}
+            except json.JSONDecodeError:
+                raise _BadValue from None
+        if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
+            return dict(value)
         raise _BadValue
     if origin in (tuple, list):
         if isinstance(value, str):

@@ -88,3 +88,37 @@ def test_building_and_training_leave_the_global_rngs_alone(algo_cls):
     assert runs[0].keys() == runs[1].keys()
     for k in runs[0]:
         assert np.allclose(runs[0][k], runs[1][k], equal_nan=True), k
+
+
+def test_env_kwargs_reach_every_env_the_algorithm_makes(tmp_path):
+    """env_kwargs (config key, --env-kwargs JSON, TOML table) go to the training envs, the
+    evaluation envs and recorded rollouts: a CartPole whose episodes last 7 steps at most."""
+    import subprocess
+    import sys
+
+    kw = {"max_episode_steps": 7}
+    algo = snrl.PPO("CartPole-v1", env_kwargs=kw, **TINY, n_steps=16, eval_interval=0)
+    algo.learn(total_steps=64, progress=False)
+    assert algo.evaluate(n_episodes=3)["mean_length"] <= 7
+    assert len(algo.rollout(seed=0, record=False)) <= 7
+    sets = ['env_kwargs={"max_episode_steps": 7}']
+    assert load_config(snrl.PPOConfig, sets=sets).env_kwargs == kw
+    toml = tmp_path / "c.toml"
+    toml.write_text("[env_kwargs]\nmax_episode_steps = 7\n")
+    assert load_config(snrl.PPOConfig, toml_path=toml).env_kwargs == kw
+    out = tmp_path / "run"
+    res = subprocess.run(
+        [sys.executable, "-m", "snrl.cli", "train", "--env", "CartPole-v1", "--env-kwargs",
+         '{"max_episode_steps": 7}', "--backbone", "mlp", "--hidden", "8", "--steps", "256",
+         "--n-envs", "2", "--set", "eval_interval=0", "--set", "eval_episodes=2", "--out",
+         str(out), "--quiet"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert res.returncode == 0, res.stderr
+    assert json.loads((out / "config.json").read_text())["env_kwargs"] == kw
+    res = subprocess.run(
+        [sys.executable, "-m", "snrl.cli", "train", "--env-kwargs", "[1, 2]", "--out",
+         str(tmp_path / "bad")], capture_output=True, text=True, timeout=300,
+    )
+    assert res.returncode == 2 and res.stderr.startswith("error: bad value '[1, 2]'")
+    assert not (tmp_path / "bad").exists()

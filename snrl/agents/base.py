@@ -130,6 +130,9 @@ class AgentConfig:
 
     env: str = "CartPole-v1"
     """Gymnasium id, or ``module:Class`` for a user's env."""
+    env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Keyword arguments for the env (e.g. NeuroGym's ``dt``, ``timing``); ``--env-kwargs``
+    takes them as JSON."""
     backbone: str = "lif"
     """lif | alif | spylif | mlp | gru | lstm."""
     hidden_size: int = 128
@@ -361,7 +364,7 @@ class Algorithm:
                 raise unknown_key_error(key, valid, f"snrl.{name}(...)", what=f"{name} option")
         self.config = cfg = dataclasses.replace(cfg, **overrides)  # __post_init__ validates
         self.device = _available_device(cfg.device)
-        probe = make_env(cfg.env)
+        probe = make_env(cfg.env, **cfg.env_kwargs)
         try:
             self.check_spaces(probe.observation_space, probe.action_space)
             obs_size = ObsFlattener(probe.observation_space).size
@@ -413,6 +416,7 @@ class Algorithm:
                 n_episodes=n_episodes,
                 seed=seed,
                 deterministic=deterministic,
+                env_kwargs=self.config.env_kwargs,
             )
         finally:
             self.agent.train()
@@ -443,6 +447,7 @@ class Algorithm:
             deterministic=deterministic,
             max_steps=max_steps,
             meta=meta,
+            env_kwargs=self.config.env_kwargs,
         )
 
     def save(self, path: str | Path) -> None:

@@ -20,16 +20,26 @@ from snrl.trajectory import Trajectory
 
 @torch.no_grad()
 def evaluate_agent(
-    agent: Any, env_id: str, *, n_episodes: int = 20, seed: int = 123, deterministic: bool = True
+    agent: Any,
+    env_id: str,
+    *,
+    n_episodes: int = 20,
+    seed: int = 123,
+    deterministic: bool = True,
+    env_kwargs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run ``n_episodes`` episodes (one per env of a vector env, seeds ``seed + i``).
 
     Returns:
-        ``{"mean_return", "std_return", "n_episodes", "returns", "mean_length"}``.
+        ``{"mean_return", "std_return", "n_episodes", "returns", "mean_length",
+        "spike_rates"}``; ``spike_rates`` maps each spiking layer of the actor to its spikes
+        per neuron per network step over all live env steps (empty for ANN backbones).
     """
     if n_episodes < 1:
         raise ValueError(f"n_episodes must be >= 1, got {n_episodes}")
-    envs = make_vector_env(env_id, n_episodes, seed=seed)
+    envs = make_vector_env(env_id, n_episodes, seed=seed, env_kwargs=env_kwargs)
+    spikes: dict[str, float] = {}
+    counts: dict[str, int] = {}
     try:
         obs, _ = envs.reset(seed=seed)
         state = agent.initial_state(n_episodes)
@@ -40,6 +50,10 @@ def evaluate_agent(
             res = agent.step(agent.preprocess(obs), state, deterministic=deterministic)
             obs, reward, term, trunc, _ = envs.step(agent.env_action(res.action))
             live = ~finished
+            for layer in res.activity.spiking():
+                rows = layer.spikes[torch.as_tensor(live)]
+                spikes[layer.name] = spikes.get(layer.name, 0.0) + float(rows.sum())
+                counts[layer.name] = counts.get(layer.name, 0) + rows.numel()
             returns[live] += reward[live]
             lengths[live] += 1
             done = np.logical_or(term, trunc)
@@ -53,6 +67,7 @@ def evaluate_agent(
         "n_episodes": int(n_episodes),
         "returns": [float(r) for r in returns],
         "mean_length": float(lengths.mean()),
+        "spike_rates": {k: spikes[k] / counts[k] for k in spikes if counts[k] > 0},
     }
 
 
@@ -66,11 +81,12 @@ def record_trajectory(
     deterministic: bool = True,
     max_steps: int | None = None,
     meta: dict[str, Any] | None = None,
+    env_kwargs: dict[str, Any] | None = None,
 ) -> Trajectory:
     """Roll out one episode and record observations, actions, rewards, the policy's
     per-layer activity and outputs, and (``record=True``, when the env renders rgb_array)
     the frames: ``T + 1`` of them, the first right after reset."""
-    env = make_env(env_id, render_mode="rgb_array" if record else None)
+    env = make_env(env_id, render_mode="rgb_array" if record else None, **(env_kwargs or {}))
     env = FiniteCheck(env, env_id=env_id)  # NaN observations stop a rollout as they stop eval
     try:
         obs, _ = env.reset(seed=seed)

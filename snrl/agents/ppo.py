@@ -238,7 +238,11 @@ class PPO(Algorithm):
         cfg = self.config
         seed = cfg.seed + 1000 * self.n_updates
         self._envs = make_vector_env(
-            cfg.env, cfg.n_envs, seed=seed, asynchronous=cfg.asynchronous
+            cfg.env,
+            cfg.n_envs,
+            seed=seed,
+            asynchronous=cfg.asynchronous,
+            env_kwargs=cfg.env_kwargs,
         )
         self._obs, _ = self._envs.reset(seed=seed)
         self._state = self.agent.initial_state(cfg.n_envs, device=self.device)

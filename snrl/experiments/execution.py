@@ -12,12 +12,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from snrl.experiments.spec import RunSpec
 from snrl.experiments.store import jsonable, write_status
 
-__all__ = ["evaluate_with_activity", "execute_run", "failed_record", "run_record"]
+__all__ = ["execute_run", "failed_record", "run_record"]
 
 
 def run_record(spec: RunSpec) -> dict[str, Any]:
@@ -38,53 +36,6 @@ def failed_record(spec: RunSpec, error: str) -> dict[str, Any]:
     record = {**run_record(spec), "status": "failed", "error": error}
     write_status(spec.status_path, record)
     return record
-
-
-def evaluate_with_activity(
-    agent: Any, env_id: str, *, n_episodes: int = 20, seed: int = 123
-) -> dict[str, Any]:
-    """Deterministic evaluation (one episode per env, env ``i`` seeded ``seed + i``) that
-    also measures the policy's mean spike rate per spiking layer.
-
-    Returns:
-        ``{"returns": (n_episodes,) list, "mean_return", "std_return", "spike_rates": {layer:
-        spikes per neuron per network step over all live env steps}}``.
-    """
-    import torch
-
-    from snrl.envs import make_vector_env
-
-    envs = make_vector_env(env_id, n_episodes, seed=seed)
-    agent.eval()
-    spikes: dict[str, float] = {}
-    counts: dict[str, float] = {}
-    try:
-        with torch.no_grad():
-            obs, _ = envs.reset(seed=seed)
-            state = agent.initial_state(n_episodes)
-            returns = np.zeros(n_episodes)
-            finished = np.zeros(n_episodes, dtype=bool)
-            while not finished.all():
-                res = agent.step(agent.preprocess(obs), state, deterministic=True)
-                live = ~finished
-                for layer in res.activity.spiking():
-                    rows = layer.spikes[torch.as_tensor(live)]
-                    spikes[layer.name] = spikes.get(layer.name, 0.0) + float(rows.sum())
-                    counts[layer.name] = counts.get(layer.name, 0.0) + rows.numel()
-                obs, reward, term, trunc, _ = envs.step(agent.env_action(res.action))
-                returns[live] += reward[live]
-                done = np.logical_or(term, trunc)
-                finished |= done
-                state = agent.reset_state(res.state, torch.as_tensor(done))
-    finally:
-        envs.close()
-        agent.train()
-    return {
-        "returns": [float(r) for r in returns],
-        "mean_return": float(returns.mean()),
-        "std_return": float(returns.std()),
-        "spike_rates": {k: spikes[k] / counts[k] for k in spikes if counts[k] > 0},
-    }
 
 
 def execute_run(spec: RunSpec | Mapping[str, Any]) -> dict[str, Any]:
@@ -117,9 +68,7 @@ def execute_run(spec: RunSpec | Mapping[str, Any]) -> dict[str, Any]:
             algo = train_run(run_dir, resume=True, progress=False, env=cfg.env)
         else:
             algo = train_run(run_dir, algo=spec.algo, config=cfg, force=True, progress=False)
-        ev = evaluate_with_activity(
-            algo.agent, algo.config.env, n_episodes=spec.eval_episodes, seed=spec.eval_seed
-        )
+        ev = algo.evaluate(n_episodes=spec.eval_episodes, seed=spec.eval_seed)
         if not all(math.isfinite(r) for r in ev["returns"]):
             raise FloatingPointError("non-finite evaluation return")
         params = [p for p in algo.agent.parameters()]
