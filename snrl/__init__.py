@@ -1,18 +1,23 @@
 """snrl: reinforcement learning with recurrent spiking neural networks."""
 
 from snrl.agents import DQN, PPO, Agent, DQNConfig, PPOConfig
+from snrl.agents import load_algo as load
 from snrl.errors import UserError
+from snrl.networks.activity import Activity, LayerActivity
 from snrl.networks.factory import build_backbone
 from snrl.networks.spiking import SpikingBackbone
-from snrl.render import Trajectory, TrajectoryRenderer, plot_episode
+from snrl.render import TrajectoryRenderer, plot_episode
+from snrl.trajectory import Trajectory
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DQN",
     "PPO",
+    "Activity",
     "Agent",
     "DQNConfig",
+    "LayerActivity",
     "PPOConfig",
     "SpikingBackbone",
     "Trajectory",
@@ -20,5 +25,6 @@ __all__ = [
     "UserError",
     "__version__",
     "build_backbone",
+    "load",
     "plot_episode",
 ]

@@ -122,3 +122,11 @@ def test_env_kwargs_reach_every_env_the_algorithm_makes(tmp_path):
     )
     assert res.returncode == 2 and res.stderr.startswith("error: bad value '[1, 2]'")
     assert not (tmp_path / "bad").exists()
+
+
+def test_snrl_load_picks_the_algorithm_of_the_checkpoint(tmp_path):
+    for cls in (snrl.PPO, snrl.DQN):
+        algo = cls("CartPole-v1", **TINY)
+        algo.save(tmp_path / f"{cls.algo_name}.pt")
+        back = snrl.load(tmp_path / f"{cls.algo_name}.pt")
+        assert type(back) is cls and back.config == algo.config
