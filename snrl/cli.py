@@ -153,6 +153,8 @@ def _train_config(args: argparse.Namespace):
 
 
 #: What ``--resume`` may change: the run's length. Everything else is the saved config.
+#: what `snrl eval` prints (DESIGN.md's contract; evaluate() also has mean_length, spike_rates)
+EVAL_KEYS = ("mean_return", "std_return", "n_episodes", "returns")
 RESUME_CHANGEABLE = ("total_steps",)
 #: train flags that --resume takes without comparing them with config.json
 RESUME_FLAGS_FREE = ("total_steps", "env")
@@ -245,8 +247,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         trust_env_module=args.trust_env_module,
     )
     res = algo.evaluate(n_episodes=args.episodes, seed=args.seed)
-    res.pop("mean_length", None)
-    print(json.dumps(res))
+    print(json.dumps({k: res[k] for k in EVAL_KEYS}))
     return 0
 
 

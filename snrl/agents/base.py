@@ -27,15 +27,30 @@ from snrl.config import (
     NEURON_DEFAULTS,
     RENAMED_KEYS,
     check_values,
+    config_from_dict,
+    config_to_dict,
     override,
     unknown_key_error,
 )
 from snrl.envs import check_spaces, make_env
+from snrl.envs.make import check_env_id_trusted
 from snrl.envs.spaces import ObsFlattener
 from snrl.errors import NonFiniteError, UserError
 from snrl.networks.factory import BACKBONES, ENCODERS, SPIKING, build_backbone
-from snrl.training.loop import load_algo_checkpoint, save_algo_checkpoint
+from snrl.training.checkpoint import (
+    corrupt_checkpoint,
+    read_algo_checkpoint,
+    rng_state,
+    save_checkpoint,
+)
+from snrl.training.rundir import continue_run_dir
+from snrl.training.runlog import RunLogger
 from snrl.trajectory import Trajectory
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
 
 
 def check(cond: bool, msg: str) -> None:
@@ -306,6 +321,8 @@ class Algorithm:
     agent: nn.Module
     config: Any
     _envs: Any = None
+    wall_time: float = 0.0
+    """Seconds of training so far (over every ``learn`` call and resume)."""
 
     @staticmethod
     @contextlib.contextmanager
@@ -451,9 +468,35 @@ class Algorithm:
         )
 
     def save(self, path: str | Path) -> None:
-        """Write a checkpoint atomically (config, agent, optimizer, counters, RNG states and
-        the algorithm's ``extra_state``)."""
-        save_algo_checkpoint(self, path)
+        """Write a checkpoint atomically (config, agent, optimizer, counters, generator
+        states and the algorithm's ``extra_state``)."""
+        save_checkpoint(
+            Path(path),
+            {
+                "algo": self.algo_name,
+                "config": config_to_dict(self.config),
+                "custom_backbones": bool(self.custom_backbones),
+                "agent": self.agent.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "counters": {
+                    "env_step": int(self.env_step),
+                    "n_updates": int(self.n_updates),
+                    "best_eval": float(self.best_eval),
+                    "wall_time": float(self.wall_time),
+                },
+                "rng": rng_state(),  # read by snrl 0.1; snrl never draws from the global RNGs
+                "generator": self.generator.get_state(),
+                "agent_generator": self.agent.generator.get_state(),
+                "extra": self.extra_state(),
+            },
+        )
+
+    def extra_state(self) -> dict[str, Any]:
+        """What a subclass adds to its checkpoints (tensors, numbers, strings, dicts)."""
+        return {}
+
+    def load_extra_state(self, extra: dict[str, Any]) -> None:
+        """Restore :meth:`extra_state` (an empty dict: a checkpoint without it)."""
 
     @classmethod
     def load(
@@ -470,16 +513,87 @@ class Algorithm:
         the same architecture when it was built with custom backbones. ``run_dir``: continue
         training into this run directory (its own, or a new one). A ``module:Class`` env
         named by the file is imported only with ``trust_env_module=True`` or when ``env``
-        names the env (it replaces the saved ``env``)."""
-        return load_algo_checkpoint(
-            cls,
-            path,
-            policy=policy,
-            critic=critic,
-            run_dir=run_dir,
-            env=env,
-            trust_env_module=trust_env_module,
+        names the env (it replaces the saved ``env``).
+
+        The file is checked against its schema before any of it is used."""
+        d = read_algo_checkpoint(path)
+        if d["algo"] != cls.algo_name:
+            raise UserError(
+                f"{path} holds a {d['algo']!r} checkpoint, not {cls.algo_name!r} "
+                f"(load it with snrl.{d['algo'].upper()}.load)"
+            )
+        if d["custom_backbones"] and policy is None and critic is None:
+            raise UserError(
+                f"{path} was trained with custom backbones (pass policy=/critic= modules to load)"
+            )
+        saved = dict(d["config"])
+        if env is not None:
+            saved.pop("env_id", None)  # the key of snrl 0.1 run files
+            saved["env"] = env
+        else:
+            check_env_id_trusted(
+                saved.get("env", saved.get("env_id")),
+                source=f"checkpoint {path}",
+                trusted=trust_env_module,
+            )
+        try:
+            cfg = config_from_dict(cls.Config, saved)
+        except ValueError as e:
+            raise corrupt_checkpoint(path, f"its config: {_first_line(e)}") from None
+        algo = cls(config=cfg, policy=policy, critic=critic, run_dir=None)
+        try:
+            algo.agent.load_state_dict(d["agent"])
+            algo.optimizer.load_state_dict(d["optimizer"])
+        except Exception as e:  # shapes, keys, optimizer state of another layout
+            raise UserError(
+                f"checkpoint {path} does not fit this agent: {_first_line(e)} (was it written "
+                "by another snrl version or config?)"
+            ) from None
+        c = d["counters"]
+        algo.env_step, algo.n_updates = c["env_step"], c["n_updates"]
+        algo.best_eval, algo.wall_time = float(c["best_eval"]), float(c["wall_time"])
+        algo.generator.set_state(d["generator"])
+        if "agent_generator" in d:  # absent from snrl 0.1 checkpoints (torch's RNG then)
+            algo.agent.generator.set_state(d["agent_generator"])
+        try:
+            algo.load_extra_state(d.get("extra", {}))
+        except UserError:
+            raise
+        except Exception as e:
+            raise corrupt_checkpoint(path, f"its {cls.algo_name} state: {_first_line(e)}") from None
+        if run_dir is not None:
+            algo.run_dir = continue_run_dir(run_dir)
+        return algo
+
+    # ---- the run log ---------------------------------------------------------------------
+    def _run_logger(self, total_steps: int, progress: bool) -> RunLogger:
+        """The run log of one ``learn`` call, from this algorithm's counters."""
+        return RunLogger(
+            total_steps,
+            run_dir=self.run_dir,
+            env_step=self.env_step,
+            n_updates=self.n_updates,
+            best_eval=self.best_eval,
+            wall_time=self.wall_time,
+            checkpoint_interval=self.config.checkpoint_interval,
+            title=f"{self.algo_name.upper()} {self.config.backbone} on {self.config.env}",
+            progress=progress,
         )
+
+    def _log_row(
+        self, logger: RunLogger, row: dict[str, Any], elapsed: float, *, evaluated: bool
+    ) -> None:
+        """Send one metrics row to the run log; keep its best evaluation and wall time, and
+        write best.pt / last.pt when they are due."""
+        best_due, last_due = logger.log(
+            row, elapsed, env_step=self.env_step, n_updates=self.n_updates, evaluated=evaluated
+        )
+        self.best_eval, self.wall_time = logger.best_eval, logger.wall_time
+        if self.run_dir is not None:
+            if best_due:
+                self.save(self.run_dir / "checkpoints" / "best.pt")
+            if last_due:
+                self.save(self.run_dir / "checkpoints" / "last.pt")
 
     def close(self) -> None:
         """Close the training envs (evaluate/rollout still work)."""

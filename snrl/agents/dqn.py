@@ -84,7 +84,6 @@ from snrl.envs.spaces import ActionMap, ObsFlattener
 from snrl.errors import UserError
 from snrl.functional.state import State, detach_state, map_state, mask_state
 from snrl.networks.sequence import run_with_resets
-from snrl.training.loop import RunLogger
 from snrl.training.rundir import prepare_run_dir
 
 REPLAYS = ("auto", "transition", "sequence")
@@ -711,7 +710,7 @@ class DQN(Algorithm):
         )
         if self._envs is None:
             self._start_envs()
-        logger = RunLogger(self, total, progress=progress)
+        logger = self._run_logger(total, progress)
         next_eval = (
             (self.env_step // cfg.eval_interval + 1) * cfg.eval_interval
             if cfg.eval_interval
@@ -765,7 +764,7 @@ class DQN(Algorithm):
                     if next_eval is not None:
                         while next_eval <= self.env_step:
                             next_eval += cfg.eval_interval
-                logger.log(row, time.perf_counter() - t_start, evaluated=evaluated)
+                self._log_row(logger, row, time.perf_counter() - t_start, evaluated=evaluated)
         finally:
             logger.close()
         return logger.history

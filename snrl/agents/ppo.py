@@ -42,7 +42,6 @@ from snrl.buffers.rollout import RolloutBuffer
 from snrl.envs import ActionMap, ObsFlattener, finished_episodes, make_vector_env
 from snrl.errors import NonFiniteError
 from snrl.functional.state import index_state
-from snrl.training.loop import RunLogger
 from snrl.training.rundir import prepare_run_dir
 
 
@@ -417,7 +416,7 @@ class PPO(Algorithm):
         )
         if self._envs is None:
             self._start_envs()
-        logger = RunLogger(self, total, progress=progress)
+        logger = self._run_logger(total, progress)
         next_eval = (
             (self.env_step // cfg.eval_interval + 1) * cfg.eval_interval
             if cfg.eval_interval
@@ -453,7 +452,7 @@ class PPO(Algorithm):
                     if next_eval is not None:
                         while next_eval <= self.env_step:
                             next_eval += cfg.eval_interval
-                logger.log(row, time.perf_counter() - t_start, evaluated=evaluated)
+                self._log_row(logger, row, time.perf_counter() - t_start, evaluated=evaluated)
         finally:
             logger.close()
         return logger.history

@@ -8,6 +8,7 @@ and never runs pickled code.
 
 from __future__ import annotations
 
+import math
 import os
 import pickle
 import random
@@ -22,9 +23,12 @@ from snrl.errors import UserError
 from snrl.io import atomic_open
 
 __all__ = [
+    "algo_checkpoint_schema",
     "check_schema",
+    "corrupt_checkpoint",
     "generator_state_schema",
     "load_checkpoint",
+    "read_algo_checkpoint",
     "rng_state",
     "rng_state_schema",
     "save_checkpoint",
@@ -352,3 +356,50 @@ def rng_state_schema() -> dict[str, Any]:
 def generator_state_schema() -> TensorOf:
     """The schema of a CPU ``torch.Generator().get_state()``."""
     return TensorOf(torch.uint8, tuple(torch.Generator().get_state().shape))
+
+
+def algo_checkpoint_schema() -> dict[str, Any]:
+    """The schema every algorithm checkpoint's payload must match before any of it is used
+    (what :meth:`snrl.agents.base.Algorithm.save` writes)."""
+    finite_nonneg = Where(float, lambda v: math.isfinite(v) and v >= 0, "finite and >= 0")
+    return {
+        "algo": str,
+        "config": dict,
+        "custom_backbones": bool,
+        "agent": dict,  # contents: load_state_dict checks them against the built agent
+        "optimizer": {"state": dict, "param_groups": ListOf(dict)},
+        "counters": {
+            "env_step": Where(int, lambda v: v >= 0, ">= 0"),
+            "n_updates": Where(int, lambda v: v >= 0, ">= 0"),
+            "best_eval": Where(float, lambda v: not math.isnan(v), "a number (not NaN)"),
+            "wall_time": finite_nonneg,
+        },
+        "rng": rng_state_schema(),
+        "generator": generator_state_schema(),
+        "agent_generator?": generator_state_schema(),
+        "extra?": dict,
+    }
+
+
+def corrupt_checkpoint(path: Any, what: str) -> UserError:
+    """The error for a checkpoint that fails its schema or its agent."""
+    return UserError(
+        f"checkpoint {path} is corrupt or not an snrl checkpoint ({what}; re-create it or use "
+        "another checkpoint)"
+    )
+
+
+def read_algo_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+    """Load an algorithm checkpoint safely and check it against
+    :func:`algo_checkpoint_schema` before any of it is used.
+
+    Raises:
+        UserError: Not an snrl agent checkpoint, or corrupt (naming the first mismatch).
+    """
+    d = load_checkpoint(Path(path))
+    if "algo" not in d or "config" not in d or "agent" not in d:
+        raise UserError(f"{path} is not an snrl agent checkpoint (pass a checkpoints/*.pt file)")
+    err = check_schema(d, algo_checkpoint_schema(), "payload")
+    if err:
+        raise corrupt_checkpoint(path, err)
+    return d
