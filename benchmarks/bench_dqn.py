@@ -175,7 +175,8 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     else:
         import snrl
 
-        algo = snrl.DQN(spec["env_id"], seed=seed, run_dir=run_dir, **spec["overrides"])
+        # snrl's own run directory: the benchmark's folder also holds its log and result
+        algo = snrl.DQN(spec["env_id"], seed=seed, run_dir=run_dir / "run", **spec["overrides"])
         res["config"] = dataclass_dict(algo.config)
         w0, c0 = time.perf_counter(), time.process_time()
         hist = algo.learn(steps, progress=False)
@@ -189,7 +190,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         ]
         res["evals"] = evals
         res["first_step_at_threshold"] = next((s for s, r in evals if r >= spec["threshold"]), None)
-        best_path = run_dir / "checkpoints" / "best.pt"
+        best_path = run_dir / "run" / "checkpoints" / "best.pt"
         if algo.config.eval_interval and best_path.exists():
             best = snrl.DQN.load(best_path)
             res["best"] = pick(best.evaluate(n_episodes=EVAL_EPISODES, seed=EVAL_SEED))

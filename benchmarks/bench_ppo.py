@@ -118,13 +118,19 @@ def _first_reaching(steps: list[int], values: list[float], threshold: float) -> 
     return None
 
 
+def _snrl_run_dir(spec: dict[str, Any]) -> Path:
+    """snrl's run directory inside the benchmark's per-run folder (which also holds the
+    worker log and result.json: snrl writes only into its own or empty directories)."""
+    return Path(spec["run_dir"]) / "run"
+
+
 def _run_snrl(spec: dict[str, Any]) -> dict[str, Any]:
     import dataclasses
 
     from snrl.agents.ppo import PPO, PPOConfig
     from snrl.config import config_to_dict, load_config
 
-    run_dir = Path(spec["run_dir"])
+    run_dir = _snrl_run_dir(spec)
     base = {**spec["overrides"], "env": spec["env_id"], "seed": spec["seed"]}
     base["total_steps"] = spec["steps"]
     if spec.get("eval_interval") is not None:
@@ -333,7 +339,7 @@ def partial_result(spec: dict[str, Any]) -> dict[str, Any] | None:
 
     from snrl.agents.ppo import PPO
 
-    run_dir = Path(spec["run_dir"])
+    run_dir = _snrl_run_dir(spec)
     ckpt = run_dir / "checkpoints"
     if spec["kind"] != "snrl" or not (ckpt / "best.pt").exists():
         return None
