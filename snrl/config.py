@@ -528,3 +528,52 @@ def check_values(cfg: Any) -> None:
         why = _bad_number(value)
         if why:
             raise UserError(f"config key {f.name}={value!r} {why}")
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The one-line docstrings written under each field of a config dataclass (and of its
+    bases), read from the source: the text of the generated tables of every config key."""
+    import ast
+    import inspect
+    import textwrap
+
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError):  # no source (e.g. built in a REPL)
+            continue
+        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+        for node, after in zip(body, body[1:]):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                docs[node.target.id] = " ".join(after.value.value.split())
+    return docs
+
+
+def config_table(cls: type) -> str:
+    """The Markdown table of a config class's keys: default and meaning (generated for the
+    docs; a default that departs from :data:`NEURON_DEFAULTS` says why)."""
+    docs = field_docs(cls)
+    lines = ["| key | default | meaning |", "|---|---|---|"]
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        if f.default is not dataclasses.MISSING:
+            default = repr(f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            default = repr(f.default_factory())
+        else:
+            default = "(required)"
+        meaning = docs.get(f.name, "").replace("|", "\\|")
+        if "override" in f.metadata:
+            meaning += f" (default {NEURON_DEFAULTS[f.name]!r} elsewhere: {f.metadata['override']})"
+        lines.append(f"| `{f.name}` | `{default}` | {meaning} |")
+    return "\n".join(lines) + "\n"

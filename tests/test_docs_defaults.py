@@ -1,41 +1,64 @@
-"""docs/architecture.md's table of defaults is generated from the code and must match it.
+"""The tables in docs/ that are generated from the code (the table of defaults, the config
+keys of each algorithm) must match it: each follows a marker ``<!-- generated: CALL -->``.
 
-Regenerate it with ``SNRL_WRITE_DOCS=1 python -m pytest tests/test_docs_defaults.py``.
+Regenerate them with ``SNRL_WRITE_DOCS=1 python -m pytest tests/test_docs_defaults.py``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from pathlib import Path
 
 import pytest
 
 from snrl.agents import DQNConfig, PPOConfig
-from snrl.config import NEURON_DEFAULTS, defaults_table, override
+from snrl.config import NEURON_DEFAULTS, config_table, defaults_table, override
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
-START = "<!-- generated: snrl.config.defaults_table (tests/test_docs_defaults.py) -->"
-
-
-def _documented() -> tuple[str, str, str]:
-    text = DOC.read_text(encoding="utf-8")
-    head, sep, rest = text.partition(START + "\n")
-    assert sep, f"{DOC} lost its generated-table marker"
-    lines = rest.splitlines(keepends=True)
-    n = 0
-    while n < len(lines) and lines[n].startswith("|"):
-        n += 1
-    return head + sep, "".join(lines[:n]), "".join(lines[n:])
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+GENERATORS = {
+    "defaults_table(PPOConfig, DQNConfig)": lambda: defaults_table(PPOConfig, DQNConfig),
+    "config_table(PPOConfig)": lambda: config_table(PPOConfig),
+    "config_table(DQNConfig)": lambda: config_table(DQNConfig),
+}
+MARKER = re.compile(r"^<!-- generated: (.+) -->\n", re.M)
 
 
-def test_docs_table_matches_the_code():
-    head, table, tail = _documented()
-    want = defaults_table(PPOConfig, DQNConfig)
+def _blocks(text: str):
+    """(call, start, end) of each generated table: the lines starting with '|' after a marker."""
+    for m in MARKER.finditer(text):
+        end = m.end()
+        while text.startswith("|", end):
+            end = text.index("\n", end) + 1
+        yield m.group(1), m.end(), end
+
+
+@pytest.mark.parametrize("doc", ["architecture.md", "agents.md"])
+def test_generated_tables_match_the_code(doc):
+    path = DOCS / doc
+    text = path.read_text(encoding="utf-8")
+    blocks = list(_blocks(text))
+    assert blocks, f"{doc} lost its generated tables"
+    for call, start, end in reversed(blocks):
+        assert call in GENERATORS, f"{doc}: unknown generated block {call!r}"
+        want = GENERATORS[call]()
+        if os.environ.get("SNRL_WRITE_DOCS") == "1":
+            text = text[:start] + want + text[end:]
+        else:
+            assert text[start:end] == want, f"{doc}: the table {call} is stale (see this file)"
     if os.environ.get("SNRL_WRITE_DOCS") == "1":
-        DOC.write_text(head + want + tail, encoding="utf-8")
-        table = want
-    assert table == want, "docs/architecture.md's defaults table is stale (see this file's doc)"
+        path.write_text(text, encoding="utf-8")
+
+
+def test_every_config_key_is_documented_in_its_class():
+    """A key without a docstring would leave an empty cell in the generated tables."""
+    from snrl.config import field_docs
+
+    for cls in (PPOConfig, DQNConfig):
+        docs = field_docs(cls)
+        missing = [f.name for f in dataclasses.fields(cls) if f.init and not docs.get(f.name)]
+        assert not missing, (cls.__name__, missing)
 
 
 @pytest.mark.parametrize("cls", [PPOConfig, DQNConfig])
