@@ -30,12 +30,12 @@ def make_input(steps: int, batch: int, features: int, generator: torch.Generator
     return 1 + torch.sin(t * freq * 6.283 + phase) + noise
 
 
-def build(seed: int, inhibitory: float = 0.5) -> SpikingBackbone:
+def build(seed: int, inhibitory: float = 0.2) -> SpikingBackbone:
     """The network of the example: 4 inputs -> LIF 80 -> LIF 40 -> LI readout 2.
 
-    Half the neurons are inhibitory: with the same |W| for E and I (the init is identical with
-    and without Dale), a 20 % inhibitory network is net excitatory and, once a few neurons
-    fire, every neuron fires every step (see docs/layers.md, "E/I balance").
+    20 % of the neurons are inhibitory (the biological ratio, the default); the layers scale
+    the inhibitory weights so that each neuron's expected recurrent input is zero at init
+    (see docs/layers.md, "E/I balance at init").
     """
     return SpikingBackbone(
         4, [80, 40], 2, backbone="lif", force_dale_law=True, recurrent_sign=inhibitory, seed=seed
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=300, help="network steps to simulate")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--inhibitory", type=float, default=0.5, help="fraction of inhibitory neurons"
+        "--inhibitory", type=float, default=0.2, help="fraction of inhibitory neurons"
     )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)

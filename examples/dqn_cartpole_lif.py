@@ -36,8 +36,7 @@ def main() -> None:
         env="CartPole-v1",
         backbone="lif",
         hidden_size=32 if args.quick else 128,
-        force_dale_law=True,
-        recurrent_sign=0.5,  # balanced E/I drive at init
+        force_dale_law=True,  # 80/20 E/I (the default), balanced at init
         replay="sequence",  # R2D2-style windows with stored states
         seq_len=20,
         burn_in=10,

@@ -35,8 +35,7 @@ def main() -> None:
         [80, 40],
         2,  # logits for the two actions: the readout membrane
         backbone="lif",
-        force_dale_law=True,
-        recurrent_sign=0.5,
+        force_dale_law=True,  # 80/20 E/I (the default recurrent_sign=0.2), balanced at init
         tau_m=10e-3,
         readout_tau_m=10e-3,
         seed=args.seed,
@@ -78,8 +77,7 @@ def policy_like(seed: int) -> SpikingBackbone:
         [80, 40],
         2,
         backbone="lif",
-        force_dale_law=True,
-        recurrent_sign=0.5,
+        force_dale_law=True,  # 80/20 E/I (the default recurrent_sign=0.2), balanced at init
         tau_m=10e-3,
         readout_tau_m=10e-3,
         seed=seed,
