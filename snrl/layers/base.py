@@ -8,6 +8,8 @@ model's step function. Layers keep no state on themselves: it is always passed e
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar, NamedTuple
 
 import torch
@@ -31,6 +33,9 @@ class LayerOutput(NamedTuple):
     """The state after the last step."""
     v: Tensor
     """(B, N) or (T, B, N): membrane potential after each step."""
+    traces: Mapping[str, Tensor] = MappingProxyType({})
+    """The model's other state variables after each step, by their state field name (ALIF:
+    ``a``, the adaptation; SpyLIF: ``i``, the synaptic current), shaped like ``v``."""
 
 
 def _seed_from_global() -> int:
@@ -362,15 +367,20 @@ class RecurrentLayer(nn.Module):
     ) -> LayerOutput:
         """Loop the step function over ``u`` ((B, N) one step or (T, B, N))."""
         seq = u.dim() == 3
+        names = [f for f in state._fields if f not in ("v", "z")]  # the model's own variables
         outs, vs = [], []
+        traces: dict[str, list[Tensor]] = {f: [] for f in names}
         for u_t in u.unbind(0) if seq else (u,):
             cur = u_t if w_rec is None else torch.addmm(u_t, self._feedback(state), w_rec)
             out, state = self._step(cur, state, consts, spike_fn)
             outs.append(out)
             vs.append(state.v)
+            for f in names:
+                traces[f].append(getattr(state, f))
         if seq:
-            return LayerOutput(torch.stack(outs), state, torch.stack(vs))
-        return LayerOutput(outs[0], state, vs[0])
+            stacked = {f: torch.stack(ts) for f, ts in traces.items()}
+            return LayerOutput(torch.stack(outs), state, torch.stack(vs), stacked)
+        return LayerOutput(outs[0], state, vs[0], {f: ts[0] for f, ts in traces.items()})
 
     def _spike_fn(self) -> SpikeFn | None:
         return None

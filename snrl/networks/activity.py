@@ -18,13 +18,14 @@ sequence, as the backbone's input was; in a :class:`snrl.Trajectory` (one env) `
 
 Which fields a layer has, by ``kind``:
 
-- ``"spiking"``: ``spikes`` (0/1) and ``v`` (membrane potential after each step);
+- ``"spiking"``: ``spikes`` (0/1), ``v`` (membrane potential after each step) and the
+  model's other state variables in ``extra``: ``"a"`` (ALIF adaptation), ``"i"`` (SpyLIF
+  synaptic current);
 - ``"readout"`` (non-spiking leaky integrator): ``v``;
 - ``"ann"`` (MLP, GRU, LSTM): ``extra["h"]``, the hidden activation.
 
-``extra`` holds model-specific traces under short names (``"h"`` for ANN layers; a neuron
-model that reports more per step, e.g. an adaptation ``"a"`` or a synaptic current
-``"i"``, adds them here). :meth:`Activity.flat` names every array ``"<layer>.<field>"``.
+``extra`` holds model-specific traces under short names (``"h"`` for ANN layers, the state
+field names of the neuron model for spiking layers). :meth:`Activity.flat` names every array ``"<layer>.<field>"``.
 """
 
 from __future__ import annotations

@@ -253,6 +253,7 @@ class SpikingBackbone(nn.Module):
                     size=layer.output_size,
                     spikes=res.out if spiking else None,
                     v=res.v,
+                    extra=dict(res.traces),
                     threshold=layer.threshold if spiking else None,
                     sign=layer.recurrent_sign,
                 )

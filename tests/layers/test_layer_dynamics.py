@@ -238,12 +238,16 @@ def test_lif_training_path_with_and_without_the_fused_sequence(monkeypatch, fuse
 @pytest.mark.parametrize("cls", LAYERS)
 @pytest.mark.parametrize("shape", [(2, 3), (6, 2, 3)])
 def test_layer_output_unpacks_like_the_recurrent_protocol(cls, shape) -> None:
-    # out, state first (as `out, state = net(x, state)` and BackboneOutput), then membranes
-    assert LayerOutput._fields == ("out", "state", "v")
+    # out, state first (as `out, state = net(x, state)` and BackboneOutput), then membranes,
+    # then the model's other state variables after each step
+    assert LayerOutput._fields == ("out", "state", "v", "traces")
     layer = _make(cls)
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(3)) * 2
     s0 = layer.initial_state(shape[-2])
-    out, state, v = layer.run(x, s0)
+    out, state, v, traces = layer.run(x, s0)
+    for name, trace in traces.items():
+        last = trace[-1] if len(shape) == 3 else trace
+        assert trace.shape == out.shape and torch.equal(getattr(state, name), last)
     out2, state2 = layer(x, s0)
     assert torch.equal(out, out2) and type(state) is type(state2) is layer.state_type
     assert v.shape == out.shape and torch.equal(state.v, v[-1] if len(shape) == 3 else v)

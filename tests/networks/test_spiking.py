@@ -38,7 +38,9 @@ def test_run_shapes_activity_layers_and_forward_equals_run(backbone: str, state_
             ("spiking", 8, 0.7),
             ("readout", 3, None),
         ]
-        assert [list(a.fields) for a in act] == [["spikes", "v"], ["spikes", "v"], ["v"]]
+        own = [f for f in state_type._fields if f not in ("v", "z")]  # ALIF a, SpyLIF i
+        spiking = ["spikes", "v", *own]
+        assert [list(a.fields) for a in act] == [spiking, spiking, ["v"]]
         assert act[0] is act[f"{backbone}0"]
         assert act[0].spikes.shape == act[0].v.shape == (*lead, 16)
         assert act[f"{backbone}1"].v.shape == (*lead, 8)
