@@ -25,7 +25,8 @@ Which fields a layer has, by ``kind``:
 - ``"ann"`` (MLP, GRU, LSTM): ``extra["h"]``, the hidden activation.
 
 ``extra`` holds model-specific traces under short names (``"h"`` for ANN layers, the state
-field names of the neuron model for spiking layers). :meth:`Activity.flat` names every array ``"<layer>.<field>"``.
+field names of the neuron model for spiking layers). :meth:`Activity.flat` names every
+array ``"<layer>.<field>"``.
 """
 
 from __future__ import annotations
