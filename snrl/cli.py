@@ -30,6 +30,7 @@ from snrl.io import write_json_atomic
 from snrl.networks.factory import BACKBONES
 from snrl.training.checkpoint import load_checkpoint
 from snrl.training.rundir import (
+    DEMO_FILES,
     MANIFEST,
     claim_files,
     is_run_dir,
@@ -38,7 +39,6 @@ from snrl.training.rundir import (
 )
 
 VIDEO_EXTS = (".gif", ".mp4")
-DEMO_FILES = ("eval.json", "demo.mp4", "demo.gif")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -33,7 +33,9 @@ from snrl.errors import UserError
 from snrl.io import write_json_atomic
 
 __all__ = [
+    "DEMO_FILES",
     "LAYOUT",
+    "RUN_OUTPUTS",
     "MANIFEST",
     "claim_files",
     "continue_run_dir",
@@ -58,6 +60,13 @@ LAYOUT = (
     "checkpoints/best.pt",
     "checkpoints/last.pt",
 )
+
+#: The files ``snrl demo`` adds to a run directory (claimed before they are written).
+DEMO_FILES = ("eval.json", "demo.mp4", "demo.gif")
+
+#: Every name snrl ever writes into a run directory: the only names a manifest may list, so
+#: a crafted manifest in a folder someone sent cannot make ``--force`` delete anything else.
+RUN_OUTPUTS = (*LAYOUT, *DEMO_FILES)
 
 # Temp names of our own writers: tempfile.mkstemp's 8 random characters between a prefix
 # ".<name>." and the suffix ".tmp" (snrl.io) or ".tmp.<ext>" (video writers), and the
@@ -97,6 +106,11 @@ def _check_entry(entry: object, manifest: Path) -> str:
         raise UserError(
             f"run manifest {manifest} is corrupt (entry {entry!r} is not a relative path inside "
             "the run directory; remove the run's files by hand or choose another directory)"
+        )
+    if entry not in RUN_OUTPUTS:
+        raise UserError(
+            f"run manifest {manifest} lists {entry!r}, which snrl never writes (it was not "
+            "written by snrl; remove the run's files by hand or choose another directory)"
         )
     return entry  # type: ignore[return-value]
 

@@ -134,6 +134,23 @@ def test_crafted_manifest_cannot_reach_outside(tmp_path):
     assert victim.read_text() == "keep" and (out / "config.json").exists()
 
 
+def test_a_manifest_listing_a_name_snrl_never_writes_deletes_nothing(tmp_path):
+    """A folder someone sent may carry a crafted manifest: it cannot make --force delete a
+    file of a name snrl never writes (the user's notes.txt, src/)."""
+    out = _fake_run(tmp_path / "run")
+    (out / "notes.txt").write_text("mine")
+    (out / "src").mkdir()
+    (out / "src" / "main.py").write_text("mine")
+    for entry in ("notes.txt", "src/main.py", "src/", "checkpoints/other.pt"):
+        entries = [*LAYOUT, entry]
+        write_json_atomic(out / MANIFEST, {"format": "snrl-run", "version": 1, "entries": entries})
+        with pytest.raises(UserError, match=r"lists .*, which snrl never writes"):
+            prepare_run_dir(out, force=True)
+    assert (out / "notes.txt").read_text() == "mine"
+    assert (out / "src" / "main.py").read_text() == "mine"
+    assert (out / "config.json").exists()
+
+
 def test_force_never_follows_links_out_of_the_run(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
