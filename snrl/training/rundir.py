@@ -386,14 +386,21 @@ def continue_run_dir(out: str | os.PathLike) -> Path:
     ``checkpoints/last.pt``, adopted). Nothing is deleted except stale temp files.
 
     Raises:
-        UserError: If ``out`` is a file, not writable, or a non-empty directory that is not
-            an snrl run.
+        UserError: If ``out`` is a file, not writable, a non-empty directory that is not
+            an snrl run, or holds one of snrl's names as a symbolic link.
     """
     out = _check_path_arg(out)
     if out.exists() and not out.is_dir():
         raise UserError(f"run directory {out} exists and is not a directory (choose another --out)")
     if not out.is_dir():
         return _create(out, LAYOUT)
+    links = [n.rstrip("/") for n in RUN_OUTPUTS if (out / n.rstrip("/")).is_symlink()]
+    if links:  # a crafted bundle: continuing would write through the link, out of the run
+        raise UserError(
+            f"run directory {out} holds symbolic links ({', '.join(links)}); snrl writes its "
+            "runs' files itself and will not write through a link (remove the links, or "
+            "choose another run directory)"
+        )
     entries, foreign, _ = _contents(out)
     if entries is None and foreign and not (out / "checkpoints" / "last.pt").is_file():
         _refuse_foreign(out, foreign, "choose another run directory")

@@ -151,6 +151,31 @@ def test_a_manifest_listing_a_name_snrl_never_writes_deletes_nothing(tmp_path):
     assert (out / "config.json").exists()
 
 
+@pytest.mark.parametrize("link", ["checkpoints", "metrics.csv"])
+def test_resume_refuses_to_write_through_a_link(tmp_path, link):
+    """A bundle whose checkpoints/ (or metrics.csv) links elsewhere: resuming it would write
+    out of the run, so it is refused and the link's target is untouched."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "last.pt").write_text("keep")
+    (elsewhere / "metrics.csv").write_text("keep")
+    out = _fake_run(tmp_path / "run")
+    target = out / link
+    if target.is_dir():
+        for p in target.iterdir():
+            p.unlink()
+        target.rmdir()
+        target.symlink_to(elsewhere)
+    else:
+        target.unlink(missing_ok=True)
+        target.symlink_to(elsewhere / "metrics.csv")
+    with pytest.raises(UserError, match=rf"holds symbolic links \({link}\)"):
+        prepare_run_dir(out, resume=True)
+    with pytest.raises(UserError, match="will not write through a link"):
+        continue_run_dir(out)
+    assert sorted(p.read_text() for p in elsewhere.iterdir()) == ["keep", "keep"]
+
+
 def test_force_never_follows_links_out_of_the_run(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
