@@ -27,3 +27,17 @@ class NonFiniteError(UserError):
 
 class EnvError(UserError):
     """The environment raised an exception; the message names the env and the step."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message, or its type's name when it has no message (for
+    one-line error reports)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def describe(exc: BaseException) -> str:
+    """``"<Type>: <first line>"``, or ``"<Type>"`` for an exception without a message."""
+    text = str(exc).strip()
+    name = type(exc).__name__
+    return f"{name}: {text.splitlines()[0]}" if text else name

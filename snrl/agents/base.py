@@ -35,7 +35,7 @@ from snrl.config import (
 from snrl.envs import check_spaces, make_env
 from snrl.envs.make import check_env_id_trusted
 from snrl.envs.spaces import ObsFlattener
-from snrl.errors import NonFiniteError, UserError
+from snrl.errors import NonFiniteError, UserError, first_line
 from snrl.networks.factory import BACKBONES, ENCODERS, SPIKING, build_backbone
 from snrl.training.checkpoint import (
     corrupt_checkpoint,
@@ -46,11 +46,6 @@ from snrl.training.checkpoint import (
 from snrl.training.rundir import continue_run_dir
 from snrl.training.runlog import RunLogger
 from snrl.trajectory import Trajectory
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
 
 
 def check(cond: bool, msg: str) -> None:
@@ -539,14 +534,14 @@ class Algorithm:
         try:
             cfg = config_from_dict(cls.Config, saved)
         except ValueError as e:
-            raise corrupt_checkpoint(path, f"its config: {_first_line(e)}") from None
+            raise corrupt_checkpoint(path, f"its config: {first_line(e)}") from None
         algo = cls(config=cfg, policy=policy, critic=critic, run_dir=None)
         try:
             algo.agent.load_state_dict(d["agent"])
             algo.optimizer.load_state_dict(d["optimizer"])
         except Exception as e:  # shapes, keys, optimizer state of another layout
             raise UserError(
-                f"checkpoint {path} does not fit this agent: {_first_line(e)} (was it written "
+                f"checkpoint {path} does not fit this agent: {first_line(e)} (was it written "
                 "by another snrl version or config?)"
             ) from None
         c = d["counters"]
@@ -560,7 +555,7 @@ class Algorithm:
         except UserError:
             raise
         except Exception as e:
-            raise corrupt_checkpoint(path, f"its {cls.algo_name} state: {_first_line(e)}") from None
+            raise corrupt_checkpoint(path, f"its {cls.algo_name} state: {first_line(e)}") from None
         if run_dir is not None:
             algo.run_dir = continue_run_dir(run_dir)
         return algo

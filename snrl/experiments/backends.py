@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from snrl.errors import UserError
+from snrl.errors import UserError, describe, first_line
 from snrl.experiments.execution import execute_run, failed_record
 from snrl.experiments.spec import RunSpec
 
@@ -178,8 +178,8 @@ def run_ray(
         try:
             ray.init(**kwargs)
         except (ConnectionError, RuntimeError, ValueError) as e:
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise UserError(f"cannot start or join Ray at {address or 'local'}: {first}") from None
+            where = address or "local"
+            raise UserError(f"cannot start or join Ray at {where}: {first_line(e)}") from None
         started = True
     try:
         task = ray.remote(num_cpus=1, max_retries=0)(execute_run)
@@ -196,8 +196,7 @@ def run_ray(
                 try:
                     on_result(ray.get(ref))
                 except Exception as e:  # the task's worker died
-                    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-                    error = f"Ray task failed: {type(e).__name__}: {first}"
+                    error = f"Ray task failed: {describe(e)}"
                     on_result(failed_record(spec, error))
     finally:
         if started:

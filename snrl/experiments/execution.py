@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from snrl.errors import describe
 from snrl.experiments.spec import RunSpec
 from snrl.experiments.store import jsonable, write_status
 
@@ -94,10 +95,9 @@ def execute_run(spec: RunSpec | Mapping[str, Any]) -> dict[str, Any]:
             **ops,
         )
     except Exception as e:  # a failing run is recorded, never propagated
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         record.update(
             status="failed",
-            error=f"{type(e).__name__}: {first}" if first else type(e).__name__,
+            error=describe(e),
             traceback=traceback.format_exc(),
         )
     record["seconds"] = time.perf_counter() - t0  # this call: training + evaluation

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from snrl.errors import UserError
+from snrl.errors import UserError, first_line
 from snrl.io import AtomicPath, atomic_path
 
 VIDEO_EXTENSIONS = (".gif", ".mp4")
@@ -193,7 +193,7 @@ class Mp4Writer:
             full = False
         if full or exc.errno in (errno.ENOSPC, errno.EDQUOT):
             return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self._file.path))
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         return OSError(
             exc.errno or errno.EPIPE,
             f"ffmpeg stopped while writing the video ({first})",
