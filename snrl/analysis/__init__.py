@@ -1,0 +1,46 @@
+"""Look inside a trained spiking network: spike-train statistics, E/I input currents,
+trial-aligned analyses, tuning curves, figures and exports (NWB, Neo).
+
+Pure functions (:mod:`snrl.analysis.stats`, :mod:`snrl.analysis.trials`,
+:mod:`snrl.analysis.currents`) compute one number from arrays; :class:`SpikeStats` and
+:class:`NetworkAnalysis` accumulate them episode by episode (constant memory);
+:func:`analyze` rolls out an algorithm and is what ``snrl analyze`` runs. Every reported
+number is defined in :data:`METRICS` (docs/analysis.md is generated from it).
+"""
+
+from snrl.analysis.currents import layer_weights, synaptic_currents
+from snrl.analysis.run import ANALYSIS_FILES, NetworkAnalysis, analyze, read_summary
+from snrl.analysis.stats import (
+    METRICS,
+    SpikeStats,
+    fano_factor,
+    firing_rate,
+    isi_cv,
+    metrics_table,
+    population_sparseness,
+    spike_count_correlation,
+    window_counts,
+)
+from snrl.analysis.trials import PSTHAccumulator, TuningAccumulator, pca, selectivity
+
+__all__ = [
+    "ANALYSIS_FILES",
+    "METRICS",
+    "NetworkAnalysis",
+    "PSTHAccumulator",
+    "SpikeStats",
+    "TuningAccumulator",
+    "analyze",
+    "fano_factor",
+    "firing_rate",
+    "isi_cv",
+    "layer_weights",
+    "metrics_table",
+    "pca",
+    "population_sparseness",
+    "read_summary",
+    "selectivity",
+    "spike_count_correlation",
+    "synaptic_currents",
+    "window_counts",
+]

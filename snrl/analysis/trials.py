@@ -1,0 +1,206 @@
+"""Trial-aligned analyses (PSTHs, selectivity, PCA trajectories) and tuning curves.
+
+Trials come from a trajectory's ``trials`` list (NeuroGym tasks): dicts with ``start_step``,
+``end_step`` (env steps), ``choice``, ``gt``, ``conditions`` and optionally
+``reaction_time`` (env steps from the trial start to the decision). With ``substeps``
+neuron steps per env step, env step k covers neuron rows ``k*substeps .. (k+1)*substeps-1``.
+
+Definitions:
+
+- PSTH: mean spikes per neuron in each neuron step of a window ``[-pre, post)`` around an
+  event (trial start, or decision = ``start_step + reaction_time``, else ``end_step``),
+  averaged over the trials of one condition; divided by ``dt`` for Hz.
+- Selectivity of a neuron between two groups of trials A and B (e.g. choice 1 vs 0): with
+  r the neuron's mean spikes per step over a trial, ``index = (mean r_A - mean r_B) /
+  (mean r_A + mean r_B)`` in [-1, 1] (NaN when silent in both) and ``d' = (mean r_A -
+  mean r_B) / sqrt((var r_A + var r_B) / 2)`` (ddof 0).
+- PCA: principal axes of a (samples, N) matrix by SVD of the centred matrix (numpy; no
+  scikit-learn dependency).
+- Tuning curve: mean spikes per step of each neuron in the steps where observation
+  dimension d falls in each of ``n_bins`` equal bins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from snrl.errors import UserError
+
+__all__ = [
+    "PSTHAccumulator",
+    "TuningAccumulator",
+    "condition_key",
+    "pca",
+    "selectivity",
+]
+
+
+def pca(x: Any, n_components: int = 3) -> dict[str, np.ndarray]:
+    """Principal component analysis by SVD of the centred data.
+
+    Args:
+        x: (S, N) samples x features.
+        n_components: components to keep (at most min(S, N)).
+
+    Returns:
+        ``{"components": (k, N) unit axes (rows), "explained_variance_ratio": (k,),
+        "mean": (N,), "scores": (S, k) projections}``. Each axis's sign is fixed so that its
+        largest-magnitude entry is positive (reproducible signs).
+    """
+    a = np.asarray(x, dtype=np.float64)
+    if a.ndim != 2 or a.shape[0] < 2:
+        raise UserError(f"pca needs a (samples >= 2, features) array, got shape {a.shape}")
+    mean = a.mean(axis=0)
+    c = a - mean
+    _, s, vt = np.linalg.svd(c, full_matrices=False)
+    k = min(int(n_components), vt.shape[0])
+    comps = vt[:k]
+    flip = np.sign(comps[np.arange(k), np.abs(comps).argmax(axis=1)])
+    comps = comps * flip[:, None]
+    var = s * s
+    total = var.sum()
+    ratio = var[:k] / total if total > 0 else np.zeros(k)
+    return {
+        "components": comps,
+        "explained_variance_ratio": ratio,
+        "mean": mean,
+        "scores": c @ comps.T,
+    }
+
+
+def selectivity(rates_a: Any, rates_b: Any) -> dict[str, np.ndarray]:
+    """Selectivity of each neuron between two groups of trials.
+
+    Args:
+        rates_a: (n_A, N) per-trial mean spikes per step (or Hz) in group A.
+        rates_b: (n_B, N) the same for group B.
+
+    Returns:
+        ``{"index": (N,), "dprime": (N,)}`` (definitions in the module docstring); NaN where
+        undefined (silent in both groups; zero variance in both).
+    """
+    a = np.asarray(rates_a, dtype=np.float64)
+    b = np.asarray(rates_b, dtype=np.float64)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1] or not len(a) or not len(b):
+        raise UserError(
+            f"selectivity needs two (trials, N) arrays with N equal and trials > 0, got "
+            f"{a.shape} and {b.shape}"
+        )
+    ma, mb = a.mean(0), b.mean(0)
+    pooled = np.sqrt((a.var(0) + b.var(0)) / 2.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        index = np.where(ma + mb > 0, (ma - mb) / (ma + mb), np.nan)
+        dprime = np.where(pooled > 0, (ma - mb) / pooled, np.nan)
+    return {"index": index, "dprime": dprime}
+
+
+def condition_key(trial: Mapping[str, Any], by: str) -> str | None:
+    """The group label of a trial: ``by`` is ``"choice"``, ``"gt"`` or a key of its
+    ``conditions`` (e.g. ``"coh"``); None when the trial lacks it."""
+    if by in ("choice", "gt", "correct"):
+        v = trial.get(by)
+    else:
+        v = (trial.get("conditions") or {}).get(by)
+    if v is None:
+        return None
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    return str(v)
+
+
+class PSTHAccumulator:
+    """Trial-aligned mean spikes per condition, accumulated episode by episode.
+
+    Args:
+        size: N neurons.
+        pre, post: window ``[-pre, post)`` around the event, in neuron steps.
+        event: ``"start"`` or ``"decision"``.
+        by: what groups the trials (see :func:`condition_key`).
+    """
+
+    def __init__(self, size: int, *, pre: int, post: int, event: str = "start", by: str = "gt"):
+        if event not in ("start", "decision"):
+            raise UserError(f"event={event!r} (use 'start' or 'decision')")
+        self.size, self.pre, self.post, self.event, self.by = int(size), int(pre), int(post), event, by
+        self.sums: dict[str, np.ndarray] = {}
+        self.counts: dict[str, np.ndarray] = {}
+        self.trial_rates: dict[str, list[np.ndarray]] = {}
+
+    def _event_step(self, trial: Mapping[str, Any]) -> int:
+        if self.event == "start":
+            return int(trial["start_step"])
+        rt = trial.get("reaction_time")
+        if rt is not None and np.isfinite(rt):
+            return int(trial["start_step"]) + int(rt)
+        return int(trial["end_step"])
+
+    def add(self, spikes: Any, trials: Sequence[Mapping[str, Any]], substeps: int = 1) -> None:
+        """Fold in the trials of one episode ((T * substeps, N) spikes)."""
+        s = np.asarray(spikes, dtype=np.float64)
+        length = self.pre + self.post
+        for trial in trials:
+            key = condition_key(trial, self.by)
+            if key is None:
+                continue
+            t0 = self._event_step(trial) * substeps - self.pre
+            lo, hi = max(t0, 0), min(t0 + length, s.shape[0])
+            if key not in self.sums:
+                self.sums[key] = np.zeros((length, self.size))
+                self.counts[key] = np.zeros(length)
+            if hi > lo:
+                self.sums[key][lo - t0 : hi - t0] += s[lo:hi]
+                self.counts[key][lo - t0 : hi - t0] += 1
+            a = int(trial["start_step"]) * substeps
+            b = min((int(trial["end_step"]) + 1) * substeps, s.shape[0])
+            if b > a:
+                self.trial_rates.setdefault(key, []).append(s[a:b].mean(0))
+
+    def psth(self) -> dict[str, np.ndarray]:
+        """Condition -> (pre + post, N) mean spikes per step (NaN where no trial covers)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return {k: self.sums[k] / self.counts[k][:, None] for k in sorted(self.sums)}
+
+    def rates(self) -> dict[str, np.ndarray]:
+        """Condition -> (trials, N) mean spikes per step over each trial."""
+        return {k: np.stack(v) for k, v in sorted(self.trial_rates.items())}
+
+
+class TuningAccumulator:
+    """Mean spikes per step of each neuron by observation bin, per observation dimension.
+
+    The bin edges are fixed from the first episode's 1st-99th percentiles of each dimension
+    (streaming: no second pass); values outside fall into the end bins.
+    """
+
+    def __init__(self, size: int, n_bins: int = 10):
+        self.size, self.n_bins = int(size), int(n_bins)
+        self.edges: np.ndarray | None = None
+        self.sums: np.ndarray | None = None
+        self.counts: np.ndarray | None = None
+
+    def add(self, spikes: Any, observations: Any, substeps: int = 1) -> None:
+        s = np.asarray(spikes, dtype=np.float64)
+        obs = np.asarray(observations, dtype=np.float64).reshape(len(observations), -1)
+        if substeps > 1:
+            obs = np.repeat(obs, substeps, axis=0)
+        obs = obs[: s.shape[0]]
+        d = obs.shape[1]
+        if self.edges is None:
+            lo, hi = np.percentile(obs, [1, 99], axis=0)
+            hi = np.where(hi > lo, hi, lo + 1e-9)
+            self.edges = np.linspace(lo, hi, self.n_bins + 1, axis=1)  # (D, n_bins + 1)
+            self.sums = np.zeros((d, self.n_bins, self.size))
+            self.counts = np.zeros((d, self.n_bins))
+        for j in range(d):
+            idx = np.clip(np.searchsorted(self.edges[j], obs[:, j], side="right") - 1, 0, self.n_bins - 1)
+            np.add.at(self.sums[j], idx, s)
+            self.counts[j] += np.bincount(idx, minlength=self.n_bins)
+
+    def curves(self) -> tuple[np.ndarray, np.ndarray]:
+        """((D, n_bins) bin centres, (D, n_bins, N) mean spikes per step; NaN in empty bins)."""
+        centres = (self.edges[:, 1:] + self.edges[:, :-1]) / 2
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return centres, self.sums / self.counts[:, :, None]
