@@ -77,8 +77,14 @@ def raster_figure(
             for k, j in enumerate(idx):
                 t = np.flatnonzero(s[:, j])
                 t = t * dt if dt is not None else t
-                ax.scatter(t, np.full(t.size, row + k), s=1.5, marker="|",
-                           color=population_color(pop), linewidths=0.6)
+                ax.scatter(
+                    t,
+                    np.full(t.size, row + k),
+                    s=1.5,
+                    marker="|",
+                    color=population_color(pop),
+                    linewidths=0.6,
+                )
             row += idx.size
         ax.set_ylim(row, -1)
         ax.set_ylabel("neuron (by rate)")
@@ -116,7 +122,10 @@ def rate_cv_figure(layers: Sequence[Mapping[str, Any]], rate_unit: str) -> Figur
 
 
 def ei_currents_figure(
-    name: str, currents: Mapping[str, np.ndarray], neurons: Sequence[int], dt: float | None,
+    name: str,
+    currents: Mapping[str, np.ndarray],
+    neurons: Sequence[int],
+    dt: float | None,
     max_steps: int = 300,
 ) -> Figure:
     """Excitatory, inhibitory, external and net input current of a few neurons over time."""
@@ -138,8 +147,14 @@ def ei_currents_figure(
 
 
 def tuning_figure(
-    name: str, centres: np.ndarray, curves: np.ndarray, sign: Any, labels: Sequence[str],
-    rate_scale: float, rate_unit: str, n_show: int = 6,
+    name: str,
+    centres: np.ndarray,
+    curves: np.ndarray,
+    sign: Any,
+    labels: Sequence[str],
+    rate_scale: float,
+    rate_unit: str,
+    n_show: int = 6,
 ) -> Figure:
     """Tuning curves: mean rate vs each observation dimension, for the ``n_show`` neurons
     whose curve varies most per dimension (E and I coloured)."""
@@ -155,14 +170,21 @@ def tuning_figure(
             ax.plot(centres[j], c[:, k], "-o", ms=2, lw=1, color=population_color(pop))
         ax.set_xlabel(labels[j])
     axes[0].set_ylabel(f"rate ({rate_unit})")
-    fig.suptitle(f"{name}: tuning curves (E red, I blue; {n_show} most tuned per input)",
-                 fontsize=9)
+    fig.suptitle(
+        f"{name}: tuning curves (E red, I blue; {n_show} most tuned per input)", fontsize=9
+    )
     return fig
 
 
 def psth_figure(
-    name: str, psth: Mapping[str, np.ndarray], neurons: Sequence[int], pre: int,
-    dt: float | None, rate_scale: float, rate_unit: str, event: str,
+    name: str,
+    psth: Mapping[str, np.ndarray],
+    neurons: Sequence[int],
+    pre: int,
+    dt: float | None,
+    rate_scale: float,
+    rate_unit: str,
+    event: str,
 ) -> Figure:
     """A grid of PSTHs: one panel per neuron, one line per condition."""
     cols = 4
@@ -178,7 +200,7 @@ def psth_figure(
             ax.plot(t, y, lw=1, color=cmap(c / max(len(keys) - 1, 1)), label=key)
         ax.axvline(0, color="0.6", lw=0.6, ls="--")
         ax.set_title(f"neuron {j}", fontsize=8)
-    for ax in axes[len(neurons):]:
+    for ax in axes[len(neurons) :]:
         ax.set_visible(False)
     axes[0].legend(fontsize=6, frameon=False)
     fig.supxlabel(f"time from {event} ({'s' if dt is not None else 'steps'})", fontsize=8)

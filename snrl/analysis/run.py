@@ -233,8 +233,14 @@ class NetworkAnalysis:
         rc = []
         for d in self.layers:
             per = self.stats[d["name"]].neuron_stats()
-            rc.append({"name": d["name"], "rate": per["rate"], "cv_isi": per["cv_isi"],
-                       "sign": d.get("sign")})
+            rc.append(
+                {
+                    "name": d["name"],
+                    "rate": per["rate"],
+                    "cv_isi": per["cv_isi"],
+                    "sign": d.get("sign"),
+                }
+            )
         out["rates_cv.png"] = F.rate_cv_figure(rc, unit)
         if self.first is not None and self.first["currents"]:
             name, cur = next(iter(self.first["currents"].items()))

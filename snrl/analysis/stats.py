@@ -446,7 +446,9 @@ class SpikeStats:
                     d["corr_std"] = float(pairs.std())
                     d["corr_q05"], d["corr_q95"] = map(float, np.quantile(pairs, [0.05, 0.95]))
                 else:
-                    d.update(dict.fromkeys(("corr_mean", "corr_std", "corr_q05", "corr_q95"), np.nan))
+                    d.update(
+                        dict.fromkeys(("corr_mean", "corr_std", "corr_q05", "corr_q95"), np.nan)
+                    )
                 n_sp = self.pop_sparse_n.get(pop, 0)
                 d["sparseness_population"] = (
                     self.pop_sparse_sum[pop] / n_sp if n_sp else float("nan")

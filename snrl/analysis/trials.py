@@ -124,7 +124,13 @@ class PSTHAccumulator:
     def __init__(self, size: int, *, pre: int, post: int, event: str = "start", by: str = "gt"):
         if event not in ("start", "decision"):
             raise UserError(f"event={event!r} (use 'start' or 'decision')")
-        self.size, self.pre, self.post, self.event, self.by = int(size), int(pre), int(post), event, by
+        self.size, self.pre, self.post, self.event, self.by = (
+            int(size),
+            int(pre),
+            int(post),
+            event,
+            by,
+        )
         self.sums: dict[str, np.ndarray] = {}
         self.counts: dict[str, np.ndarray] = {}
         self.trial_rates: dict[str, list[np.ndarray]] = {}
@@ -195,8 +201,12 @@ class TuningAccumulator:
             self.sums = np.zeros((d, self.n_bins, self.size))
             self.counts = np.zeros((d, self.n_bins))
         for j in range(d):
-            idx = np.clip(np.searchsorted(self.edges[j], obs[:, j], side="right") - 1, 0, self.n_bins - 1)
-            np.add.at(self.sums[j], idx, s)
+            idx = np.clip(
+                np.searchsorted(self.edges[j], obs[:, j], side="right") - 1, 0, self.n_bins - 1
+            )
+            onehot = np.zeros((self.n_bins, idx.size))
+            onehot[idx, np.arange(idx.size)] = 1.0
+            self.sums[j] += onehot @ s
             self.counts[j] += np.bincount(idx, minlength=self.n_bins)
 
     def curves(self) -> tuple[np.ndarray, np.ndarray]:
