@@ -1,0 +1,164 @@
+"""E/I input currents on a 3-neuron network by hand; selectivity, PCA, PSTH and tuning on
+constructed cases; the currents against a real layer's input current."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from snrl.analysis import (
+    NetworkAnalysis,
+    PSTHAccumulator,
+    SpikeStats,
+    TuningAccumulator,
+    layer_weights,
+    pca,
+    selectivity,
+    synaptic_currents,
+)
+
+
+def test_three_neuron_currents_by_hand():
+    # neurons 0, 1 excitatory (rows >= 0), neuron 2 inhibitory (row <= 0); no autapses
+    w = np.array([[0.0, 0.5, 0.2], [0.3, 0.0, 0.4], [-1.0, -0.6, 0.0]])
+    z = np.array([[1, 0, 1], [0, 1, 1], [1, 1, 0]], dtype=float)
+    ext = np.full((3, 3), 0.1)
+    cur = synaptic_currents(z, w, ext=ext)
+    # step 0: no spikes before -> 0; step 1: z0 = [1,0,1]: E = row0 = [0, .5, .2],
+    # I = row2 = [-1, -.6, 0]; step 2: z1 = [0,1,1]: E = row1 = [.3, 0, .4], I = row2
+    np.testing.assert_allclose(cur["exc"], [[0, 0, 0], [0, 0.5, 0.2], [0.3, 0, 0.4]])
+    np.testing.assert_allclose(cur["inh"], [[0, 0, 0], [-1, -0.6, 0], [-1, -0.6, 0]])
+    np.testing.assert_allclose(cur["ext"], ext)
+    acc = SpikeStats(3, sign=[1, 1, -1])
+    acc.add(z, cur)
+    per = acc.neuron_stats()
+    np.testing.assert_allclose(per["current_exc"], [0.1, 0.5 / 3, 0.2])
+    # neuron 0: E = [0, 0, .3], -I = [0, 1, 1] -> ratio (2/3) / 0.1
+    assert per["ei_ratio"][0] == pytest.approx((2 / 3) / 0.1)
+    assert per["ei_correlation"][0] == pytest.approx(np.corrcoef([0, 0, 0.3], [0, 1, 1])[0, 1])
+
+
+def test_deeper_layer_feed_forward_split_by_sign():
+    z = np.zeros((2, 2))
+    pre = np.array([[1.0, 1.0], [0.0, 1.0]])
+    wff = np.array([[0.5, 0.25], [-0.75, -0.1]])
+    cur = synaptic_currents(z, np.zeros((2, 2)), pre_spikes=pre, w_ff=wff, bias=[0.1, 0.2])
+    np.testing.assert_allclose(cur["exc"], [[0.5, 0.25], [0, 0]])
+    np.testing.assert_allclose(cur["inh"], [[-0.75, -0.1], [-0.75, -0.1]])
+    np.testing.assert_allclose(cur["ext"], [[0.1, 0.2], [0.1, 0.2]])
+
+
+def test_currents_sum_to_the_layers_input_current():
+    """exc + inh + ext equals I_t = x W_in + z_{t-1} W_rec + b, recovered from a real LIF
+    layer's membrane (v_t = alpha v_{t-1} + I_t - threshold z_{t-1})."""
+    from snrl.networks.spiking import SpikingBackbone
+
+    torch.manual_seed(0)
+    net = SpikingBackbone(3, 12, None, force_dale_law=True, seed=1, dt=1e-3, tau_m=20e-3)
+    x = torch.randn(40, 1, 3) * 3
+    with torch.no_grad():
+        res = net.run(x, net.initial_state(1))
+    z = res.activity[0].spikes[:, 0].numpy().astype(float)
+    v = res.activity[0].v[:, 0].detach().numpy().astype(float)
+    w = layer_weights(net)["lif0"]
+    cur = synaptic_currents(z, w.w_rec, ext=x[:, 0].numpy() @ w.w_in + w.bias)
+    alpha = np.exp(-1e-3 / 20e-3)
+    v_prev = np.vstack([np.zeros((1, 12)), v[:-1]])
+    z_prev = np.vstack([np.zeros((1, 12)), z[:-1]])
+    current = v - alpha * v_prev + 1.0 * z_prev
+    np.testing.assert_allclose(cur["exc"] + cur["inh"] + cur["ext"], current, atol=1e-4)
+    assert (cur["inh"] <= 0).all() and (cur["exc"] >= 0).all()
+    assert z.sum() > 10 and (cur["inh"] < 0).any()  # spikes and inhibition happened
+
+
+def test_selectivity_on_two_conditions():
+    a = np.array([[4.0, 1.0, 0.0], [6.0, 1.0, 0.0]])  # neuron 0 prefers A, 1 equal, 2 silent
+    b = np.array([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0]])
+    sel = selectivity(a, b)
+    # neuron 0: (5 - 1)/(5 + 1) = 2/3; d' = 4 / sqrt((1 + 0)/2)
+    assert sel["index"][0] == pytest.approx(2 / 3)
+    assert sel["dprime"][0] == pytest.approx(4 / np.sqrt(0.5))
+    assert sel["index"][1] == 0.0 and np.isnan(sel["index"][2]) and np.isnan(sel["dprime"][1])
+
+
+def test_pca_finds_the_known_axis():
+    rng = np.random.default_rng(0)
+    axis = np.array([3.0, 4.0, 0.0]) / 5.0
+    x = rng.normal(size=(500, 1)) * 5.0 * axis + rng.normal(size=(500, 3)) * 0.1 + 7.0
+    res = pca(x, 2)
+    np.testing.assert_allclose(res["components"][0], axis, atol=0.01)
+    assert res["explained_variance_ratio"][0] > 0.99
+    np.testing.assert_allclose(res["mean"], 7.0 + 0 * axis, atol=0.5)
+    assert res["scores"].shape == (500, 2)
+
+
+def test_psth_and_trial_rates_by_condition():
+    s = np.zeros((30, 2))
+    s[5:8, 0] = 1  # neuron 0 fires in the first trial (gt 0)
+    s[20:23, 1] = 1  # neuron 1 in the second (gt 1)
+    trials = [
+        {"start_step": 5, "end_step": 9, "gt": 0, "choice": 0},
+        {"start_step": 20, "end_step": 24, "gt": 1, "choice": 1},
+    ]
+    acc = PSTHAccumulator(2, pre=2, post=5, event="start", by="gt")
+    acc.add(s, trials)
+    psth = acc.psth()
+    np.testing.assert_allclose(psth["0"][:, 0], [0, 0, 1, 1, 1, 0, 0])
+    np.testing.assert_allclose(psth["1"][:, 1], [0, 0, 1, 1, 1, 0, 0])
+    rates = acc.rates()
+    np.testing.assert_allclose(rates["0"], [[0.6, 0.0]])  # 3 spikes over steps 5..9
+
+
+def test_tuning_curve_of_a_threshold_neuron():
+    obs = np.linspace(-1, 1, 200)[:, None]
+    s = (obs > 0).astype(float)  # fires only for positive observations
+    acc = TuningAccumulator(1, n_bins=4)
+    acc.add(s, obs)
+    centres, curves = acc.curves()
+    assert curves.shape == (1, 4, 1)
+    np.testing.assert_allclose(curves[0, :, 0], [0, 0, 1, 1])
+    assert centres[0, 0] < 0 < centres[0, -1]
+
+
+def test_network_analysis_on_a_stand_in_trial_trajectory():
+    class Stand:  # a trajectory of a trial env, before Trajectory grows these attributes
+        def __init__(self, rng):
+            from snrl.networks import Activity, LayerActivity
+
+            t = 60
+            spikes = (rng.random((t, 4)) < 0.2).astype(np.float32)
+            self.activity = Activity(
+                [LayerActivity("lif0", "spiking", 4, spikes=spikes, v=spikes, sign=[1, 1, 1, -1])]
+            )
+            self.layers = self.activity.info()
+            self.observations = np.zeros((t, 2))
+            self.rewards = np.zeros(t)
+            self.substeps = 1
+            self.trials = [
+                {
+                    "start_step": 10 * k,
+                    "end_step": 10 * k + 9,
+                    "gt": k % 2,
+                    "choice": k % 2,
+                    "reaction_time": 5,
+                    "conditions": {"coh": 6.4},
+                }
+                for k in range(6)
+            ]
+
+        def __len__(self):
+            return 60
+
+    rng = np.random.default_rng(0)
+    res = NetworkAnalysis(Stand(rng).layers, dt=1e-3, psth_window=(2, 8))
+    for _ in range(3):
+        res.add(Stand(rng))
+    summ = res.summary()
+    sel = summ["layers"]["lif0"]["selectivity"]
+    assert len(sel["index"]) == 4 and "gt=1" in sel["groups"]
+    figs = res.figures()
+    assert {"raster.png", "rates_cv.png", "psth.png", "pca.png"} <= set(figs)
+    trajs, ratio = res.pca_trajectories("lif0")
+    assert set(trajs) == {"0", "1"} and trajs["0"].shape == (10, 3)
+    assert 0 < ratio.sum() <= 1 + 1e-9
