@@ -24,26 +24,12 @@ from snrl.analysis.stats import METRICS, SpikeStats
 from snrl.analysis.trials import PSTHAccumulator, TuningAccumulator, pca, selectivity
 from snrl.errors import UserError
 from snrl.io import write_json_atomic
+from snrl.training.rundir import ANALYSIS_FILES
 
 __all__ = ["ANALYSIS_FILES", "NetworkAnalysis", "analyze"]
 
 _FORMAT = "snrl.analysis"
 _VERSION = 1
-
-#: Every file ``snrl analyze`` may write into its output folder (a rerun replaces these only).
-ANALYSIS_FILES = (
-    "summary.json",
-    "raster.png",
-    "rates_cv.png",
-    "ei_currents.png",
-    "tuning.png",
-    "psth.png",
-    "pca.png",
-    "compare.json",
-    "compare.png",
-    "spikes.nwb",
-    "spikes_neo.npz",
-)
 
 
 def _json_num(x: Any) -> Any:

@@ -2,7 +2,7 @@
 
 Layout (see DESIGN.md): ``config.json``, ``metrics.csv``, ``checkpoints/best.pt``,
 ``checkpoints/last.pt``, ``learning_curve.png`` (``snrl demo`` adds ``eval.json``,
-``demo.mp4``, ``demo.gif``).
+``demo.mp4``, ``demo.gif``; ``snrl analyze`` adds ``analysis/``, :data:`ANALYSIS_FILES`).
 
 A directory is an snrl run directory when it holds the manifest :data:`MANIFEST`
 (``.snrl-run.json``): the list of the files and directories snrl itself created there. A
@@ -33,6 +33,9 @@ from snrl.errors import UserError
 from snrl.io import write_json_atomic
 
 __all__ = [
+    "ANALYSIS_DIR",
+    "ANALYSIS_FILES",
+    "ANALYSIS_OUTPUTS",
     "DEMO_FILES",
     "LAYOUT",
     "RUN_OUTPUTS",
@@ -64,9 +67,36 @@ LAYOUT = (
 #: The files ``snrl demo`` adds to a run directory (claimed before they are written).
 DEMO_FILES = ("eval.json", "demo.mp4", "demo.gif")
 
+#: The files ``snrl analyze`` writes into its output folder (default ``analysis/``; the
+#: folder's own marker first): a rerun replaces these names only, and only those it wrote.
+ANALYSIS_FILES = (
+    ".snrl-analysis.json",
+    "summary.json",
+    "raster.png",
+    "rates_cv.png",
+    "ei_currents.png",
+    "tuning.png",
+    "psth.png",
+    "pca.png",
+    "raster.svg",
+    "rates_cv.svg",
+    "ei_currents.svg",
+    "tuning.svg",
+    "psth.svg",
+    "pca.svg",
+    "compare.json",
+    "compare.png",
+    "spikes.nwb",
+    "spikes_neo.mat",
+)
+
+#: ``snrl analyze``'s default output folder in a run directory, and its files.
+ANALYSIS_DIR = "analysis"
+ANALYSIS_OUTPUTS = (f"{ANALYSIS_DIR}/", *(f"{ANALYSIS_DIR}/{n}" for n in ANALYSIS_FILES))
+
 #: Every name snrl ever writes into a run directory: the only names a manifest may list, so
 #: a crafted manifest in a folder someone sent cannot make ``--force`` delete anything else.
-RUN_OUTPUTS = (*LAYOUT, *DEMO_FILES)
+RUN_OUTPUTS = (*LAYOUT, *DEMO_FILES, *ANALYSIS_OUTPUTS)
 
 # Temp names of our own writers: tempfile.mkstemp's 8 random characters between a prefix
 # ".<name>." and the suffix ".tmp" (snrl.io) or ".tmp.<ext>" (video writers), and the

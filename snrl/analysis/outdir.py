@@ -1,0 +1,103 @@
+"""The output folder of ``snrl analyze``: what it may create, replace or delete there.
+
+The folder (``RUN_DIR/analysis`` by default) holds a marker, ``.snrl-analysis.json``, that
+lists the files snrl wrote there. Before anything is written, every name snrl may write
+(:data:`snrl.training.rundir.ANALYSIS_FILES`) is checked: one that exists without being
+listed belongs to someone else, and the analysis is refused (nothing is written). A rerun
+replaces the files it writes again and deletes the listed ones it no longer writes (say, an
+export of the last run); nothing else in the folder is touched. In a run directory the
+default folder is also claimed in the run's manifest, so ``snrl train --force`` removes it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path, PurePosixPath
+
+from snrl.errors import UserError
+from snrl.io import write_json_atomic
+from snrl.training.rundir import (
+    ANALYSIS_DIR,
+    ANALYSIS_FILES,
+    ANALYSIS_OUTPUTS,
+    claim_files,
+    is_run_dir,
+)
+
+__all__ = ["MARKER", "claim_output_dir", "finish_output_dir"]
+
+MARKER = ANALYSIS_FILES[0]
+_FORMAT = "snrl-analysis"
+
+
+def _listed(out: Path) -> list[str]:
+    path = out / MARKER
+    if not path.is_file():
+        return []
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        files = data["files"] if data.get("format") == _FORMAT else None
+    except (OSError, ValueError, KeyError, AttributeError, TypeError):
+        files = None
+    if not isinstance(files, list):
+        raise UserError(
+            f"{path} is corrupt (remove the folder's files by hand or choose another --out)"
+        )
+    return [f for f in files if f in ANALYSIS_FILES]
+
+
+def claim_output_dir(base: str | Path, sub: str) -> Path:
+    """Check and claim ``base/sub`` for an analysis; nothing is written before this passes.
+
+    Args:
+        base: the run (or comparison) directory.
+        sub: the folder inside it (``--out``; a relative path without ``..``).
+
+    Returns:
+        The folder, created, with its marker listing every name snrl may write there.
+
+    Raises:
+        UserError: ``sub`` leaves ``base``, the folder is a file or a link, or holds one of
+            snrl's names that snrl did not write.
+    """
+    base = Path(base)
+    p = PurePosixPath(sub)
+    if not sub.strip() or p.is_absolute() or ".." in p.parts or "\\" in sub:
+        raise UserError(
+            f"--out {sub!r} is not a folder inside {base} (give a relative name such as "
+            f"'{ANALYSIS_DIR}')"
+        )
+    out = base / sub
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise UserError(f"{out} is a file or a link (remove it or choose another --out)")
+    listed = _listed(out) if out.is_dir() else []
+    foreign = [n for n in ANALYSIS_FILES if (out / n).exists() and n not in listed]
+    if foreign and not (foreign == [MARKER] and listed):
+        raise UserError(
+            f"{out} holds {', '.join(foreign)}, which snrl did not write and will not "
+            "overwrite (move it away or choose another --out)"
+        )
+    if is_run_dir(base) and p == PurePosixPath(ANALYSIS_DIR):
+        claim_files(base, ANALYSIS_OUTPUTS)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(
+            f"cannot create {out}: {exc.strerror or exc} (choose another --out)"
+        ) from exc
+    write_json_atomic(out / MARKER, {"format": _FORMAT, "files": list(ANALYSIS_FILES)})
+    return out
+
+
+def finish_output_dir(out: str | Path, written: Iterable[str | Path]) -> None:
+    """After a successful analysis: delete snrl's files of an earlier run that this one did
+    not write again, and list exactly the files written in the marker."""
+    out = Path(out)
+    names = {Path(w).name for w in written}
+    for n in ANALYSIS_FILES[1:]:
+        p = out / n
+        if n not in names and p.is_file() and not p.is_symlink():
+            p.unlink()
+    keep = [n for n in ANALYSIS_FILES[1:] if n in names]
+    write_json_atomic(out / MARKER, {"format": _FORMAT, "files": [MARKER, *keep]})
