@@ -1,4 +1,4 @@
-"""The ``snrl`` command: demo, train, eval, render.
+"""The ``snrl`` command: demo, train, eval, render, analyze.
 
 Errors a user can cause end with exit code 2 and one line ``error: <what> (<how to fix>)`` on
 stderr, without a traceback: :func:`main` is the one place that turns them into that line
@@ -324,6 +324,115 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _analyze_one(algo: Any, args: argparse.Namespace, out_check: Path) -> tuple[Any, Any]:
+    """Roll out ``--episodes`` episodes of ``algo`` into the analysis (and the export)."""
+    from snrl.analysis import analyze
+
+    exporter: list[Any] = []
+
+    def collect(k: int, traj: Any) -> None:
+        if args.export:
+            from snrl.analysis.export import SpikeExport
+
+            if not exporter:
+                exporter.append(SpikeExport(traj.layers, dt=float(algo.config.dt)))
+            exporter[0].add(traj)
+
+    if args.export:  # fail before any rollout when the extra is missing
+        from snrl.analysis.export import _need
+
+        _need("pynwb" if args.export == "nwb" else "neo")
+    result = analyze(algo, episodes=args.episodes, seed=args.seed, on_episode=collect)
+    return result, (exporter[0] if exporter else None)
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    """Spike-train statistics, E/I currents and figures of a run (or of every run of a
+    comparison) into ``DIR/<--out>`` (docs/analysis.md)."""
+    from snrl.analysis.outdir import check_output_dir, claim_output_dir, finish_output_dir
+
+    torch.set_num_threads(1)
+    base = Path(args.run_dir)
+    if not base.is_dir():
+        raise UserError(
+            f"directory {base} does not exist (pass the --out of `snrl train` or `snrl compare`)"
+        )
+    check_output_dir(base, args.out)  # nothing is written before the inputs are checked
+    if (base / "compare.json").is_file() and not (base / "checkpoints").exists():
+        return _analyze_compare(args, base)
+    algo = load_algo(
+        _checkpoint_path(args.run_dir, args.checkpoint),
+        env=args.env,
+        trust_env_module=args.trust_env_module,
+    )
+    result, exporter = _analyze_one(algo, args, base)
+    algo.close()
+    out = claim_output_dir(base, args.out)
+    written = result.write(out, svg=args.svg)
+    if exporter is not None:
+        if args.export == "nwb":
+            written.append(exporter.write_nwb(out / "spikes.nwb", meta={"run": str(base)}))
+        else:
+            written.append(exporter.write_neo(out / "spikes_neo.mat"))
+    finish_output_dir(out, written)
+    summary = result.summary()
+    line = {"out": str(out), "episodes": summary["episodes"], "files": [p.name for p in written]}
+    for name, layer in summary["layers"].items():
+        pops = layer["populations"]
+        line[name] = {
+            pop: {k: pops[pop][k]["value"] for k in ("rate_mean", "cv_isi_mean") if k in pops[pop]}
+            for pop in pops
+        }
+    line["rate_unit"] = summary["rate_unit"]
+    print(json.dumps(line))
+    return 0
+
+
+def _analyze_compare(args: argparse.Namespace, base: Path) -> int:
+    """The analysis of every finished run of a comparison, side by side by variant."""
+    from snrl.analysis.compare import compare_figure, compare_summaries
+    from snrl.analysis.figures import save_figure
+    from snrl.analysis.outdir import claim_output_dir, finish_output_dir
+    from snrl.experiments.stats import bootstrap_ci
+    from snrl.experiments.store import read_status
+
+    if args.export:
+        raise UserError("--export applies to one run (pass a run directory: DIR/runs/<name>)")
+    statuses = sorted((base / "status").glob("*.json"))
+    runs = []
+    for path in statuses:
+        rec = read_status(path) or {}
+        if rec.get("status") != "done":
+            continue
+        name = rec.get("name", path.stem)
+        entry = {"name": name, "group": rec.get("group", name), "seed": rec.get("seed")}
+        ckpt = base / "runs" / name / "checkpoints" / f"{args.checkpoint}.pt"
+        if not ckpt.is_file():
+            runs.append({**entry, "skipped": f"no {ckpt.name}"})
+            continue
+        algo = load_algo(ckpt, env=args.env, trust_env_module=args.trust_env_module)
+        if not getattr(algo.agent.actor, "spiking_names", None):
+            runs.append({**entry, "skipped": f"{algo.config.backbone} has no spiking layer"})
+            algo.close()
+            continue
+        result, _ = _analyze_one(algo, args, base)
+        algo.close()
+        runs.append({**entry, "summary": result.summary()})
+    if not any("summary" in r for r in runs):
+        raise UserError(
+            f"{base} has no finished spiking run to analyze (run `snrl compare` with a "
+            "spiking backbone first)"
+        )
+    res = compare_summaries(runs, lambda v: bootstrap_ci(v, seed=args.seed))
+    out = claim_output_dir(base, args.out)
+    path = out / "compare.json"
+    write_json_atomic(path, res)
+    written = [path, save_figure(compare_figure(res), out / "compare.png")]
+    finish_output_dir(out, written)
+    print(json.dumps({"out": str(out), "groups": list(res["groups"]), "runs": len(runs)}))
+    return 0
+
+
 def _trust_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--trust-env-module",
@@ -407,6 +516,31 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-activity", action="store_true", help="frames only, no network panel")
     _env_flags(r)
     r.set_defaults(func=cmd_render)
+
+    a = sub.add_parser(
+        "analyze",
+        help="spike-train statistics, E/I balance and figures of a run (or of a comparison)",
+    )
+    a.add_argument("run_dir", help="a run directory, or a comparison directory")
+    a.add_argument("--episodes", type=EPISODES, default=20, help="episodes (default 20)")
+    a.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    a.add_argument("--seed", type=SEED, default=0, help="seed of the first episode (default 0)")
+    a.add_argument(
+        "--export",
+        choices=("nwb", "neo"),
+        default=None,
+        help="also write the spikes as NWB (spikes.nwb) or Neo (spikes_neo.mat); "
+        "needs pip install 'snrl[export]'",
+    )
+    a.add_argument(
+        "--out",
+        default="analysis",
+        metavar="SUBDIR",
+        help="output folder inside the directory (default analysis)",
+    )
+    a.add_argument("--svg", action="store_true", help="also write the figures as SVG")
+    _env_flags(a)
+    a.set_defaults(func=cmd_analyze)
 
     from snrl.experiments.cli import add_parsers
 

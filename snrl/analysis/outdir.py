@@ -25,7 +25,7 @@ from snrl.training.rundir import (
     is_run_dir,
 )
 
-__all__ = ["MARKER", "claim_output_dir", "finish_output_dir"]
+__all__ = ["MARKER", "check_output_dir", "claim_output_dir", "finish_output_dir"]
 
 MARKER = ANALYSIS_FILES[0]
 _FORMAT = "snrl-analysis"
@@ -47,6 +47,12 @@ def _listed(out: Path) -> list[str]:
     return [f for f in files if f in ANALYSIS_FILES]
 
 
+def check_output_dir(base: str | Path, sub: str) -> Path:
+    """Check ``base/sub`` for an analysis without writing anything (see
+    :func:`claim_output_dir`); returns the folder."""
+    return _check(Path(base), sub)
+
+
 def claim_output_dir(base: str | Path, sub: str) -> Path:
     """Check and claim ``base/sub`` for an analysis; nothing is written before this passes.
 
@@ -62,6 +68,20 @@ def claim_output_dir(base: str | Path, sub: str) -> Path:
             snrl's names that snrl did not write.
     """
     base = Path(base)
+    out = _check(base, sub)
+    if is_run_dir(base) and PurePosixPath(sub) == PurePosixPath(ANALYSIS_DIR):
+        claim_files(base, ANALYSIS_OUTPUTS)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(
+            f"cannot create {out}: {exc.strerror or exc} (choose another --out)"
+        ) from exc
+    write_json_atomic(out / MARKER, {"format": _FORMAT, "files": list(ANALYSIS_FILES)})
+    return out
+
+
+def _check(base: Path, sub: str) -> Path:
     p = PurePosixPath(sub)
     if not sub.strip() or p.is_absolute() or ".." in p.parts or "\\" in sub:
         raise UserError(
@@ -78,15 +98,6 @@ def claim_output_dir(base: str | Path, sub: str) -> Path:
             f"{out} holds {', '.join(foreign)}, which snrl did not write and will not "
             "overwrite (move it away or choose another --out)"
         )
-    if is_run_dir(base) and p == PurePosixPath(ANALYSIS_DIR):
-        claim_files(base, ANALYSIS_OUTPUTS)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(
-            f"cannot create {out}: {exc.strerror or exc} (choose another --out)"
-        ) from exc
-    write_json_atomic(out / MARKER, {"format": _FORMAT, "files": list(ANALYSIS_FILES)})
     return out
 
 
