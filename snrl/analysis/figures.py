@@ -72,22 +72,26 @@ def raster_figure(
         n = s.shape[1]
         rate = s.mean(0)
         row = 0
+        step = dt if dt is not None else 1.0
         for pop, idx in _pops(layer.get("sign"), n).items():
             idx = idx[np.argsort(-rate[idx], kind="stable")]
-            for k, j in enumerate(idx):
-                t = np.flatnonzero(s[:, j])
-                t = t * dt if dt is not None else t
-                ax.scatter(
-                    t,
-                    np.full(t.size, row + k),
-                    s=1.5,
-                    marker="|",
-                    color=population_color(pop),
-                    linewidths=0.6,
+            trains = [np.flatnonzero(s[:, j]) * step for j in idx]
+            if trains:
+                ax.eventplot(
+                    trains,
+                    lineoffsets=np.arange(row, row + len(trains)),
+                    linelengths=0.8,
+                    linewidths=max(0.4, min(1.5, 150.0 / max(s.shape[0], 1))),
+                    colors=population_color(pop),
                 )
             row += idx.size
-        ax.set_ylim(row, -1)
-        ax.set_ylabel("neuron (by rate)")
+        ax.set_ylim(row - 0.5, -0.5)
+        ax.set_xlim(-0.5 * step, (s.shape[0] - 0.5) * step)
+        ax.set_ylabel(
+            "neuron (E red, I blue;\nby rate)"
+            if layer.get("sign") is not None
+            else "neuron (by rate)"
+        )
         ax.set_title(_layer_title(layer["name"], n, layer.get("sign")), fontsize=9)
     axes[-1].set_xlabel("time (s)" if dt is not None else "step")
     return fig
