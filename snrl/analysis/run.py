@@ -242,17 +242,22 @@ class NetworkAnalysis:
             out["tuning.png"] = F.tuning_figure(name, centres, curves, sign, labels, scale, unit)
         if self.psth:
             name, accs = next(iter(self.psth.items()))
-            acc = accs["start"]
-            psth = acc.psth()
-            if psth:
-                rate = self.stats[name].neuron_stats()["rate"]
-                neurons = list(np.argsort(-rate)[:8])
-                out["psth.png"] = F.psth_figure(
-                    name, psth, neurons, acc.pre, dt, scale, unit, "trial start"
-                )
+            rate = self.stats[name].neuron_stats()["rate"]
+            neurons = list(np.argsort(-rate)[:8])
+            for event, file, label in (
+                ("start", "psth.png", "trial start"),
+                ("decision", "psth_decision.png", "decision"),
+            ):
+                acc = accs[event]
+                psth = {f"{acc.by}={k}": v for k, v in acc.psth().items()}
+                if psth:
+                    out[file] = F.psth_figure(name, psth, neurons, acc.pre, dt, scale, unit, label)
+            if accs["start"].psth():
                 traj = self.pca_trajectories(name)
                 if traj is not None:
-                    out["pca.png"] = F.pca_figure(name, traj[0], traj[1])
+                    by = accs["start"].by
+                    labelled = {f"{by}={k}": v for k, v in traj[0].items()}
+                    out["pca.png"] = F.pca_figure(name, labelled, traj[1])
         return out
 
     def pca_trajectories(self, name: str) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
