@@ -124,3 +124,14 @@ def test_analyze_refuses_what_is_not_its_own(tmp_path, capsys):
     assert_user_error(res, "which snrl did not write")
     assert (run / "analysis" / "summary.json").read_text() == "{}"
     assert sorted(p.name for p in (run / "analysis").iterdir()) == ["summary.json"]
+
+
+def test_analyze_an_ann_run_is_a_user_error(tmp_path, capsys):
+    import snrl
+
+    run = tmp_path / "mlp"
+    algo = snrl.PPO("CartPole-v1", backbone="mlp", hidden_size=8, seed=0)
+    algo.save(run / "checkpoints" / "best.pt")
+    algo.close()
+    assert_user_error(snrl_inproc(capsys, "analyze", run, "--episodes", 1), "no spiking layer")
+    assert not (run / "analysis").exists()

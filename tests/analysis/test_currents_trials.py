@@ -162,3 +162,27 @@ def test_network_analysis_on_a_stand_in_trial_trajectory():
     trajs, ratio = res.pca_trajectories("lif0")
     assert set(trajs) == {"0", "1"} and trajs["0"].shape == (10, 3)
     assert 0 < ratio.sum() <= 1 + 1e-9
+
+
+def test_deeper_layer_currents_sum_to_its_input_current():
+    """Layer 2 of a Dale backbone: feed-forward spikes of layer 1 at the same step, split by
+    the upstream signs, plus its own recurrence, add up to its integrated current."""
+    from snrl.networks.spiking import SpikingBackbone
+
+    torch.manual_seed(0)
+    net = SpikingBackbone(3, [10, 8], None, force_dale_law=True, seed=2, dt=1e-3, tau_m=20e-3)
+    x = torch.randn(50, 1, 3) * 4
+    with torch.no_grad():
+        res = net.run(x, net.initial_state(1))
+    z0 = res.activity[0].spikes[:, 0].numpy().astype(float)
+    z1 = res.activity[1].spikes[:, 0].numpy().astype(float)
+    v1 = res.activity[1].v[:, 0].numpy().astype(float)
+    w = layer_weights(net)["lif1"]
+    cur = synaptic_currents(z1, w.w_rec, pre_spikes=z0, w_ff=w.w_in, bias=w.bias)
+    alpha = np.exp(-1e-3 / 20e-3)
+    v_prev = np.vstack([np.zeros((1, 8)), v1[:-1]])
+    z_prev = np.vstack([np.zeros((1, 8)), z1[:-1]])
+    np.testing.assert_allclose(
+        cur["exc"] + cur["inh"] + cur["ext"], v1 - alpha * v_prev + z_prev, atol=1e-4
+    )
+    assert z0.sum() > 10 and (cur["inh"] < 0).any()
