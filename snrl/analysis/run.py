@@ -124,7 +124,7 @@ class NetworkAnalysis:
                         acc = accs[event] = PSTHAccumulator(
                             d["size"], pre=pre, post=post, event=event, by=self._group_by(trials)
                         )
-                    acc.add(spikes, trials, substeps)
+                    acc.add(spikes, trials, substeps, getattr(traj, "dt", None))
             else:
                 acc_t = self.tuning.get(name)
                 if acc_t is None:

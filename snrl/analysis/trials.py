@@ -1,14 +1,17 @@
 """Trial-aligned analyses (PSTHs, selectivity, PCA trajectories) and tuning curves.
 
-Trials come from a trajectory's ``trials`` list (NeuroGym tasks): dicts with ``start_step``,
-``end_step`` (env steps), ``choice``, ``gt``, ``conditions`` and optionally
-``reaction_time`` (env steps from the trial start to the decision). With ``substeps``
+Trials come from a trajectory's ``trials`` list (NeuroGym tasks, see
+:mod:`snrl.envs.trials`): dicts with ``start_step``, ``end_step`` (env steps of the
+trajectory), ``choice``, ``gt``, ``conditions`` and, when the agent chose, ``decision_time``
+(seconds of task time, counted from ``t0`` at the trial's first step). With ``substeps``
 neuron steps per env step, env step k covers neuron rows ``k*substeps .. (k+1)*substeps-1``.
 
 Definitions:
 
 - PSTH: mean spikes per neuron in each neuron step of a window ``[-pre, post)`` around an
-  event (trial start, or decision = ``start_step + reaction_time``, else ``end_step``),
+  event: the trial start, or the decision, the env step
+  ``start_step + round((decision_time - t0) / dt)`` (``dt``: the task's seconds per env
+  step), else (no choice, or no ``dt``) the trial's last step ``end_step``;
   averaged over the trials of one condition; divided by ``dt`` for Hz.
 - Selectivity of a neuron between two groups of trials A and B (e.g. choice 1 vs 0): with
   r the neuron's mean spikes per step over a trial, ``index = (mean r_A - mean r_B) /
@@ -135,23 +138,31 @@ class PSTHAccumulator:
         self.counts: dict[str, np.ndarray] = {}
         self.trial_rates: dict[str, list[np.ndarray]] = {}
 
-    def _event_step(self, trial: Mapping[str, Any]) -> int:
+    def _event_step(self, trial: Mapping[str, Any], env_dt: float | None) -> int:
         if self.event == "start":
             return int(trial["start_step"])
-        rt = trial.get("reaction_time")
-        if rt is not None and np.isfinite(rt):
-            return int(trial["start_step"]) + int(rt)
+        td, t0 = trial.get("decision_time"), trial.get("t0")
+        if env_dt and td is not None and t0 is not None and np.isfinite(td):
+            k = int(round((float(td) - float(t0)) / env_dt))
+            return min(int(trial["start_step"]) + max(k, 0), int(trial["end_step"]))
         return int(trial["end_step"])
 
-    def add(self, spikes: Any, trials: Sequence[Mapping[str, Any]], substeps: int = 1) -> None:
-        """Fold in the trials of one episode ((T * substeps, N) spikes)."""
+    def add(
+        self,
+        spikes: Any,
+        trials: Sequence[Mapping[str, Any]],
+        substeps: int = 1,
+        env_dt: float | None = None,
+    ) -> None:
+        """Fold in the trials of one episode ((T * substeps, N) spikes; ``env_dt``: the
+        task's seconds per env step, to place decisions)."""
         s = np.asarray(spikes, dtype=np.float64)
         length = self.pre + self.post
         for trial in trials:
             key = condition_key(trial, self.by)
             if key is None:
                 continue
-            t0 = self._event_step(trial) * substeps - self.pre
+            t0 = self._event_step(trial, env_dt) * substeps - self.pre
             lo, hi = max(t0, 0), min(t0 + length, s.shape[0])
             if key not in self.sums:
                 self.sums[key] = np.zeros((length, self.size))

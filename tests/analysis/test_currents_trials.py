@@ -135,13 +135,15 @@ def test_network_analysis_on_a_stand_in_trial_trajectory():
             self.observations = np.zeros((t, 2))
             self.rewards = np.zeros(t)
             self.substeps = 1
+            self.dt = 0.1
             self.trials = [
                 {
                     "start_step": 10 * k,
                     "end_step": 10 * k + 9,
                     "gt": k % 2,
                     "choice": k % 2,
-                    "reaction_time": 5,
+                    "decision_time": 0.5,
+                    "t0": 0.0,
                     "conditions": {"coh": 6.4},
                 }
                 for k in range(6)
@@ -186,3 +188,19 @@ def test_deeper_layer_currents_sum_to_its_input_current():
         cur["exc"] + cur["inh"] + cur["ext"], v1 - alpha * v_prev + z_prev, atol=1e-4
     )
     assert z0.sum() > 10 and (cur["inh"] < 0).any()
+
+
+def test_decision_psth_is_aligned_to_the_choice_step():
+    # env dt 0.1 s, 2 neuron steps per env step; trial from env step 3 (t0 = 0.1 s):
+    # decision_time 0.5 s -> 4 env steps in -> env step 7 -> neuron row 14
+    s = np.zeros((40, 1))
+    s[14, 0] = 1
+    trial = {"start_step": 3, "end_step": 12, "t0": 0.1, "decision_time": 0.5, "gt": 1}
+    acc = PSTHAccumulator(1, pre=2, post=3, event="decision", by="gt")
+    acc.add(s, [trial], substeps=2, env_dt=0.1)
+    np.testing.assert_allclose(acc.psth()["1"][:, 0], [0, 0, 1, 0, 0])
+    # without a choice (or dt): the trial's last step, env step 12 -> row 24
+    acc = PSTHAccumulator(1, pre=0, post=1, event="decision", by="gt")
+    s[24, 0] = 1
+    acc.add(s, [dict(trial, decision_time=None)], substeps=2, env_dt=0.1)
+    np.testing.assert_allclose(acc.psth()["1"][:, 0], [1])
