@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from snrl.analysis.currents import LayerWeights, layer_weights, synaptic_currents
-from snrl.analysis.stats import METRICS, SpikeStats
+from snrl.analysis.stats import METRICS, NEURON_METRICS, SpikeStats
 from snrl.analysis.trials import PSTHAccumulator, TuningAccumulator, pca, selectivity
 from snrl.errors import UserError
 from snrl.io import write_json_atomic
@@ -164,10 +164,14 @@ class NetworkAnalysis:
                     pop: {k: self._entry(k, v) for k, v in vals.items()}
                     for pop, vals in pops.items()
                 },
+                "sign": d.get("sign"),
                 "neurons": {
-                    k: [_json_num(v) for v in arr]
-                    for k, arr in per.items()
-                    if k in ("rate", "cv_isi", "fano", "ei_ratio", "ei_correlation")
+                    k: [_json_num(v) for v in arr] for k, arr in per.items() if k in NEURON_METRICS
+                },
+                "neuron_definitions": {
+                    k: {"unit": NEURON_METRICS[k].unit_for(self.dt), "definition": m.definition}
+                    for k, m in NEURON_METRICS.items()
+                    if k in per
                 },
             }
             sel = self.selectivity(d["name"])
@@ -183,6 +187,17 @@ class NetworkAnalysis:
             "dt": self.dt,
             "rate_unit": "Hz" if self.dt is not None else "spikes/step",
             "parameters": dict(self.params, saturation=0.9),
+            "about": {
+                "episodes": "episodes analysed (deterministic policy)",
+                "env_steps": "env steps over all episodes",
+                "mean_return": "mean episode return of the analysed episodes",
+                "dt": "neuron step in seconds (rates in Hz); null: rates in spikes/step",
+                "parameters": "fano_window and corr_bin in neuron steps; saturation: spike "
+                "probability per step",
+                "layers": "per spiking layer: populations (all, E, I) of numbers, each "
+                "{value, unit, definition}; sign: Dale sign per neuron (+1 E, -1 I) or null; "
+                "neurons: per-neuron arrays (neuron_definitions)",
+            },
             "layers": layers,
         }
 

@@ -28,6 +28,7 @@ from snrl.errors import UserError
 __all__ = [
     "METRICS",
     "Metric",
+    "NEURON_METRICS",
     "SpikeStats",
     "fano_factor",
     "firing_rate",
@@ -122,10 +123,36 @@ METRICS: dict[str, Metric] = {
 }
 
 
-def metrics_table() -> str:
-    """The markdown table of :data:`METRICS` (docs/analysis.md is generated from it)."""
+#: The per-neuron arrays of ``summary.json`` (``layers.<name>.neurons.<key>``), by name.
+NEURON_METRICS: dict[str, Metric] = {
+    "rate": Metric("the neuron's firing rate, spike count / (steps x dt)", "Hz", "spikes/step"),
+    "cv_isi": Metric(
+        "std/mean (ddof 0) of the neuron's ISIs within episodes; null with < 2 ISIs", "1"
+    ),
+    "fano": Metric(
+        "var/mean (ddof 0) of the neuron's spike counts in `fano_window` windows; null when "
+        "it never spiked",
+        "1",
+    ),
+    "ei_ratio": Metric(
+        "-mean(inhibitory)/mean(excitatory input current) of the neuron; null without "
+        "excitatory input",
+        "1",
+    ),
+    "ei_correlation": Metric(
+        "Pearson correlation over steps of the neuron's excitatory and negated inhibitory "
+        "current; null when either is constant",
+        "1",
+    ),
+}
+
+
+def metrics_table(which: str = "population") -> str:
+    """The markdown table of :data:`METRICS` (``which="population"``) or of
+    :data:`NEURON_METRICS` (``"neuron"``); docs/analysis.md is generated from them."""
+    table = {"population": METRICS, "neuron": NEURON_METRICS}[which]
     rows = ["| name | definition | unit |", "|---|---|---|"]
-    for name, m in METRICS.items():
+    for name, m in table.items():
         unit = m.unit if m.unit_no_dt is None else f"{m.unit} ({m.unit_no_dt} without dt)"
         rows.append(f"| `{name}` | {m.definition} | {unit} |")
     return "\n".join(rows) + "\n"

@@ -12,7 +12,10 @@ from pathlib import Path
 from snrl.analysis import METRICS, metrics_table
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "analysis.md"
-GENERATORS = {"metrics_table()": metrics_table}
+GENERATORS = {
+    "metrics_table()": metrics_table,
+    "metrics_table('neuron')": lambda: metrics_table("neuron"),
+}
 MARKER = re.compile(r"^<!-- generated: (.+) -->\n", re.M)
 
 
