@@ -338,10 +338,6 @@ def _analyze_one(algo: Any, args: argparse.Namespace, out_check: Path) -> tuple[
                 exporter.append(SpikeExport(traj.layers, dt=float(algo.config.dt)))
             exporter[0].add(traj)
 
-    if args.export:  # fail before any rollout when the extra is missing
-        from snrl.analysis.export import _need
-
-        _need("pynwb" if args.export == "nwb" else "neo")
     result = analyze(algo, episodes=args.episodes, seed=args.seed, on_episode=collect)
     return result, (exporter[0] if exporter else None)
 
@@ -358,6 +354,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             f"directory {base} does not exist (pass the --out of `snrl train` or `snrl compare`)"
         )
     check_output_dir(base, args.out)  # nothing is written before the inputs are checked
+    if args.export:  # fail before loading anything when the extra is missing
+        from snrl.analysis.export import require_extra
+
+        require_extra("pynwb" if args.export == "nwb" else "neo")
     if (base / "compare.json").is_file() and not (base / "checkpoints").exists():
         return _analyze_compare(args, base)
     algo = load_algo(

@@ -9,6 +9,7 @@ number is defined in :data:`METRICS` (docs/analysis.md is generated from it).
 """
 
 from snrl.analysis.currents import layer_weights, synaptic_currents
+from snrl.analysis.export import SpikeExport
 from snrl.analysis.run import ANALYSIS_FILES, NetworkAnalysis, analyze, read_summary
 from snrl.analysis.stats import (
     METRICS,
@@ -28,6 +29,7 @@ __all__ = [
     "METRICS",
     "NetworkAnalysis",
     "PSTHAccumulator",
+    "SpikeExport",
     "SpikeStats",
     "TuningAccumulator",
     "analyze",

@@ -30,12 +30,14 @@ import numpy as np
 from snrl.errors import UserError
 from snrl.io import atomic_path
 
-__all__ = ["INSTALL", "SpikeExport", "read_nwb_spike_times"]
+__all__ = ["INSTALL", "SpikeExport", "read_nwb_spike_times", "require_extra"]
 
 INSTALL = "pip install 'snrl[export]'"
 
 
-def _need(module: str) -> Any:
+def require_extra(module: str) -> Any:
+    """Import ``module`` of the ``[export]`` extra, or raise a UserError naming the install
+    line."""
     import importlib
 
     try:
@@ -103,8 +105,8 @@ class SpikeExport:
     # ------------------------------------------------------------------ Neo
     def to_neo(self) -> Any:
         """A ``neo.Block``: a Segment per episode, a SpikeTrain per neuron."""
-        neo = _need("neo")
-        pq = _need("quantities")
+        neo = require_extra("neo")
+        pq = require_extra("quantities")
         block = neo.Block(name="snrl spikes")
         for k, ep in enumerate(self.episodes):
             t0 = ep["start"] * self.dt
@@ -128,7 +130,7 @@ class SpikeExport:
 
     def write_neo(self, path: str | Path) -> Path:
         """Write :meth:`to_neo` with Neo's ``NeoMatlabIO`` (a ``.mat`` file), atomically."""
-        io_mod = _need("neo.io")
+        io_mod = require_extra("neo.io")
         path = Path(path)
         block = self.to_neo()
         with atomic_path(path) as tmp:  # ends in .tmp: scipy's savemat adds no ".mat"
@@ -138,7 +140,7 @@ class SpikeExport:
     # ------------------------------------------------------------------ NWB
     def to_nwb(self, *, description: str = "snrl recording", meta: Mapping | None = None) -> Any:
         """A ``pynwb.NWBFile`` with the units, membranes, behaviour, epochs and trials."""
-        pynwb = _need("pynwb")
+        pynwb = require_extra("pynwb")
         from pynwb.base import TimeSeries
 
         now = datetime.datetime.now(datetime.timezone.utc)
@@ -230,7 +232,7 @@ class SpikeExport:
 
     def write_nwb(self, path: str | Path, **kwargs: Any) -> Path:
         """Write :meth:`to_nwb` to an NWB (HDF5) file, atomically."""
-        pynwb = _need("pynwb")
+        pynwb = require_extra("pynwb")
         path = Path(path)
         nwb = self.to_nwb(**kwargs)
         with warnings.catch_warnings():  # the temp name does not end in .nwb; the file will
@@ -243,7 +245,7 @@ class SpikeExport:
 def read_nwb_spike_times(path: str | Path) -> list[dict[str, Any]]:
     """Every unit of an NWB file written by :meth:`SpikeExport.write_nwb`: dicts
     ``{"layer", "neuron_index", "population", "spike_times"}``."""
-    pynwb = _need("pynwb")
+    pynwb = require_extra("pynwb")
     with pynwb.NWBHDF5IO(str(path), "r") as io:
         nwb = io.read()
         df = nwb.units.to_dataframe()

@@ -121,3 +121,23 @@ def test_neo_block_and_elephant_agree_with_snrl(tmp_path):
     np.testing.assert_allclose(
         back.segments[1].spiketrains[2].rescale("s").magnitude, st.rescale("s").magnitude
     )
+
+
+def test_a_missing_extra_names_the_install_line(tmp_path, monkeypatch, capsys):
+    import sys
+
+    from snrl.analysis.export import require_extra
+    from snrl.cli import main
+    from snrl.errors import UserError
+
+    monkeypatch.setitem(sys.modules, "pynwb", None)  # import pynwb now raises ImportError
+    with pytest.raises(UserError, match=r"pip install 'snrl\[export\]'"):
+        require_extra("pynwb")
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "best.pt").write_bytes(b"")
+    rc = main(["analyze", str(run), "--export", "nwb"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and err.startswith("error: ")
+    assert "pip install 'snrl[export]'" in err
+    assert not (run / "analysis").exists()
