@@ -5,7 +5,8 @@ Pure functions (:mod:`snrl.analysis.stats`, :mod:`snrl.analysis.trials`,
 :mod:`snrl.analysis.currents`) compute one number from arrays; :class:`SpikeStats` and
 :class:`NetworkAnalysis` accumulate them episode by episode (constant memory);
 :func:`analyze` rolls out an algorithm and is what ``snrl analyze`` runs. Every reported
-number is defined in :data:`METRICS` (docs/analysis.md is generated from it).
+number is defined in :data:`METRICS` (docs/analysis.md is generated from it). The
+psychometric curve of decision tasks lives in :mod:`snrl.analysis.psychometric`.
 """
 
 from snrl.analysis.currents import layer_weights, synaptic_currents

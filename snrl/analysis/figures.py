@@ -190,7 +190,11 @@ def psth_figure(
     rate_unit: str,
     event: str,
 ) -> Figure:
-    """A grid of PSTHs: one panel per neuron, one line per condition."""
+    """A grid of PSTHs: one panel per neuron, one line per condition.
+
+    ``dt`` here is the duration of one activity row on the time axis: the task's seconds
+    per env step over ``substeps`` for trial tasks (their clock), else the neuron step;
+    rates are scaled by ``rate_scale`` (1 / neuron step, for Hz)."""
     cols = 4
     rows = max(1, int(np.ceil(len(neurons) / cols)))
     fig = Figure(figsize=(2.4 * cols, 1.9 * rows + 0.5), layout="constrained")

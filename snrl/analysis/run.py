@@ -80,6 +80,7 @@ class NetworkAnalysis:
         self.episodes = 0
         self.env_steps = 0
         self.returns: list[float] = []
+        self.row_seconds: float | None = None  # task seconds per activity row (trial envs)
 
     # -------------------------------------------------------------- feeding
     def add(self, traj: Any, inputs: Any = None) -> None:
@@ -139,6 +140,9 @@ class NetworkAnalysis:
             self.first = first
         self.episodes += 1
         self.env_steps += len(traj)
+        env_dt = getattr(traj, "dt", None)
+        if self.row_seconds is None and env_dt:
+            self.row_seconds = float(env_dt) / substeps
         self.returns.append(float(np.sum(traj.rewards)))
 
     @staticmethod
@@ -266,7 +270,9 @@ class NetworkAnalysis:
                 acc = accs[event]
                 psth = {f"{acc.by}={k}": v for k, v in acc.psth().items()}
                 if psth:
-                    out[file] = F.psth_figure(name, psth, neurons, acc.pre, dt, scale, unit, label)
+                    out[file] = F.psth_figure(
+                        name, psth, neurons, acc.pre, self.row_seconds or dt, scale, unit, label
+                    )
             if accs["start"].psth():
                 traj = self.pca_trajectories(name)
                 if traj is not None:
