@@ -110,10 +110,11 @@ def compare_figure(result: Mapping[str, Any]) -> Figure:
                 continue
             lo = e["mean"] - (e["ci_low"] if e["ci_low"] is not None else e["mean"])
             hi = (e["ci_high"] if e["ci_high"] is not None else e["mean"]) - e["mean"]
-            ax.bar(i, e["mean"], color="#bbbbbb", yerr=[[lo], [hi]], capsize=3)
+            ax.bar(i, e["mean"], width=0.6, color="#bbbbbb", yerr=[[lo], [hi]], capsize=3)
             vals = [v for v in e["values"] if v is not None]
             ax.plot(np.full(len(vals), i), vals, "o", color="k", ms=3)
         ax.set_xticks(range(len(groups)), groups, rotation=30, ha="right", fontsize=7)
+        ax.set_xlim(-0.8, len(groups) - 0.2)
         unit = result["groups"][groups[0]][k]["unit"]
         ax.set_title(f"{k} ({unit})", fontsize=8)
     for ax in axes[len(keys) :]:
