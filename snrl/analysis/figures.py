@@ -152,8 +152,8 @@ def ei_currents_figure(
 
 def tuning_figure(
     name: str,
-    centres: np.ndarray,
-    curves: np.ndarray,
+    centres: Sequence[np.ndarray],
+    curves: Sequence[np.ndarray],
     sign: Any,
     labels: Sequence[str],
     rate_scale: float,
@@ -162,13 +162,16 @@ def tuning_figure(
 ) -> Figure:
     """Tuning curves: mean rate vs each observation dimension, for the ``n_show`` neurons
     whose curve varies most per dimension (E and I coloured)."""
-    d = centres.shape[0]
+    d = len(centres)
     fig = Figure(figsize=(2.6 * d, 2.6), layout="constrained")
     axes = fig.subplots(1, d, squeeze=False)[0]
     s = None if sign is None else np.asarray(sign)
     for j, ax in enumerate(axes):
-        c = curves[j] * rate_scale  # (bins, N)
-        spread = np.nan_to_num(np.nanmax(c, 0) - np.nanmin(c, 0)) if np.isfinite(c).any() else 0
+        c = np.asarray(curves[j]) * rate_scale  # (bins, N)
+        if not c.size:
+            ax.set_xlabel(labels[j])
+            continue
+        spread = c.max(0) - c.min(0)
         for k in np.argsort(-np.asarray(spread))[:n_show]:
             pop = "all" if s is None else ("E" if s[k] > 0 else "I")
             ax.plot(centres[j], c[:, k], "-o", ms=2, lw=1, color=population_color(pop))

@@ -257,7 +257,7 @@ class NetworkAnalysis:
             name, acc = next(iter(self.tuning.items()))
             centres, curves = acc.curves()
             sign = self.layers[0].get("sign")
-            labels = [f"observation {j}" for j in range(centres.shape[0])]
+            labels = [f"observation {j}" for j in range(len(centres))]
             out["tuning.png"] = F.tuning_figure(name, centres, curves, sign, labels, scale, unit)
         if self.psth:
             name, accs = next(iter(self.psth.items()))

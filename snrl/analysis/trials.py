@@ -20,7 +20,7 @@ Definitions:
 - PCA: principal axes of a (samples, N) matrix by SVD of the centred matrix (numpy; no
   scikit-learn dependency).
 - Tuning curve: mean spikes per step of each neuron in the steps where observation
-  dimension d falls in each of ``n_bins`` equal bins.
+  dimension d falls in each bin of equal width (see :class:`TuningAccumulator`).
 """
 
 from __future__ import annotations
@@ -188,40 +188,58 @@ class PSTHAccumulator:
 class TuningAccumulator:
     """Mean spikes per step of each neuron by observation bin, per observation dimension.
 
-    The bin edges are fixed from the first episode's 1st-99th percentiles of each dimension
-    (streaming: no second pass); values outside fall into the end bins.
+    Bins have a fixed width per dimension, (99th - 1st percentile) / ``n_bins`` of the first
+    episode, and start at its 1st percentile; later episodes add bins on either side as their
+    values need them (streaming, no second pass), up to ``10 * n_bins`` bins beyond the first
+    range on each side (further values join the outermost bin). Bins visited on fewer than
+    ``min_count`` steps are left out of :meth:`curves`.
     """
 
-    def __init__(self, size: int, n_bins: int = 10):
-        self.size, self.n_bins = int(size), int(n_bins)
-        self.edges: np.ndarray | None = None
-        self.sums: np.ndarray | None = None
-        self.counts: np.ndarray | None = None
+    def __init__(self, size: int, n_bins: int = 10, min_count: int = 5):
+        self.size, self.n_bins, self.min_count = int(size), int(n_bins), int(min_count)
+        self.origin: np.ndarray | None = None
+        self.width: np.ndarray | None = None
+        self.bins: list[dict[int, list[Any]]] = []  # per dimension: index -> [sum (N,), n]
 
     def add(self, spikes: Any, observations: Any, substeps: int = 1) -> None:
+        """Fold in one episode: (T * substeps, N) spikes, (T, ...) observations."""
         s = np.asarray(spikes, dtype=np.float64)
         obs = np.asarray(observations, dtype=np.float64).reshape(len(observations), -1)
         if substeps > 1:
             obs = np.repeat(obs, substeps, axis=0)
         obs = obs[: s.shape[0]]
+        s = s[: obs.shape[0]]
         d = obs.shape[1]
-        if self.edges is None:
+        if self.origin is None:
             lo, hi = np.percentile(obs, [1, 99], axis=0)
-            hi = np.where(hi > lo, hi, lo + 1e-9)
-            self.edges = np.linspace(lo, hi, self.n_bins + 1, axis=1)  # (D, n_bins + 1)
-            self.sums = np.zeros((d, self.n_bins, self.size))
-            self.counts = np.zeros((d, self.n_bins))
+            self.origin = lo
+            self.width = np.where(hi > lo, (hi - lo) / self.n_bins, 1.0)
+            self.bins = [{} for _ in range(d)]
         for j in range(d):
-            idx = np.clip(
-                np.searchsorted(self.edges[j], obs[:, j], side="right") - 1, 0, self.n_bins - 1
-            )
-            onehot = np.zeros((self.n_bins, idx.size))
-            onehot[idx, np.arange(idx.size)] = 1.0
-            self.sums[j] += onehot @ s
-            self.counts[j] += np.bincount(idx, minlength=self.n_bins)
+            k = np.floor((obs[:, j] - self.origin[j]) / self.width[j])
+            k = np.clip(np.nan_to_num(k), -10 * self.n_bins, 11 * self.n_bins - 1).astype(int)
+            uniq, inv = np.unique(k, return_inverse=True)
+            onehot = np.zeros((uniq.size, inv.size))
+            onehot[inv, np.arange(inv.size)] = 1.0
+            sums = onehot @ s
+            counts = onehot.sum(axis=1)
+            for b, key in enumerate(uniq.tolist()):
+                acc = self.bins[j].setdefault(key, [np.zeros(self.size), 0.0])
+                acc[0] += sums[b]
+                acc[1] += counts[b]
 
-    def curves(self) -> tuple[np.ndarray, np.ndarray]:
-        """((D, n_bins) bin centres, (D, n_bins, N) mean spikes per step; NaN in empty bins)."""
-        centres = (self.edges[:, 1:] + self.edges[:, :-1]) / 2
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return centres, self.sums / self.counts[:, :, None]
+    def curves(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Per dimension: (B,) bin centres and (B, N) mean spikes per step, for the bins
+        visited on at least ``min_count`` steps, in increasing order."""
+        centres, curves = [], []
+        for j, bins in enumerate(self.bins):
+            keys = sorted(k for k, (_, n) in bins.items() if n >= self.min_count)
+            centres.append(
+                self.origin[j] + (np.asarray(keys, dtype=np.float64) + 0.5) * self.width[j]
+            )
+            curves.append(
+                np.stack([bins[k][0] / bins[k][1] for k in keys])
+                if keys
+                else np.zeros((0, self.size))
+            )
+        return centres, curves

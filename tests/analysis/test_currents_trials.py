@@ -113,12 +113,18 @@ def test_psth_and_trial_rates_by_condition():
 def test_tuning_curve_of_a_threshold_neuron():
     obs = np.linspace(-1, 1, 200)[:, None]
     s = (obs > 0).astype(float)  # fires only for positive observations
-    acc = TuningAccumulator(1, n_bins=4)
+    acc = TuningAccumulator(1, n_bins=4, min_count=1)
     acc.add(s, obs)
     centres, curves = acc.curves()
-    assert curves.shape == (1, 4, 1)
-    np.testing.assert_allclose(curves[0, :, 0], [0, 0, 1, 1])
-    assert centres[0, 0] < 0 < centres[0, -1]
+    # bins of width (0.98 - -0.98) / 4 = 0.49 from -0.98: the 1st and 99th percentiles
+    assert len(curves) == 1 and curves[0].shape[1] == 1
+    # values below -0.98 and at/above 0.98 open bins -1 and 4: six bins in all
+    np.testing.assert_allclose(curves[0][:, 0], [0, 0, 0, 1, 1, 1])
+    np.testing.assert_allclose(np.diff(centres[0]), 0.49, rtol=1e-6)
+    # a later episode further out adds bins on that side only
+    acc.add(np.ones((10, 1)), np.full((10, 1), 2.5))
+    c2, k2 = acc.curves()
+    assert c2[0].size == 7 and k2[0][-1, 0] == 1.0 and c2[0][-1] == pytest.approx(2.695)
 
 
 def test_network_analysis_on_a_stand_in_trial_trajectory():
