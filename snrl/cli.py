@@ -522,7 +522,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="spike-train statistics, E/I balance and figures of a run (or of a comparison)",
     )
     a.add_argument("run_dir", help="a run directory, or a comparison directory")
-    a.add_argument("--episodes", type=EPISODES, default=20, help="episodes (default 20)")
+    a.add_argument(
+        "--episodes",
+        type=_int_in(1, 10**6),  # one at a time, in constant memory: no env-count bound
+        default=20,
+        help="episodes (default 20)",
+    )
     a.add_argument("--checkpoint", choices=("best", "last"), default="best")
     a.add_argument("--seed", type=SEED, default=0, help="seed of the first episode (default 0)")
     a.add_argument(
