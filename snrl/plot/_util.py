@@ -23,9 +23,7 @@ def as_2d(x: Any, name: str, *, batch: int = 0) -> np.ndarray:
             raise UserError(f"batch={batch} but {name} has {a.shape[1]} rows (pick one of them)")
         a = a[:, batch]
     if a.ndim != 2:
-        raise UserError(
-            f"{name} has shape {a.shape} (give a time-first (T, N) or (T, B, N) array)"
-        )
+        raise UserError(f"{name} has shape {a.shape} (give a time-first (T, N) or (T, B, N) array)")
     return a
 
 

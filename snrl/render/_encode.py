@@ -25,7 +25,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -435,8 +435,10 @@ class GifWriter:
         self._first = False
         y0, y1, x0, x1 = box
         new, old = frame[y0:y1, x0:x1], self._rgb[y0:y1, x0:x1]
-        idx = self._indices(new)
-        idx[(new == old).all(axis=-1)] = self.TRANSPARENT
+        d = new != old
+        changed = d[..., 0] | d[..., 1] | d[..., 2]  # faster than .any(axis=-1)
+        idx = np.full(changed.shape, self.TRANSPARENT, dtype=np.uint8)
+        idx[changed] = self._indices(new[changed])
         self._rgb[y0:y1, x0:x1] = new
         self._pending = (self._encode(idx, y0, x0), delay)
 

@@ -152,17 +152,33 @@ def _rect(ax: Any, height: int) -> Rect:
     )
 
 
-def _slots(rect: Rect, window: int, height: int, unit: float) -> np.ndarray:
-    """(w,) window slot (0 = oldest, window-1 = newest) shown by each pixel column."""
-    x = rect.data_x(height) / unit  # data x: -(window - 1) .. 0 slots
-    return np.clip(np.rint(x + window - 1), 0, window - 1).astype(np.int64)
+def _slot_x(rect: Rect, window: int, height: int, unit: float, page: bool) -> np.ndarray:
+    """(w,) fractional window slot (0 = first/oldest .. window-1) of each pixel column.
+
+    Scrolling: data x runs -(window - 1) .. 0 slots (0 = now); pages: 0 .. window - 1."""
+    x = rect.data_x(height) / unit
+    return np.clip(x if page else x + window - 1, 0, window - 1)
+
+
+def _slots(rect: Rect, window: int, height: int, unit: float, page: bool) -> np.ndarray:
+    """(w,) window slot shown by each pixel column."""
+    return np.rint(_slot_x(rect, window, height, unit, page)).astype(np.int64)
 
 
 class _Matrix:
     """A scrolling (pixel rows x window) image: raster codes or heatmap levels -> palette."""
 
     def __init__(
-        self, codes: np.ndarray, palette: np.ndarray, rect: Rect, window: int, h: int, unit: float
+        self,
+        codes: np.ndarray,
+        palette: np.ndarray,
+        rect: Rect,
+        window: int,
+        h: int,
+        unit: float,
+        *,
+        page: bool = False,
+        blank: np.ndarray | None = None,
     ):
         # codes: (rect.h, rows) uint8 already reduced to the rect's height.
         pre = palette.shape[0] - 1
@@ -170,11 +186,23 @@ class _Matrix:
         self.padded = np.ascontiguousarray(np.concatenate([pad, codes], axis=1))
         self.palette = palette
         self.rect = rect
-        self.cols = _slots(rect, window, h, unit)
+        self.window = window
+        self.page = page
+        self.cols = _slots(rect, window, h, unit, page)
+        self.blank = blank  # (rect.h, 3) colour of steps not reached yet (pages)
 
-    def paint(self, end: int, out: np.ndarray) -> None:
+    def paint(self, end: int, out: np.ndarray, start: int = 0) -> None:
+        """Scrolling: the window ending at row ``end``; pages: rows ``start ..`` up to end."""
         r = self.rect
-        out[r.r0 : r.r1, r.c0 : r.c1] = np.take(self.palette, self.padded[:, end + self.cols], 0)
+        if not self.page:
+            idx = end + self.cols
+            out[r.r0 : r.r1, r.c0 : r.c1] = np.take(self.palette, self.padded[:, idx], 0)
+            return
+        rows = start + self.cols
+        idx = np.minimum(rows, end) + self.window - 1
+        region = out[r.r0 : r.r1, r.c0 : r.c1]
+        region[...] = np.take(self.palette, self.padded[:, idx], 0)
+        region[:, rows > end] = BG_COLOR
 
 
 def neuron_rows(n: int, avail: int) -> tuple[int, int]:
@@ -278,12 +306,15 @@ class _Traces:
         *,
         steps: bool = False,
         width: float = 1.0,
+        page: bool = False,
     ):
         rows = rect.row_of(values, h)  # (T, m) float pixel rows
         pad = np.full((window - 1, values.shape[1]), np.nan)
         self.rows = np.concatenate([pad, rows], axis=0)  # (T + W - 1, m)
-        x = rect.data_x(h) / unit + window - 1  # fractional slot per pixel column
-        x = np.clip(x, 0, window - 1)
+        x = _slot_x(rect, window, h, unit, page)  # fractional slot per pixel column
+        self.page = page
+        self.window = window
+        self.x = x
         if steps:  # piecewise constant (actions, ground truth): no interpolation
             self.i0 = np.clip(np.rint(x).astype(np.int64), 0, window - 1)
             self.frac = np.zeros_like(x)
@@ -295,14 +326,22 @@ class _Traces:
         self.rr = np.arange(rect.r0, rect.r1, dtype=np.float64)[:, None]
         self.width = width
 
-    def paint(self, end: int, out: np.ndarray) -> None:
+    def paint(self, end: int, out: np.ndarray, start: int = 0) -> None:
         r = self.rect
         region = out[r.r0 : r.r1, r.c0 : r.c1]
-        i0 = end + self.i0
+        if self.page:  # data index of slot 0 is `start`; nothing after `end`
+            i0 = start + self.i0 + self.window - 1
+            late = start + self.x > end + 1e-9
+        else:
+            i0 = end + self.i0
+            late = None
+        last = self.rows.shape[0] - 1
         for j, color in enumerate(self.colors):
-            a = self.rows[i0, j]
-            b = self.rows[np.minimum(i0 + 1, self.rows.shape[0] - 1), j]
+            a = self.rows[np.minimum(i0, last), j]
+            b = self.rows[np.minimum(i0 + 1, last), j]
             y = a * (1 - self.frac) + b * self.frac
+            if late is not None:
+                y = np.where(late, np.nan, y)
             y_prev = np.concatenate([y[:1], y[:-1]])
             lo = np.fmin(y, y_prev) - self.width
             hi = np.fmax(y, y_prev) + self.width
@@ -314,21 +353,37 @@ class _Traces:
 class _Marks:
     """Vertical lines (trial boundaries) at the flagged steps of a scrolling window."""
 
-    def __init__(self, flags: np.ndarray, rects: list[Rect], window: int, h: int, unit: float):
+    def __init__(
+        self,
+        flags: np.ndarray,
+        rects: list[Rect],
+        window: int,
+        h: int,
+        unit: float,
+        *,
+        page: bool = False,
+    ):
         pad = np.zeros(window - 1, bool)
-        self.flags = np.concatenate([pad, np.asarray(flags, bool)])
+        self.flags = np.concatenate([pad, np.asarray(flags, bool), [False]])
         self.rects = rects
+        self.page = page
         self.cols = []
         for rect in rects:
-            x = rect.data_x(h) / unit + window - 1
+            x = rect.data_x(h) / unit + (0 if page else window - 1)
             # a boundary at slot s is drawn at its left edge (between steps s-1 and s)
             self.cols.append(np.floor(x + 0.5).astype(np.int64))
         self.window = window
 
-    def paint(self, end: int, out: np.ndarray) -> None:
+    def paint(self, end: int, out: np.ndarray, start: int = 0) -> None:
+        last = self.flags.shape[0] - 1
         for rect, cols in zip(self.rects, self.cols):
             slot = np.clip(cols, 0, self.window - 1)
-            hit = self.flags[end + slot] & (cols >= 1) & (cols <= self.window - 1)
+            if self.page:
+                step = start + slot
+                hit = self.flags[np.minimum(step + self.window - 1, last)] & (step <= end)
+                hit &= (cols >= 0) & (cols <= self.window - 1)
+            else:
+                hit = self.flags[end + slot] & (cols >= 1) & (cols <= self.window - 1)
             # only the first pixel column of each slot
             first = np.concatenate([[True], cols[1:] != cols[:-1]])
             sel = np.flatnonzero(hit & first)
@@ -506,6 +561,11 @@ class VideoCanvas:
         panel_width: width of the network column at scale 1, pixels.
         max_traces: units drawn as traces.
         max_layers: layers drawn as matrices.
+        timeline: ``"page"``: the window is a fixed page of ``window`` steps with absolute
+            time ticks, filled from the left as the episode goes on, then the next page;
+            ``"scroll"``: the newest step at the right edge, relative time ticks ("now").
+            Pages change a few pixel columns per frame (small GIFs); scrolling changes every
+            column.
     """
 
     def __init__(
@@ -520,6 +580,7 @@ class VideoCanvas:
         panel_width: int = 640,
         max_traces: int = 3,
         max_layers: int = 3,
+        timeline: str = "page",
     ) -> None:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -531,6 +592,9 @@ class VideoCanvas:
 
         self.t = t = len(traj)
         self.window = window
+        if timeline not in ("page", "scroll"):
+            raise ValueError(f"timeline={timeline!r} (use 'page' or 'scroll')")
+        self.page = page = timeline == "page"
         sub = int(getattr(traj, "substeps", None) or 1)
         self.sub = sub
         dt = getattr(traj, "dt", None)
@@ -612,19 +676,23 @@ class VideoCanvas:
         # window in data units: env steps, or seconds when dt is known
         wr = window * sub  # matrix rows in the window (neuron steps)
         row_unit = step_unit / sub
-        xlim = (-(wr - 0.5) * row_unit, 0.5 * row_unit)
-        xlabel = "time (s)" if self.dt else "env steps"
+        if page:
+            xlim = (-0.5 * row_unit, (wr - 0.5) * row_unit)
+        else:
+            xlim = (-(wr - 0.5) * row_unit, 0.5 * row_unit)
+        xlabel = "time (s)" if self.dt else "env step"
+        self._time_axes: list[tuple[Any, bool]] = []
+        self._xlim = xlim
+        self._step_unit = step_unit
 
         def time_axis(ax: Any, show: bool) -> None:
             ax.set_xlim(*xlim)
+            self._time_axes.append((ax, show))
             if not show:
                 ax.set_xticks([])
                 return
-            from matplotlib.ticker import MaxNLocator
-
-            ticks = [v for v in MaxNLocator(4).tick_values(xlim[0], 0) if xlim[0] <= v <= 0]
-            ax.set_xticks(ticks, [("now" if v == 0 else _fmt(round(v, 6))) for v in ticks])
             ax.set_xlabel(xlabel, fontsize=fs, labelpad=px(1))
+            self._set_ticks(ax, 0)
 
         # Title (static) and the dynamic text line below it.
         meta = traj.meta
@@ -665,9 +733,9 @@ class VideoCanvas:
             ax.set_ylabel("observation", fontsize=fs)
             styles = pal.group_styles(chans)
             colors = [pal.rgb(c) for c, _ in styles]
-            label = ", ".join(
-                (names[i] if names else f"ch {i}") for i in range(chans)
-            ) + ("" if f <= chans else f" (of {f})")
+            label = ", ".join((names[i] if names else f"ch {i}") for i in range(chans)) + (
+                "" if f <= chans else f" (of {f})"
+            )
             self._legend(fig, ax, "Observation", label.split(", "), colors, fs, height, width,
                          px)  # fmt: skip
             task_axes.append(ax)
@@ -811,6 +879,8 @@ class VideoCanvas:
 
         fig.canvas.draw()
         self.background = np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
+        self._fig = fig
+        self._page_shown = 0
 
         self.matrices: list[_Matrix] = []
         for ax, layer in mat_axes:
@@ -822,20 +892,25 @@ class VideoCanvas:
             else:
                 codes, _ = heatmap_codes(arr, rect.h)
                 palette = heatmap_palette()
-            self.matrices.append(_Matrix(codes, palette, rect, wr, height, row_unit))
+            self.matrices.append(_Matrix(codes, palette, rect, wr, height, row_unit, page=page))
         if trace_ax is not None:
             rect = _rect(trace_ax, height)
             vals = trace["values"][:, trace["units"]]
             colors = [TRACE_COLORS[j % len(TRACE_COLORS)] for j in range(vals.shape[1])]
-            self.traces = _Traces(vals, colors, rect, wr, height, row_unit, width=s)
+            self.traces = _Traces(vals, colors, rect, wr, height, row_unit, width=s, page=page)
         self.task_traces = [
-            _Traces(v, c, _rect(ax, height), window, height, step_unit, steps=st, width=s)
+            _Traces(
+                v, c, _rect(ax, height), window, height, step_unit, steps=st, width=s, page=page
+            )  # fmt: skip
             for ax, v, c, st in task_spec
         ]
         self.marks = None
         if task_axes and task["new_trial"] is not None:
             rects = [_rect(ax, height) for ax in task_axes]
-            self.marks = _Marks(task["new_trial"], rects, window, height, step_unit)
+            # NeuroGym's new_trial is True on the last step of a trial: the line goes
+            # between that step and the next one (the left edge of the next step's slot)
+            starts = np.concatenate([[False], task["new_trial"][:-1]])
+            self.marks = _Marks(starts, rects, window, height, step_unit, page=page)
         self.bars: _Bars | None = None
         if bar_ax is not None:
             a = self._bar_args
@@ -850,7 +925,9 @@ class VideoCanvas:
             parts.append(heatmap_palette())
         self.colors = np.concatenate(parts).astype(np.uint8)
         self.buf = self.background.copy()
-        fig.clear()
+        if not page:
+            fig.clear()
+            self._fig = None
 
     # ------------------------------------------------------------------ static helpers
     @staticmethod
@@ -905,6 +982,34 @@ class VideoCanvas:
         cax.tick_params(labelsize=fs, length=px(3), pad=px(2))
         bar.outline.set_linewidth(0.8)
 
+    def _set_ticks(self, ax: Any, p: int) -> None:
+        """Time ticks of page ``p`` (absolute) or of the scrolling window (relative, "now")."""
+        from matplotlib.ticker import MaxNLocator
+
+        lo, hi = self._xlim
+        shift = p * self.window * self._step_unit
+        if self.page:
+            ticks = [v for v in MaxNLocator(5).tick_values(lo + shift, hi + shift)
+                     if lo + shift <= v <= hi + shift]  # fmt: skip
+            ax.set_xticks(ticks, [_fmt(round(v, 6)) for v in ticks])
+        else:
+            ticks = [v for v in MaxNLocator(4).tick_values(lo, 0) if lo <= v <= 0]
+            ax.set_xticks(ticks, [("now" if v == 0 else _fmt(round(v, 6))) for v in ticks])
+
+    def _show_page(self, p: int) -> None:
+        """Redraw the background with the time axes of page ``p``."""
+        if p == self._page_shown or self._fig is None:
+            return
+        shift = p * self.window * self._step_unit
+        lo, hi = self._xlim
+        for ax, show in self._time_axes:
+            ax.set_xlim(lo + shift, hi + shift)
+            if show:
+                self._set_ticks(ax, p)
+        self._fig.canvas.draw()
+        self.background = np.asarray(self._fig.canvas.buffer_rgba())[..., :3].copy()
+        self._page_shown = p
+
     # ------------------------------------------------------------------ per frame
     def text(self, k: int) -> str:
         """The dynamic text line of frame k."""
@@ -923,8 +1028,11 @@ class VideoCanvas:
     def paint(self, k: int, frame: np.ndarray | None) -> np.ndarray:
         """Frame ``k`` (0..T); returns an internal buffer that the next call overwrites."""
         out = self.buf
-        out[...] = self.background
         end = min(k, self.t - 1)
+        p = end // self.window if self.page else 0
+        self._show_page(p)
+        out[...] = self.background
+        start, rstart = p * self.window, p * self.window * self.sub
         if frame is not None and self.env_box is not None:
             y, x, h, w = self.env_box
             if self.crop is not None:
@@ -934,14 +1042,14 @@ class VideoCanvas:
                 frame = np.repeat(np.repeat(frame, self.zoom, axis=0), self.zoom, axis=1)
             out[y : y + h, x : x + w] = frame
         if self.marks is not None:
-            self.marks.paint(end, out)
+            self.marks.paint(end, out, start)
         for tr in self.task_traces:
-            tr.paint(end, out)
+            tr.paint(end, out, start)
         rend = end * self.sub + self.sub - 1  # last neuron step of env step `end`
         for m in self.matrices:
-            m.paint(rend, out)
+            m.paint(rend, out, rstart)
         if self.traces is not None:
-            self.traces.paint(rend, out)
+            self.traces.paint(rend, out, rstart)
         if self.bars is not None:
             self.bars.paint(k, out)
         self.glyphs.draw(out, self.text_row, self.text_col, self.text(k))
@@ -949,12 +1057,14 @@ class VideoCanvas:
 
 
 def content_box(
-    frames: Any, *, margin: int = 8, max_samples: int = 600
+    frames: Any, *, margin: int = 8, max_samples: int = 120
 ) -> tuple[int, int, int, int] | None:
     """``(y0, y1, x0, x1)`` around everything that is not background in any of ``frames``.
 
-    The background is the most common colour on the border of the first frame. Returns None
-    when the content fills (nearly) the whole frame, so that nothing is cropped.
+    The background is the most common colour on the border of the first frame; up to
+    ``max_samples`` frames spread over the episode (the first and the last included) are
+    looked at. Returns None when the content fills (nearly) the whole frame, so that
+    nothing is cropped.
     """
     first = np.asarray(frames[0])
     h, w = first.shape[:2]
@@ -962,13 +1072,13 @@ def content_box(
     keys = (border[:, 0] << 16) | (border[:, 1] << 8) | border[:, 2]
     vals, counts = np.unique(keys, return_counts=True)
     bg = int(vals[np.argmax(counts)])
-    bg_rgb = np.array([(bg >> 16) & 255, (bg >> 8) & 255, bg & 255], np.uint8)
     n = len(frames)
     idx = np.unique(np.linspace(0, n - 1, min(n, max_samples)).round().astype(int))
     mask = np.zeros((h, w), bool)
-    for start in range(0, idx.size, 32):
-        chunk = np.asarray(frames[idx[start : start + 32]])
-        mask |= (chunk != bg_rgb).any(axis=(0, 3))
+    bg_key = np.uint32(bg)
+    for i in idx:  # 24-bit colour keys: one comparison per pixel
+        f = np.asarray(frames[i]).astype(np.uint32)
+        mask |= ((f[..., 0] << 16) | (f[..., 1] << 8) | f[..., 2]) != bg_key
     rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
     if rows.size == 0:
         return None

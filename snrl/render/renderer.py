@@ -212,6 +212,12 @@ class TrajectoryRenderer:
             at least 14 pixels (legible projected at 1080p); 2 doubles every size.
         crop: show only the part of the env frames that has content (stored frames only);
             ``False`` shows them whole.
+        timeline: ``"page"`` (default): raster and traces show a fixed page of ``window``
+            steps with absolute time ticks, filled from the left, then the next page; a GIF
+            then stores a few new pixel columns per frame (a 500-step CartPole GIF with
+            activity stays under 2 MB). ``"scroll"``: the newest step at the right edge,
+            time ticks relative to now; every column changes per frame (fine for MP4,
+            GIFs get large).
         max_traces: units drawn as traces.
         max_layers: layers drawn as rasters/heatmaps.
         strict_replay: when re-simulating, raise (True) or warn once (False) if the
@@ -234,6 +240,7 @@ class TrajectoryRenderer:
         panel_width: int = 640,
         scale: float = 1.0,
         crop: bool = True,
+        timeline: str = "page",
         max_traces: int = 3,
         max_layers: int = 3,
         strict_replay: bool = True,
@@ -264,6 +271,9 @@ class TrajectoryRenderer:
         self.panel_width = int(panel_width)
         self.scale = scale
         self.crop = bool(crop)
+        if timeline not in ("page", "scroll"):
+            raise UserError(f"timeline={timeline!r} (use 'page' or 'scroll')")
+        self.timeline = timeline
         self.max_traces = int(max_traces)
         self.max_layers = int(max_layers)
         self.mp4_crf = int(mp4_crf)
@@ -303,6 +313,7 @@ class TrajectoryRenderer:
                     panel_width=self.panel_width,
                     max_traces=self.max_traces,
                     max_layers=self.max_layers,
+                    timeline=self.timeline,
                 )
             self._composer = _Composer(frame_hw, canvas)
         return self._composer

@@ -85,7 +85,7 @@ def test_without_activity_the_video_is_the_env_frames(spiking_traj):
 
 def test_raster_newest_column_shows_the_spikes_of_step_k(spiking_traj):
     """Oracle: in frame k the rightmost raster slot is step k's spikes, E red / I blue."""
-    r = TrajectoryRenderer(spiking_traj, window=10)
+    r = TrajectoryRenderer(spiking_traj, window=10, timeline="scroll")
     panel_x = 0  # rects are in video-frame pixels
     frames = [f.copy() for f in r.frames()]
     r.frame(0)  # builds the panel (already built by frames())
