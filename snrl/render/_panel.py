@@ -591,10 +591,12 @@ class VideoCanvas:
             return max(int(round(v * s)), 1)
 
         self.t = t = len(traj)
-        self.window = window
         if timeline not in ("page", "scroll"):
             raise ValueError(f"timeline={timeline!r} (use 'page' or 'scroll')")
         self.page = page = timeline == "page"
+        if page:  # an episode shorter than the window fills one page
+            window = max(min(window, t), 2)
+        self.window = window
         sub = int(getattr(traj, "substeps", None) or 1)
         self.sub = sub
         dt = getattr(traj, "dt", None)
@@ -635,7 +637,7 @@ class VideoCanvas:
         self.env_box: tuple[int, int, int, int] | None = None  # y, x, h, w (after zoom)
         self.zoom = 1
         self.crop = crop
-        bars_h = px(150) if policy else 0
+        bars_h = (px(150) if frame_hw is not None else px(100)) if policy else 0
         if frame_hw is not None:
             ch, cw = (crop[1] - crop[0], crop[3] - crop[2]) if crop else frame_hw
             max_w = px(640)
@@ -701,9 +703,8 @@ class VideoCanvas:
             str(x) for x in (traj.env, algo, backbone_label(meta.get("backbone"))) if x
         )
         if title:
-            tx = x_right if right else pad + left_w // 2
-            fig.text(tx / width, 1 - (pad + self.glyphs.h / 2) / height, title,
-                     fontsize=fs_label, color="#333333", va="center")  # fmt: skip
+            fig.text((width - pad) / width, 1 - (pad + self.glyphs.h / 2) / height, title,
+                     fontsize=fs_label, color="#333333", va="center", ha="right")  # fmt: skip
         self.text_row = pad
         self.text_col = pad
 
@@ -719,10 +720,13 @@ class VideoCanvas:
             names = names if isinstance(names, list) and len(names) == f else None
             ax_x, ax_w = pad + ylab_w, left_w - ylab_w
             n_ax = 3
-            gap = px(16)
-            avail = height - top - (title_h + bars_h + xtick_h if policy else xtick_h) - gap * 2
-            each = avail // n_ax
-            y = top
+            gap = px(6)
+            # each axes has a legend line above it; the last one its time ticks below
+            used = top + n_ax * title_h + gap * (n_ax - 1) + xtick_h
+            if policy:
+                used += px(8) + title_h + bars_h + xtick_h
+            each = (height - used) // n_ax
+            y = top + title_h
             # observation channels (lines; a heatmap would hide values of few channels)
             ax = axes(ax_x, y, ax_w, each)
             chans = min(f, 6)
@@ -740,7 +744,7 @@ class VideoCanvas:
                          px)  # fmt: skip
             task_axes.append(ax)
             task_spec.append((ax, vals, colors, False))
-            y += each + gap
+            y += each + gap + title_h
             # chosen action vs ground truth
             ax = axes(ax_x, y, ax_w, each)
             av = [task["action"]] + ([task["gt"]] if task["gt"] is not None else [])
@@ -762,7 +766,7 @@ class VideoCanvas:
             task_axes.append(ax)
             # ground truth first, the chosen action over it
             task_spec.append((ax, np.stack(av[::-1], 1), cols2[::-1], True))
-            y += each + gap
+            y += each + gap + title_h
             # reward
             ax = axes(ax_x, y, ax_w, each)
             ax.set_ylim(*_limits(task["reward"], include=(0.0,)))
@@ -774,9 +778,9 @@ class VideoCanvas:
             task_axes.append(ax)
             task_spec.append((ax, task["reward"][:, None], [GT_COLOR], True))
             if task["new_trial"] is not None:
-                fig.text((ax_x + ax_w) / width, 1 - (top - px(4)) / height,
-                         "| trial start", color=_hex(MARK_COLOR), fontsize=fs, ha="right",
-                         va="bottom")  # fmt: skip
+                ax.annotate("| = trial start", (1.0, 1.0), xycoords="axes fraction",
+                            xytext=(0, px(4)), textcoords="offset points", ha="right",
+                            va="bottom", color="#999999", fontsize=fs)  # fmt: skip
 
         # ---------------------------------------------------------------- policy bars
         bar_ax = None

@@ -67,7 +67,7 @@ def test_task_panel_shows_action_ground_truth_reward_and_trial_marks():
     for rect, cols in zip(canvas.marks.rects, canvas.marks.cols):
         at10 = rect.c0 + int(np.flatnonzero(cols == 10)[0])
         at5 = rect.c0 + int(np.flatnonzero(cols == 5)[0])
-        assert (f[rect.r0 : rect.r1, at10] == MARK_COLOR).all(-1).sum() > 5
+        assert (f[rect.r0 : rect.r1, at10] == MARK_COLOR).all(-1).sum() >= 3  # under the lines
         assert not (f[rect.r0 : rect.r1, at5] == MARK_COLOR).all(-1).any()
     rect = act_tr.rect
     # the chosen action (orange) is drawn, but not after step 15 (page mode: later slots empty)
