@@ -165,3 +165,10 @@ def test_activity_figure_of_a_bare_network(tmp_path):
         activity_figure(Activity([LayerActivity("mlp0", "ann", 3)]))
     with pytest.raises(UserError, match=r"\.png, \.pdf or \.svg"):
         save_figure(fig, tmp_path / "a.gif")
+
+
+def test_learning_curve_colours_are_the_palette_s():
+    """snrl.training sits below snrl.plot, so it spells the colours out; they must agree."""
+    from snrl.training.plots import CURVES
+
+    assert [c for _, _, c in CURVES] == list(pal.GROUP_COLORS[:2])
