@@ -401,3 +401,52 @@ def test_gif_failure_leaves_no_file_and_palette_is_distinct(tmp_path, spiking_tr
     pal = build_palette([img], required=np.array([[200, 0, 0]], np.uint8))
     assert pal[:3].tolist() == [[200, 0, 0], [0, 0, 0], [10, 20, 30]]
     assert len({tuple(c) for c in pal}) == 256
+
+
+# ---------------------------------------------------------------- size, legibility, GIF size
+def test_scale_sizes_everything_and_text_is_legible(spiking_traj):
+    from snrl.render._panel import TEXT_PX
+
+    r1 = TrajectoryRenderer(spiking_traj)
+    f1 = r1.frame(3)
+    r2 = TrajectoryRenderer(spiking_traj, scale=2)
+    f2 = r2.frame(3)
+    assert f1.shape[0] >= 540 and f2.shape[0] >= 1080
+    assert abs(f2.shape[1] - 2 * f1.shape[1]) <= 4
+    assert TEXT_PX >= 14 and r1._composer.canvas.glyphs.h >= 14
+    assert r2._composer.canvas.glyphs.h >= 2 * r1._composer.canvas.glyphs.h - 1
+    with pytest.raises(ValueError, match="scale"):
+        TrajectoryRenderer(spiking_traj, scale=10)
+    with pytest.raises(ValueError, match="timeline"):
+        TrajectoryRenderer(spiking_traj, timeline="wipe")
+
+
+def test_heatmap_has_a_colour_bar(ann_traj):
+    r = TrajectoryRenderer(ann_traj)
+    r.frame(0)
+    canvas = r._composer.canvas
+    m = canvas.matrices[0]
+    bar = canvas.background[m.rect.r0 + 2 : m.rect.r1 - 2, m.rect.c1 + 12 : m.rect.c1 + 20]
+    assert len({tuple(c) for c in bar.reshape(-1, 3)}) > 20  # a gradient right of the heatmap
+
+
+def test_paged_gif_is_much_smaller_than_a_scrolling_one(tmp_path):
+    """Issue 14: pages change a few columns per frame, a scrolling raster all of them."""
+    rng = np.random.default_rng(4)
+    t, n = 60, 64
+    traj = Trajectory(
+        observations=rng.normal(size=(t, 2)),
+        actions=rng.integers(0, 2, t),
+        rewards=np.ones(t),
+        terminated=np.zeros(t, bool),
+        truncated=np.eye(t, dtype=bool)[-1],
+        activity=Activity(
+            [LayerActivity("lif0", "spiking", n, spikes=rng.random((t, n)) < 0.1,
+                           v=rng.normal(0.5, 0.3, (t, n)), threshold=1.0)]
+        ),  # fmt: skip
+    )
+    page = TrajectoryRenderer(traj, window=40).to_gif(tmp_path / "page.gif")
+    scroll = TrajectoryRenderer(traj, window=40, timeline="scroll").to_gif(tmp_path / "s.gif")
+    assert page.stat().st_size < 0.5 * scroll.stat().st_size
+    frames = iio.imread(page, index=None)
+    assert frames.shape[0] == len(traj) + 1
