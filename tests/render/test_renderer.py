@@ -441,8 +441,16 @@ def test_paged_gif_is_much_smaller_than_a_scrolling_one(tmp_path):
         terminated=np.zeros(t, bool),
         truncated=np.eye(t, dtype=bool)[-1],
         activity=Activity(
-            [LayerActivity("lif0", "spiking", n, spikes=rng.random((t, n)) < 0.1,
-                           v=rng.normal(0.5, 0.3, (t, n)), threshold=1.0)]
+            [
+                LayerActivity(
+                    "lif0",
+                    "spiking",
+                    n,
+                    spikes=rng.random((t, n)) < 0.1,
+                    v=rng.normal(0.5, 0.3, (t, n)),
+                    threshold=1.0,
+                )
+            ]
         ),  # fmt: skip
     )
     page = TrajectoryRenderer(traj, window=40).to_gif(tmp_path / "page.gif")
