@@ -171,3 +171,10 @@ def test_snrl_render_on_a_run_of_a_frameless_env(tmp_path):
     frames = iio.imread(out, index=None)
     assert frames.shape[0] == 21  # the env's episodes last 20 steps: T + 1 frames
     assert frames.shape[1] >= 540
+    bad = subprocess.run(
+        [*base, "render", str(run), "--out", str(tmp_path / "big.gif"), "--scale", "9",
+         "--trust-env-module"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert bad.returncode == 2 and bad.stderr.startswith("error: scale=9")
+    assert "Traceback" not in bad.stderr and not (tmp_path / "big.gif").exists()
