@@ -178,3 +178,36 @@ def test_snrl_render_on_a_run_of_a_frameless_env(tmp_path):
     )  # fmt: skip
     assert bad.returncode == 2 and bad.stderr.startswith("error: scale=9")
     assert "Traceback" not in bad.stderr and not (tmp_path / "big.gif").exists()
+
+
+class _SubstepTrajectory(Trajectory):
+    """A stand-in until Trajectory carries `substeps` (issue 12): activity rows = T * substeps."""
+
+    substeps = 4
+    dt = 0.02
+
+    def _validate(self) -> None:  # the activity has T * substeps rows
+        pass
+
+
+def test_substeps_put_every_neuron_step_on_the_env_time_axis():
+    rng = np.random.default_rng(1)
+    t, sub, n = 10, 4, 8
+    spikes = np.ones((t * sub, n), bool)  # every neuron spikes at every neuron step
+    traj = _SubstepTrajectory(
+        observations=rng.normal(size=(t, 2)),
+        actions=rng.integers(0, 2, t),
+        rewards=np.ones(t),
+        terminated=np.zeros(t, bool),
+        truncated=np.eye(t, dtype=bool)[-1],
+        activity=Activity([LayerActivity("lif0", "spiking", n, spikes=spikes,
+                                         v=np.zeros((t * sub, n)), threshold=1.0)]),
+    )  # fmt: skip
+    r = TrajectoryRenderer(traj, window=10)
+    f = r.frame(5)
+    m = r._composer.canvas.matrices[0]
+    raster = f[m.rect.r0 : m.rect.r1, m.rect.c0 : m.rect.c1]
+    spiking_cols = (raster != 255).any(-1).any(0)
+    # frame 5 shows neuron steps 0 .. 5 * 4 + 3 = 23 of the 40 in the page, nothing later
+    np.testing.assert_array_equal(spiking_cols, m.cols <= 23)
+    assert "t 0.10 s" in r._composer.canvas.text(5)  # dt is per env step
