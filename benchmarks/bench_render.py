@@ -9,7 +9,10 @@ Measures, in one run (2 shared CPU cores on the reference machine):
 3. peak memory while rendering a 5,000-step episode (frames re-simulated from the env, so
    the trajectory holds no frames), in a child process: a thread samples the RSS of the
    child and of its ffmpeg encoder from /proc every 20 ms; the peak of the sum is reported
-   with the RSS before rendering (imports, torch included).
+   with the RSS before rendering (imports, torch included);
+4. issue 14's GIF target: the default GIF (activity panel, fps 30) of the 500-step episode
+   with stored frames, its size (target <= 2 MB) and the peak RSS of a child process that
+   records the episode and writes it (the 501 stored 600x400 frames alone are 360 MB).
 
 Usage::
 
@@ -164,7 +167,7 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def child(steps: int, out: str) -> None:
+def child(steps: int, out: str, stored: bool = False) -> None:
     """Render a long episode with re-simulated frames; print peak memory as JSON.
 
     A thread samples, every 20 ms, the RSS of this process plus that of its ffmpeg child
@@ -175,8 +178,9 @@ def child(steps: int, out: str) -> None:
     import threading
 
     pid = os.getpid()
-    traj = cartpole_episode(steps, frames=False)
-    env = gym.make("CartPole-v1", render_mode="rgb_array", max_episode_steps=steps)
+    traj = cartpole_episode(steps, frames=stored)
+    env = None if stored else gym.make("CartPole-v1", render_mode="rgb_array",
+                                       max_episode_steps=steps)  # fmt: skip
     before_kb = _rss_kb(pid)
     peak = {"total": 0, "ffmpeg": 0}
     stop = threading.Event()
@@ -195,7 +199,8 @@ def child(steps: int, out: str) -> None:
     dt = time.perf_counter() - t0
     stop.set()
     thread.join()
-    env.close()
+    if env is not None:
+        env.close()
     print(
         json.dumps(
             {
@@ -204,6 +209,7 @@ def child(steps: int, out: str) -> None:
                 "ffmpeg_mb": peak["ffmpeg"] / 1024,
                 "total_mb": peak["total"] / 1024,
                 "seconds": dt,
+                "bytes": os.path.getsize(out),
             }
         )
     )
@@ -213,13 +219,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short run for smoke tests")
     parser.add_argument("--repeats", type=int, default=3, help="best of N timings (default 3)")
-    parser.add_argument("--child", nargs=2, metavar=("STEPS", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs="+", metavar="STEPS OUT [stored]", help=argparse.SUPPRESS)
     args = parser.parse_args()
     import torch
 
     torch.set_num_threads(1)
     if args.child:
-        child(int(args.child[0]), args.child[1])
+        child(int(args.child[0]), args.child[1], stored="stored" in args.child[2:])
         return
     reps = 1 if args.quick else max(1, args.repeats)
     steps = 100 if args.quick else 500
@@ -255,6 +261,11 @@ def main() -> None:
             capture_output=True, text=True, check=True,
         )  # fmt: skip
         mem = json.loads(proc.stdout.strip().splitlines()[-1])
+        proc = subprocess.run(
+            [sys.executable, __file__, "--child", str(steps), str(d / "default.gif"), "stored"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        gif = json.loads(proc.stdout.strip().splitlines()[-1])
 
     print(
         f"CartPole-v1, {steps} steps ({n} frames, 600x400), fps={fps}, activity = 128 LIF, "
@@ -282,6 +293,11 @@ def main() -> None:
         print(f"| {label} | {target} | {ratio(a, b)} |")
     print(
         f"| peak memory, {long_steps}-step MP4 + activity | < 500 MB | {mem['total_mb']:.0f} MB |"
+    )
+    print(f"| default GIF + activity, {steps} steps | <= 2 MB | {gif['bytes'] / 1e6:.2f} MB |")
+    print(
+        f"| peak memory, that GIF (stored frames) | - | {gif['total_mb']:.0f} MB "
+        f"(before rendering {gif['before_mb']:.0f} MB) |"
     )
     print(
         f"\nPeak memory, {long_steps}-step MP4 with activity (frames re-simulated, "

@@ -1,7 +1,10 @@
-"""A Dale-constrained spiking network: spike raster (E/I coloured) and membrane traces.
+"""A Dale-constrained spiking network: spike rasters (E/I coloured), membrane traces, rates.
 
 Builds a two-layer LIF :class:`snrl.networks.spiking.SpikingBackbone` with hard Dale's law,
-drives it with a slowly varying 4-channel input for 300 steps (dt = 1 ms), and saves a figure.
+drives it with a slowly varying 4-channel input for 300 steps (dt = 1 ms), and saves the
+figure of :func:`snrl.plot.activity_figure`: one raster per layer (excitatory neurons in the
+palette's vermillion, inhibitory in blue, grouped, with their counts), the membrane
+potential of three neurons against the labelled threshold, and per-neuron rates in Hz.
 
     python examples/dale_network.py --out dale_network.png
 """
@@ -10,15 +13,12 @@ from __future__ import annotations
 
 import argparse
 
-import matplotlib
+import torch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
+from snrl.networks.spiking import SpikingBackbone
+from snrl.plot import activity_figure
 
-from snrl.io import atomic_path  # noqa: E402
-from snrl.networks import Activity  # noqa: E402
-from snrl.networks.spiking import SpikingBackbone  # noqa: E402
+DT = 1e-3  # seconds per step (the layers' default dt)
 
 
 def make_input(steps: int, batch: int, features: int, generator: torch.Generator) -> torch.Tensor:
@@ -42,39 +42,6 @@ def build(seed: int, inhibitory: float = 0.2) -> SpikingBackbone:
     )
 
 
-def plot(net: SpikingBackbone, activity: Activity, out: str) -> None:
-    """Raster of every spiking layer (E blue, I red) and a few membrane traces, saved to out."""
-    names = [layer.name for layer in activity.spiking()]
-    fig, axes = plt.subplots(len(names) + 1, 1, figsize=(9, 2.4 * (len(names) + 1)), sharex=True)
-    for ax, name in zip(axes, names):
-        spikes = activity[name].spikes[:, 0]  # (T, N), first batch row
-        sign = activity[name].sign
-        for is_exc, colour, label in ((True, "tab:blue", "E"), (False, "tab:red", "I")):
-            cols = (sign > 0) if is_exc else (sign < 0)
-            t, n = (spikes * cols).nonzero(as_tuple=True)
-            ax.scatter(t.numpy(), n.numpy(), s=2, c=colour, label=label, marker="|")
-        ax.set_ylabel(f"{name} neuron")
-        ax.legend(loc="upper right", markerscale=4, fontsize=8)
-    ax = axes[-1]
-    first = activity[names[0]]
-    v = first.v[:, 0]
-    counts = first.spikes[:, 0].sum(0)
-    busy = [int(j) for j in counts.argsort(descending=True) if counts[j] < 0.5 * len(v)]
-    for j in busy[:3]:
-        ax.plot(v[:, j].numpy(), lw=0.8, label=f"{names[0]} v[{j}]")
-    ax.plot(activity["readout"].v[:, 0, 0].numpy(), lw=1.2, c="k", label="readout v[0]")
-    ax.axhline(first.threshold, ls="--", c="grey", lw=0.6)
-    ax.set_xlabel("step (1 ms)")
-    ax.set_ylabel("membrane")
-    ax.legend(loc="upper right", fontsize=7, ncol=4)
-    fig.tight_layout()
-    try:
-        with atomic_path(out) as tmp:  # a reader never sees a half-written PNG
-            fig.savefig(tmp, format="png", dpi=110)
-    finally:
-        plt.close(fig)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="dale_network.png", help="output PNG path")
@@ -90,9 +57,15 @@ def main(argv: list[str] | None = None) -> int:
     x = make_input(args.steps, 1, 4, torch.Generator().manual_seed(args.seed))
     with torch.no_grad():
         res = net.run(x, net.initial_state(1))
-    plot(net, res.activity, args.out)
+    activity_figure(
+        res.activity,
+        dt=DT,
+        title=f"Dale network, {args.steps} steps of {DT * 1e3:g} ms",
+        path=args.out,
+    )
     rates = res.activity.spike_rates()
-    print(f"wrote {args.out}; spikes per neuron per step: {rates}")
+    hz = {k: round(v / DT, 1) for k, v in rates.items()}
+    print(f"wrote {args.out}; spikes per neuron per step: {rates}; mean rates (Hz): {hz}")
     return 0
 
 

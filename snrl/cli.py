@@ -251,11 +251,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _render(algo: Any, out: Path, *, seed: int, fps: int, activity: bool) -> Path:
+def _render(
+    algo: Any, out: Path, *, seed: int, fps: int, activity: bool, scale: float = 1.0
+) -> Path:
     from snrl.render import TrajectoryRenderer
 
     traj = algo.rollout(seed=seed, record=True)
-    return TrajectoryRenderer(traj, activity=activity).to_file(out, fps=fps)
+    return TrajectoryRenderer(traj, activity=activity, scale=scale).to_file(out, fps=fps)
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -266,7 +268,9 @@ def cmd_render(args: argparse.Namespace) -> int:
     )
     # temp videos of renders killed earlier (untouched for a minute: not a live writer's)
     remove_stale_temps(out.parent, min_age_s=60.0)
-    written = _render(algo, out, seed=args.seed, fps=args.fps, activity=not args.no_activity)
+    written = _render(
+        algo, out, seed=args.seed, fps=args.fps, activity=not args.no_activity, scale=args.scale
+    )
     print(f"wrote {written}")
     return 0
 
@@ -514,6 +518,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=SEED, default=0)
     r.add_argument("--fps", type=FPS, default=30)
     r.add_argument("--no-activity", action="store_true", help="frames only, no network panel")
+    r.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="video size factor (1: at least 540 px high, text >= 14 px; 2: twice that)",
+    )
     _env_flags(r)
     r.set_defaults(func=cmd_render)
 

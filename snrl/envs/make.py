@@ -159,7 +159,10 @@ def make_env(env_id: str, *, render_mode: str | None = None, **kwargs: Any) -> g
             f"{env_id!r} is {type(obj).__name__} {obj!r}, not a gymnasium.Env subclass "
             "(use 'module.path:ClassName' naming a gymnasium.Env subclass)"
         )
-    if render_mode is not None:
+    modes = (getattr(obj, "metadata", None) or {}).get("render_modes") or []
+    if render_mode is not None and render_mode in modes:
+        # a class that declares no such mode (gymnasium's metadata["render_modes"]) draws
+        # nothing: it is made without render_mode, and the renderer draws the task instead
         kwargs = {**kwargs, "render_mode": render_mode}
     try:
         env = obj(**kwargs)

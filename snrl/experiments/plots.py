@@ -76,21 +76,22 @@ def plot_history(run_dir: str | os.PathLike, out: str | os.PathLike | None = Non
     if not panels:
         raise UserError(f"{run_dir / 'metrics.csv'} has no plottable columns (train longer)")
 
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    from snrl.plot._util import new_figure
+    from snrl.plot.palette import group_styles
 
     ncols = 1 if len(panels) == 1 else (2 if len(panels) <= 4 else 3)
     nrows = math.ceil(len(panels) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 2.5 * nrows), squeeze=False)
+    # a Figure on its own canvas: no pyplot, no global backend change
+    fig = new_figure(4.2 * ncols, 2.5 * nrows)
+    axes = fig.subplots(nrows, ncols, squeeze=False)
     try:
         for ax, (title, cols) in zip(axes.flat, panels):
-            for col in cols:
+            for col, (color, ls) in zip(cols, group_styles(len(cols))):
                 y = m[col]
                 ok = np.isfinite(y)
-                style = dict(marker="o", ms=3, ls="-") if col == "eval_return_mean" else {}
-                ax.plot(steps[ok], y[ok], lw=1.2, label=col, **style)
+                style = dict(marker="o", ms=3) if col == "eval_return_mean" else {}
+                ax.plot(steps[ok], y[ok], lw=1.2, label=_LABELS.get(col, _rate_label(col)),
+                        color=color, ls=ls, **style)  # fmt: skip
             ax.set_title(title, fontsize=9)
             ax.grid(alpha=0.3)
             ax.tick_params(labelsize=8)
@@ -106,5 +107,21 @@ def plot_history(run_dir: str | os.PathLike, out: str | os.PathLike | None = Non
         fig.savefig(buf, format=fmt, dpi=100)
         atomic_write_bytes(path, buf.getvalue())
     finally:
-        plt.close(fig)
+        fig.clear()
     return path
+
+
+#: Readable legend entries for metrics.csv columns (the files keep the column names).
+_LABELS = {
+    "episode_return_mean": "training episodes",
+    "eval_return_mean": "evaluation",
+    "value_loss": "value loss",
+    "td_loss": "TD loss",
+    "q_loss": "Q loss",
+    "loss": "loss",
+}
+
+
+def _rate_label(col: str) -> str:
+    """``spike_rate_lif0`` -> ``layer lif0``; other columns stay as they are."""
+    return f"layer {col.removeprefix('spike_rate_')}" if col.startswith("spike_rate_") else col

@@ -290,19 +290,21 @@ def plot_curves(
     threshold: float | None,
 ) -> None:
     """Mean episode return vs env steps per group with its 95% bootstrap band."""
-    import matplotlib
+    from snrl.plot._util import new_figure
+    from snrl.plot.labels import group_label
+    from snrl.plot.palette import group_styles
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
+    fig = new_figure(6.4, 4.0)  # its own canvas: no pyplot, no global backend change
+    ax = fig.add_subplot()
     try:
-        for label, c in groups.items():
+        # one distinct (colour, line style) per group, however many groups there are
+        for (label, c), (color, ls) in zip(groups.items(), group_styles(len(groups))):
             if c["steps"].size == 0:
                 continue
             n = int(c["n"].max()) if c["n"].size else 0
-            (line,) = ax.plot(c["steps"], c["mean"], lw=1.6, label=f"{label} (n={n})")
-            ax.fill_between(c["steps"], c["low"], c["high"], color=line.get_color(), alpha=0.2)
+            ax.plot(c["steps"], c["mean"], lw=1.6, color=color, ls=ls,
+                    label=f"{group_label(label)} (n={n})")  # fmt: skip
+            ax.fill_between(c["steps"], c["low"], c["high"], color=color, alpha=0.15)
         if threshold is not None and math.isfinite(threshold):
             ax.axhline(threshold, color="0.4", ls="--", lw=0.8, label=f"threshold {threshold:g}")
         ax.set_xlabel("env steps")
@@ -318,7 +320,7 @@ def plot_curves(
             fig.savefig(buf, format=fmt)
             atomic_write_bytes(path, buf.getvalue())
     finally:
-        plt.close(fig)
+        fig.clear()
 
 
 RUN_COLUMNS = [

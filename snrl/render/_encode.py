@@ -25,7 +25,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -288,43 +288,84 @@ def palette_lut(palette: np.ndarray) -> np.ndarray:
         lut[start : start + 2048] = d.argmin(axis=1)
     ipal = palette.astype(np.int32)
     keys = ((ipal[:, 0] >> 3) << 10) | ((ipal[:, 1] >> 3) << 5) | (ipal[:, 2] >> 3)
-    lut[keys[::-1]] = np.arange(255, -1, -1, dtype=np.uint8)  # lowest index written last
+    lut[keys[::-1]] = np.arange(len(keys) - 1, -1, -1, dtype=np.uint8)  # lowest index last
     return lut
 
 
-class GifWriter:
-    """Write RGB frames to a looping GIF with one global palette, through imageio.
+def _gif_image_block(data: bytes) -> bytes:
+    """The image descriptor, local colour table (if any) and LZW data of a one-frame GIF."""
+    packed = data[10]
+    pos = 13 + (3 * 2 ** ((packed & 7) + 1) if packed & 0x80 else 0)
+    while pos < len(data):
+        tag = data[pos]
+        if tag == 0x21:  # an extension: label, then sub-blocks up to a zero length
+            pos += 2
+            while data[pos]:
+                pos += data[pos] + 1
+            pos += 1
+        elif tag == 0x2C:
+            start = pos
+            ipacked = data[pos + 9]
+            pos += 10 + (3 * 2 ** ((ipacked & 7) + 1) if ipacked & 0x80 else 0)
+            pos += 1  # LZW minimum code size
+            while data[pos]:
+                pos += data[pos] + 1
+            return data[start : pos + 1]
+        else:
+            break
+    raise ValueError("no image in the GIF written by Pillow")  # pragma: no cover
 
-    Each frame is mapped to palette indices here (only the rectangle that changed since the
-    previous frame is mapped again); imageio's pillow plugin receives the index frames
-    together with the palette, so Pillow does no colour quantization of its own. Pillow
-    writes the file when it is closed: the index frames (one byte per pixel) are held until
-    then. It stores only the rectangle that changed since the previous frame, and merges a
-    frame identical to the previous one into it (their delays add up).
+
+class GifWriter:
+    """Stream RGB frames into a looping GIF with one global palette.
+
+    Each frame is mapped to palette indices here; only the rectangle that changed since the
+    previous frame is stored, and inside it the pixels that did not change take the
+    transparent index 255 (with "do not dispose", viewers keep the previous pixel there).
+    Long runs of that one index compress to almost nothing, so a frame costs about what
+    changed in it. Pillow compresses each rectangle (LZW, through its GIF encoder); this
+    class writes the GIF container around those blocks (header, the global palette, the
+    NETSCAPE loop extension, one graphic-control block per frame with its delay): Pillow can
+    only write a whole animation at once, which would hold every frame in memory. A frame
+    identical to the previous one is merged into it (their delays add up). Memory: two
+    frames.
 
     Args:
         path: final file.
         size: ``(width, height)`` in pixels.
         fps: frames per second (at most 50: browsers slow down shorter delays).
-        palette: (256, 3) uint8 global palette of distinct colours (see
-            :func:`build_palette`).
+        palette: (255, 3) or (256, 3) uint8 palette of distinct colours (see
+            :func:`build_palette`); entry 255 is replaced by the transparent slot.
     """
+
+    TRANSPARENT = 255
 
     def __init__(
         self, path: Path, *, size: tuple[int, int], fps: float, palette: np.ndarray
     ) -> None:
-        keys = np.unique(palette.astype(np.int32) @ np.array([1 << 16, 1 << 8, 1]))
-        if palette.shape != (256, 3) or keys.shape[0] != 256:
-            # Pillow re-maps every frame (slowly) when palette entries repeat.
-            raise ValueError("GIF palette must hold 256 distinct RGB colours")
+        colours = np.asarray(palette, dtype=np.uint8)[:255]
+        keys = np.unique(colours.astype(np.int32) @ np.array([1 << 16, 1 << 8, 1]))
+        if colours.shape != (255, 3) or keys.shape[0] != 255:
+            raise ValueError("GIF palette must hold at least 255 distinct RGB colours")
+        used = set(keys.tolist())
+        spare = next(c for c in range(1 << 24) if c not in used)
+        full = np.concatenate([colours, [[spare >> 16, (spare >> 8) & 255, spare & 255]]])
         self.size = size
         self.fps = float(fps)
-        self._palette = palette.astype(np.uint8).tobytes()
-        self._lut = palette_lut(palette)
+        self._palette = full.astype(np.uint8).tobytes()
+        self._lut = palette_lut(full)  # index 255 is never the nearest of a used colour ...
+        self._lut[self._lut == self.TRANSPARENT] = palette_lut(colours)[
+            self._lut == self.TRANSPARENT
+        ]  # ... and never chosen at all
         self._rgb: np.ndarray | None = None  # the previous frame
-        self._idx: np.ndarray | None = None  # its palette indices
-        self._frames: list[np.ndarray] = []  # palette indices of every frame so far
+        self._pending: tuple[bytes, int] | None = None  # encoded frame waiting for its delay
+        self._n = 0
         self._file = _target(path)
+        self._fh = open(self._file.tmp, "wb")  # noqa: SIM115 - closed in close/abort
+        w, h = size
+        head = b"GIF89a" + w.to_bytes(2, "little") + h.to_bytes(2, "little") + bytes([0xF7, 0, 0])
+        loop = b"\x21\xff\x0bNETSCAPE2.0\x03\x01\x00\x00\x00"
+        self._fh.write(head + self._palette + loop)
 
     def _indices(self, frame: np.ndarray) -> np.ndarray:
         """(H, W) palette index of each pixel via the 5-5-5-bit lookup table."""
@@ -347,57 +388,76 @@ class GifWriter:
         cols = np.flatnonzero(diff.reshape(-1, w * 3).any(axis=0).reshape(w, 3).any(axis=1))
         return int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
 
+    def _encode(self, idx: np.ndarray, y0: int, x0: int) -> bytes:
+        """The image block of palette indices ``idx`` placed at (y0, x0), LZW by Pillow."""
+        import io
+
+        from PIL import Image
+
+        im = Image.fromarray(np.ascontiguousarray(idx), mode="P")
+        im.putpalette(self._palette)
+        buf = io.BytesIO()
+        im.save(buf, format="GIF", optimize=False)
+        block = bytearray(_gif_image_block(buf.getvalue()))
+        block[1:5] = x0.to_bytes(2, "little") + y0.to_bytes(2, "little")
+        return bytes(block)
+
+    def _delay(self, k: int) -> int:
+        """Delay of frame k in centiseconds, so the running sum tracks k * 100 / fps."""
+        return max(round((k + 1) * 100.0 / self.fps) - round(k * 100.0 / self.fps), 1)
+
+    def _flush(self, transparent: bool) -> None:
+        if self._pending is None:
+            return
+        block, delay = self._pending
+        packed = (1 << 2) | (1 if transparent else 0)  # disposal 1: keep; transparency flag
+        gce = bytes([0x21, 0xF9, 4, packed]) + min(delay, 65535).to_bytes(2, "little")
+        self._fh.write(gce + bytes([self.TRANSPARENT, 0]) + block)
+        self._pending = None
+
     def write(self, frame: np.ndarray) -> None:
         """Append one (H, W, 3) uint8 frame."""
         if frame.shape != (self.size[1], self.size[0], 3):
             raise ValueError(f"frame shape {frame.shape} != {(self.size[1], self.size[0], 3)}")
-        if self._rgb is None or self._idx is None:
-            self._rgb, self._idx = frame.copy(), self._indices(frame)
-        else:  # only the pixels that changed are mapped again
-            box = self._changed(frame, self._rgb)
-            if box is not None:
-                y0, y1, x0, x1 = box
-                self._rgb[y0:y1, x0:x1] = frame[y0:y1, x0:x1]
-                self._idx[y0:y1, x0:x1] = self._indices(frame[y0:y1, x0:x1])
-        self._frames.append(self._idx.copy())
+        delay = self._delay(self._n)
+        self._n += 1
+        if self._rgb is None:
+            self._rgb = frame.copy()
+            self._pending = (self._encode(self._indices(frame), 0, 0), delay)
+            self._first = True
+            return
+        box = self._changed(frame, self._rgb)
+        if box is None:  # identical: the previous frame stays up longer
+            assert self._pending is not None
+            self._pending = (self._pending[0], self._pending[1] + delay)
+            return
+        self._flush(transparent=not self._first)
+        self._first = False
+        y0, y1, x0, x1 = box
+        new, old = frame[y0:y1, x0:x1], self._rgb[y0:y1, x0:x1]
+        d = new != old
+        changed = d[..., 0] | d[..., 1] | d[..., 2]  # faster than .any(axis=-1)
+        idx = np.full(changed.shape, self.TRANSPARENT, dtype=np.uint8)
+        idx[changed] = self._indices(new[changed])
+        self._rgb[y0:y1, x0:x1] = new
+        self._pending = (self._encode(idx, y0, x0), delay)
 
     def close(self) -> None:
-        """Write the GIF (Pillow, through imageio) and move it into place."""
-        import imageio.v3 as iio
-        from PIL import Image
-
-        def rest() -> Iterator[Image.Image]:
-            # Handed to Pillow one by one and dropped here, so the frames are held once
-            # (by Pillow's GIF writer), not also as a list of images inside imageio.
-            while self._frames:
-                yield Image.fromarray(self._frames.pop())
-
+        """Finish the GIF and move it into place."""
         try:
-            n = len(self._frames)
-            if n == 0:
+            if self._n == 0:
                 raise ValueError("a GIF needs at least one frame")
-            self._frames.reverse()  # pop() from the end gives frame 0 first
-            iio.imwrite(
-                self._file.tmp,
-                self._frames.pop(),
-                plugin="pillow",
-                extension=".gif",
-                is_batch=False,
-                palette=self._palette,  # used as given: index k is palette colour k
-                optimize=False,
-                save_all=True,
-                append_images=rest(),  # passed on to Pillow as are all extra options
-                duration=(gif_delays_cs(n, self.fps) * 10).tolist(),  # ms per frame
-                loop=0,
-            )
+            self._flush(transparent=not self._first)
+            self._fh.write(b"\x3b")
+            self._fh.close()
         except BaseException:
             self.abort()
             raise
         self._file.commit()
 
     def abort(self) -> None:
-        """Drop the frames and remove the partial file."""
-        self._frames.clear()
+        """Stop and remove the partial file."""
+        self._fh.close()
         self._file.discard()
 
 

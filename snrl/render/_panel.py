@@ -1,47 +1,65 @@
-"""The activity panel drawn beside each video frame, composed from numpy pieces.
+"""The video frame, composed from numpy pieces over a background drawn once by matplotlib.
 
-Matplotlib draws the static parts once (axes, ticks, labels, threshold line, legends) into
-a background image. Per frame, the panel copies that background and paints only the parts
-that change, straight into pixel rectangles located from the axes' transforms:
+Matplotlib draws the static parts once (axes, ticks, labels, legends, threshold line, colour
+bars) into a background image the size of the whole video frame. Per frame, the canvas copies
+that background and paints only what changes, straight into pixel rectangles located from
+the axes' transforms:
 
-- a scrolling matrix per layer over the last ``window`` steps, newest at the right edge:
-  a spike raster for spiking layers (excitatory red, inhibitory blue, neurons grouped E
-  then I; black when the layer has no sign) or a heatmap of hidden activations for ANN
-  layers (blue-white-red, symmetric around 0);
-- traces of a few units (membrane potential of the spiking neurons whose firing rate is
-  closest to one spike every other step, with the threshold as a dashed line; hidden
-  activations of the most variable ANN units);
-- the policy output at this step: bars for ``probs``/``q_values`` (the chosen action
-  highlighted), mean with a ±std whisker and the taken action as a tick for Box actions;
-- a text line: step counter, last reward, return so far (fixed-width glyphs pre-rendered
-  once).
+- left column: the env frame (cropped to its content, enlarged by a whole factor when there
+  is room), or for envs without frames the **task panel**: observation channels, the chosen
+  action against the ground truth, and the reward, as scrolling traces with trial boundaries
+  as vertical lines; below it the policy output at this step: bars for ``probs``/``q_values``
+  (the chosen action highlighted), mean with a ±std whisker and the taken action as a tick
+  for Box actions;
+- right column: a scrolling matrix per layer over the last ``window`` env steps, newest at the
+  right edge: a spike raster for spiking layers (excitatory and inhibitory neurons in the
+  palette's E and I colours, grouped E then I, every neuron the same whole number of pixel
+  rows; near-black without signs) or a heatmap of hidden activations for ANN layers (with its
+  colour bar); below them the membrane potential of a few neurons with the labelled
+  threshold (hidden activations of the most variable units for ANN agents);
+- top: a title line and a text line (step, time, reward, return, trial), fixed-width glyphs
+  pre-rendered once.
 
-Frame ``k`` (0..T) of a trajectory of T steps shows the activity window ending at step
-``min(k, T - 1)``, the policy output of step ``k`` (none on the last frame, k = T), the
-reward received on the step that led to frame ``k`` and the return accumulated so far.
+All sizes scale with ``scale``; at ``scale=1`` the frame is at least 540 pixels high and no
+text is smaller than 14 pixels. Colours come from :mod:`snrl.plot.palette`, labels from
+:mod:`snrl.plot.labels`.
+
+Frame ``k`` (0..T) of a trajectory of T steps shows the window ending at step
+``min(k, T - 1)`` (with ``substeps`` neuron steps per env step, the raster rows of that env
+step), the policy output of step ``k`` (none on the last frame, k = T), the reward received on
+the step that led to frame ``k`` and the return accumulated so far.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from snrl.networks.activity import LayerActivity
+from snrl.plot import palette as pal
+from snrl.plot.labels import backbone_label, ei_counts, layer_label
 
-E_COLOR = (205, 40, 40)
-I_COLOR = (40, 90, 215)
-SPIKE_COLOR = (20, 20, 20)
+E_COLOR = pal.rgb(pal.E_COLOR)
+I_COLOR = pal.rgb(pal.I_COLOR)
+SPIKE_COLOR = pal.rgb(pal.SPIKE_COLOR)
 PRE_COLOR = (236, 236, 236)
-BG_COLOR = (255, 255, 255)
-BAR_COLOR = (120, 150, 190)
-CHOSEN_COLOR = (235, 125, 20)
-TRACE_COLORS = ((31, 119, 180), (44, 160, 44), (148, 103, 189), (140, 86, 75))
-TEXT_COLOR = (20, 20, 20)
+BG_COLOR = pal.rgb(pal.BG_COLOR)
+BAR_COLOR = (150, 160, 175)
+CHOSEN_COLOR = pal.rgb(pal.CHOSEN_COLOR)
+MARK_COLOR = (200, 200, 200)
+TRACE_COLORS = tuple(pal.rgb(c) for c, _ in pal.group_styles(4))
+TEXT_COLOR = pal.rgb(pal.TEXT_COLOR)
+GT_COLOR = (26, 26, 26)
 
-MIN_PANEL_HEIGHT = 360
+BASE_HEIGHT = 540
+"""Frame height at scale 1 (half of 1080p: projected full-screen, everything doubles)."""
+MIN_PANEL_HEIGHT = BASE_HEIGHT
+TEXT_PX = 14
+"""Smallest text at scale 1, in pixels (tick labels)."""
 
 
 def _hex(c: tuple[int, int, int]) -> str:
@@ -51,12 +69,13 @@ def _hex(c: tuple[int, int, int]) -> str:
 class Glyphs:
     """Fixed-width text rendered once per character, then composed by copying tiles."""
 
-    def __init__(self, *, fontsize: float = 8.0, color: tuple[int, int, int] = TEXT_COLOR):
+    def __init__(self, *, px: float = 16.0, color: tuple[int, int, int] = TEXT_COLOR):
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
+        fontsize = px * 72 / 100
         chars = [chr(c) for c in range(32, 127)]
-        em = fontsize * 100 / 72
+        em = px
         self.w = int(np.ceil(0.602 * em))
         self.h = int(np.ceil(1.25 * em))
         fig = Figure(figsize=(self.w * len(chars) / 100, self.h / 100), dpi=100)
@@ -64,16 +83,8 @@ class Glyphs:
         fig.patch.set_facecolor(_hex(BG_COLOR))
         base = 0.27 * em / self.h
         for i, ch in enumerate(chars):
-            fig.text(
-                i / len(chars),
-                base,
-                ch,
-                fontfamily="DejaVu Sans Mono",
-                fontsize=fontsize,
-                color=_hex(color),
-                va="baseline",
-                ha="left",
-            )
+            fig.text(i / len(chars), base, ch, fontfamily="DejaVu Sans Mono",
+                     fontsize=fontsize, color=_hex(color), va="baseline", ha="left")  # fmt: skip
         fig.canvas.draw()
         img = np.asarray(fig.canvas.buffer_rgba())[..., :3]
         self.tiles = {
@@ -91,9 +102,9 @@ class Glyphs:
 
 
 @functools.lru_cache(maxsize=4)
-def _glyphs() -> Glyphs:
-    """The panel's glyph set, built once per process (its tiles are never modified)."""
-    return Glyphs()
+def _glyphs(px: int = 16) -> Glyphs:
+    """A glyph set, built once per process and size (its tiles are never modified)."""
+    return Glyphs(px=px)
 
 
 @dataclass
@@ -130,49 +141,94 @@ class Rect:
 
 
 def _rect(ax: Any, height: int) -> Rect:
+    """The interior (inside the 1-pixel spines) of an axes placed on whole pixels."""
     x0, y0, x1, y1 = ax.get_window_extent().extents
     return Rect(
-        r0=int(np.floor(height - y1)) + 1,
-        r1=int(np.ceil(height - y0)) - 1,
-        c0=int(np.floor(x0)) + 1,
-        c1=int(np.ceil(x1)) - 1,
+        r0=round(height - y1) + 1,
+        r1=round(height - y0) - 1,
+        c0=round(x0) + 1,
+        c1=round(x1) - 1,
         ax=ax,
     )
 
 
-def _slots(rect: Rect, window: int, height: int) -> np.ndarray:
-    """(w,) window slot (0 = oldest, window-1 = newest) shown by each pixel column."""
-    x = rect.data_x(height)  # data x: -(window - 1) .. 0
-    return np.clip(np.rint(x + window - 1), 0, window - 1).astype(np.int64)
+def _slot_x(rect: Rect, window: int, height: int, unit: float, page: bool) -> np.ndarray:
+    """(w,) fractional window slot (0 = first/oldest .. window-1) of each pixel column.
+
+    Scrolling: data x runs -(window - 1) .. 0 slots (0 = now); pages: 0 .. window - 1."""
+    x = rect.data_x(height) / unit
+    return np.clip(x if page else x + window - 1, 0, window - 1)
+
+
+def _slots(rect: Rect, window: int, height: int, unit: float, page: bool) -> np.ndarray:
+    """(w,) window slot shown by each pixel column."""
+    return np.rint(_slot_x(rect, window, height, unit, page)).astype(np.int64)
 
 
 class _Matrix:
-    """A scrolling (units x window) image: raster codes or heatmap levels -> palette."""
+    """A scrolling (pixel rows x window) image: raster codes or heatmap levels -> palette."""
 
-    def __init__(self, codes: np.ndarray, palette: np.ndarray, rect: Rect, window: int, h: int):
-        # codes: (rows_of_pixels, T) uint8 already reduced to the rect's height.
+    def __init__(
+        self,
+        codes: np.ndarray,
+        palette: np.ndarray,
+        rect: Rect,
+        window: int,
+        h: int,
+        unit: float,
+        *,
+        page: bool = False,
+        blank: np.ndarray | None = None,
+    ):
+        # codes: (rect.h, rows) uint8 already reduced to the rect's height.
         pre = palette.shape[0] - 1
         pad = np.full((codes.shape[0], window - 1), pre, dtype=np.uint8)
         self.padded = np.ascontiguousarray(np.concatenate([pad, codes], axis=1))
         self.palette = palette
         self.rect = rect
-        self.cols = _slots(rect, window, h)
+        self.window = window
+        self.page = page
+        self.cols = _slots(rect, window, h, unit, page)
+        self.blank = blank  # (rect.h, 3) colour of steps not reached yet (pages)
 
-    def paint(self, end: int, out: np.ndarray) -> None:
+    def paint(self, end: int, out: np.ndarray, start: int = 0) -> None:
+        """Scrolling: the window ending at row ``end``; pages: rows ``start ..`` up to end."""
         r = self.rect
-        out[r.r0 : r.r1, r.c0 : r.c1] = np.take(self.palette, self.padded[:, end + self.cols], 0)
+        if not self.page:
+            idx = end + self.cols
+            out[r.r0 : r.r1, r.c0 : r.c1] = np.take(self.palette, self.padded[:, idx], 0)
+            return
+        rows = start + self.cols
+        idx = np.minimum(rows, end) + self.window - 1
+        region = out[r.r0 : r.r1, r.c0 : r.c1]
+        region[...] = np.take(self.palette, self.padded[:, idx], 0)
+        region[:, rows > end] = BG_COLOR
 
 
-def _pixel_groups(n: int, h: int) -> np.ndarray:
-    """Start index (into n units) of the units shown by each of h pixel rows (top first)."""
-    return np.floor(np.arange(h) * n / h).astype(np.int64)
+def neuron_rows(n: int, avail: int) -> tuple[int, int]:
+    """``(px_per_neuron, neurons_per_row)`` for n neurons in at most ``avail`` pixel rows:
+    every neuron gets the same whole number of rows, or every pixel row pools the same number
+    of neurons (the last row may pool fewer)."""
+    if n <= 0:
+        return 1, 1
+    if n <= avail:
+        return max(avail // n, 1), 1
+    return 1, math.ceil(n / max(avail, 1))
 
 
-def raster_codes(spikes: np.ndarray, sign: list[int] | None, h: int) -> tuple[np.ndarray, Any]:
+def matrix_height(n: int, avail: int) -> int:
+    """Interior height in pixels of an n-neuron matrix given ``avail`` rows (even rows)."""
+    px, group = neuron_rows(n, avail)
+    return n * px if group == 1 else math.ceil(n / group)
+
+
+def raster_codes(spikes: np.ndarray, sign: Any, h: int) -> tuple[np.ndarray, Any]:
     """Reduce (T, N) spikes to (h, T) palette codes; returns codes and display order.
 
     Codes: 0 background, 1 excitatory spike, 2 inhibitory spike, 3 spike (no sign),
-    4 before the episode. A pixel row covering several neurons shows a spike if any does.
+    4 before the episode. With N <= h every neuron takes ``h // N`` rows (the rest stays
+    background at the bottom); with N > h each pixel row pools ``ceil(N / h)`` neurons and
+    shows a spike if any of them spiked.
     """
     z = spikes > 0
     n = z.shape[1]
@@ -184,15 +240,16 @@ def raster_codes(spikes: np.ndarray, sign: list[int] | None, h: int) -> tuple[np
         order = np.concatenate([np.flatnonzero(s > 0), np.flatnonzero(s < 0)])
         codes = np.where(z, np.where(s > 0, 1, 2)[None, :], 0).astype(np.uint8)
     codes = codes[:, order].T  # (N, T)
+    out = np.zeros((h, z.shape[0]), np.uint8)
     if n == 0:
-        return np.zeros((h, z.shape[0]), np.uint8), order
-    if n <= h:
-        rows = np.minimum(np.floor(np.arange(h) * n / h).astype(int), n - 1)
-        return codes[rows], order
-    starts = np.unique(_pixel_groups(n, h))
-    reduced = np.maximum.reduceat(codes, starts, axis=0)
-    rows = np.searchsorted(starts, _pixel_groups(n, h), side="right") - 1
-    return reduced[rows], order
+        return out, order
+    px, group = neuron_rows(n, h)
+    if group == 1:
+        block = np.repeat(codes, px, axis=0)
+    else:
+        block = np.maximum.reduceat(codes, np.arange(0, n, group), axis=0)
+    out[: min(h, block.shape[0])] = block[:h]
+    return out, order
 
 
 RASTER_PALETTE = np.array([BG_COLOR, E_COLOR, I_COLOR, SPIKE_COLOR, PRE_COLOR], dtype=np.uint8)
@@ -206,27 +263,37 @@ def heatmap_palette() -> np.ndarray:
     return np.concatenate([np.round(lv * 255), [PRE_COLOR]]).astype(np.uint8)
 
 
+def heatmap_vmax(x: np.ndarray) -> float:
+    """Symmetric colour scale of a heatmap: the 99th percentile of |x| (1 if that is 0)."""
+    vmax = float(np.percentile(np.abs(x), 99)) if np.size(x) else 1.0
+    return vmax if vmax > 0 else 1.0
+
+
 def heatmap_codes(h_values: np.ndarray, h: int) -> tuple[np.ndarray, float]:
-    """Reduce (T, N) activations to (h, T) levels 0..254 (symmetric scale); returns vmax."""
+    """Reduce (T, N) activations to (h, T) levels 0..254 (symmetric scale); returns vmax.
+
+    Rows follow :func:`raster_codes` (whole rows per unit, or pooled groups: the mean)."""
     x = np.asarray(h_values, dtype=np.float64)
     n = x.shape[1]
-    vmax = float(np.percentile(np.abs(x), 99)) if x.size else 1.0
-    vmax = vmax if vmax > 0 else 1.0
-    if n <= h:
-        rows = np.minimum(np.floor(np.arange(h) * n / h).astype(int), n - 1)
-        xr = x.T[rows]
+    vmax = heatmap_vmax(x)
+    out = np.full((h, x.shape[0]), 127, np.uint8)
+    if n == 0:
+        return out, vmax
+    px, group = neuron_rows(n, h)
+    if group == 1:
+        xr = np.repeat(x.T, px, axis=0)
     else:
-        starts = np.unique(_pixel_groups(n, h))
+        starts = np.arange(0, n, group)
         sums = np.add.reduceat(x.T, starts, axis=0)
         counts = np.diff(np.append(starts, n))[:, None]
-        rows = np.searchsorted(starts, _pixel_groups(n, h), side="right") - 1
-        xr = (sums / counts)[rows]
+        xr = sums / counts
     levels = np.rint((np.clip(xr / vmax, -1, 1) + 1) * 127).astype(np.uint8)
-    return levels, vmax
+    out[: min(h, levels.shape[0])] = levels[:h]
+    return out, vmax
 
 
 class _Traces:
-    """Lines of a few units over the window, one colour each."""
+    """Lines of a few series over the window, one colour each (NaN: no line)."""
 
     def __init__(
         self,
@@ -235,34 +302,93 @@ class _Traces:
         rect: Rect,
         window: int,
         h: int,
+        unit: float,
+        *,
+        steps: bool = False,
+        width: float = 1.0,
+        page: bool = False,
     ):
-        t = values.shape[0]
         rows = rect.row_of(values, h)  # (T, m) float pixel rows
         pad = np.full((window - 1, values.shape[1]), np.nan)
         self.rows = np.concatenate([pad, rows], axis=0)  # (T + W - 1, m)
-        x = rect.data_x(h) + window - 1  # fractional slot per pixel column
-        x = np.clip(x, 0, window - 1)
-        self.i0 = np.minimum(np.floor(x).astype(np.int64), window - 2 if window > 1 else 0)
-        self.frac = x - self.i0 if window > 1 else np.zeros_like(x)
+        x = _slot_x(rect, window, h, unit, page)  # fractional slot per pixel column
+        self.page = page
+        self.window = window
+        self.x = x
+        if steps:  # piecewise constant (actions, ground truth): no interpolation
+            self.i0 = np.clip(np.rint(x).astype(np.int64), 0, window - 1)
+            self.frac = np.zeros_like(x)
+        else:
+            self.i0 = np.minimum(np.floor(x).astype(np.int64), max(window - 2, 0))
+            self.frac = x - self.i0 if window > 1 else np.zeros_like(x)
         self.rect = rect
         self.colors = [np.array(c, np.uint8) for c in colors]
         self.rr = np.arange(rect.r0, rect.r1, dtype=np.float64)[:, None]
-        self.t = t
+        self.width = width
 
-    def paint(self, end: int, out: np.ndarray) -> None:
+    def paint(self, end: int, out: np.ndarray, start: int = 0) -> None:
         r = self.rect
         region = out[r.r0 : r.r1, r.c0 : r.c1]
-        i0 = end + self.i0
+        if self.page:  # data index of slot 0 is `start`; nothing after `end`
+            i0 = start + self.i0 + self.window - 1
+            late = start + self.x > end + 1e-9
+        else:
+            i0 = end + self.i0
+            late = None
+        last = self.rows.shape[0] - 1
         for j, color in enumerate(self.colors):
-            a = self.rows[i0, j]
-            b = self.rows[np.minimum(i0 + 1, self.rows.shape[0] - 1), j]
+            a = self.rows[np.minimum(i0, last), j]
+            b = self.rows[np.minimum(i0 + 1, last), j]
             y = a * (1 - self.frac) + b * self.frac
+            if late is not None:
+                y = np.where(late, np.nan, y)
             y_prev = np.concatenate([y[:1], y[:-1]])
-            lo = np.fmin(y, y_prev) - 0.75
-            hi = np.fmax(y, y_prev) + 0.75
+            lo = np.fmin(y, y_prev) - self.width
+            hi = np.fmax(y, y_prev) + self.width
             ok = ~(np.isnan(y) | np.isnan(y_prev))
             mask = (self.rr >= lo) & (self.rr <= hi) & ok
             region[mask] = color
+
+
+class _Marks:
+    """Vertical lines (trial boundaries) at the flagged steps of a scrolling window."""
+
+    def __init__(
+        self,
+        flags: np.ndarray,
+        rects: list[Rect],
+        window: int,
+        h: int,
+        unit: float,
+        *,
+        page: bool = False,
+    ):
+        pad = np.zeros(window - 1, bool)
+        self.flags = np.concatenate([pad, np.asarray(flags, bool), [False]])
+        self.rects = rects
+        self.page = page
+        self.cols = []
+        for rect in rects:
+            x = rect.data_x(h) / unit + (0 if page else window - 1)
+            # a boundary at slot s is drawn at its left edge (between steps s-1 and s)
+            self.cols.append(np.floor(x + 0.5).astype(np.int64))
+        self.window = window
+
+    def paint(self, end: int, out: np.ndarray, start: int = 0) -> None:
+        last = self.flags.shape[0] - 1
+        for rect, cols in zip(self.rects, self.cols):
+            slot = np.clip(cols, 0, self.window - 1)
+            if self.page:
+                step = start + slot
+                hit = self.flags[np.minimum(step + self.window - 1, last)] & (step <= end)
+                hit &= (cols >= 0) & (cols <= self.window - 1)
+            else:
+                hit = self.flags[end + slot] & (cols >= 1) & (cols <= self.window - 1)
+            # only the first pixel column of each slot
+            first = np.concatenate([[True], cols[1:] != cols[:-1]])
+            sel = np.flatnonzero(hit & first)
+            if sel.size:
+                out[rect.r0 : rect.r1, rect.c0 + sel] = MARK_COLOR
 
 
 class _Bars:
@@ -317,7 +443,7 @@ class _Bars:
                 region[w0 : w1 + 1, max(mid - 1, 0) : mid + 1] = TEXT_COLOR
             if self.taken is not None:
                 y = int(np.clip(self.taken[step, i], r.r0, r.r1 - 1)) - r.r0
-                region[max(y - 1, 0) : min(y + 1, hgt), a:b] = CHOSEN_COLOR
+                region[max(y - 2, 0) : min(y + 2, hgt), a:b] = CHOSEN_COLOR
 
 
 def matrix_of(layer: LayerActivity) -> np.ndarray | None:
@@ -335,24 +461,29 @@ def matrix_layers(traj: Any, max_layers: int) -> list[LayerActivity]:
 
 
 def _trace_source(traj: Any, mats: list[LayerActivity], m: int) -> dict[str, Any] | None:
-    """Which units to draw as traces, and the threshold line (if any)."""
+    """Which units to draw as traces, the threshold line (if any) and the label."""
+    index = {layer.name: i for i, layer in enumerate(traj.activity)}
     for layer in mats:
         if layer.kind == "spiking" and layer.v is not None:
             # Neurons that spike on about half of the steps show threshold crossings best;
             # silent or always-on neurons come last.
             rate = (layer.spikes > 0).mean(axis=0)
             units = np.argsort(-(rate * (1 - rate)), kind="stable")[:m]
-            label = f"{layer.name}.v"
-            return dict(values=layer.v, units=units, threshold=layer.threshold, label=label)
+            label = f"Membrane potential, layer {index[layer.name] + 1}"
+            return dict(values=layer.v, units=units, threshold=layer.threshold, label=label,
+                        unit_word="neuron")  # fmt: skip
     for layer in mats:
         if layer.kind == "ann":
             h = layer.get("h")
             units = np.argsort(-h.var(axis=0), kind="stable")[:m]
-            return dict(values=h, units=units, threshold=None, label=f"{layer.name}.h")
+            label = f"Hidden activation, layer {index[layer.name] + 1}"
+            return dict(values=h, units=units, threshold=None, label=label, unit_word="unit")
     for layer in traj.activity:
         if layer.v is not None:
             units = np.arange(min(m, layer.v.shape[1]))
-            return dict(values=layer.v, units=units, threshold=None, label=f"{layer.name}.v")
+            label = "Readout potential" if layer.kind == "readout" else f"{layer.name} v"
+            return dict(values=layer.v, units=units, threshold=None, label=label,
+                        unit_word="unit")  # fmt: skip
     return None
 
 
@@ -360,9 +491,9 @@ def _policy_source(traj: Any) -> dict[str, Any] | None:
     """Which policy output to draw, and how."""
     pol = traj.policy
     if "probs" in pol:
-        return dict(kind="bars", key="probs", ylabel="P(a)", lim=(0.0, 1.0))
+        return dict(kind="bars", key="probs", ylabel="P(action)", lim=(0.0, 1.0))
     if "q_values" in pol:
-        return dict(kind="bars", key="q_values", ylabel="Q(a)", lim=None)
+        return dict(kind="bars", key="q_values", ylabel="Q(action)", lim=None)
     if "mean" in pol:
         return dict(kind="box", key="mean", ylabel="action", lim=None)
     if pol:
@@ -371,16 +502,7 @@ def _policy_source(traj: Any) -> dict[str, Any] | None:
     return None
 
 
-def _fit(avail: int, window: int) -> int:
-    """Largest width <= avail that is a whole number of pixels per step (if one fits).
-
-    With whole pixels per step, the scrolling raster and traces move by exactly that many
-    pixels per frame: a pure translation, which H.264 motion compensation encodes cheaply.
-    """
-    return (avail // window) * window if avail >= window else avail
-
-
-def _limits(*arrays: np.ndarray, include: tuple[float, ...] = ()) -> tuple[float, float]:
+def _limits(*arrays: np.ndarray | None, include: tuple[float, ...] = ()) -> tuple[float, float]:
     vals = [np.asarray(a, dtype=np.float64).ravel() for a in arrays if a is not None]
     vals.append(np.asarray(include, dtype=np.float64))
     v = np.concatenate(vals)
@@ -392,215 +514,580 @@ def _limits(*arrays: np.ndarray, include: tuple[float, ...] = ()) -> tuple[float
     return lo - pad, hi + pad
 
 
-class ActivityPanel:
-    """The right-hand panel of the video for one trajectory.
+def _ticks_with(lim: tuple[float, float], mark: float | None, n: int = 4) -> list[float]:
+    """Nice y ticks inside ``lim`` that include ``mark`` (the threshold) when given."""
+    from matplotlib.ticker import MaxNLocator
+
+    ticks = [t for t in MaxNLocator(n).tick_values(*lim) if lim[0] <= t <= lim[1]]
+    if mark is None or not lim[0] <= mark <= lim[1]:
+        return ticks
+    close = 0.18 * (lim[1] - lim[0])
+    return sorted([t for t in ticks if abs(t - mark) > close] + [float(mark)])
+
+
+def _fmt(v: float) -> str:
+    return f"{v:g}"
+
+
+def task_arrays(traj: Any) -> dict[str, Any]:
+    """What the task panel draws, from a trajectory: observation channels (T, F), the action
+    (T,), the ground truth (T,) or None, the reward (T,), trial starts (T,) bool or None."""
+    t = len(traj)
+    obs = np.asarray(traj.observations, dtype=np.float64).reshape(t, -1)
+    acts = np.asarray(traj.actions)
+    action = acts.reshape(t, -1)[:, 0].astype(np.float64) if acts.size else np.zeros(t)
+    task = getattr(traj, "task", None) or {}
+    gt = task.get("gt") if isinstance(task, dict) else None
+    new_trial = task.get("new_trial") if isinstance(task, dict) else None
+    if gt is not None:
+        gt = np.asarray(gt, dtype=np.float64).reshape(t, -1)[:, 0]
+    if new_trial is not None:
+        new_trial = np.asarray(new_trial, dtype=bool).reshape(t)
+    return dict(obs=obs, action=action, gt=gt, reward=np.asarray(traj.rewards, np.float64),
+                new_trial=new_trial, discrete=np.issubdtype(acts.dtype, np.integer))  # fmt: skip
+
+
+class VideoCanvas:
+    """Every frame of the video of one trajectory, painted over a static background.
 
     Args:
-        traj: a :class:`snrl.render.Trajectory` with T >= 1.
-        height: panel height in pixels.
-        width: panel width in pixels.
-        window: steps shown by the scrolling raster / traces.
+        traj: a :class:`snrl.Trajectory` with T >= 1.
+        frame_hw: height and width of the env frames, or ``None`` to draw the task panel
+            (envs without frames).
+        crop: ``(y0, y1, x0, x1)`` part of each env frame shown (its content), or None.
+        activity: draw the network column (rasters, traces) and the policy.
+        scale: size factor; 1 gives frames at least 540 pixels high, text >= 14 pixels.
+        window: env steps shown by the scrolling matrices and traces.
+        panel_width: width of the network column at scale 1, pixels.
         max_traces: units drawn as traces.
         max_layers: layers drawn as matrices.
+        timeline: ``"page"``: the window is a fixed page of ``window`` steps with absolute
+            time ticks, filled from the left as the episode goes on, then the next page;
+            ``"scroll"``: the newest step at the right edge, relative time ticks ("now").
+            Pages change a few pixel columns per frame (small GIFs); scrolling changes every
+            column.
     """
 
     def __init__(
         self,
         traj: Any,
         *,
-        height: int,
-        width: int,
+        frame_hw: tuple[int, int] | None,
+        crop: tuple[int, int, int, int] | None = None,
+        activity: bool = True,
+        scale: float = 1.0,
         window: int = 100,
+        panel_width: int = 640,
         max_traces: int = 3,
         max_layers: int = 3,
+        timeline: str = "page",
     ) -> None:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
-        from matplotlib.ticker import MaxNLocator
 
-        self.height, self.width, self.window = height, width, window
-        self.t = len(traj)
+        s = float(scale)
+
+        def px(v: float) -> int:
+            return max(int(round(v * s)), 1)
+
+        self.t = t = len(traj)
+        if timeline not in ("page", "scroll"):
+            raise ValueError(f"timeline={timeline!r} (use 'page' or 'scroll')")
+        self.page = page = timeline == "page"
+        if page:  # an episode shorter than the window fills one page
+            window = max(min(window, t), 2)
+        self.window = window
+        sub = int(getattr(traj, "substeps", None) or 1)
+        self.sub = sub
+        dt = getattr(traj, "dt", None)
+        if dt is None:
+            dt = traj.meta.get("dt") if isinstance(traj.meta.get("dt"), (int, float)) else None
+        self.dt = float(dt) if dt is not None and dt > 0 else None
+        step_unit = self.dt if self.dt else 1.0  # data x units per env step
         self.rewards = traj.rewards
         self.cum = np.concatenate([[0.0], np.cumsum(traj.rewards)])
         self.ended = (
             "terminated" if traj.terminated[-1] else "truncated" if traj.truncated[-1] else ""
         )
-        mats = matrix_layers(traj, max_layers)
-        trace = _trace_source(traj, mats, max_traces)
-        policy = _policy_source(traj)
-        self.glyphs = _glyphs()
+        task = task_arrays(traj)
+        self.trial_index = None
+        if task["new_trial"] is not None:
+            # trial number shown at frame k: trials started before step k (+1: the current)
+            self.trial_index = np.concatenate([[1], 1 + np.cumsum(task["new_trial"])])
+        self.performance = None
+        perf = (getattr(traj, "task", None) or {}).get("performance")
+        if perf is not None:
+            self.performance = np.asarray(perf, np.float64).reshape(t)
+
+        mats = matrix_layers(traj, max_layers) if activity else []
+        trace = _trace_source(traj, mats, max_traces) if activity else None
+        policy = _policy_source(traj) if activity else None
+        right = bool(mats or trace)
+
+        fs, fs_label = px(TEXT_PX) * 0.72, px(16) * 0.72  # points at dpi 100
+        pad = px(12)
+        text_px = px(18)
+        self.glyphs = _glyphs(text_px)
+        top = pad + self.glyphs.h + px(12)  # the text line (left) and the title (right)
+        ylab_w = px(64)  # room left of an axes for tick labels and its y label
+        xtick_h = px(44)  # room under an axes for tick labels and x label
+        title_h = px(24)  # room above an axes for its title
+
+        # ---------------------------------------------------------------- left column
+        self.env_box: tuple[int, int, int, int] | None = None  # y, x, h, w (after zoom)
+        self.zoom = 1
+        self.crop = crop
+        bars_h = (px(150) if frame_hw is not None else px(100)) if policy else 0
+        if frame_hw is not None:
+            ch, cw = (crop[1] - crop[0], crop[3] - crop[2]) if crop else frame_hw
+            max_w = px(640)
+            room_h = max(px(BASE_HEIGHT) - top - bars_h - (xtick_h + title_h if policy else 0),
+                         1)  # fmt: skip
+            self.zoom = max(1, min(room_h // max(ch, 1), max_w // max(cw, 1)))
+            fh, fw = ch * self.zoom, cw * self.zoom
+            left_w = max(fw, px(360) if policy else 0)
+            left_content_h = fh
+        else:
+            fh = fw = 0
+            left_w = px(560)
+            left_content_h = px(300)
+        left_h = top + left_content_h + (title_h + bars_h + xtick_h if policy else pad)
+        height = max(left_h, px(BASE_HEIGHT) if (right or frame_hw is None) else left_h)
+        x_right = left_w + pad + ylab_w
+        right_w = px(panel_width) if right else 0
+        cbar_w = px(90)  # room right of the matrices: E/I counts or a colour bar
+        width = x_right + right_w + cbar_w if right else left_w + (pad if frame_hw else 0)
+        if not right and frame_hw is None:
+            width = left_w + pad + ylab_w + pad
+        self.height, self.width = height + height % 2, width + width % 2
+        height, width = self.height, self.width
 
         fig = Figure(figsize=(width / 100, height / 100), dpi=100)
         FigureCanvasAgg(fig)
         fig.patch.set_facecolor(_hex(BG_COLOR))
-        left, right, top = 58, 10, 46
-        tick_h = 20
-        bottom_h = max(60, round(0.2 * height)) if (trace or policy) else 0
-        legend_h = 16 if trace else 0
 
-        def axes(x: float, y_top: float, w: float, h: float) -> Any:
+        def axes(x: int, y_top: int, w: int, h: int) -> Any:
             ax = fig.add_axes((x / width, 1 - (y_top + h) / height, w / width, h / height))
-            for s in ax.spines.values():
-                s.set_linewidth(0.8)
-                s.set_color("#555555")
-            ax.tick_params(labelsize=7, length=2, pad=1)
+            for sp in ax.spines.values():
+                sp.set_linewidth(1.0)
+                sp.set_color("#555555")
+            ax.spines["top"].set_visible(True)
+            ax.tick_params(labelsize=fs, length=px(3), pad=px(2))
             return ax
 
-        xlim = (-(window - 1) - 0.5, 0.5)
-        xticks = ([-(window - 1), -(window // 2), 0], [f"-{window - 1}", f"-{window // 2}", "now"])
-        # Title line (static) and the dynamic text line below it.
+        # window in data units: env steps, or seconds when dt is known
+        wr = window * sub  # matrix rows in the window (neuron steps)
+        row_unit = step_unit / sub
+        if page:
+            xlim = (-0.5 * row_unit, (wr - 0.5) * row_unit)
+        else:
+            xlim = (-(wr - 0.5) * row_unit, 0.5 * row_unit)
+        xlabel = "time (s)" if self.dt else "env step"
+        self._time_axes: list[tuple[Any, bool]] = []
+        self._xlim = xlim
+        self._step_unit = step_unit
+
+        def time_axis(ax: Any, show: bool) -> None:
+            ax.set_xlim(*xlim)
+            self._time_axes.append((ax, show))
+            if not show:
+                ax.set_xticks([])
+                return
+            ax.set_xlabel(xlabel, fontsize=fs, labelpad=px(1))
+            self._set_ticks(ax, 0)
+
+        # Title (static) and the dynamic text line below it.
         meta = traj.meta
+        algo = str(meta.get("algo") or "").upper()
         title = "  ".join(
-            str(x) for x in (traj.env, meta.get("algo"), meta.get("backbone")) if x
+            str(x) for x in (traj.env, algo, backbone_label(meta.get("backbone"))) if x
         )
         if title:
-            fig.text(8 / width, 1 - 4 / height, title, fontsize=8, color="#444444", va="top")
-        self.text_row = 22
+            fig.text((width - pad) / width, 1 - (pad + self.glyphs.h / 2) / height, title,
+                     fontsize=fs_label, color="#333333", va="center", ha="right")  # fmt: skip
+        self.text_row = pad
+        self.text_col = pad
 
-        # Matrices fill the space between the text strip and the bottom row.
-        mat_bottom = height - (bottom_h + tick_h + legend_h + 8 if bottom_h else tick_h)
-        gap = 6
+        # ---------------------------------------------------------------- env or task
+        task_axes: list[Any] = []
+        task_spec: list[tuple[Any, np.ndarray, list, bool]] = []
+        if frame_hw is not None:
+            env_bottom = height - (xtick_h + bars_h + title_h + px(8) if policy else 0)
+            self.env_box = (top + max(env_bottom - top - fh, 0) // 2, (left_w - fw) // 2, fh, fw)
+        else:
+            obs, f = task["obs"], task["obs"].shape[1]
+            names = meta.get("obs_names")
+            names = names if isinstance(names, list) and len(names) == f else None
+            ax_x, ax_w = pad + ylab_w, left_w - ylab_w
+            n_ax = 3
+            gap = px(6)
+            # each axes has a legend line above it; the last one its time ticks below
+            used = top + n_ax * title_h + gap * (n_ax - 1) + xtick_h
+            if policy:
+                used += px(8) + title_h + bars_h + xtick_h
+            each = (height - used) // n_ax
+            y = top + title_h
+            # observation channels (lines; a heatmap would hide values of few channels)
+            ax = axes(ax_x, y, ax_w, each)
+            chans = min(f, 6)
+            vals = obs[:, :chans]
+            ax.set_ylim(*_limits(vals))
+            ax.yaxis.set_major_locator(__import__("matplotlib.ticker").ticker.MaxNLocator(3))
+            time_axis(ax, False)
+            ax.set_ylabel("observation", fontsize=fs)
+            styles = pal.group_styles(chans)
+            colors = [pal.rgb(c) for c, _ in styles]
+            label = ", ".join((names[i] if names else f"ch {i}") for i in range(chans)) + (
+                "" if f <= chans else f" (of {f})"
+            )
+            self._legend(fig, ax, "Observation", label.split(", "), colors, fs, height, width,
+                         px)  # fmt: skip
+            task_axes.append(ax)
+            task_spec.append((ax, vals, colors, False))
+            y += each + gap + title_h
+            # chosen action vs ground truth
+            ax = axes(ax_x, y, ax_w, each)
+            av = [task["action"]] + ([task["gt"]] if task["gt"] is not None else [])
+            lim = _limits(*av)
+            ax.set_ylim(*lim)
+            if task["discrete"]:
+                n_act = int(np.nanmax(np.concatenate(av))) + 1
+                anames = meta.get("action_names")
+                ticks = list(range(n_act))
+                if isinstance(anames, list) and len(anames) >= n_act:
+                    ax.set_yticks(ticks, [str(anames[i]) for i in ticks])
+                else:
+                    ax.set_yticks(ticks)
+            time_axis(ax, False)
+            ax.set_ylabel("action", fontsize=fs)
+            cols2 = [CHOSEN_COLOR] + ([GT_COLOR] if task["gt"] is not None else [])
+            names2 = ["chosen"] + (["ground truth"] if task["gt"] is not None else [])
+            self._legend(fig, ax, "Action", names2, cols2, fs, height, width, px)
+            task_axes.append(ax)
+            # ground truth first, the chosen action over it
+            task_spec.append((ax, np.stack(av[::-1], 1), cols2[::-1], True))
+            y += each + gap + title_h
+            # reward
+            ax = axes(ax_x, y, ax_w, each)
+            ax.set_ylim(*_limits(task["reward"], include=(0.0,)))
+            ax.yaxis.set_major_locator(__import__("matplotlib.ticker").ticker.MaxNLocator(3))
+            ax.axhline(0, lw=0.8, color=pal.MUTED_COLOR)
+            time_axis(ax, True)
+            ax.set_ylabel("reward", fontsize=fs)
+            self._legend(fig, ax, "Reward", [], [], fs, height, width, px)
+            task_axes.append(ax)
+            task_spec.append((ax, task["reward"][:, None], [GT_COLOR], True))
+            if task["new_trial"] is not None:
+                ax.annotate("| = trial start", (1.0, 1.0), xycoords="axes fraction",
+                            xytext=(0, px(4)), textcoords="offset points", ha="right",
+                            va="bottom", color="#999999", fontsize=fs)  # fmt: skip
+
+        # ---------------------------------------------------------------- policy bars
+        bar_ax = None
+        if policy:
+            bx = pad + ylab_w if frame_hw is None else max(pad + px(56), (left_w - px(300)) // 2)
+            bw = (left_w - ylab_w) if frame_hw is None else min(px(300), left_w - bx - pad)
+            by = height - xtick_h - bars_h
+            bar_ax = axes(bx, by, bw, bars_h)
+            vals = traj.policy[policy["key"]]
+            k = vals.shape[1]
+            bar_ax.set_xlim(-0.5, k - 0.5)
+            std = traj.policy.get("std") if policy["kind"] == "box" else None
+            taken = None
+            if policy["kind"] == "box":
+                acts = np.asarray(traj.actions, dtype=np.float64).reshape(t, -1)
+                taken = acts if acts.shape[1] == k else None
+            if policy["lim"] is not None:
+                lim = policy["lim"]
+            else:
+                lo = None if std is None else vals - std
+                hi = None if std is None else vals + std
+                lim = _limits(vals, lo, hi, taken, include=(0.0,))
+            bar_ax.set_ylim(*lim)
+            bar_ax.set_yticks(_ticks_with(lim, None, 3))
+            if lim[0] < 0 < lim[1]:
+                bar_ax.axhline(0, lw=0.8, color=pal.MUTED_COLOR)
+            names = meta.get("action_names")
+            step = max(1, int(np.ceil(k / 8)))
+            ticks = list(range(0, k, step))
+            if isinstance(names, list) and len(names) == k:
+                bar_ax.set_xticks(ticks, [str(names[i]) for i in ticks])
+            else:
+                bar_ax.set_xticks(ticks, [str(i) for i in ticks])
+            bar_ax.set_xlabel("action", fontsize=fs, labelpad=px(1))
+            bar_ax.set_ylabel(policy["ylabel"], fontsize=fs, labelpad=px(2))
+            what = "chosen action highlighted" if policy["kind"] == "bars" else "mean ± std, taken"
+            bar_ax.set_title(f"Policy ({what})", fontsize=fs, loc="left", pad=px(4))
+            self._bar_args = dict(vals=vals, std=std, taken=taken, kind=policy["kind"],
+                                  base=float(np.clip(0.0, *lim)))  # fmt: skip
+
+        # ---------------------------------------------------------------- network column
+        min_trace_h = px(110) if trace else 0
+        mat_top = top + title_h
+        mat_bottom = height - (min_trace_h + title_h + xtick_h + px(8) if trace else xtick_h)
+        gap = title_h + px(6)
         n = len(mats)
-        self.matrices: list[_Matrix] = []
         mat_axes = []
+        index = {layer.name: i for i, layer in enumerate(traj.activity)}
+        y = mat_top
         if n:
-            each = (mat_bottom - top - gap * (n - 1)) / n
+            each = (mat_bottom - mat_top - gap * (n - 1)) // n
             for i, layer in enumerate(mats):
-                ax = axes(left, top + i * (each + gap), _fit(width - left - right, window), each)
-                ax.set_xlim(*xlim)
                 size = layer.size
+                inner = matrix_height(size, each - 2)
+                h_ax = inner + 2
+                ax = axes(x_right, y, right_w, h_ax)
+                time_axis(ax, i == n - 1 and not trace)
                 ax.set_ylim(size, 0)
+                ax.set_yticks([0, size], ["0", str(size)] if size else ["0", ""])
+                ax.set_ylabel("neuron" if layer.kind == "spiking" else "unit", fontsize=fs,
+                              labelpad=px(1))  # fmt: skip
+                label = layer_label(layer, index[layer.name], backbone=meta.get("backbone"))
+                if layer.kind == "ann":
+                    label = label.replace(f"{size} units", f"{size} units, activation")
+                ax.set_title(label, fontsize=fs_label, loc="left", pad=px(4))
                 if layer.kind == "spiking":
-                    sign = layer.sign
-                    if sign is not None:
-                        n_e = int(np.sum(np.asarray(sign) > 0))
-                        ax.set_yticks([n_e / 2, (n_e + size) / 2] if n_e < size else [n_e / 2])
-                        labels = ax.set_yticklabels(["E", "I"][: len(ax.get_yticks())])
-                        for lab, c in zip(labels, (E_COLOR, I_COLOR)):
-                            lab.set_color(_hex(c))
-                            lab.set_fontweight("bold")
-                    else:
-                        ax.yaxis.set_major_locator(MaxNLocator(3, integer=True))
-                    ax.set_ylabel(f"{layer.name}\nspikes", fontsize=7, labelpad=2)
+                    counts = ei_counts(layer.sign)
+                    if counts is not None:
+                        self._ei_labels(fig, ax, counts, size, each, fs, px, height, width)
                 else:
-                    ax.yaxis.set_major_locator(MaxNLocator(3, integer=True))
-                    ax.set_ylabel(f"{layer.name}\nh", fontsize=7, labelpad=2)
-                last = i == n - 1 and not bottom_h
-                if last:
-                    ax.set_xticks(*xticks)
-                else:
-                    ax.set_xticks([])
+                    self._colorbar(fig, ax, matrix_of(layer), fs, px, height, width)
                 mat_axes.append((ax, layer))
+                y += h_ax + (gap if i < n - 1 else 0)
+        # the traces take the room the matrices leave
+        trace_top = y + title_h + px(8) if n else mat_top
+        trace_h = height - xtick_h - trace_top if trace else 0
 
         self.traces: _Traces | None = None
-        self.bars: _Bars | None = None
-        trace_ax = bar_ax = None
-        if bottom_h:
-            y_top = height - tick_h - bottom_h
-            full = width - left - right
-            if trace and policy:
-                tw = _fit(round(0.62 * full), window)
-                bx = left + tw + 44
-                bw = width - right - bx
-            else:
-                tw, bx, bw = _fit(full, window), left, full
-            if trace:
-                trace_ax = axes(left, y_top, tw, bottom_h)
-                trace_ax.set_xlim(*xlim)
-                trace_ax.set_xticks(*xticks)
-                vals = trace["values"][:, trace["units"]]
-                inc = () if trace["threshold"] is None else (trace["threshold"],)
-                trace_ax.set_ylim(*_limits(vals, include=inc))
-                trace_ax.yaxis.set_major_locator(MaxNLocator(3))
-                if trace["threshold"] is not None:
-                    trace_ax.axhline(trace["threshold"], ls="--", lw=0.8, color="#888888")
-                name = trace["label"]
-                fig.text(left / width, 1 - (y_top - 3) / height, name, fontsize=7, va="bottom")
-                x = left + 7 * (len(name) + 2)
-                for j, u in enumerate(trace["units"]):
-                    color = _hex(TRACE_COLORS[j % len(TRACE_COLORS)])
-                    fig.text(
-                        x / width, 1 - (y_top - 3) / height, f"#{u}", fontsize=7,
-                        color=color, va="bottom",
-                    )  # fmt: skip
-                    x += 7 * (len(str(u)) + 2)
-            if policy:
-                bar_ax = axes(bx, y_top, bw, bottom_h)
-                vals = traj.policy[policy["key"]]
-                k = vals.shape[1]
-                bar_ax.set_xlim(-0.5, k - 0.5)
-                std = traj.policy.get("std") if policy["kind"] == "box" else None
-                taken = None
-                if policy["kind"] == "box":
-                    acts = np.asarray(traj.actions, dtype=np.float64).reshape(self.t, -1)
-                    taken = acts if acts.shape[1] == k else None
-                if policy["lim"] is not None:
-                    lim = policy["lim"]
-                else:
-                    lo = None if std is None else vals - std
-                    hi = None if std is None else vals + std
-                    lim = _limits(vals, lo, hi, taken, include=(0.0,))
-                bar_ax.set_ylim(*lim)
-                bar_ax.yaxis.set_major_locator(MaxNLocator(3))
-                if lim[0] < 0 < lim[1]:
-                    bar_ax.axhline(0, lw=0.6, color="#888888")
-                names = meta.get("action_names")
-                step = max(1, int(np.ceil(k / 10)))
-                ticks = list(range(0, k, step))
-                if isinstance(names, list) and len(names) == k:
-                    bar_ax.set_xticks(ticks, [str(names[i]) for i in ticks])
-                else:
-                    bar_ax.set_xticks(ticks, [str(i) for i in ticks])
-                bar_ax.set_ylabel(policy["ylabel"], fontsize=7, labelpad=2)
-                self._bar_args = dict(vals=vals, std=std, taken=taken, kind=policy["kind"],
-                                      base=float(np.clip(0.0, *lim)))  # fmt: skip
+        trace_ax = None
+        if trace:
+            trace_ax = axes(x_right, trace_top, right_w, trace_h)
+            time_axis(trace_ax, True)
+            vals = trace["values"][:, trace["units"]]
+            thr = trace["threshold"]
+            lim = _limits(vals, include=() if thr is None else (thr,))
+            trace_ax.set_ylim(*lim)
+            trace_ax.set_yticks(_ticks_with(lim, thr, 4))
+            trace_ax.yaxis.set_major_formatter("{x:g}")
+            if thr is not None:
+                trace_ax.axhline(thr, ls="--", lw=1.2, color=pal.MUTED_COLOR)
+                trace_ax.annotate(f"threshold {thr:g}", (1.0, thr),
+                                  xycoords=("axes fraction", "data"), xytext=(px(6), 0),
+                                  textcoords="offset points", va="center", ha="left",
+                                  fontsize=fs, color=pal.MUTED_COLOR)  # fmt: skip
+            unit_word = trace["unit_word"]
+            colors = [TRACE_COLORS[j % len(TRACE_COLORS)] for j in range(vals.shape[1])]
+            self._legend(fig, trace_ax, trace["label"],
+                         [f"{unit_word} {int(u)}" for u in trace["units"]], colors, fs, height,
+                         width, px, big=True)  # fmt: skip
 
         fig.canvas.draw()
         self.background = np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
+        self._fig = fig
+        self._page_shown = 0
 
+        self.matrices: list[_Matrix] = []
         for ax, layer in mat_axes:
             rect = _rect(ax, height)
             arr = matrix_of(layer)
             if layer.kind == "spiking":
                 codes, _ = raster_codes(arr, layer.sign, rect.h)
-                pal = RASTER_PALETTE
+                palette = RASTER_PALETTE
             else:
                 codes, _ = heatmap_codes(arr, rect.h)
-                pal = heatmap_palette()
-            self.matrices.append(_Matrix(codes, pal, rect, window, height))
+                palette = heatmap_palette()
+            self.matrices.append(_Matrix(codes, palette, rect, wr, height, row_unit, page=page))
         if trace_ax is not None:
             rect = _rect(trace_ax, height)
             vals = trace["values"][:, trace["units"]]
             colors = [TRACE_COLORS[j % len(TRACE_COLORS)] for j in range(vals.shape[1])]
-            self.traces = _Traces(vals, colors, rect, window, height)
+            self.traces = _Traces(vals, colors, rect, wr, height, row_unit, width=s, page=page)
+        self.task_traces = [
+            _Traces(
+                v, c, _rect(ax, height), window, height, step_unit, steps=st, width=s, page=page
+            )  # fmt: skip
+            for ax, v, c, st in task_spec
+        ]
+        self.marks = None
+        if task_axes and task["new_trial"] is not None:
+            rects = [_rect(ax, height) for ax in task_axes]
+            # NeuroGym's new_trial is True on the last step of a trial: the line goes
+            # between that step and the next one (the left edge of the next step's slot)
+            starts = np.concatenate([[False], task["new_trial"][:-1]])
+            self.marks = _Marks(starts, rects, window, height, step_unit, page=page)
+        self.bars: _Bars | None = None
         if bar_ax is not None:
             a = self._bar_args
             chosen = None
             if a["kind"] == "bars" and np.issubdtype(np.asarray(traj.actions).dtype, np.integer):
-                chosen = np.asarray(traj.actions).reshape(self.t, -1)[:, 0]
+                chosen = np.asarray(traj.actions).reshape(t, -1)[:, 0]
             self.bars = _Bars(a["vals"], _rect(bar_ax, height), height, chosen=chosen,
                               std=a["std"], taken=a["taken"], base=a["base"])  # fmt: skip
-        parts = [RASTER_PALETTE, np.array(TRACE_COLORS + (BAR_COLOR, CHOSEN_COLOR, TEXT_COLOR))]
+        parts = [RASTER_PALETTE, np.array(TRACE_COLORS + (BAR_COLOR, CHOSEN_COLOR, TEXT_COLOR,
+                                                          MARK_COLOR, GT_COLOR))]  # fmt: skip
         if any(m.palette.shape[0] > RASTER_PALETTE.shape[0] for m in self.matrices):
             parts.append(heatmap_palette())
         self.colors = np.concatenate(parts).astype(np.uint8)
-        fig.clear()
+        self.buf = self.background.copy()
+        if not page:
+            fig.clear()
+            self._fig = None
 
+    # ------------------------------------------------------------------ static helpers
+    @staticmethod
+    def _legend(fig: Any, ax: Any, title: str, names: list[str], colors: list, fs: float,
+                height: int, width: int, px: Any, big: bool = False) -> None:  # fmt: skip
+        """A one-line legend above ``ax``: its title, then coloured names."""
+        from matplotlib.offsetbox import AnchoredOffsetbox, HPacker, TextArea
+
+        parts = [TextArea(title, textprops=dict(fontsize=fs * (16 / 14 if big else 1),
+                                                color="#1a1a1a"))]  # fmt: skip
+        for name, c in zip(names, colors):
+            parts.append(TextArea(f"— {name}", textprops=dict(fontsize=fs, color=_hex(c),
+                                                               fontweight="bold")))  # fmt: skip
+        box = HPacker(children=parts, align="baseline", pad=0, sep=px(10))
+        anchored = AnchoredOffsetbox(loc="lower left", child=box, pad=0, borderpad=0,
+                                     frameon=False, bbox_to_anchor=(0, 1.0),
+                                     bbox_transform=ax.transAxes)  # fmt: skip
+        anchored.set_clip_on(False)
+        ax.add_artist(anchored)
+        ax.figure.subplots_adjust()  # no-op; keeps the axes where they are
+        del height, width
+
+    @staticmethod
+    def _ei_labels(fig: Any, ax: Any, counts: tuple[int, int], size: int, each: int, fs: float,
+                   px: Any, height: int, width: int) -> None:  # fmt: skip
+        """E/I neuron counts right of a raster, in the E and I colours, and the divider."""
+        n_e, n_i = counts
+        if 0 < n_e < size:
+            ax.axhline(n_e, color=pal.MUTED_COLOR, lw=0.8)
+        for text, mid, color in ((f"{n_e} E", n_e / 2, pal.E_COLOR),
+                                 (f"{n_i} I", n_e + n_i / 2, pal.I_COLOR)):  # fmt: skip
+            if not text.startswith("0 "):
+                ax.annotate(text, (1.0, mid), xycoords=("axes fraction", "data"),
+                            xytext=(px(6), 0), textcoords="offset points", va="center",
+                            ha="left", fontsize=fs, color=color, fontweight="bold")  # fmt: skip
+        del fig, each, height, width
+
+    @staticmethod
+    def _colorbar(fig: Any, ax: Any, values: np.ndarray, fs: float, px: Any, height: int,
+                  width: int) -> None:  # fmt: skip
+        """A colour bar right of a heatmap, its scale the heatmap's."""
+        from matplotlib import colormaps
+        from matplotlib.cm import ScalarMappable
+        from matplotlib.colors import Normalize
+
+        vmax = heatmap_vmax(np.asarray(values, dtype=np.float64))
+        x0, y0, x1, y1 = ax.get_position().extents
+        cax = fig.add_axes((x1 + px(8) / width, y0, px(14) / width, y1 - y0))
+        sm = ScalarMappable(norm=Normalize(-vmax, vmax), cmap=colormaps["RdBu_r"])
+        bar = fig.colorbar(sm, cax=cax)
+        bar.set_ticks([-vmax, 0, vmax], labels=[f"{-vmax:.2g}", "0", f"{vmax:.2g}"])
+        cax.tick_params(labelsize=fs, length=px(3), pad=px(2))
+        bar.outline.set_linewidth(0.8)
+
+    def _set_ticks(self, ax: Any, p: int) -> None:
+        """Time ticks of page ``p`` (absolute) or of the scrolling window (relative, "now")."""
+        from matplotlib.ticker import MaxNLocator
+
+        lo, hi = self._xlim
+        shift = p * self.window * self._step_unit
+        if self.page:
+            ticks = [v for v in MaxNLocator(5).tick_values(lo + shift, hi + shift)
+                     if lo + shift <= v <= hi + shift]  # fmt: skip
+            ax.set_xticks(ticks, [_fmt(round(v, 6)) for v in ticks])
+        else:
+            ticks = [v for v in MaxNLocator(4).tick_values(lo, 0) if lo <= v <= 0]
+            ax.set_xticks(ticks, [("now" if v == 0 else _fmt(round(v, 6))) for v in ticks])
+
+    def _show_page(self, p: int) -> None:
+        """Redraw the background with the time axes of page ``p``."""
+        if p == self._page_shown or self._fig is None:
+            return
+        shift = p * self.window * self._step_unit
+        lo, hi = self._xlim
+        for ax, show in self._time_axes:
+            ax.set_xlim(lo + shift, hi + shift)
+            if show:
+                self._set_ticks(ax, p)
+        self._fig.canvas.draw()
+        self.background = np.asarray(self._fig.canvas.buffer_rgba())[..., :3].copy()
+        self._page_shown = p
+
+    # ------------------------------------------------------------------ per frame
     def text(self, k: int) -> str:
         """The dynamic text line of frame k."""
-        reward = f"{self.rewards[k - 1]:+7.3f}" if k > 0 else " " * 7
-        end = f"  {self.ended}" if k == self.t and self.ended else ""
+        reward = f"{self.rewards[k - 1]:+.3g}" if k > 0 else ""
         width = len(str(self.t))
-        return f"step {k:>{width}}/{self.t}  reward {reward}  return {self.cum[k]:8.2f}{end}"
+        parts = [f"step {k:>{width}}/{self.t}"]
+        if self.dt:
+            parts.append(f"t {k * self.dt:.2f} s")
+        if self.trial_index is not None:
+            parts.append(f"trial {int(self.trial_index[min(k, self.t)])}")
+        parts += [f"reward {reward:<6}", f"return {self.cum[k]:.4g}"]
+        if k == self.t and self.ended:
+            parts.append(self.ended)
+        return "   ".join(parts)
 
-    def draw(self, k: int, out: np.ndarray) -> None:
-        """Paint frame ``k`` (0..T) of the panel into ``out`` (height, width, 3)."""
-        out[...] = self.background
+    def paint(self, k: int, frame: np.ndarray | None) -> np.ndarray:
+        """Frame ``k`` (0..T); returns an internal buffer that the next call overwrites."""
+        out = self.buf
         end = min(k, self.t - 1)
+        p = end // self.window if self.page else 0
+        self._show_page(p)
+        out[...] = self.background
+        start, rstart = p * self.window, p * self.window * self.sub
+        if frame is not None and self.env_box is not None:
+            y, x, h, w = self.env_box
+            if self.crop is not None:
+                y0, y1, x0, x1 = self.crop
+                frame = frame[y0:y1, x0:x1]
+            if self.zoom > 1:
+                frame = np.repeat(np.repeat(frame, self.zoom, axis=0), self.zoom, axis=1)
+            out[y : y + h, x : x + w] = frame
+        if self.marks is not None:
+            self.marks.paint(end, out, start)
+        for tr in self.task_traces:
+            tr.paint(end, out, start)
+        rend = end * self.sub + self.sub - 1  # last neuron step of env step `end`
         for m in self.matrices:
-            m.paint(end, out)
+            m.paint(rend, out, rstart)
         if self.traces is not None:
-            self.traces.paint(end, out)
+            self.traces.paint(rend, out, rstart)
         if self.bars is not None:
             self.bars.paint(k, out)
-        self.glyphs.draw(out, self.text_row, 8, self.text(k))
+        self.glyphs.draw(out, self.text_row, self.text_col, self.text(k))
+        return out
+
+
+def content_box(
+    frames: Any, *, margin: int = 8, max_samples: int = 120
+) -> tuple[int, int, int, int] | None:
+    """``(y0, y1, x0, x1)`` around everything that is not background in any of ``frames``.
+
+    The background is the most common colour on the border of the first frame; up to
+    ``max_samples`` frames spread over the episode (the first and the last included) are
+    looked at. Returns None when the content fills (nearly) the whole frame, so that
+    nothing is cropped.
+    """
+    first = np.asarray(frames[0])
+    h, w = first.shape[:2]
+    border = np.concatenate([first[0], first[-1], first[:, 0], first[:, -1]]).astype(np.int32)
+    keys = (border[:, 0] << 16) | (border[:, 1] << 8) | border[:, 2]
+    vals, counts = np.unique(keys, return_counts=True)
+    bg = int(vals[np.argmax(counts)])
+    n = len(frames)
+    idx = np.unique(np.linspace(0, n - 1, min(n, max_samples)).round().astype(int))
+    mask = np.zeros((h, w), bool)
+    bg_key = np.uint32(bg)
+    for i in idx:  # 24-bit colour keys: one comparison per pixel
+        f = np.asarray(frames[i]).astype(np.uint32)
+        mask |= ((f[..., 0] << 16) | (f[..., 1] << 8) | f[..., 2]) != bg_key
+    rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
+    if rows.size == 0:
+        return None
+    y0, y1 = max(int(rows[0]) - margin, 0), min(int(rows[-1]) + 1 + margin, h)
+    x0, x1 = max(int(cols[0]) - margin, 0), min(int(cols[-1]) + 1 + margin, w)
+    if (y1 - y0) * (x1 - x0) > 0.9 * h * w:
+        return None
+    return y0, y1, x0, x1

@@ -41,7 +41,7 @@ from snrl.render._encode import (
     build_palette,
     resolve_output,
 )
-from snrl.render._panel import MIN_PANEL_HEIGHT, ActivityPanel
+from snrl.render._panel import VideoCanvas, content_box
 from snrl.trajectory import Trajectory
 
 __all__ = ["TrajectoryRenderer"]
@@ -56,14 +56,9 @@ class _FrameSource:
         self.traj = traj
         self.strict = strict
         self.env = None
-        if traj.frames is not None:
-            return
-        if env is None:
-            raise UserError(
-                "trajectory has no frames and no env was given (record with frames, e.g. "
-                "rollout(record=True), or pass env=<env id or gymnasium env with "
-                "render_mode='rgb_array'> to re-simulate them)"
-            )
+        self.task_only = traj.frames is None and env is None
+        if traj.frames is not None or env is None:
+            return  # stored frames, or no frames at all: the task panel takes their place
         if traj.seed is None:
             raise UserError(
                 "cannot re-simulate frames: the trajectory has no seed (record it with "
@@ -115,9 +110,12 @@ class _FrameSource:
             warnings.warn(msg, RuntimeWarning, stacklevel=4)
             warned[0] = True
 
-    def __iter__(self) -> Iterator[np.ndarray]:
+    def __iter__(self) -> Iterator[np.ndarray | None]:
         if self.traj.frames is not None:
             yield from self.traj.frames
+            return
+        if self.task_only:
+            yield from (None for _ in range(len(self.traj) + 1))
             return
         env, own = self._make_env()
         warned = [False]
@@ -157,52 +155,69 @@ class _FrameSource:
 
 
 class _Composer:
-    """Places the env frame (left) and the activity panel (right) in one even-sized image."""
+    """Turns env frame ``k`` (or None: no frames) into video frame ``k``."""
 
-    def __init__(self, frame_hw: tuple[int, int], panel: ActivityPanel | None) -> None:
-        fh, fw = frame_hw
-        ph, pw = (panel.height, panel.width) if panel else (fh, 0)
-        h = max(fh, ph)
-        w = fw + pw
-        self.h, self.w = h + h % 2, w + w % 2
+    def __init__(self, frame_hw: tuple[int, int] | None, canvas: VideoCanvas | None) -> None:
         self.frame_hw = frame_hw
-        self.fy = (h - fh) // 2
-        self.panel = panel
-        self.buf = np.full((self.h, self.w, 3), 255, dtype=np.uint8)
+        self.canvas = canvas
+        if canvas is not None:
+            self.w, self.h = canvas.width, canvas.height
+        else:  # the env frames alone, padded to even sizes
+            assert frame_hw is not None
+            self.h, self.w = frame_hw[0] + frame_hw[0] % 2, frame_hw[1] + frame_hw[1] % 2
+            self.buf = np.full((self.h, self.w, 3), 255, dtype=np.uint8)
 
     @property
     def size(self) -> tuple[int, int]:
         """(width, height) in pixels."""
         return self.w, self.h
 
-    def compose(self, k: int, frame: np.ndarray) -> np.ndarray:
+    @property
+    def colors(self) -> np.ndarray | None:
+        """Colours the GIF palette must hold exactly."""
+        return None if self.canvas is None else self.canvas.colors
+
+    def compose(self, k: int, frame: np.ndarray | None) -> np.ndarray:
         """Video frame k; returns an internal buffer that the next call overwrites."""
-        if frame.shape[:2] != self.frame_hw:
+        if frame is not None and frame.shape[:2] != self.frame_hw:
             raise UserError(
                 f"env frame {k} has size {frame.shape[:2]} but frame 0 had {self.frame_hw} "
                 "(all frames must have one size)"
             )
-        fh, fw = self.frame_hw
-        self.buf[self.fy : self.fy + fh, :fw] = frame
-        if self.panel is not None:
-            self.panel.draw(k, self.buf[: self.panel.height, fw : fw + self.panel.width])
+        if self.canvas is not None:
+            return self.canvas.paint(k, frame)
+        assert frame is not None
+        self.buf[: frame.shape[0], : frame.shape[1]] = frame
         return self.buf
 
 
 class TrajectoryRenderer:
-    """Video of a trajectory: the env on the left, the network that acted on the right.
+    """Video of a trajectory: the env (or the task) on the left, the network on the right.
 
     Args:
         trajectory: the episode to draw (T >= 1 steps).
         env: used only when the trajectory has no frames: an env id or a gymnasium env
             made with ``render_mode="rgb_array"``. It is reset with the recorded seed and the
             recorded actions are replayed; each replayed observation is checked against the
-            recorded one.
-        activity: draw the activity panel (raster/heatmap, traces, policy, reward text).
-            ``False`` gives the env frames alone.
+            recorded one. Without frames and without ``env`` (envs that draw nothing, such
+            as NeuroGym tasks), the **task panel** takes the env's place: observation
+            channels, the chosen action against the ground truth, the reward and trial
+            boundaries as scrolling traces, synchronized with the raster.
+        activity: draw the network (raster/heatmap, traces) and the policy. ``False`` gives
+            the env frames alone (or the task panel alone).
         fps: default frames per second for the output methods (30 when ``None``).
-        window: steps shown by the scrolling raster and traces.
-        panel_width: panel width in pixels; its height is the frame height (at least 360).
+        window: env steps shown by the scrolling raster and traces.
+        panel_width: width of the network column at ``scale=1``, pixels.
+        scale: size of the whole video: 1 gives frames at least 540 pixels high with text of
+            at least 14 pixels (legible projected at 1080p); 2 doubles every size.
+        crop: show only the part of the env frames that has content (stored frames only);
+            ``False`` shows them whole.
+        timeline: ``"page"`` (default): raster and traces show a fixed page of ``window``
+            steps with absolute time ticks, filled from the left, then the next page; a GIF
+            then stores a few new pixel columns per frame (a 500-step CartPole GIF with
+            activity stays under 2 MB). ``"scroll"``: the newest step at the right edge,
+            time ticks relative to now; every column changes per frame (fine for MP4,
+            GIFs get large).
         max_traces: units drawn as traces.
         max_layers: layers drawn as rasters/heatmaps.
         strict_replay: when re-simulating, raise (True) or warn once (False) if the
@@ -211,7 +226,7 @@ class TrajectoryRenderer:
         mp4_preset: x264 speed preset.
 
     Raises:
-        UserError: empty trajectory; no frames and no env; no seed to replay with.
+        UserError: empty trajectory; a re-simulation env without a seed to replay with.
     """
 
     def __init__(
@@ -222,7 +237,10 @@ class TrajectoryRenderer:
         activity: bool = True,
         fps: float | None = None,
         window: int = 100,
-        panel_width: int = 480,
+        panel_width: int = 640,
+        scale: float = 1.0,
+        crop: bool = True,
+        timeline: str = "page",
         max_traces: int = 3,
         max_layers: int = 3,
         strict_replay: bool = True,
@@ -240,11 +258,22 @@ class TrajectoryRenderer:
             raise UserError(f"window={window} (show at least 2 steps)")
         if panel_width < 200:
             raise UserError(f"panel_width={panel_width} (use at least 200 pixels)")
+        try:
+            scale = float(scale)
+        except (TypeError, ValueError):
+            raise UserError(f"scale={scale!r} is not a number (give e.g. scale=1.5)") from None
+        if not 0.5 <= scale <= 4:
+            raise UserError(f"scale={scale:g} (give a size factor between 0.5 and 4)")
         self.trajectory = trajectory
         self.activity = bool(activity)
         self.fps = None if fps is None else self._check_fps(fps)
         self.window = int(window)
         self.panel_width = int(panel_width)
+        self.scale = scale
+        self.crop = bool(crop)
+        if timeline not in ("page", "scroll"):
+            raise UserError(f"timeline={timeline!r} (use 'page' or 'scroll')")
+        self.timeline = timeline
         self.max_traces = int(max_traces)
         self.max_layers = int(max_layers)
         self.mp4_crf = int(mp4_crf)
@@ -268,20 +297,30 @@ class TrajectoryRenderer:
             raise UserError(f"fps={fps!r} (give a positive number of frames per second)")
         return value
 
-    def _get_composer(self, frame_hw: tuple[int, int]) -> _Composer:
+    def _get_composer(self, frame_hw: tuple[int, int] | None) -> _Composer:
         if self._composer is None or self._composer.frame_hw != frame_hw:
-            panel = None
-            if self.activity:
-                panel = ActivityPanel(
+            canvas = None
+            if self.activity or frame_hw is None:
+                stored = self.trajectory.frames
+                crop = content_box(stored) if self.crop and stored is not None else None
+                canvas = VideoCanvas(
                     self.trajectory,
-                    height=max(frame_hw[0], MIN_PANEL_HEIGHT),
-                    width=self.panel_width,
+                    frame_hw=frame_hw,
+                    crop=crop,
+                    activity=self.activity,
+                    scale=self.scale,
                     window=self.window,
+                    panel_width=self.panel_width,
                     max_traces=self.max_traces,
                     max_layers=self.max_layers,
+                    timeline=self.timeline,
                 )
-            self._composer = _Composer(frame_hw, panel)
+            self._composer = _Composer(frame_hw, canvas)
         return self._composer
+
+    @staticmethod
+    def _hw(frame: np.ndarray | None) -> tuple[int, int] | None:
+        return None if frame is None else (int(frame.shape[0]), int(frame.shape[1]))
 
     def frames(self) -> Iterator[np.ndarray]:
         """Yield the T + 1 video frames, (H, W, 3) uint8 with even H and W.
@@ -291,7 +330,7 @@ class TrajectoryRenderer:
         composer = None
         for k, frame in enumerate(self._source):
             if composer is None:
-                composer = self._get_composer(frame.shape[:2])
+                composer = self._get_composer(self._hw(frame))
             yield composer.compose(k, frame)
 
     def frame(self, k: int) -> np.ndarray:
@@ -302,7 +341,9 @@ class TrajectoryRenderer:
         k %= n
         stored = self.trajectory.frames
         if stored is not None:  # random access
-            return self._get_composer(stored.shape[1:3]).compose(k, stored[k]).copy()
+            return self._get_composer(self._hw(stored[0])).compose(k, stored[k]).copy()
+        if self._source.task_only:
+            return self._get_composer(None).compose(k, None).copy()
         for i, img in enumerate(self.frames()):  # re-simulated: replay up to frame k
             if i == k:
                 return img.copy()
@@ -363,7 +404,7 @@ class TrajectoryRenderer:
         out, kind = resolve_output(path, kind)
         it = iter(self._source)
         first = next(it)
-        composer = self._get_composer(first.shape[:2])
+        composer = self._get_composer(self._hw(first))
         if kind == "mp4":
             writer: Any = Mp4Writer(
                 out, size=composer.size, fps=fps_value, crf=self.mp4_crf, preset=self.mp4_preset
@@ -396,7 +437,7 @@ class TrajectoryRenderer:
         for k in np.unique(np.linspace(0, t, n_samples).round().astype(int)):
             frame = stored[k] if stored is not None else first
             samples.append(composer.compose(int(k), frame).copy())
-        required = composer.panel.colors if composer.panel is not None else None
+        required = composer.colors
         return build_palette(samples, required=required)
 
     def render(self) -> tuple[Any, Any, Any]:
@@ -414,7 +455,7 @@ class TrajectoryRenderer:
         state: dict[str, Any] = {"k": -1, "it": None, "img": None}
 
         def get(k: int) -> np.ndarray:
-            if self.trajectory.frames is not None:
+            if self.trajectory.frames is not None or self._source.task_only:
                 return self.frame(k)
             if state["it"] is None or k < state["k"]:
                 state["it"], state["k"] = self.frames(), -1

@@ -24,6 +24,8 @@ import numpy as np
 
 from snrl.errors import UserError
 from snrl.io import atomic_open
+from snrl.plot.labels import layer_label
+from snrl.plot.palette import group_styles
 from snrl.render._panel import E_COLOR, I_COLOR, SPIKE_COLOR, _hex, matrix_layers, matrix_of
 from snrl.trajectory import Trajectory
 
@@ -116,6 +118,8 @@ def plot_episode(
     steps = np.arange(t)
     extent = (-0.5, t - 0.5, None, None)
     row = 0
+    index = {layer.name: i for i, layer in enumerate(traj.activity)}
+    backbone = traj.meta.get("backbone")
     for layer in mats:
         ax = axes[row]
         arr = matrix_of(layer)
@@ -130,7 +134,9 @@ def plot_episode(
                 ax.set_yticks([(n_e - 1) / 2, (n_e + n - 1) / 2], ["E", "I"])
                 for lab, c in zip(ax.get_yticklabels(), (E_COLOR, I_COLOR)):
                     lab.set_color(_hex(c))
-            ax.set_ylabel(f"{layer.name}\nneuron")
+            ax.set_ylabel(f"neuron ({n})")
+            ax.set_title(layer_label(layer, index[layer.name], backbone=backbone), loc="left",
+                         fontsize=9)  # fmt: skip
         else:
             vmax = float(np.percentile(np.abs(arr), 99)) or 1.0
             im = ax.imshow(
@@ -138,16 +144,23 @@ def plot_episode(
                 cmap="RdBu_r", vmin=-vmax, vmax=vmax, extent=ext4,
             )  # fmt: skip
             fig.colorbar(im, cax=ax.inset_axes((1.01, 0.0, 0.012, 1.0)))
-            ax.set_ylabel(f"{layer.name}\nunit")
+            ax.set_ylabel(f"unit ({n})")
+            ax.set_title(layer_label(layer, index[layer.name], backbone=backbone), loc="left",
+                         fontsize=9)  # fmt: skip
         row += 1
 
     if spiking:
         ax = axes[row]
-        dt = traj.meta.get("dt")
-        scale = 1.0 / float(dt) if isinstance(dt, (int, float)) and dt > 0 else 1.0
-        for layer in spiking:
-            rate = (layer.spikes > 0).mean(axis=1) * scale
-            ax.plot(steps, _moving_average(rate, smooth), lw=1.2, label=layer.name)
+        dt = getattr(traj, "dt", None)  # seconds per env step (rollouts record it)
+        dt = dt if dt is not None else traj.meta.get("dt")
+        sub = int(getattr(traj, "substeps", None) or 1)
+        ok = isinstance(dt, (int, float)) and dt > 0
+        scale = sub / float(dt) if ok else 1.0  # per neuron step -> Hz
+        for layer, (color, ls) in zip(spiking, group_styles(len(spiking))):
+            z = layer.spikes > 0
+            rate = z.reshape(t, sub, -1).mean(axis=(1, 2)) * scale  # per env step
+            ax.plot(steps, _moving_average(rate, smooth), lw=1.2, color=color, ls=ls,
+                    label=layer_label(layer, index[layer.name], backbone=backbone))  # fmt: skip
         ax.set_ylabel("rate (Hz)" if scale != 1.0 else "spikes /\nneuron / step")
         ax.set_ylim(bottom=0)
         if len(spiking) > 1:

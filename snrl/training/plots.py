@@ -18,10 +18,12 @@ if TYPE_CHECKING:
 
 __all__ = ["plot_learning_curve"]
 
-#: (column, legend label) pairs drawn when the column exists and has finite values.
+#: (column, legend label, colour) drawn when the column exists and has finite values. The
+#: colours are the first two of ``snrl.plot.palette.GROUP_COLORS`` (Okabe-Ito), written out
+#: because snrl.training sits below snrl.plot (tests/plot checks that they agree).
 CURVES = (
-    ("episode_return_mean", "training episodes (mean return)"),
-    ("eval_return_mean", "evaluation (mean return)"),
+    ("episode_return_mean", "training episodes (mean return)", "#009E73"),
+    ("eval_return_mean", "evaluation (mean return)", "#CC79A7"),
 )
 
 
@@ -72,13 +74,14 @@ def _figure(metrics: dict[str, np.ndarray], title: str) -> Figure:
     ax = fig.add_subplot()
     steps = np.asarray(metrics["env_step"], dtype=np.float64)
     drew = False
-    for column, label in CURVES:
+    for column, label, color in CURVES:
         if column not in metrics or metrics[column].dtype.kind != "f":
             continue
         y = metrics[column]
         ok = np.isfinite(y) & np.isfinite(steps)
         if ok.any():
-            ax.plot(steps[ok], y[ok], marker="." if ok.sum() < 30 else None, label=label)
+            marker = "." if ok.sum() < 30 else None
+            ax.plot(steps[ok], y[ok], marker=marker, label=label, color=color)
             drew = True
     if drew:
         ax.legend(loc="best")

@@ -35,17 +35,46 @@ def _no_temp_files(directory) -> bool:
     return not [p for p in directory.rglob("*") if ".tmp" in p.name]
 
 
+def _env_part(r: TrajectoryRenderer, video_frame: np.ndarray) -> np.ndarray:
+    """The env frame as the video shows it (cropped to its content, enlarged by `zoom`)."""
+    canvas = r._composer.canvas
+    y, x, h, w = canvas.env_box
+    return video_frame[y : y + h, x : x + w]
+
+
+def _shown(r: TrajectoryRenderer, env_frame: np.ndarray) -> np.ndarray:
+    canvas = r._composer.canvas
+    if canvas.crop is not None:
+        y0, y1, x0, x1 = canvas.crop
+        env_frame = env_frame[y0:y1, x0:x1]
+    return np.repeat(np.repeat(env_frame, canvas.zoom, 0), canvas.zoom, 1)
+
+
 # ---------------------------------------------------------------- frames and sync
 def test_frames_are_t_plus_one_and_env_frame_is_on_the_left(spiking_traj):
     r = TrajectoryRenderer(spiking_traj)
     frames = [f.copy() for f in r.frames()]
     t = len(spiking_traj)
     assert r.n_frames == t + 1 == len(frames)
-    h, w = spiking_traj.frames.shape[1:3]
+    canvas = r._composer.canvas
+    y, x, h, w = canvas.env_box
     for k in (0, t // 2, t):
-        np.testing.assert_array_equal(frames[k][:h, :w], spiking_traj.frames[k])
+        np.testing.assert_array_equal(_env_part(r, frames[k]), _shown(r, spiking_traj.frames[k]))
     assert frames[0].shape[0] % 2 == 0 and frames[0].shape[1] % 2 == 0
-    assert frames[0].shape[1] > w  # the panel is to the right
+    assert frames[0].shape[1] > x + w + 300  # the network column is to the right
+    # the env frame is cropped to its content: CartPole's blank sky and ground are gone
+    y0, y1, x0, x1 = canvas.crop
+    assert y1 - y0 < spiking_traj.frames.shape[1] * 0.6
+    blank = np.all(spiking_traj.frames == 255, axis=(0, 3))  # (H, W) white in every frame
+    assert blank[:y0].all() and blank[y1:].all()  # only blank rows were cut
+
+
+def test_crop_false_shows_the_whole_env_frame(spiking_traj):
+    r = TrajectoryRenderer(spiking_traj, crop=False)
+    f = r.frame(3)
+    np.testing.assert_array_equal(_env_part(r, f), _shown(r, spiking_traj.frames[3]))
+    assert r._composer.canvas.crop is None
+    assert _env_part(r, f).shape[:2] == spiking_traj.frames.shape[1:3]
 
 
 def test_without_activity_the_video_is_the_env_frames(spiking_traj):
@@ -56,17 +85,18 @@ def test_without_activity_the_video_is_the_env_frames(spiking_traj):
 
 def test_raster_newest_column_shows_the_spikes_of_step_k(spiking_traj):
     """Oracle: in frame k the rightmost raster slot is step k's spikes, E red / I blue."""
-    r = TrajectoryRenderer(spiking_traj, window=10)
-    panel_x = spiking_traj.frames.shape[2]
+    r = TrajectoryRenderer(spiking_traj, window=10, timeline="scroll")
+    panel_x = 0  # rects are in video-frame pixels
     frames = [f.copy() for f in r.frames()]
     r.frame(0)  # builds the panel (already built by frames())
-    m = r._composer.panel.matrices[0]
+    m = r._composer.canvas.matrices[0]
     rect = m.rect
     spikes = spiking_traj.activity["lif0"].spikes > 0
     sign = np.array(spiking_traj.layers[0]["sign"])
     order = np.concatenate([np.flatnonzero(sign > 0), np.flatnonzero(sign < 0)])
     n = spikes.shape[1]
     col = panel_x + rect.c1 - 1  # rightmost interior column = newest step
+    assert rect.h % n == 0  # every neuron gets the same whole number of pixel rows
     rows = rect.r0 + ((np.arange(n) + 0.5) * rect.h / n).astype(int)  # centre row per neuron
     for k in (0, 3, len(spiking_traj) - 1):
         got = frames[k][rows, col]
@@ -156,8 +186,9 @@ def test_gif_loops_forever_with_exact_fps_and_frame_count(tmp_path, ann_traj):
     assert frames.shape[1:3] == expected.shape[:2]
     # The env part's flat colours are reproduced exactly (anti-aliased edges within palette
     # error); the whole frame stays close.
-    w = ann_traj.frames.shape[2]
-    assert (frames[7][:, :w, :3] == expected[:, :w]).all(-1).mean() > 0.99
+    y, x, h, w = r._composer.canvas.env_box
+    env_got, env_want = frames[7][y : y + h, x : x + w, :3], expected[y : y + h, x : x + w]
+    assert (env_got == env_want).all(-1).mean() > 0.97  # edges: the heatmap needs colours
     assert np.abs(frames[7][..., :3].astype(int) - expected.astype(int)).mean() < 2
     with Image.open(out) as im:
         assert im.info["loop"] == 0
@@ -246,9 +277,13 @@ def test_empty_trajectory_is_a_clear_error():
         TrajectoryRenderer(empty)
 
 
-def test_no_frames_and_no_env_is_a_clear_error(spiking_traj):
-    with pytest.raises(ValueError, match="no frames and no env"):
-        TrajectoryRenderer(spiking_traj.replace(frames=None))
+def test_no_frames_and_no_env_draws_the_task_instead(spiking_traj):
+    """Issue 12: a trajectory without frames (and no env to replay) gets the task panel."""
+    r = TrajectoryRenderer(spiking_traj.replace(frames=None))
+    f = r.frame(5)
+    canvas = r._composer.canvas
+    assert canvas.env_box is None and len(canvas.task_traces) == 3
+    assert f.shape[0] >= 540 and f.shape[0] % 2 == 0 and f.shape[1] % 2 == 0
 
 
 def test_env_must_render_rgb_arrays(spiking_traj):
@@ -266,7 +301,7 @@ def test_resimulation_reproduces_recorded_frames(spiking_traj):
         np.testing.assert_array_equal(f, spiking_traj.frames[k])
     env = gym.make("CartPole-v1", render_mode="rgb_array")
     by_env = TrajectoryRenderer(bare, env)
-    with_frames = TrajectoryRenderer(spiking_traj)
+    with_frames = TrajectoryRenderer(spiking_traj, crop=False)  # replayed frames are not cropped
     np.testing.assert_array_equal(by_env.frame(-1), with_frames.frame(-1))
     env.close()
 
@@ -366,3 +401,60 @@ def test_gif_failure_leaves_no_file_and_palette_is_distinct(tmp_path, spiking_tr
     pal = build_palette([img], required=np.array([[200, 0, 0]], np.uint8))
     assert pal[:3].tolist() == [[200, 0, 0], [0, 0, 0], [10, 20, 30]]
     assert len({tuple(c) for c in pal}) == 256
+
+
+# ---------------------------------------------------------------- size, legibility, GIF size
+def test_scale_sizes_everything_and_text_is_legible(spiking_traj):
+    from snrl.render._panel import TEXT_PX
+
+    r1 = TrajectoryRenderer(spiking_traj)
+    f1 = r1.frame(3)
+    r2 = TrajectoryRenderer(spiking_traj, scale=2)
+    f2 = r2.frame(3)
+    assert f1.shape[0] >= 540 and f2.shape[0] >= 1080
+    assert abs(f2.shape[1] - 2 * f1.shape[1]) <= 4
+    assert TEXT_PX >= 14 and r1._composer.canvas.glyphs.h >= 14
+    assert r2._composer.canvas.glyphs.h >= 2 * r1._composer.canvas.glyphs.h - 1
+    with pytest.raises(ValueError, match="scale"):
+        TrajectoryRenderer(spiking_traj, scale=10)
+    with pytest.raises(ValueError, match="timeline"):
+        TrajectoryRenderer(spiking_traj, timeline="wipe")
+
+
+def test_heatmap_has_a_colour_bar(ann_traj):
+    r = TrajectoryRenderer(ann_traj)
+    r.frame(0)
+    canvas = r._composer.canvas
+    m = canvas.matrices[0]
+    bar = canvas.background[m.rect.r0 + 2 : m.rect.r1 - 2, m.rect.c1 + 12 : m.rect.c1 + 20]
+    assert len({tuple(c) for c in bar.reshape(-1, 3)}) > 20  # a gradient right of the heatmap
+
+
+def test_paged_gif_is_much_smaller_than_a_scrolling_one(tmp_path):
+    """Issue 14: pages change a few columns per frame, a scrolling raster all of them."""
+    rng = np.random.default_rng(4)
+    t, n = 60, 64
+    traj = Trajectory(
+        observations=rng.normal(size=(t, 2)),
+        actions=rng.integers(0, 2, t),
+        rewards=np.ones(t),
+        terminated=np.zeros(t, bool),
+        truncated=np.eye(t, dtype=bool)[-1],
+        activity=Activity(
+            [
+                LayerActivity(
+                    "lif0",
+                    "spiking",
+                    n,
+                    spikes=rng.random((t, n)) < 0.1,
+                    v=rng.normal(0.5, 0.3, (t, n)),
+                    threshold=1.0,
+                )
+            ]
+        ),  # fmt: skip
+    )
+    page = TrajectoryRenderer(traj, window=40).to_gif(tmp_path / "page.gif")
+    scroll = TrajectoryRenderer(traj, window=40, timeline="scroll").to_gif(tmp_path / "s.gif")
+    assert page.stat().st_size < 0.5 * scroll.stat().st_size
+    frames = iio.imread(page, index=None)
+    assert frames.shape[0] == len(traj) + 1
