@@ -11,7 +11,7 @@ import snrl
 
 #: Floors, lowest first (docs/architecture.md). A top-level module or a package of snrl.
 FLOORS: list[tuple[str, ...]] = [
-    ("errors", "io"),
+    ("errors", "io", "palette"),
     ("config",),
     ("functional",),
     ("layers",),

@@ -12,6 +12,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from snrl.io import atomic_path
+from snrl.palette import E_COLOR, I_COLOR, SPIKE_COLOR
 
 __all__ = [
     "ei_currents_figure",
@@ -24,7 +25,7 @@ __all__ = [
     "tuning_figure",
 ]
 
-_COLORS = {"E": "#c0392b", "I": "#2e6da4", "all": "#444444"}
+_COLORS = {"E": E_COLOR, "I": I_COLOR, "all": SPIKE_COLOR}
 
 
 def population_color(pop: str) -> str:

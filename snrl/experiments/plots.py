@@ -76,8 +76,8 @@ def plot_history(run_dir: str | os.PathLike, out: str | os.PathLike | None = Non
     if not panels:
         raise UserError(f"{run_dir / 'metrics.csv'} has no plottable columns (train longer)")
 
+    from snrl.palette import group_styles
     from snrl.plot._util import new_figure
-    from snrl.plot.palette import group_styles
 
     ncols = 1 if len(panels) == 1 else (2 if len(panels) <= 4 else 3)
     nrows = math.ceil(len(panels) / ncols)

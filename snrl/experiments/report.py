@@ -290,9 +290,9 @@ def plot_curves(
     threshold: float | None,
 ) -> None:
     """Mean episode return vs env steps per group with its 95% bootstrap band."""
+    from snrl.palette import group_styles
     from snrl.plot._util import new_figure
     from snrl.plot.labels import group_label
-    from snrl.plot.palette import group_styles
 
     fig = new_figure(6.4, 4.0)  # its own canvas: no pyplot, no global backend change
     ax = fig.add_subplot()

@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
+from snrl.palette import E_COLOR, I_COLOR, SPIKE_COLOR
 from snrl.plot._util import as_2d, check_dt
 from snrl.plot.labels import ei_counts, rate_unit
-from snrl.plot.palette import E_COLOR, I_COLOR, SPIKE_COLOR
 
 __all__ = ["neuron_rates", "rate_histogram"]
 

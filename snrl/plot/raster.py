@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 
 from snrl.errors import UserError
+from snrl.palette import BG_COLOR, E_COLOR, I_COLOR, MUTED_COLOR, SPIKE_COLOR, rgb
 from snrl.plot._util import as_2d, check_dt
 from snrl.plot.labels import ei_counts, time_unit
-from snrl.plot.palette import BG_COLOR, E_COLOR, I_COLOR, MUTED_COLOR, SPIKE_COLOR, rgb
 
 __all__ = ["raster", "raster_order"]
 
@@ -81,8 +81,8 @@ def raster(
 ) -> np.ndarray:
     """Draw a spike raster on a matplotlib ``ax``; returns the display order of the neurons.
 
-    Excitatory spikes are :data:`~snrl.plot.palette.E_COLOR`, inhibitory ones
-    :data:`~snrl.plot.palette.I_COLOR` (one colour without ``sign``). The E and I blocks are
+    Excitatory spikes are :data:`~snrl.palette.E_COLOR`, inhibitory ones
+    :data:`~snrl.palette.I_COLOR` (one colour without ``sign``). The E and I blocks are
     labelled with their neuron counts on the right edge and separated by a line. Every
     neuron is one row of the same height.
 

@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 
 from snrl.errors import UserError
+from snrl.palette import MUTED_COLOR, group_styles
 from snrl.plot._util import as_2d, check_dt
 from snrl.plot.labels import time_unit
-from snrl.plot.palette import MUTED_COLOR, group_styles
 
 __all__ = ["pick_units", "traces"]
 
@@ -35,7 +35,7 @@ def traces(
 ) -> list[Any]:
     """Draw traces of a few units on ``ax``; returns the matplotlib lines.
 
-    Each unit gets a colour/linestyle of :func:`snrl.plot.palette.group_styles` and a
+    Each unit gets a colour/linestyle of :func:`snrl.palette.group_styles` and a
     legend entry ``neuron <index>``. The threshold is a dashed grey line labelled
     ``threshold <value>`` beside its right end.
 

@@ -21,7 +21,7 @@ the axes' transforms:
   pre-rendered once.
 
 All sizes scale with ``scale``; at ``scale=1`` the frame is at least 540 pixels high and no
-text is smaller than 14 pixels. Colours come from :mod:`snrl.plot.palette`, labels from
+text is smaller than 14 pixels. Colours come from :mod:`snrl.palette`, labels from
 :mod:`snrl.plot.labels`.
 
 Frame ``k`` (0..T) of a trajectory of T steps shows the window ending at step
@@ -39,8 +39,8 @@ from typing import Any
 
 import numpy as np
 
+import snrl.palette as pal
 from snrl.networks.activity import LayerActivity
-from snrl.plot import palette as pal
 from snrl.plot.labels import backbone_label, ei_counts, layer_label
 
 E_COLOR = pal.rgb(pal.E_COLOR)

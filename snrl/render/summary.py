@@ -24,8 +24,8 @@ import numpy as np
 
 from snrl.errors import UserError
 from snrl.io import atomic_open
+from snrl.palette import group_styles
 from snrl.plot.labels import layer_label
-from snrl.plot.palette import group_styles
 from snrl.render._panel import E_COLOR, I_COLOR, SPIKE_COLOR, _hex, matrix_layers, matrix_of
 from snrl.trajectory import Trajectory
 

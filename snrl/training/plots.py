@@ -11,6 +11,7 @@ import numpy as np
 
 from snrl.errors import UserError
 from snrl.io import atomic_write_bytes
+from snrl.palette import GROUP_COLORS
 from snrl.training.metrics import read_metrics
 
 if TYPE_CHECKING:
@@ -18,12 +19,11 @@ if TYPE_CHECKING:
 
 __all__ = ["plot_learning_curve"]
 
-#: (column, legend label, colour) drawn when the column exists and has finite values. The
-#: colours are the first two of ``snrl.plot.palette.GROUP_COLORS`` (Okabe-Ito), written out
-#: because snrl.training sits below snrl.plot (tests/plot checks that they agree).
+#: (column, legend label, colour) drawn when the column exists and has finite values; the
+#: colours are the first two of :data:`snrl.palette.GROUP_COLORS` (Okabe-Ito).
 CURVES = (
-    ("episode_return_mean", "training episodes (mean return)", "#009E73"),
-    ("eval_return_mean", "evaluation (mean return)", "#CC79A7"),
+    ("episode_return_mean", "training episodes (mean return)", GROUP_COLORS[0]),
+    ("eval_return_mean", "evaluation (mean return)", GROUP_COLORS[1]),
 )
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+import snrl.palette as pal
 from snrl.errors import UserError
 from snrl.networks import Activity, LayerActivity
 from snrl.plot import (
@@ -19,7 +20,6 @@ from snrl.plot import (
     save_figure,
     traces,
 )
-from snrl.plot import palette as pal
 from snrl.plot._util import new_figure
 
 
