@@ -34,6 +34,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from snrl.envs.neurogym import resolve_env_id, wrap_task
 from snrl.envs.wrappers import FiniteCheck, SeedOnFirstReset
 from snrl.errors import UserError
 
@@ -130,6 +131,7 @@ def make_env(env_id: str, *, render_mode: str | None = None, **kwargs: Any) -> g
             f"env id must be a non-empty string, got {env_id!r} (pass e.g. CartPole-v1)"
         )
     if ":" not in env_id:
+        resolve_env_id(env_id)  # a bare NeuroGym id: import neurogym so it registers its tasks
         return _gym_make(env_id, render_mode, kwargs)
 
     module_name, _, attr = env_id.partition(":")
@@ -177,8 +179,11 @@ def _make_wrapped(
     seed: int | None,
     render_mode: str | None,
     kwargs: dict[str, Any],
+    max_episode_steps: int | None = None,
+    fallback_episode_steps: int | None = None,
 ) -> gym.Env:
     env = make_env(env_id, render_mode=render_mode, **kwargs)
+    env = wrap_task(env, max_episode_steps, fallback=fallback_episode_steps)
     env = FiniteCheck(env, env_id=env_id, index=index)
     env = gym.wrappers.RecordEpisodeStatistics(env)
     return SeedOnFirstReset(env, seed=seed)
@@ -192,6 +197,8 @@ def make_vector_env(
     asynchronous: bool = False,
     render_mode: str | None = None,
     env_kwargs: dict[str, Any] | None = None,
+    max_episode_steps: int | None = None,
+    fallback_episode_steps: int | None = None,
 ) -> gym.vector.VectorEnv:
     """Create ``n_envs`` copies of an env behind one gymnasium vector env (SAME_STEP autoreset).
 
@@ -209,6 +216,11 @@ def make_vector_env(
             ``SyncVectorEnv``.
         render_mode: Passed to every sub-env.
         env_kwargs: Keyword arguments for every sub-env.
+        max_episode_steps: Step limit per episode (``None``: the env's own, else a NeuroGym
+            task's default, else ``fallback_episode_steps``); see
+            :func:`snrl.envs.neurogym.limit_episode_steps`. Trial tasks also get
+            :class:`snrl.envs.trials.TrialInfo`.
+        fallback_episode_steps: Step limit of an env that has none otherwise.
 
     Returns:
         The vector env. The caller closes it.
@@ -225,7 +237,14 @@ def make_vector_env(
         make_env(env_id, **kwargs).close()
     fns = [
         functools.partial(
-            _make_wrapped, env_id, i, None if seed is None else seed + i, render_mode, kwargs
+            _make_wrapped,
+            env_id,
+            i,
+            None if seed is None else seed + i,
+            render_mode,
+            kwargs,
+            max_episode_steps,
+            fallback_episode_steps,
         )
         for i in range(n_envs)
     ]
