@@ -203,7 +203,7 @@ class _Running:
     """The trial one env is in: its start and the actions so far."""
 
     def __init__(self, start: Mapping[str, Any], step: int, index: int) -> None:
-        self.conditions = dict(start.get("conditions", {}))
+        self.conditions = clean_conditions(start.get("conditions"))  # numpy from vector infos
         self.t0 = float(start.get("t0", 0.0))
         self.dt = float(start.get("dt", 0.0))
         fix = start.get("fixation", -1)
@@ -425,6 +425,7 @@ def accuracy_by_condition(
 
 
 def _key(value: Any) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return repr(value)
+    """A condition value as a JSON object key: ``"6.4"``, ``"0.0"``, ``"1"``, ``"True"``."""
+    if isinstance(value, float):
+        return repr(float(value))
     return str(value)

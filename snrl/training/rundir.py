@@ -34,6 +34,7 @@ from snrl.io import write_json_atomic
 
 __all__ = [
     "DEMO_FILES",
+    "EVAL_FILES",
     "LAYOUT",
     "RUN_OUTPUTS",
     "MANIFEST",
@@ -63,10 +64,12 @@ LAYOUT = (
 
 #: The files ``snrl demo`` adds to a run directory (claimed before they are written).
 DEMO_FILES = ("eval.json", "demo.mp4", "demo.gif")
+#: What ``snrl eval`` writes into a run directory (the psychometric curve of a decision task).
+EVAL_FILES = ("psychometric.png",)
 
 #: Every name snrl ever writes into a run directory: the only names a manifest may list, so
 #: a crafted manifest in a folder someone sent cannot make ``--force`` delete anything else.
-RUN_OUTPUTS = (*LAYOUT, *DEMO_FILES)
+RUN_OUTPUTS = (*LAYOUT, *DEMO_FILES, *EVAL_FILES)
 
 # Temp names of our own writers: tempfile.mkstemp's 8 random characters between a prefix
 # ".<name>." and the suffix ".tmp" (snrl.io) or ".tmp.<ext>" (video writers), and the
