@@ -217,3 +217,65 @@ def test_unbatch_info_follows_the_masks():
     }
     assert unbatch_info(infos, 0) == {"a": 1, "d": {}}
     assert unbatch_info(infos, 1) == {"d": {"x": 0.7}}
+
+
+def _traj(**kw):
+    from snrl.trajectory import Trajectory
+
+    t = 4
+    return Trajectory(
+        observations=np.zeros((t, 2)),
+        actions=np.zeros(t, np.int64),
+        rewards=np.zeros(t),
+        terminated=np.zeros(t, bool),
+        truncated=np.zeros(t, bool),
+        **kw,
+    )
+
+
+def test_trajectory_keeps_task_arrays_trials_dt_and_substeps(tmp_path):
+    import json
+
+    from snrl.errors import UserError
+    from snrl.trajectory import Trajectory
+
+    task = {
+        "gt": np.array([0.0, 0.0, 2.0, 2.0]),
+        "new_trial": np.array([False, False, False, True]),
+        "performance": np.array([np.nan, np.nan, np.nan, 1.0]),
+    }
+    traj = _traj(task=task, trials=ORACLE[:1], dt=0.1)
+    back = Trajectory.load(traj.save(tmp_path / "t.npz"))
+    assert back.trials == ORACLE[:1] and back.dt == 0.1 and back.substeps == 1
+    np.testing.assert_array_equal(back.task["performance"], task["performance"])
+    with pytest.raises(UserError, match="task\\['gt'\\] has shape"):
+        _traj(task={"gt": np.zeros(3)})
+    with pytest.raises(UserError, match="substeps"):
+        _traj(substeps=0)
+    with pytest.raises(UserError, match="dt="):
+        _traj(dt=-1.0)
+    # a file of format 2 (before task fields) still loads, without them
+    path = tmp_path / "v2.npz"
+    _traj().save(path)
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    header = json.loads(str(arrays["header"][()]))
+    for k in ("task_keys", "trials", "dt", "substeps"):
+        header.pop(k)
+    header["version"] = 2
+    arrays["header"] = np.array(json.dumps(header))
+    np.savez(path, **arrays)
+    old = Trajectory.load(path)
+    assert old.task is None and old.trials is None and old.dt is None and old.substeps == 1
+
+
+def test_activity_of_substeps_has_t_times_substeps_rows():
+    from snrl.errors import UserError
+    from snrl.networks.activity import Activity
+    from snrl.trajectory import layer_dicts
+
+    layers = layer_dicts([{"name": "lif0", "kind": "spiking", "size": 3}])
+    act = Activity.from_flat({"lif0.spikes": np.zeros((8, 3))}, layers)
+    assert _traj(activity=act, substeps=2).substeps == 2
+    with pytest.raises(UserError, match="substeps 3"):
+        _traj(activity=act, substeps=3)
