@@ -154,7 +154,13 @@ class TrialInfo(gym.Wrapper):
             "fixation": -1 if self._fixation is None else self._fixation,
         }
 
-    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:  # noqa: D102
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        """Reset; a ``seed`` also seeds the task's own generator (NeuroGym draws its trials
+        from ``env.unwrapped.rng``, which gymnasium's ``reset(seed=...)`` does not touch)."""
+        seed = kwargs.get("seed")
+        task_seed = getattr(self.env.unwrapped, "seed", None)
+        if seed is not None and callable(task_seed):
+            task_seed(seed)
         obs, info = self.env.reset(**kwargs)
         return obs, {**info, "trial_start": self._start()}
 

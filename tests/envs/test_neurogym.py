@@ -119,6 +119,17 @@ def test_vector_env_trials_match_single_env_trials():
     assert [t["conditions"] for t in got] == [t["conditions"] for t in single]
 
 
+def test_reset_seed_draws_the_same_trials():
+    """NeuroGym draws trials from its own generator; reset(seed=...) seeds it."""
+
+    def conditions(seed):
+        trials = _run_scripted("PerceptualDecisionMaking-v0", lambda u: 0, steps=220, seed=seed)
+        return [t["conditions"] for t in trials]
+
+    assert conditions(3) == conditions(3)
+    assert conditions(3) != conditions(4)
+
+
 def test_evaluate_and_rollout_of_an_agent_report_trials():
     algo = snrl.PPO("GoNogo-v0", hidden_size=16, n_envs=2, max_episode_steps=60, seed=0)
     res = algo.evaluate(n_episodes=2, seed=1)
