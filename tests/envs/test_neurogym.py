@@ -157,3 +157,20 @@ def test_trajectory_with_trials_saves_and_loads(tmp_path):
     assert back.trials == traj.trials and back.dt == traj.dt and back.substeps == 1
     for k, v in traj.task.items():
         np.testing.assert_array_equal(back.task[k], v)
+
+
+@pytest.mark.parametrize("algo_cls", [snrl.PPO, snrl.DQN])
+def test_training_history_has_trial_columns(algo_cls):
+    dqn = {"learning_starts": 64, "log_interval": 64, "batch_size": 2}
+    kw = {"n_steps": 32} if algo_cls is snrl.PPO else dqn
+    algo = algo_cls(
+        "GoNogo-v0", hidden_size=8, n_envs=2, max_episode_steps=45, eval_interval=128, **kw
+    )
+    hist = algo.learn(256, progress=False)
+    algo.close()
+    # GoNogo trials last 15 steps (14 the first of an episode) when the agent does not answer
+    # "go" before the decision period's last step, 11 at least: 128 steps per env are the
+    # episodes 45 + 45 + 38 steps, which hold 3 + 3 + 2 to 4 + 4 + 3 whole trials
+    assert 2 * 8 <= sum(hist["trials"]) <= 2 * 11
+    acc = np.array(hist["eval_trial_accuracy"], dtype=float)
+    assert np.isfinite(acc).sum() == 2 and np.nanmax(acc) <= 1
