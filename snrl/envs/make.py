@@ -1,6 +1,7 @@
 """Building single and vectorized environments.
 
-``make_env`` accepts any registered gymnasium id (``"CartPole-v1"``), a gymnasium
+``make_env`` accepts any registered gymnasium id (``"CartPole-v1"``; a bare NeuroGym id such
+as ``"GoNogo-v0"`` imports neurogym first, :mod:`snrl.envs.neurogym`), a gymnasium
 ``"module:EnvId"`` id (the module is imported first so it can register the id), or
 ``"module.path:ClassName"`` naming a user's own ``gymnasium.Env`` subclass, which is
 instantiated with the keyword arguments.
