@@ -307,11 +307,20 @@ class TrialTracker:
             for flags in (terminated, truncated):
                 if flags is not None:
                     done_mask |= np.asarray(flags, dtype=bool).reshape(self.n_envs)
-        now = self._split(infos)
+        batched = isinstance(infos, Mapping) and (
+            self.n_envs > 1 or any(k.startswith("_") for k in infos)
+        )
+        now = _LazyInfos(infos, self.n_envs) if batched else self._split(infos)
+        act_list = acts.tolist() if acts.ndim == 1 else [_scalar(a) for a in acts]
         completed: list[dict[str, Any]] = []
         for i in range(self.n_envs):
-            step_info = finals[i] if finals is not None and done_mask[i] else now[i]
-            trial = self._record(i, _scalar(acts[i]), step_info)
+            if finals is not None and done_mask[i]:
+                step_info = finals[i]
+            elif batched:
+                step_info = now.light(i)  # gt and new_trial; all of it on a new_trial step
+            else:
+                step_info = now[i]
+            trial = self._record(i, act_list[i], step_info)
             if trial is not None:
                 completed.append(trial)
             self._steps[i] += 1
@@ -382,6 +391,33 @@ class TrialTracker:
             "conditions": run.conditions,
             "periods": periods,
         }
+
+
+class _LazyInfos:
+    """Per-env views of batched infos, unbatched only where needed: most steps need just
+    ``gt`` and ``new_trial`` (unbatching every key of every env each step costs as much as
+    a quarter of a NeuroGym env step)."""
+
+    def __init__(self, infos: Mapping[str, Any], n_envs: int) -> None:
+        self.infos = infos
+        new = infos.get("new_trial")
+        self.new = np.zeros(n_envs, bool) if new is None else np.asarray(new, dtype=bool)
+        if "_new_trial" in infos:
+            self.new = self.new & np.asarray(infos["_new_trial"], dtype=bool)
+        gt = infos.get("gt")
+        self.gt = gt.tolist() if isinstance(gt, np.ndarray) and gt.ndim == 1 else gt
+        mask = infos.get("_gt")
+        self.gt_mask = np.ones(n_envs, bool) if mask is None else np.asarray(mask, dtype=bool)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return unbatch_info(self.infos, i)
+
+    def light(self, i: int) -> dict[str, Any]:
+        if self.new[i]:
+            return self[i]
+        if self.gt is None or not self.gt_mask[i]:
+            return {}
+        return {"gt": self.gt[i]}
 
 
 def _differs(action: Any, fixation: int) -> bool:
