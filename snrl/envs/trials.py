@@ -374,7 +374,7 @@ class TrialTracker:
         reaction_time = None
         stimulus = periods.get("stimulus")
         if decision_time is not None and stimulus is not None and decision[0] < stimulus[1]:
-            reaction_time = decision_time - stimulus[0]
+            reaction_time = round(decision_time - stimulus[0], 9)
         return {
             "env": i,
             "index": run.index,
