@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import math
 import os
 import signal
 import sys
@@ -155,6 +156,10 @@ def _train_config(args: argparse.Namespace):
 #: What ``--resume`` may change: the run's length. Everything else is the saved config.
 #: what `snrl eval` prints (DESIGN.md's contract; evaluate() also has mean_length, spike_rates)
 EVAL_KEYS = ("mean_return", "std_return", "n_episodes", "returns")
+#: what `snrl eval` adds on a trial task (NeuroGym; docs/neuro.md)
+EVAL_TRIAL_KEYS = ("n_trials", "accuracy", "accuracy_by_condition")
+#: the figure `snrl eval` writes into the run directory of a two-choice coherence task
+PSYCHOMETRIC_PNG = "psychometric.png"
 RESUME_CHANGEABLE = ("total_steps",)
 #: train flags that --resume takes without comparing them with config.json
 RESUME_FLAGS_FREE = ("total_steps", "env")
@@ -247,8 +252,38 @@ def cmd_eval(args: argparse.Namespace) -> int:
         trust_env_module=args.trust_env_module,
     )
     res = algo.evaluate(n_episodes=args.episodes, seed=args.seed)
-    print(json.dumps({k: res[k] for k in EVAL_KEYS}))
+    out = {k: res[k] for k in EVAL_KEYS}
+    if "n_trials" in res:  # a trial task (NeuroGym): accuracy, and for decisions the curve
+        out.update({k: res[k] for k in EVAL_TRIAL_KEYS})
+        out.update(_psychometric(Path(args.run_dir), res["trials"], algo.config.env))
+    print(json.dumps(_json_safe(out)))
     return 0
+
+
+def _psychometric(run_dir: Path, trials: list, env: str) -> dict[str, Any]:
+    """``{"psychometric": numbers, "psychometric_png": path}`` of a two-choice task with
+    coherences (the figure is written into the run directory); ``{}`` for other tasks."""
+    from snrl.analysis.psychometric import has_psychometric, psychometric_curve, save_psychometric
+
+    if not has_psychometric(trials):
+        return {}
+    curve = psychometric_curve(trials)
+    png = run_dir / PSYCHOMETRIC_PNG
+    if is_run_dir(run_dir):
+        claim_files(run_dir, [PSYCHOMETRIC_PNG])
+    save_psychometric(curve, png, title=f"{env}: {sum(p['n'] for p in curve['points'])} trials")
+    return {"psychometric": curve, "psychometric_png": str(png)}
+
+
+def _json_safe(obj: Any) -> Any:
+    """``obj`` with non-finite floats as None (the printed JSON stays strict JSON)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
 
 
 def _render(

@@ -12,10 +12,19 @@ The network's activity is a :class:`snrl.networks.Activity` of numpy arrays, one
 :class:`~snrl.networks.LayerActivity` per layer of the policy backbone (``traj.activity[0]``,
 ``traj.activity["lif0"].spikes``), each array ``(T, N)``.
 
+Trial tasks (NeuroGym) add ``task``: per-step arrays ``"gt"`` (ground-truth action, float,
+NaN where the env gave none), ``"new_trial"`` (bool, True at the last step of a trial) and
+``"performance"`` (float, NaN except at trial ends); ``trials``: the completed trials as
+dicts (:data:`snrl.envs.trials.TRIAL_KEYS`; ``start_step``/``end_step`` index this
+trajectory); and ``dt``: the task's time step in seconds (``None`` when the env declares
+none). ``substeps`` is the number of network steps per env step: with ``substeps > 1`` the
+activity arrays have ``T * substeps`` rows (rows ``t * substeps ... (t + 1) * substeps - 1``
+belong to step ``t``).
+
 Files are ``.npz`` archives written with :func:`numpy.savez` (atomically) and read with
 ``allow_pickle=False``: arrays plus one JSON string entry for the metadata. Nothing is
 unpickled when loading. Files of format version 1 (activity stored under
-``"<layer>.<field>"`` keys) are still read.
+``"<layer>.<field>"`` keys) and 2 (no task fields) are still read.
 """
 
 from __future__ import annotations
@@ -37,7 +46,7 @@ from snrl.networks.activity import KINDS, Activity, as_numpy
 __all__ = ["Trajectory", "layer_dicts"]
 
 _FORMAT = "snrl.trajectory"
-_VERSION = 2
+_VERSION = 3
 
 
 def layer_dicts(layers: Sequence[Any] | None) -> list[dict[str, Any]]:
@@ -115,6 +124,11 @@ class Trajectory:
             probabilities), ``"q_values"`` (DQN), ``"mean"``/``"std"`` (Box). A 1-D array
             is taken as (T, 1).
         meta: JSON-able extra information (algo, backbone, ...).
+        task: ``name -> (T, ...)`` per-step task arrays (``"gt"``, ``"new_trial"``,
+            ``"performance"``) of a trial task, or ``None``.
+        trials: the completed trials (JSON-able dicts), or ``None``.
+        dt: seconds per env step when the env declares a time step, else ``None``.
+        substeps: network steps per env step (activity arrays have ``T * substeps`` rows).
 
     Raises:
         UserError: lengths disagree (the message names the mismatching field), frames are
@@ -138,6 +152,10 @@ class Trajectory:
         policy: Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
         env_id: str | None = None,
+        task: Mapping[str, Any] | None = None,
+        trials: Sequence[Mapping[str, Any]] | None = None,
+        dt: float | None = None,
+        substeps: int = 1,
     ) -> None:
         if env_id is not None:  # the name of snrl 0.1
             msg = "Trajectory(env_id=...) is deprecated: use env=..."
@@ -171,6 +189,10 @@ class Trajectory:
         policy_arrays = {str(k): as_numpy(v) for k, v in (policy or {}).items()}
         self.policy = {k: v[:, None] if v.ndim == 1 else v for k, v in policy_arrays.items()}
         self.meta = dict(meta or {})
+        self.task = None if task is None else {str(k): as_numpy(v) for k, v in task.items()}
+        self.trials = None if trials is None else [dict(t) for t in trials]
+        self.dt = None if dt is None else float(dt)
+        self.substeps = substeps
         self._validate()
 
     # ------------------------------------------------------------------ validation
@@ -204,13 +226,21 @@ class Trajectory:
                     f"frames has length {f.shape[0]} but observations has length {t} "
                     f"(give T + 1 frames: frames[0] after reset, frames[t + 1] after step t)"
                 )
+        s = self.substeps
+        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)) or s < 1:
+            raise UserError(f"substeps={s!r} (give the network steps per env step, an int >= 1)")
+        self.substeps = int(s)
+        if self.dt is not None and not (np.isfinite(self.dt) and self.dt > 0):
+            raise UserError(f"dt={self.dt} (give the env's time step in seconds > 0, or None)")
+        rows = t * self.substeps
         for layer in self.activity:
             for field, arr in layer.fields.items():
-                if arr.ndim != 2 or arr.shape[0] != t:
+                if arr.ndim != 2 or arr.shape[0] != rows:
+                    per = "" if self.substeps == 1 else f" x substeps {self.substeps}"
                     raise UserError(
                         f"activity {layer.name}.{field} has shape {arr.shape} but observations "
-                        f"has length {t} (give a (T, N) array per field: squeeze the batch "
-                        "axis of each step)"
+                        f"has length {t}{per} (give a (T * substeps, N) array per field: "
+                        "squeeze the batch axis of each step)"
                     )
                 if arr.shape[1] != layer.size:
                     raise UserError(
@@ -230,12 +260,19 @@ class Trajectory:
                     f"policy[{key!r}] has shape {arr.shape} but observations has length {t} "
                     "(give a (T, K) array per key)"
                 )
-        try:
-            json.dumps(self.meta)
-        except (TypeError, ValueError) as exc:
-            raise UserError(
-                f"meta is not JSON-able: {exc} (keep meta to str/int/float/bool/list/dict)"
-            ) from exc
+        for key, arr in (self.task or {}).items():
+            if arr.ndim < 1 or arr.shape[0] != t:
+                raise UserError(
+                    f"task[{key!r}] has shape {arr.shape} but observations has length {t} "
+                    "(give one entry per step)"
+                )
+        for name, value in (("meta", self.meta), ("trials", self.trials)):
+            try:
+                json.dumps(value)
+            except (TypeError, ValueError) as exc:
+                raise UserError(
+                    f"{name} is not JSON-able: {exc} (keep {name} to str/int/float/bool/list/dict)"
+                ) from exc
 
     # ------------------------------------------------------------------ accessors
     def __len__(self) -> int:
@@ -297,6 +334,10 @@ class Trajectory:
             "activity": self.activity,
             "policy": self.policy,
             "meta": self.meta,
+            "task": self.task,
+            "trials": self.trials,
+            "dt": self.dt,
+            "substeps": self.substeps,
         }
         unknown = set(changes) - set(fields)
         if unknown:
@@ -338,6 +379,10 @@ class Trajectory:
             "activity": activity,
             "policy_keys": policy_keys,
             "has_frames": self.frames is not None,
+            "task_keys": None if self.task is None else list(self.task),
+            "trials": self.trials,
+            "dt": self.dt,
+            "substeps": self.substeps,
         }
         arrays: dict[str, np.ndarray] = {
             "header": np.array(json.dumps(header)),
@@ -354,6 +399,8 @@ class Trajectory:
                 arrays[f"activity_{i}_{j}"] = arr
         for i, key in enumerate(policy_keys):
             arrays[f"policy_{i}"] = self.policy[key]
+        for i, arr in enumerate((self.task or {}).values()):
+            arrays[f"task_{i}"] = arr
         for key, arr in arrays.items():
             if arr.dtype == object:
                 raise UserError(
@@ -402,6 +449,10 @@ class Trajectory:
                     activity=_load_activity(data, header),
                     policy={k: data[f"policy_{i}"] for i, k in enumerate(header["policy_keys"])},
                     meta=header["meta"],
+                    task=_load_task(data, header),
+                    trials=header.get("trials"),  # absent before version 3
+                    dt=header.get("dt"),
+                    substeps=int(header.get("substeps", 1)),
                 )
         except UserError:
             raise
@@ -422,3 +473,11 @@ def _load_activity(data: Any, header: dict[str, Any]) -> Activity:
         for j, field in enumerate(layer["fields"]):
             flat[f"{layer['name']}.{field}"] = data[f"activity_{i}_{j}"]
     return Activity.from_flat(flat, layer_dicts(header["activity"]))
+
+
+def _load_task(data: Any, header: dict[str, Any]) -> dict[str, np.ndarray] | None:
+    """The per-step task arrays of a format-3 file (``None``: none, or an older file)."""
+    keys = header.get("task_keys")
+    if keys is None:
+        return None
+    return {k: data[f"task_{i}"] for i, k in enumerate(keys)}

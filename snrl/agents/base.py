@@ -143,6 +143,10 @@ class AgentConfig:
     env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Keyword arguments for the env (e.g. NeuroGym's ``dt``, ``timing``); ``--env-kwargs``
     takes them as JSON."""
+    max_episode_steps: int | None = None
+    """Env steps after which an episode is truncated (a TimeLimit truncation, bootstrapped);
+    none: the env's own limit, else 20 trials for a NeuroGym task (docs/neuro.md), else none
+    in training and 10000 in evaluation."""
     backbone: str = "lif"
     """lif | alif | spylif | mlp | gru | lstm."""
     hidden_size: int = 128
@@ -251,6 +255,10 @@ class AgentConfig:
             f"hh_init={self.hh_init!r} (zeros | random | learned for agents)",
         )
         check(self.eval_interval >= 0, f"eval_interval={self.eval_interval} (must be >= 0)")
+        check(
+            self.max_episode_steps is None or self.max_episode_steps >= 1,
+            f"max_episode_steps={self.max_episode_steps} (must be an integer >= 1, or none)",
+        )
 
     def memory_bytes(self, obs_size: int, head_size: int) -> dict[str, int]:
         """Rough bytes of what a run of this config allocates, by part (the subclasses add
@@ -411,7 +419,8 @@ class Algorithm:
     def evaluate(self, n_episodes: int = 20, seed: int = 123, deterministic: bool = True) -> dict:
         """Evaluation on ``n_episodes`` envs (env ``i`` seeded ``seed + i``), deterministic
         actions by default: ``{"mean_return", "std_return", "n_episodes", "returns",
-        "mean_length"}``."""
+        "mean_length"}``; on a trial task (NeuroGym) also ``"n_trials"``, ``"accuracy"``,
+        ``"accuracy_by_condition"`` and ``"trials"`` (docs/neuro.md)."""
         n_episodes = check_int(
             "n_episodes", n_episodes, 1, MAX_ENVS, "; one env per episode is built at once"
         )
@@ -429,6 +438,7 @@ class Algorithm:
                 seed=seed,
                 deterministic=deterministic,
                 env_kwargs=self.config.env_kwargs,
+                max_episode_steps=self.config.max_episode_steps,
             )
         finally:
             self.agent.train()
@@ -460,6 +470,7 @@ class Algorithm:
             max_steps=max_steps,
             meta=meta,
             env_kwargs=self.config.env_kwargs,
+            max_episode_steps=self.config.max_episode_steps,
         )
 
     def save(self, path: str | Path) -> None:

@@ -81,9 +81,11 @@ from snrl.buffers import (
 from snrl.config import override
 from snrl.envs import finished_episodes, make_vector_env
 from snrl.envs.spaces import ActionMap, ObsFlattener
+from snrl.envs.trials import TrialTracker
 from snrl.errors import UserError
 from snrl.functional.state import State, detach_state, map_state, mask_state
 from snrl.networks.sequence import run_with_resets
+from snrl.training.metrics import trial_columns
 from snrl.training.rundir import prepare_run_dir
 
 REPLAYS = ("auto", "transition", "sequence")
@@ -529,8 +531,12 @@ class DQN(Algorithm):
             seed=seed,
             asynchronous=cfg.asynchronous,
             env_kwargs=cfg.env_kwargs,
+            max_episode_steps=cfg.max_episode_steps,
         )
-        self._obs, _ = self._envs.reset(seed=seed)
+        self._obs, info = self._envs.reset(seed=seed)
+        self._trials = TrialTracker(cfg.n_envs)  # trial tasks: the trials of each row
+        self._trials.reset(info)
+        self._trial_log: list[dict] = []
         self._state = self.agent.initial_state(cfg.n_envs, device=self.device)
         self._recent: list[float] = []
         if self.buffer is None:
@@ -547,7 +553,9 @@ class DQN(Algorithm):
         action = self.exploration.select(q, self.env_step)
         if self.config.exploration == "pass_through":
             action = q.argmax(-1).cpu().numpy()
-        next_obs, reward, term, trunc, info = self._envs.step(agent.env_action(action))
+        env_action = agent.env_action(action)
+        next_obs, reward, term, trunc, info = self._envs.step(env_action)
+        self._trial_log += self._trials.step(env_action, info)
         with np.errstate(over="ignore"):  # the overflow is what is checked
             reward32 = np.asarray(reward, dtype=np.float32)
         check_finite(
@@ -756,10 +764,15 @@ class DQN(Algorithm):
                     "grad_steps": self.n_grad_steps,
                     **{k: stats.mean(k) for k in spike_keys},
                 }
+                if self._trials.active:
+                    row.update(trial_columns(self._trial_log))
+                self._trial_log = []
                 evaluated = False
                 if next_eval is not None and self.env_step >= next_eval or self.env_step >= total:
                     res = self.evaluate(n_episodes=cfg.eval_episodes, seed=cfg.seed + 10_000)
                     row["eval_return_mean"] = res["mean_return"]
+                    if "accuracy" in res:
+                        row["eval_trial_accuracy"] = res["accuracy"]
                     evaluated = True
                     if next_eval is not None:
                         while next_eval <= self.env_step:

@@ -14,6 +14,9 @@ import numpy as np
 import torch
 
 from snrl.envs import FiniteCheck, make_env, make_vector_env
+from snrl.envs.neurogym import EVAL_MAX_EPISODE_STEPS, wrap_task
+from snrl.envs.trials import TrialTracker, is_trial_env, summarize_trials
+from snrl.errors import UserError
 from snrl.networks.activity import Activity
 from snrl.trajectory import Trajectory
 
@@ -27,29 +30,48 @@ def evaluate_agent(
     seed: int = 123,
     deterministic: bool = True,
     env_kwargs: dict[str, Any] | None = None,
+    max_episode_steps: int | None = None,
 ) -> dict[str, Any]:
     """Run ``n_episodes`` episodes (one per env of a vector env, seeds ``seed + i``).
+
+    Every episode ends: ``max_episode_steps`` when given, else the env's own limit, else (for a
+    NeuroGym task) :data:`~snrl.envs.neurogym.TRIALS_PER_EPISODE` trials, else
+    :data:`~snrl.envs.neurogym.EVAL_MAX_EPISODE_STEPS` steps.
 
     Returns:
         ``{"mean_return", "std_return", "n_episodes", "returns", "mean_length",
         "spike_rates"}``; ``spike_rates`` maps each spiking layer of the actor to its spikes
-        per neuron per network step over all live env steps (empty for ANN backbones).
+        per neuron per network step over all live env steps (empty for ANN backbones). For a
+        trial task also ``"n_trials"``, ``"accuracy"``, ``"accuracy_by_condition"`` (see
+        :func:`snrl.envs.trials.summarize_trials`) and ``"trials"`` (the trial log).
     """
     if n_episodes < 1:
         raise ValueError(f"n_episodes must be >= 1, got {n_episodes}")
-    envs = make_vector_env(env_id, n_episodes, seed=seed, env_kwargs=env_kwargs)
+    envs = make_vector_env(
+        env_id,
+        n_episodes,
+        seed=seed,
+        env_kwargs=env_kwargs,
+        max_episode_steps=max_episode_steps,
+        fallback_episode_steps=EVAL_MAX_EPISODE_STEPS,
+    )
     spikes: dict[str, float] = {}
     counts: dict[str, int] = {}
+    tracker = TrialTracker(n_episodes)
+    trials: list[dict[str, Any]] = []
     try:
-        obs, _ = envs.reset(seed=seed)
+        obs, reset_info = envs.reset(seed=seed)
+        tracker.reset(reset_info)
         state = agent.initial_state(n_episodes)
         returns = np.zeros(n_episodes)
         lengths = np.zeros(n_episodes, dtype=np.int64)
         finished = np.zeros(n_episodes, dtype=bool)
         while not finished.all():
             res = agent.step(agent.preprocess(obs), state, deterministic=deterministic)
-            obs, reward, term, trunc, _ = envs.step(agent.env_action(res.action))
+            action = agent.env_action(res.action)
+            obs, reward, term, trunc, info = envs.step(action)
             live = ~finished
+            trials += [t for t in tracker.step(action, info) if live[t["env"]]]
             for layer in res.activity.spiking():
                 rows = layer.spikes[torch.as_tensor(live)]
                 spikes[layer.name] = spikes.get(layer.name, 0.0) + float(rows.sum())
@@ -61,7 +83,7 @@ def evaluate_agent(
             state = agent.reset_state(res.state, torch.as_tensor(done))
     finally:
         envs.close()
-    return {
+    out = {
         "mean_return": float(returns.mean()),
         "std_return": float(returns.std()),
         "n_episodes": int(n_episodes),
@@ -69,6 +91,10 @@ def evaluate_agent(
         "mean_length": float(lengths.mean()),
         "spike_rates": {k: spikes[k] / counts[k] for k in spikes if counts[k] > 0},
     }
+    if tracker.active:
+        out.update(summarize_trials(trials))
+        out["trials"] = trials
+    return out
 
 
 @torch.no_grad()
@@ -82,14 +108,27 @@ def record_trajectory(
     max_steps: int | None = None,
     meta: dict[str, Any] | None = None,
     env_kwargs: dict[str, Any] | None = None,
+    max_episode_steps: int | None = None,
 ) -> Trajectory:
     """Roll out one episode and record observations, actions, rewards, the policy's
     per-layer activity and outputs, and (``record=True``, when the env renders rgb_array)
-    the frames: ``T + 1`` of them, the first right after reset."""
-    env = make_env(env_id, render_mode="rgb_array" if record else None, **(env_kwargs or {}))
+    the frames: ``T + 1`` of them, the first right after reset.
+
+    The episode ends as in :func:`evaluate_agent` (or after ``max_steps``). For a trial task
+    (NeuroGym) the trajectory also holds ``task`` (per-step ``gt``, ``new_trial``,
+    ``performance``), ``trials`` (the completed trials, steps indexing the trajectory) and
+    ``dt`` (the task's time step in seconds)."""
+    env = _make_recordable(env_id, record, env_kwargs or {})
+    record = record and env.render_mode == "rgb_array"
+    env = wrap_task(env, max_episode_steps, fallback=EVAL_MAX_EPISODE_STEPS)
+    trial_env = is_trial_env(env)
     env = FiniteCheck(env, env_id=env_id)  # NaN observations stop a rollout as they stop eval
+    tracker = TrialTracker(1)
+    trials: list[dict[str, Any]] = []
+    task: dict[str, list] = {"gt": [], "new_trial": [], "performance": []}
     try:
-        obs, _ = env.reset(seed=seed)
+        obs, info = env.reset(seed=seed)
+        tracker.reset(info)
         frames = []
         if record:
             try:
@@ -112,7 +151,11 @@ def record_trajectory(
             activity.append(res.activity.to_numpy())  # (1, N) per field: batch of one env
             for k, v in res.outputs.items():
                 policy.setdefault(k, []).append(v[0].cpu().numpy())
-            obs, reward, term, trunc, _ = env.step(action)
+            obs, reward, term, trunc, info = env.step(action)
+            trials += tracker.step(action, info)
+            task["gt"].append(_float_or_nan(info.get("gt")))
+            task["new_trial"].append(bool(info.get("new_trial", False)))
+            task["performance"].append(_float_or_nan(info.get("performance")))
             rows["rew"].append(float(reward))
             rows["term"].append(bool(term))
             rows["trunc"].append(bool(trunc))
@@ -122,8 +165,12 @@ def record_trajectory(
             t += 1
             if term or trunc or (max_steps is not None and t >= max_steps):
                 break
+        dt = float(env.unwrapped.dt) / 1000.0 if trial_env else None
     finally:
         env.close()
+    activity_steps = Activity.concat(activity)  # (T * substeps, N) per field
+    n_rows = {arr.shape[0] for layer in activity_steps for arr in layer.fields.values()}
+    substeps = n_rows.pop() // t if len(n_rows) == 1 and t else 1
     return Trajectory(
         observations=np.stack(rows["obs"]),
         actions=np.stack(rows["act"]),
@@ -131,9 +178,35 @@ def record_trajectory(
         terminated=np.asarray(rows["term"]),
         truncated=np.asarray(rows["trunc"]),
         frames=np.stack(frames) if record else None,
-        activity=Activity.concat(activity),  # (T, N) per field
+        activity=activity_steps,
         policy={k: np.stack(v) for k, v in policy.items()},
         env=env_id,
         seed=seed,
         meta=meta or {},
+        task={k: np.asarray(v) for k, v in task.items()} if trial_env else None,
+        trials=trials if trial_env else None,
+        dt=dt,
+        substeps=max(1, substeps),
     )
+
+
+def _float_or_nan(value: Any) -> Any:
+    """A per-step value as float (an array for vector actions); NaN where absent."""
+    if value is None:
+        return np.nan
+    arr = np.asarray(value, dtype=np.float64)
+    return float(arr) if arr.ndim == 0 else arr
+
+
+def _make_recordable(env_id: str, record: bool, env_kwargs: dict[str, Any]) -> Any:
+    """The env, rendering rgb_array frames when ``record`` and it can; an env that takes no
+    ``render_mode`` (NeuroGym tasks: frameless, their trials are the record) is made
+    without."""
+    if not record:
+        return make_env(env_id, **env_kwargs)
+    try:
+        return make_env(env_id, render_mode="rgb_array", **env_kwargs)
+    except UserError as e:
+        if "render_mode" not in str(e):
+            raise
+        return make_env(env_id, **env_kwargs)

@@ -40,8 +40,10 @@ from snrl.agents.base import (
 )
 from snrl.buffers.rollout import RolloutBuffer
 from snrl.envs import ActionMap, ObsFlattener, finished_episodes, make_vector_env
+from snrl.envs.trials import TrialTracker
 from snrl.errors import NonFiniteError
 from snrl.functional.state import index_state
+from snrl.training.metrics import trial_columns
 from snrl.training.rundir import prepare_run_dir
 
 
@@ -242,8 +244,12 @@ class PPO(Algorithm):
             seed=seed,
             asynchronous=cfg.asynchronous,
             env_kwargs=cfg.env_kwargs,
+            max_episode_steps=cfg.max_episode_steps,
         )
-        self._obs, _ = self._envs.reset(seed=seed)
+        self._obs, info = self._envs.reset(seed=seed)
+        self._trials = TrialTracker(cfg.n_envs)  # trial tasks: the trials of each update
+        self._trials.reset(info)
+        self._trial_log: list[dict] = []
         self._state = self.agent.initial_state(cfg.n_envs, device=self.device)
         self._start = torch.ones(cfg.n_envs, dtype=torch.bool)
         self._recent: list[float] = []
@@ -270,7 +276,9 @@ class PPO(Algorithm):
                 res = agent.step(x, self._state)
             except ValueError as e:  # torch's distribution refuses non-finite logits
                 raise self._explain(e, x, self._state.policy, self.env_step + t * B) from e
-            next_obs, reward, term, trunc, info = self._envs.step(agent.env_action(res.action))
+            env_action = agent.env_action(res.action)
+            next_obs, reward, term, trunc, info = self._envs.step(env_action)
+            self._trial_log += self._trials.step(env_action, info)
             reward_t = torch.as_tensor(reward, dtype=torch.float32)
             check_finite(
                 reward_t,
@@ -444,10 +452,15 @@ class PPO(Algorithm):
                     "lr": self.optimizer.param_groups[0]["lr"],
                     **stats,
                 }
+                if self._trials.active:
+                    row.update(trial_columns(self._trial_log))
+                self._trial_log = []
                 evaluated = False
                 if next_eval is not None and self.env_step >= next_eval or self.env_step >= total:
                     res = self.evaluate(n_episodes=cfg.eval_episodes, seed=cfg.seed + 10_000)
                     row["eval_return_mean"] = res["mean_return"]
+                    if "accuracy" in res:
+                        row["eval_trial_accuracy"] = res["accuracy"]
                     evaluated = True
                     if next_eval is not None:
                         while next_eval <= self.env_step:

@@ -1,6 +1,7 @@
 """Building single and vectorized environments.
 
-``make_env`` accepts any registered gymnasium id (``"CartPole-v1"``), a gymnasium
+``make_env`` accepts any registered gymnasium id (``"CartPole-v1"``; a bare NeuroGym id such
+as ``"GoNogo-v0"`` imports neurogym first, :mod:`snrl.envs.neurogym`), a gymnasium
 ``"module:EnvId"`` id (the module is imported first so it can register the id), or
 ``"module.path:ClassName"`` naming a user's own ``gymnasium.Env`` subclass, which is
 instantiated with the keyword arguments.
@@ -34,6 +35,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from snrl.envs.neurogym import resolve_env_id, wrap_task
 from snrl.envs.wrappers import FiniteCheck, SeedOnFirstReset
 from snrl.errors import UserError
 
@@ -130,6 +132,7 @@ def make_env(env_id: str, *, render_mode: str | None = None, **kwargs: Any) -> g
             f"env id must be a non-empty string, got {env_id!r} (pass e.g. CartPole-v1)"
         )
     if ":" not in env_id:
+        resolve_env_id(env_id)  # a bare NeuroGym id: import neurogym so it registers its tasks
         return _gym_make(env_id, render_mode, kwargs)
 
     module_name, _, attr = env_id.partition(":")
@@ -180,8 +183,11 @@ def _make_wrapped(
     seed: int | None,
     render_mode: str | None,
     kwargs: dict[str, Any],
+    max_episode_steps: int | None = None,
+    fallback_episode_steps: int | None = None,
 ) -> gym.Env:
     env = make_env(env_id, render_mode=render_mode, **kwargs)
+    env = wrap_task(env, max_episode_steps, fallback=fallback_episode_steps)
     env = FiniteCheck(env, env_id=env_id, index=index)
     env = gym.wrappers.RecordEpisodeStatistics(env)
     return SeedOnFirstReset(env, seed=seed)
@@ -195,6 +201,8 @@ def make_vector_env(
     asynchronous: bool = False,
     render_mode: str | None = None,
     env_kwargs: dict[str, Any] | None = None,
+    max_episode_steps: int | None = None,
+    fallback_episode_steps: int | None = None,
 ) -> gym.vector.VectorEnv:
     """Create ``n_envs`` copies of an env behind one gymnasium vector env (SAME_STEP autoreset).
 
@@ -212,6 +220,11 @@ def make_vector_env(
             ``SyncVectorEnv``.
         render_mode: Passed to every sub-env.
         env_kwargs: Keyword arguments for every sub-env.
+        max_episode_steps: Step limit per episode (``None``: the env's own, else a NeuroGym
+            task's default, else ``fallback_episode_steps``); see
+            :func:`snrl.envs.neurogym.limit_episode_steps`. Trial tasks also get
+            :class:`snrl.envs.trials.TrialInfo`.
+        fallback_episode_steps: Step limit of an env that has none otherwise.
 
     Returns:
         The vector env. The caller closes it.
@@ -228,7 +241,14 @@ def make_vector_env(
         make_env(env_id, **kwargs).close()
     fns = [
         functools.partial(
-            _make_wrapped, env_id, i, None if seed is None else seed + i, render_mode, kwargs
+            _make_wrapped,
+            env_id,
+            i,
+            None if seed is None else seed + i,
+            render_mode,
+            kwargs,
+            max_episode_steps,
+            fallback_episode_steps,
         )
         for i in range(n_envs)
     ]

@@ -20,7 +20,7 @@ import numpy as np
 from snrl.errors import UserError
 from snrl.io import atomic_write_text
 
-__all__ = ["MetricsWriter", "read_metrics"]
+__all__ = ["MetricsWriter", "read_metrics", "trial_columns"]
 
 
 def _format_line(values: Sequence[Any]) -> str:
@@ -220,3 +220,23 @@ def read_metrics(path: str | os.PathLike) -> dict[str, np.ndarray]:
         except ValueError:
             out[name] = np.array(cells, dtype=str)
     return out
+
+
+def trial_columns(trials: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """The trial columns of a metrics row of a trial task (NeuroGym).
+
+    Args:
+        trials: The trials completed in the row's window (dicts with ``"correct"``, as
+            :class:`snrl.envs.trials.TrialTracker` emits them).
+
+    Returns:
+        ``{"trials": number completed, "trial_accuracy": fraction correct (NaN without
+        scored trials), "eval_trial_accuracy": NaN}``; the loop fills
+        ``eval_trial_accuracy`` in rows with a periodic evaluation.
+    """
+    scored = [bool(t["correct"]) for t in trials if t.get("correct") is not None]
+    return {
+        "trials": len(trials),
+        "trial_accuracy": float(np.mean(scored)) if scored else math.nan,
+        "eval_trial_accuracy": math.nan,
+    }

@@ -37,6 +37,7 @@ __all__ = [
     "ANALYSIS_FILES",
     "ANALYSIS_OUTPUTS",
     "DEMO_FILES",
+    "EVAL_FILES",
     "LAYOUT",
     "RUN_OUTPUTS",
     "MANIFEST",
@@ -66,6 +67,8 @@ LAYOUT = (
 
 #: The files ``snrl demo`` adds to a run directory (claimed before they are written).
 DEMO_FILES = ("eval.json", "demo.mp4", "demo.gif")
+#: What ``snrl eval`` writes into a run directory (the psychometric curve of a decision task).
+EVAL_FILES = ("psychometric.png",)
 
 #: The files ``snrl analyze`` writes into its output folder (default ``analysis/``; the
 #: folder's own marker first): a rerun replaces these names only, and only those it wrote.
@@ -98,7 +101,7 @@ ANALYSIS_OUTPUTS = (f"{ANALYSIS_DIR}/", *(f"{ANALYSIS_DIR}/{n}" for n in ANALYSI
 
 #: Every name snrl ever writes into a run directory: the only names a manifest may list, so
 #: a crafted manifest in a folder someone sent cannot make ``--force`` delete anything else.
-RUN_OUTPUTS = (*LAYOUT, *DEMO_FILES, *ANALYSIS_OUTPUTS)
+RUN_OUTPUTS = (*LAYOUT, *DEMO_FILES, *EVAL_FILES, *ANALYSIS_OUTPUTS)
 
 # Temp names of our own writers: tempfile.mkstemp's 8 random characters between a prefix
 # ".<name>." and the suffix ".tmp" (snrl.io) or ".tmp.<ext>" (video writers), and the

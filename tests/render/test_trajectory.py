@@ -217,6 +217,6 @@ def test_loads_files_of_format_version_1(tmp_path):
     # Saved again, it is written in the current format and reads back the same.
     again = Trajectory.load(traj.save(tmp_path / "v2.npz"))
     with np.load(tmp_path / "v2.npz", allow_pickle=False) as data:
-        assert json.loads(str(data["header"][()]))["version"] == 2
+        assert json.loads(str(data["header"][()]))["version"] == 3  # the current format
     assert again.layers == traj.layers
     np.testing.assert_array_equal(again.activity["lif0"].v, traj.activity["lif0"].v)

@@ -1,0 +1,247 @@
+"""NeuroGym benchmark (issue 12): trial accuracy of snrl PPO (LIF, GRU, MLP backbones) against
+sb3-contrib's RecurrentPPO (MlpLstmPolicy) on the same env-step budget.
+
+For every task, seed and agent: train on ``--steps`` env steps with ``--n-envs`` envs (8), then
+evaluate deterministically on the same number of held-out trials (``--eval-trials``) for every
+agent, counted by snrl's :class:`~snrl.envs.trials.TrialTracker` on the same envs (snrl's
+vector env with the task's default episode length, seeds ``10_000 + i``). Agents:
+
+* ``lif``: ``snrl.PPO(task, backbone="lif")`` with the agent defaults (Dale 80/20, 128 neurons);
+* ``gru``: ``snrl.PPO(task, backbone="gru")``, the other fields default;
+* ``mlp``: ``snrl.PPO(task, backbone="mlp")`` (no memory: a floor for the delay tasks);
+* ``lstm``: ``sb3_contrib.RecurrentPPO("MlpLstmPolicy", ...)`` with its defaults, on SB3
+  ``DummyVecEnv`` envs built by snrl (the same step limit and episode cut).
+
+It prints a table (mean ± std accuracy over seeds, train seconds) and, per task, the ratios
+LIF / LSTM and LIF / GRU of the mean accuracies, and writes ``OUT/bench_neuro.json``.
+
+Usage::
+
+    python benchmarks/bench_neuro.py --tasks PerceptualDecisionMaking-v0 GoNogo-v0 \\
+        DelayMatchSample-v0 --seeds 0 1 2 --steps 200000 --out runs/bench-neuro --jobs 2
+    python benchmarks/bench_neuro.py --tasks GoNogo-v0 --seeds 0 --steps 2048 --out /tmp/b \\
+        --only lif,lstm --eval-trials 50                                     # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+import warnings
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+TASKS = ("PerceptualDecisionMaking-v0", "GoNogo-v0", "DelayMatchSample-v0")
+AGENTS = ("lif", "gru", "mlp", "lstm")
+EVAL_SEED = 10_000
+
+
+def _evaluate(task: str, act: Any, n_trials: int, n_envs: int) -> dict[str, Any]:
+    """Deterministic trial accuracy of ``act`` on ``n_trials`` held-out trials.
+
+    ``act(obs, episode_start) -> actions`` keeps its own recurrent state; ``episode_start`` is
+    True for the envs whose episode starts at this observation.
+    """
+    from snrl.envs import make_vector_env
+    from snrl.envs.trials import TrialTracker, summarize_trials
+
+    envs = make_vector_env(task, n_envs, seed=EVAL_SEED)
+    tracker = TrialTracker(n_envs)
+    trials: list[dict[str, Any]] = []
+    try:
+        obs, info = envs.reset(seed=EVAL_SEED)
+        tracker.reset(info)
+        start = np.ones(n_envs, dtype=bool)
+        steps = 0
+        while len(trials) < n_trials:
+            actions = act(obs, start)
+            obs, _, term, trunc, info = envs.step(actions)
+            trials += tracker.step(actions, info)
+            start = np.logical_or(term, trunc)
+            steps += 1
+            if steps > 1000 * n_trials:  # an agent that never ends a trial cannot hang this
+                break
+    finally:
+        envs.close()
+    trials = trials[:n_trials]
+    out = summarize_trials(trials)
+    out.pop("accuracy_by_condition")
+    return out
+
+
+def _snrl_run(task: str, agent: str, seed: int, steps: int, n_envs: int) -> tuple[Any, Any]:
+    import torch
+
+    import snrl
+
+    algo = snrl.PPO(task, backbone=agent, n_envs=n_envs, seed=seed, eval_interval=0)
+    t0 = time.perf_counter()
+    algo.learn(steps, progress=False)
+    train_s = time.perf_counter() - t0
+    algo.close()
+    net = algo.agent
+    net.eval()
+    state: dict[str, Any] = {}
+
+    @torch.no_grad()
+    def act(obs: np.ndarray, start: np.ndarray) -> np.ndarray:
+        if "s" not in state:
+            state["s"] = net.initial_state(obs.shape[0])
+        elif start.any():
+            state["s"] = net.reset_state(state["s"], torch.as_tensor(start))
+        res = net.step(net.preprocess(obs), state["s"], deterministic=True)
+        state["s"] = res.state
+        return net.env_action(res.action)
+
+    return act, train_s
+
+
+def _lstm_run(task: str, seed: int, steps: int, n_envs: int) -> tuple[Any, Any]:
+    from sb3_contrib import RecurrentPPO
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from snrl.envs import make_env
+    from snrl.envs.neurogym import wrap_task
+
+    def factory(i: int):
+        def make():
+            env = wrap_task(make_env(task))
+            env.reset(seed=seed + i)
+            return env
+
+        return make
+
+    vec = DummyVecEnv([factory(i) for i in range(n_envs)])
+    vec.seed(seed)
+    model = RecurrentPPO("MlpLstmPolicy", vec, seed=seed, verbose=0, device="cpu")
+    t0 = time.perf_counter()
+    model.learn(steps)
+    train_s = time.perf_counter() - t0
+    vec.close()
+    state: dict[str, Any] = {"s": None}
+
+    def act(obs: np.ndarray, start: np.ndarray) -> np.ndarray:
+        actions, state["s"] = model.predict(
+            obs, state=state["s"], episode_start=start, deterministic=True
+        )
+        return np.asarray(actions)
+
+    return act, train_s
+
+
+def run_one(task: str, agent: str, seed: int, steps: int, n_envs: int, eval_trials: int):
+    """Train and evaluate one (task, agent, seed); returns its result dict."""
+    import torch
+
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore", category=UserWarning)
+    if agent == "lstm":
+        act, train_s = _lstm_run(task, seed, steps, n_envs)
+    else:
+        act, train_s = _snrl_run(task, agent, seed, steps, n_envs)
+    ev = _evaluate(task, act, eval_trials, n_envs)
+    return {"task": task, "agent": agent, "seed": seed, "steps": steps, "train_s": train_s, **ev}
+
+
+def _mean_std(values: list[float]) -> tuple[float, float]:
+    vals = [v for v in values if isinstance(v, float) and math.isfinite(v)]
+    if not vals:
+        return math.nan, math.nan
+    return statistics.fmean(vals), statistics.pstdev(vals) if len(vals) > 1 else 0.0
+
+
+def summarize(results: list[dict[str, Any]], tasks: list[str], agents: list[str]) -> dict:
+    """Mean/std accuracy and train time per (task, agent), and the LIF ratios per task."""
+    table: dict[str, dict[str, Any]] = {}
+    for task in tasks:
+        table[task] = {}
+        for agent in agents:
+            rows = [r for r in results if r["task"] == task and r["agent"] == agent]
+            acc = _mean_std([r["accuracy"] for r in rows])
+            table[task][agent] = {
+                "accuracy_mean": acc[0],
+                "accuracy_std": acc[1],
+                "train_s_mean": _mean_std([float(r["train_s"]) for r in rows])[0],
+                "n_seeds": len(rows),
+            }
+        lif = table[task].get("lif", {}).get("accuracy_mean", math.nan)
+        for other in ("lstm", "gru"):
+            ref = table[task].get(other, {}).get("accuracy_mean", math.nan)
+            table[task][f"lif_over_{other}"] = lif / ref if ref and math.isfinite(ref) else math.nan
+    return table
+
+
+def print_table(table: dict, agents: list[str]) -> None:
+    head = "| task | " + " | ".join(f"{a} acc (train s)" for a in agents)
+    print(head + " | LIF/LSTM | LIF/GRU |")
+    print("|---" * (len(agents) + 3) + "|")
+    for task, row in table.items():
+        cells = [
+            f"{row[a]['accuracy_mean']:.3f} ± {row[a]['accuracy_std']:.3f} "
+            f"({row[a]['train_s_mean']:.0f})"
+            for a in agents
+        ]
+        ratios = [f"{row[f'lif_over_{o}']:.3f}" for o in ("lstm", "gru")]
+        print(f"| {task} | " + " | ".join(cells + ratios) + " |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tasks", nargs="+", default=list(TASKS))
+    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    p.add_argument("--steps", type=int, default=200_000, help="env steps per run")
+    p.add_argument("--n-envs", type=int, default=8)
+    p.add_argument("--eval-trials", type=int, default=1000, help="held-out trials per run")
+    p.add_argument("--only", default=",".join(AGENTS), help=f"agents, from {','.join(AGENTS)}")
+    p.add_argument("--jobs", type=int, default=1, help="runs at the same time (processes)")
+    p.add_argument("--out", required=True, help="output directory (bench_neuro.json)")
+    args = p.parse_args(argv)
+    agents = [a.strip() for a in args.only.split(",") if a.strip()]
+    bad = [a for a in agents if a not in AGENTS]
+    if bad:
+        p.error(f"--only {','.join(bad)}: unknown agent (choose from {','.join(AGENTS)})")
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    jobs = [
+        (task, agent, seed, args.steps, args.n_envs, args.eval_trials)
+        for task in args.tasks
+        for seed in args.seeds
+        for agent in agents
+    ]
+    results: list[dict[str, Any]] = []
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
+            for res in pool.map(run_one, *zip(*jobs)):
+                results.append(res)
+                print(json.dumps(res), flush=True)
+    else:
+        for job in jobs:
+            res = run_one(*job)
+            results.append(res)
+            print(json.dumps(res), flush=True)
+    table = summarize(results, args.tasks, agents)
+    print_table(table, agents)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    from snrl.io import write_json_atomic
+
+    write_json_atomic(
+        out / "bench_neuro.json",
+        {"args": vars(args), "results": results, "summary": table},
+    )
+    print(f"wrote {out / 'bench_neuro.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

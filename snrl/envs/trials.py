@@ -1,0 +1,473 @@
+"""Trials of trial-structured tasks (NeuroGym): what each finished trial was and what the
+agent did.
+
+A NeuroGym task never ends by itself: an episode is a stream of trials. Its step ``info``
+has ``new_trial`` (True at the last step of a trial), ``gt`` (the ground-truth action of the
+step) and, on ``new_trial`` steps, ``performance``. Two pieces turn that stream into a trial
+log:
+
+* :class:`TrialInfo`, a wrapper applied to every env whose ``unwrapped`` is a NeuroGym
+  ``TrialEnv`` (see :func:`is_trial_env`), adds the facts the stream lacks: at reset and on
+  every ``new_trial`` step ``info["trial_start"]`` describes the trial that starts with the
+  *next* step (``{"conditions", "t0", "dt", "fixation"}``), and on every ``new_trial`` step
+  ``info["trial_periods"]`` holds the period boundaries of the trial that just ended.
+* :class:`TrialTracker`, a pure class, consumes those infos (of one env, or the batched infos
+  of a gymnasium vector env in SAME_STEP autoreset mode) with the actions taken, and returns
+  the completed trials as plain dicts (:data:`TRIAL_KEYS`). Training metrics, evaluation and
+  recorded rollouts all use it.
+
+Times are in seconds, measured within the trial (NeuroGym's ``env.unwrapped.t``, ms, / 1000).
+The step that acts at trial time ``t`` is in period ``p`` when ``start <= t < end`` (NeuroGym's
+``in_period``). NeuroGym's ``reset`` takes one step itself (with a random action), so the first
+trial of an episode starts for the agent at ``t0 = dt``, later ones at ``t0 = 0``.
+
+A trial's record:
+
+``choice``
+    the first non-fixation action taken in the ``decision`` period; when there is none, the
+    last action of the trial (the fixation action when the agent never responded).
+``gt``
+    the ground-truth action of the step of the choice (of the last step without one).
+``correct``
+    ``choice == gt`` when the trial has a ``decision`` period and a ground truth; otherwise
+    the env's ``performance > 0``. (NeuroGym 2.3.1 reports ``performance`` 0 for a GoNogo
+    no-go trial that the agent rightly withheld: ``TrialEnv.step`` zeroes ``performance`` after
+    ``_new_trial`` set it; ``correct`` does not inherit that.)
+``reaction_time``
+    for tasks that allow a response during the stimulus (the ``decision`` period starts before
+    the ``stimulus`` period ends, e.g. NeuroGym's ``ReactionTime`` wrapper): seconds from the
+    stimulus onset to the choice; ``None`` for fixed-timing tasks or without a choice.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+__all__ = [
+    "TRIAL_KEYS",
+    "TrialInfo",
+    "TrialTracker",
+    "accuracy_by_condition",
+    "is_trial_env",
+    "summarize_trials",
+    "unbatch_info",
+]
+
+#: The keys of every trial record the tracker emits.
+TRIAL_KEYS = (
+    "env",
+    "index",
+    "start_step",
+    "end_step",
+    "n_steps",
+    "t0",
+    "choice",
+    "gt",
+    "correct",
+    "performance",
+    "decision_time",
+    "reaction_time",
+    "conditions",
+    "periods",
+)
+
+_MAX_CONDITION_SIZE = 8  # array conditions larger than this are dropped from the log
+
+
+def is_trial_env(env: gym.Env) -> bool:
+    """Whether ``env`` (or the env it wraps) is a NeuroGym ``TrialEnv``-like task: it has a
+    time step ``dt``, period boundaries ``start_t``/``end_t``, a ``trial`` dict and
+    ``new_trial``. Duck-typed, so neurogym need not be imported."""
+    u = env.unwrapped
+    return all(hasattr(u, a) for a in ("dt", "start_t", "end_t", "trial", "t")) and callable(
+        getattr(u, "new_trial", None)
+    )
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-able copy of a condition value (numpy scalars and small arrays to Python);
+    ``None`` marks a value to drop (large arrays, objects)."""
+    if isinstance(value, np.generic):  # before float: np.float64 is a float
+        return value.item()
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if isinstance(value, np.ndarray):
+        return value.tolist() if value.size <= _MAX_CONDITION_SIZE else None
+    if isinstance(value, (list, tuple)):
+        items = [_plain(v) for v in value]
+        return items if len(items) <= _MAX_CONDITION_SIZE and None not in items else None
+    return None
+
+
+def clean_conditions(trial: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A trial's conditions without bulky arrays or objects, as JSON-able values."""
+    out: dict[str, Any] = {}
+    for k, v in (trial or {}).items():
+        p = _plain(v)
+        if p is not None:
+            out[str(k)] = p
+    return out
+
+
+def _fixation_action(env: gym.Env) -> int | None:
+    names = getattr(env.unwrapped.action_space, "name", None)
+    if isinstance(names, Mapping) and isinstance(names.get("fixation"), (int, np.integer)):
+        return int(names["fixation"])
+    return None
+
+
+class TrialInfo(gym.Wrapper):
+    """Add ``trial_start`` (at reset and on ``new_trial`` steps: the trial starting with the
+    next step) and ``trial_periods`` (on ``new_trial`` steps: the ended trial's period
+    boundaries, s) to the infos of a NeuroGym task. See the module docstring.
+
+    Args:
+        env: A task for which :func:`is_trial_env` holds.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        u = env.unwrapped
+        self._dt = float(u.dt) / 1000.0
+        self._fixation = _fixation_action(env)
+        self._periods: dict[str, list[float]] = {}
+
+    def _snapshot_periods(self) -> dict[str, list[float]]:
+        u = self.env.unwrapped
+        return {
+            str(k): [float(u.start_t[k]) / 1000.0, float(u.end_t[k]) / 1000.0]
+            for k in u.start_t
+            if k in u.end_t
+        }
+
+    def _start(self) -> dict[str, Any]:
+        u = self.env.unwrapped
+        return {
+            "conditions": clean_conditions(u.trial),
+            "t0": float(u.t) / 1000.0,
+            "dt": self._dt,
+            "fixation": -1 if self._fixation is None else self._fixation,
+        }
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        """Reset; a ``seed`` also seeds the task's own generator (NeuroGym draws its trials
+        from ``env.unwrapped.rng``, which gymnasium's ``reset(seed=...)`` does not touch)."""
+        seed = kwargs.get("seed")
+        task_seed = getattr(self.env.unwrapped, "seed", None)
+        if seed is not None and callable(task_seed):
+            task_seed(seed)
+        obs, info = self.env.reset(**kwargs)
+        return obs, {**info, "trial_start": self._start()}
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:  # noqa: D102
+        # The periods of the running trial, read before the step (a wrapper such as
+        # NeuroGym's ReactionTime moves them at the trial's first step; after the last step
+        # the env already holds the next trial's).
+        periods = self._snapshot_periods()
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if info.get("new_trial"):
+            info = {**info, "trial_periods": periods, "trial_start": self._start()}
+        return obs, reward, terminated, truncated, info
+
+
+def unbatch_info(infos: Mapping[str, Any], i: int) -> dict[str, Any]:
+    """The info of sub-env ``i`` from the batched infos of a gymnasium vector env (keys with a
+    ``_key`` mask that is False for ``i`` are left out; nested dicts are unbatched too)."""
+    out: dict[str, Any] = {}
+    for k, v in infos.items():
+        if k.startswith("_"):
+            continue
+        mask = infos.get("_" + k)
+        if mask is not None and not bool(np.asarray(mask)[i]):
+            continue
+        if isinstance(v, Mapping):
+            out[k] = unbatch_info(v, i)
+        else:
+            try:
+                out[k] = v[i]
+            except (TypeError, IndexError, KeyError):
+                continue
+    return out
+
+
+def _scalar(value: Any) -> Any:
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+class _Running:
+    """The trial one env is in: its start and the actions so far."""
+
+    def __init__(self, start: Mapping[str, Any], step: int, index: int) -> None:
+        self.conditions = clean_conditions(start.get("conditions"))  # numpy from vector infos
+        self.t0 = float(start.get("t0", 0.0))
+        self.dt = float(start.get("dt", 0.0))
+        fix = start.get("fixation", -1)
+        self.fixation = None if fix is None or int(fix) < 0 else int(fix)
+        self.start_step = step
+        self.index = index
+        self.actions: list[Any] = []
+        self.gts: list[Any] = []
+
+
+class TrialTracker:
+    """Completed trials from per-step infos and actions of ``n_envs`` envs.
+
+    Feed it the infos of a reset (:meth:`reset`) and of every step (:meth:`step`). With a
+    vector env (SAME_STEP autoreset) pass the batched infos as they are: a sub-env whose
+    episode ended at a step is read from ``infos["final_info"]`` and starts again from the
+    reset info. A trial cut by the end of an episode is not reported. Envs that are not trial
+    tasks give no ``trial_start``, and the tracker reports nothing (:attr:`active` stays
+    False).
+
+    Args:
+        n_envs: Number of envs whose infos come batched (1: plain per-env info dicts).
+    """
+
+    def __init__(self, n_envs: int = 1) -> None:
+        self.n_envs = int(n_envs)
+        self._running: list[_Running | None] = [None] * self.n_envs
+        self._steps = [0] * self.n_envs  # steps of the current episode, per env
+        self._count = [0] * self.n_envs  # trials started in the current episode, per env
+        self.active = False
+        """Whether any env has reported a trial (the env is a trial task)."""
+
+    def _split(self, infos: Any) -> list[dict[str, Any]]:
+        if self.n_envs == 1 and isinstance(infos, Mapping) and "_final_info" not in infos:
+            if not any(k.startswith("_") for k in infos):
+                return [dict(infos)]
+        if isinstance(infos, Mapping):
+            return [unbatch_info(infos, i) for i in range(self.n_envs)]
+        return [dict(x or {}) for x in infos]
+
+    def _begin(self, i: int, info: Mapping[str, Any]) -> None:
+        start = info.get("trial_start")
+        if isinstance(start, Mapping):
+            self._running[i] = _Running(start, self._steps[i], self._count[i])
+            self._count[i] += 1
+            self.active = True
+        else:
+            self._running[i] = None
+
+    def reset(self, infos: Any, env_index: int | None = None) -> None:
+        """Start episodes from reset infos: all envs (batched infos, or one env's info when
+        ``n_envs == 1``), or only ``env_index`` (then ``infos`` is that env's own info)."""
+        if env_index is not None:
+            targets = [(env_index, dict(infos))]
+        else:
+            targets = list(enumerate(self._split(infos)))
+        for i, info in targets:
+            self._steps[i] = 0
+            self._count[i] = 0
+            self._begin(i, info)
+
+    def step(
+        self,
+        actions: Any,
+        infos: Any,
+        *,
+        terminated: Any = None,
+        truncated: Any = None,
+    ) -> list[dict[str, Any]]:
+        """Record one step of every env.
+
+        Args:
+            actions: The actions taken, (n_envs, ...) (a scalar or one action for one env).
+            infos: The step infos: batched (a vector env's) or a list of per-env dicts.
+            terminated: With per-env infos only: bool per env; an ended episode's next info
+                (passed to :meth:`reset`) starts it again. Batched infos say it themselves
+                (``_final_info``).
+            truncated: As ``terminated``.
+
+        Returns:
+            The trials completed at this step (dicts with :data:`TRIAL_KEYS`).
+        """
+        acts = np.asarray(actions)
+        if self.n_envs == 1 and (acts.ndim == 0 or acts.shape[0] != 1):
+            acts = acts[None]
+        done_mask = np.zeros(self.n_envs, dtype=bool)
+        finals: list[dict[str, Any]] | None = None
+        if isinstance(infos, Mapping) and "_final_info" in infos:
+            done_mask = np.asarray(infos["_final_info"], dtype=bool)
+            finals = [
+                unbatch_info(infos["final_info"], i) if done_mask[i] else {}
+                for i in range(self.n_envs)
+            ]
+        else:
+            for flags in (terminated, truncated):
+                if flags is not None:
+                    done_mask |= np.asarray(flags, dtype=bool).reshape(self.n_envs)
+        batched = isinstance(infos, Mapping) and (
+            self.n_envs > 1 or any(k.startswith("_") for k in infos)
+        )
+        now = _LazyInfos(infos, self.n_envs) if batched else self._split(infos)
+        act_list = acts.tolist() if acts.ndim == 1 else [_scalar(a) for a in acts]
+        completed: list[dict[str, Any]] = []
+        for i in range(self.n_envs):
+            if finals is not None and done_mask[i]:
+                step_info = finals[i]
+            elif batched:
+                step_info = now.light(i)  # gt and new_trial; all of it on a new_trial step
+            else:
+                step_info = now[i]
+            trial = self._record(i, act_list[i], step_info)
+            if trial is not None:
+                completed.append(trial)
+            self._steps[i] += 1
+            if finals is not None and done_mask[i]:
+                self._steps[i] = 0
+                self._count[i] = 0
+                self._begin(i, now[i])
+            elif not done_mask[i] and step_info.get("new_trial"):
+                self._begin(i, step_info)
+            elif done_mask[i]:
+                self._running[i] = None  # the caller resets this env next
+        return completed
+
+    def _record(self, i: int, action: Any, info: Mapping[str, Any]) -> dict[str, Any] | None:
+        run = self._running[i]
+        if run is None:
+            return None
+        run.actions.append(action)
+        run.gts.append(_scalar(info["gt"]) if "gt" in info else None)
+        if not info.get("new_trial"):
+            return None
+        periods = {
+            str(k): [float(v[0]), float(v[1])]
+            for k, v in dict(info.get("trial_periods") or {}).items()
+        }
+        return self._finish(i, run, periods, info.get("performance"))
+
+    def _finish(
+        self, i: int, run: _Running, periods: dict[str, list[float]], performance: Any
+    ) -> dict[str, Any]:
+        n = len(run.actions)
+        times = [round(run.t0 + k * run.dt, 9) for k in range(n)]
+        decision = periods.get("decision")
+        k_choice = None
+        if decision is not None and run.fixation is not None:
+            eps = 1e-9
+            for k, (t, a) in enumerate(zip(times, run.actions)):
+                in_decision = decision[0] - eps <= t < decision[1] - eps
+                if in_decision and _differs(a, run.fixation):
+                    k_choice = k
+                    break
+        k_gt = n - 1 if k_choice is None else k_choice
+        choice = run.actions[k_gt]
+        gt = run.gts[k_gt]
+        perf = None if performance is None else float(_scalar(performance))
+        if decision is not None and gt is not None:
+            correct = bool(np.array_equal(np.asarray(choice), np.asarray(gt)))
+        else:
+            correct = None if perf is None else perf > 0
+        decision_time = None if k_choice is None else times[k_choice]
+        reaction_time = None
+        stimulus = periods.get("stimulus")
+        if decision_time is not None and stimulus is not None and decision[0] < stimulus[1]:
+            reaction_time = round(decision_time - stimulus[0], 9)
+        return {
+            "env": i,
+            "index": run.index,
+            "start_step": run.start_step,
+            "end_step": run.start_step + n - 1,
+            "n_steps": n,
+            "t0": run.t0,
+            "choice": _scalar(choice),
+            "gt": gt,
+            "correct": correct,
+            "performance": perf,
+            "decision_time": decision_time,
+            "reaction_time": reaction_time,
+            "conditions": run.conditions,
+            "periods": periods,
+        }
+
+
+class _LazyInfos:
+    """Per-env views of batched infos, unbatched only where needed: most steps need just
+    ``gt`` and ``new_trial`` (unbatching every key of every env each step costs as much as
+    a quarter of a NeuroGym env step)."""
+
+    def __init__(self, infos: Mapping[str, Any], n_envs: int) -> None:
+        self.infos = infos
+        new = infos.get("new_trial")
+        self.new = np.zeros(n_envs, bool) if new is None else np.asarray(new, dtype=bool)
+        if "_new_trial" in infos:
+            self.new = self.new & np.asarray(infos["_new_trial"], dtype=bool)
+        gt = infos.get("gt")
+        self.gt = gt.tolist() if isinstance(gt, np.ndarray) and gt.ndim == 1 else gt
+        mask = infos.get("_gt")
+        self.gt_mask = np.ones(n_envs, bool) if mask is None else np.asarray(mask, dtype=bool)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return unbatch_info(self.infos, i)
+
+    def light(self, i: int) -> dict[str, Any]:
+        if self.new[i]:
+            return self[i]
+        if self.gt is None or not self.gt_mask[i]:
+            return {}
+        return {"gt": self.gt[i]}
+
+
+def _differs(action: Any, fixation: int) -> bool:
+    a = np.asarray(action)
+    return a.ndim == 0 and int(a) != fixation
+
+
+# ---- summaries -------------------------------------------------------------------------------
+def summarize_trials(trials: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``{"n_trials", "accuracy", "accuracy_by_condition"}`` of a trial log.
+
+    ``accuracy`` is the fraction of trials with ``correct`` True (NaN without trials);
+    ``accuracy_by_condition`` maps each scalar condition (``"coh"``, ``"ground_truth"`` ...)
+    to ``{value (as text): {"n": trials, "accuracy": fraction}}``, values sorted.
+    """
+    scored = [t for t in trials if t.get("correct") is not None]
+    acc = float(np.mean([bool(t["correct"]) for t in scored])) if scored else math.nan
+    return {
+        "n_trials": len(trials),
+        "accuracy": acc,
+        "accuracy_by_condition": accuracy_by_condition(scored),
+    }
+
+
+def accuracy_by_condition(
+    trials: Sequence[Mapping[str, Any]],
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Per scalar condition, per value: ``{"n", "accuracy"}`` over the scored trials."""
+    groups: dict[str, dict[Any, list[bool]]] = {}
+    for t in trials:
+        if t.get("correct") is None:
+            continue
+        for k, v in (t.get("conditions") or {}).items():
+            if isinstance(v, (bool, int, float, str)):
+                groups.setdefault(k, {}).setdefault(v, []).append(bool(t["correct"]))
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for k, by_value in groups.items():
+        try:
+            values = sorted(by_value)
+        except TypeError:
+            values = list(by_value)
+        out[k] = {
+            _key(v): {"n": len(by_value[v]), "accuracy": float(np.mean(by_value[v]))}
+            for v in values
+        }
+    return out
+
+
+def _key(value: Any) -> str:
+    """A condition value as a JSON object key: ``"6.4"``, ``"0.0"``, ``"1"``, ``"True"``."""
+    if isinstance(value, float):
+        return repr(float(value))
+    return str(value)
