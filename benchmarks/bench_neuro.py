@@ -9,7 +9,8 @@ vector env with the task's default episode length, seeds ``10_000 + i``). Agents
 * ``lif``: ``snrl.PPO(task, backbone="lif")`` with the agent defaults (Dale 80/20, 128 neurons);
 * ``gru``: ``snrl.PPO(task, backbone="gru")``, the other fields default;
 * ``mlp``: ``snrl.PPO(task, backbone="mlp")`` (no memory: a floor for the delay tasks);
-* ``lstm``: ``sb3_contrib.RecurrentPPO("MlpLstmPolicy", ...)`` with n_steps 128, batch 256, 4 epochs, on SB3
+* ``lstm``: ``sb3_contrib.RecurrentPPO("MlpLstmPolicy", ...)`` (n_steps 128, batch 256, 4
+  epochs), on SB3
   ``DummyVecEnv`` envs built by snrl (the same step limit and episode cut).
 
 It prints a table (mean ± std accuracy over seeds, train seconds) and, per task, the ratios
