@@ -373,10 +373,9 @@ def decode_obs(space: spaces.Space, obj: Any) -> Any:
     if arr.shape != shape:
         raise WireError(f"shape {list(arr.shape)} does not fit the space's shape {list(shape)}")
     want = np.dtype(np.int64) if isinstance(space, spaces.Discrete) else space.dtype
-    if want.kind in "iub" and arr.dtype.kind not in "iub":
-        raise WireError(f"dtype {arr.dtype} does not fit the space's dtype {want} (integers)")
-    if want.kind == "b" and arr.dtype.kind != "b":
-        raise WireError(f"dtype {arr.dtype} does not fit the space's dtype bool")
+    fits = {"b": "b", "i": "iu", "u": "iu", "f": "iuf"}.get(want.kind, "")
+    if arr.dtype.kind not in fits:
+        raise WireError(f"dtype {arr.dtype} does not fit the space's dtype {want}")
     out = arr.astype(want)
     if want.kind in "iu" and not np.array_equal(out, arr):
         raise WireError(f"values {arr.tolist()} do not fit the space's dtype {want}")
