@@ -45,7 +45,7 @@ from snrl.envs.remote import (
 )
 from snrl.errors import UserError, describe
 
-__all__ = ["EnvServer", "LOOPBACK", "new_token", "serve"]
+__all__ = ["EnvServer", "LOOPBACK", "announce", "new_token", "serve"]
 
 #: Hosts that only this machine reaches.
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -468,12 +468,31 @@ class EnvServer:
         if self._thread is not None:
             self._thread.join(timeout=30.0)
             self._thread = None
+        else:  # never started (or served in the foreground, which closed it already)
+            self._sock.close()
 
     def __enter__(self) -> EnvServer:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+def announce(server: EnvServer, *, generated: bool, out: Any) -> None:
+    """Print where ``server`` serves, and its token only when it was ``generated`` (the one
+    place it is shown); warn on stderr when it is reachable from other machines."""
+    if server.host not in LOOPBACK:
+        print(
+            f"warning: serving on {server.host}, reachable from other machines: anyone who has "
+            "the token can run the env, and plain HTTP sends the token unencrypted (put the "
+            "server behind TLS, e.g. a reverse proxy, or an SSH tunnel)",
+            file=sys.stderr,
+        )
+    print(f"serving {server.app.env_id} at {server.url} (Ctrl-C stops)", file=out)
+    if generated:
+        print(f"token: {server.token}", file=out)
+    print(f"train on it: SNRL_ENV_TOKEN=<token> snrl train --env {server.url} --out RUN", file=out)
+    out.flush()
 
 
 def serve(
@@ -503,16 +522,5 @@ def serve(
         max_body=max_body,
         max_sessions=max_sessions,
     )
-    if host not in LOOPBACK:
-        print(
-            f"warning: serving on {host}, reachable from other machines: anyone who has the "
-            "token can run the env, and plain HTTP sends the token unencrypted (put the server "
-            "behind TLS, e.g. a reverse proxy, or an SSH tunnel)",
-            file=sys.stderr,
-        )
-    print(f"serving {env_id} at {server.url} (Ctrl-C stops)", file=out)
-    if generated:
-        print(f"token: {server.token}", file=out)
-    print(f"train on it: SNRL_ENV_TOKEN=<token> snrl train --env {server.url} --out RUN", file=out)
-    out.flush()
+    announce(server, generated=generated, out=out)
     server.run()
