@@ -400,6 +400,9 @@ class RemoteEnv(gym.Env):
     ``checkpoints/last.pt`` kept (continue with ``snrl train --out DIR --resume`` once the
     server is back).
 
+    Built by :func:`snrl.make_env` for an ``http://`` / ``https://`` env id, with the config's
+    ``env_kwargs`` as its keyword arguments (the client's options below).
+
     Args:
         url: The server's base URL, ``http://host:port`` (a path prefix is allowed).
         token: The server's token; default the ``SNRL_ENV_TOKEN`` environment variable.
@@ -418,7 +421,14 @@ class RemoteEnv(gym.Env):
         timeout: float = 10.0,
         retries: int = 3,
         backoff: float = 0.1,
+        **unknown: Any,
     ) -> None:
+        if unknown:
+            raise UserError(
+                f"a remote env takes no options {sorted(unknown)} (its env_kwargs are the "
+                "client's: timeout, retries, backoff; options of the env itself are the "
+                "server's: snrl serve-env ... --env-kwargs JSON)"
+            )
         if not is_remote_env(url):
             raise UserError(f"env URL {url!r} must start with http:// or https://")
         try:
@@ -584,6 +594,10 @@ class RemoteEnv(gym.Env):
         except (WireError, KeyError, TypeError, ValueError) as e:
             raise EnvError(f"env server {self.url} sent a bad step answer: {e}") from None
         return obs, reward, terminated, truncated, info
+
+    def render(self) -> None:
+        """No frames come over the wire (protocol 1): always None."""
+        return None
 
     def counters(self) -> dict[str, Any]:
         """The server's counters of this session (``seq``, ``steps``, ``resets``)."""

@@ -240,3 +240,14 @@ def test_server_refuses_bad_arguments():
         EnvServer("http://127.0.0.1:1", token="x" * 20)
     with pytest.raises(UserError, match="unknown env id"):
         EnvServer("NoSuchEnv-v0")
+
+
+def test_gymnasium_env_checker_passes_and_client_options_are_checked(server):
+    from gymnasium.utils.env_checker import check_env
+
+    env = RemoteEnv(server.url, token=server.token, timeout=5.0)
+    check_env(env, skip_render_check=True)
+    assert env.render() is None  # no frames on the wire
+    env.close()
+    with pytest.raises(UserError, match=r"no options \['dt'\].*--env-kwargs"):
+        make_env(server.url, token=server.token, dt=1)
