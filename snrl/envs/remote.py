@@ -464,7 +464,13 @@ class RemoteEnv(gym.Env):
         self._seq = 0
         self._prefetched: dict[str, Any] | None = None
         self.session: str | None = None
-        created = self._call("POST", "v1/sessions", {}, idempotent=False, what="create a session")
+        try:
+            created = self._call(
+                "POST", "v1/sessions", {}, idempotent=False, what="create a session"
+            )
+        except BaseException:
+            self._client.close()
+            raise
         try:
             self.observation_space = decode_space(created["observation_space"])
             self.action_space = decode_space(created["action_space"])

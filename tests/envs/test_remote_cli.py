@@ -120,3 +120,14 @@ def test_train_stops_when_the_server_dies_and_resumes_when_it_is_back(tmp_path, 
         argv = ["train", "--out", str(run), "--resume", "--steps", str(step + 512), "--quiet"]
         assert main(argv) == 0
     assert read_metrics(run / "metrics.csv")["env_step"][-1] == step + 512
+
+
+def test_train_on_a_server_that_is_not_there_is_one_error_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SNRL_ENV_TOKEN", TOKEN)
+    with EnvServer("CartPole-v1", token=TOKEN) as server:
+        url = server.url
+    out = tmp_path / "run"
+    assert main(["train", "--env", url, "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: env server {url} did not create a session: cannot connect")
+    assert err.count("\n") == 1 and not out.exists()
