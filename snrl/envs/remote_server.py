@@ -218,7 +218,9 @@ class _App:
         await self._body(request)  # limit and check it; no options yet
         if len(self.sessions) >= self.max_sessions:
             raise HTTPProblem(
-                503, f"{self.max_sessions} sessions are open (close some: DELETE v1/sessions/ID)"
+                503,
+                f"{self.max_sessions} sessions are open (close some, or start the server with "
+                "a larger --max-sessions: training needs n_envs + eval_episodes)",
             )
         try:  # env calls run in the event loop, without an await: one at a time
             env = make_env(self.env_id, **self.env_kwargs)
