@@ -1,4 +1,4 @@
-"""The ``snrl`` command: demo, train, eval, render, analyze.
+"""The ``snrl`` command: demo, train, eval, render, analyze, serve-env.
 
 Errors a user can cause end with exit code 2 and one line ``error: <what> (<how to fix>)`` on
 stderr, without a traceback: :func:`main` is the one place that turns them into that line
@@ -469,6 +469,31 @@ def _analyze_compare(args: argparse.Namespace, base: Path) -> int:
     written = [path, save_figure(compare_figure(res), out / "compare.png")]
     finish_output_dir(out, written)
     print(json.dumps({"out": str(out), "groups": list(res["groups"]), "runs": len(runs)}))
+def cmd_serve_env(args: argparse.Namespace) -> int:
+    """Serve a gymnasium env over HTTP until Ctrl-C (docs/remote.md)."""
+    from snrl.envs.remote import TOKEN_ENV_VAR
+    from snrl.envs.remote_server import serve
+
+    kwargs: dict[str, Any] = {}
+    if args.env_kwargs is not None:
+        try:
+            kwargs = json.loads(args.env_kwargs)
+        except ValueError as e:
+            raise UserError(f"--env-kwargs is not JSON: {e} (pass a JSON object)") from None
+        if not isinstance(kwargs, dict):
+            raise UserError("--env-kwargs must be a JSON object (e.g. '{\"dt\": 100}')")
+    try:
+        serve(
+            args.env_id,
+            host=args.host,
+            port=args.port,
+            token=args.token or os.environ.get(TOKEN_ENV_VAR) or None,
+            env_kwargs=kwargs,
+            max_body=args.max_body,
+            max_sessions=args.max_sessions,
+        )
+    except KeyboardInterrupt:  # Ctrl-C / SIGTERM is how a server is stopped
+        print("env server stopped", file=sys.stderr)
     return 0
 
 
@@ -591,6 +616,27 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--svg", action="store_true", help="also write the figures as SVG")
     _env_flags(a)
     a.set_defaults(func=cmd_analyze)
+    v = sub.add_parser(
+        "serve-env", help="serve a gymnasium env over HTTP for `--env http://...` (docs/remote.md)"
+    )
+    v.add_argument("env_id", metavar="ENV_ID", help="gymnasium id or module:Class to serve")
+    v.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default 127.0.0.1: this machine only; another one warns)",
+    )
+    v.add_argument("--port", type=_int_in(0, 65535), default=8765, help="default 8765; 0: free")
+    v.add_argument(
+        "--token",
+        default=None,
+        help="the token clients send (default: $SNRL_ENV_TOKEN, else a new one, printed once)",
+    )
+    v.add_argument("--env-kwargs", default=None, metavar="JSON", help="options of every env")
+    v.add_argument(
+        "--max-body", type=_int_in(1024, 1 << 30), default=1 << 20, help="bytes (default 1 MiB)"
+    )
+    v.add_argument("--max-sessions", type=_int_in(1, 4096), default=64, help="default 64")
+    v.set_defaults(func=cmd_serve_env)
 
     from snrl.experiments.cli import add_parsers
 

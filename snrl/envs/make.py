@@ -99,6 +99,10 @@ def check_env_id_trusted(env_id: object, *, source: str, trusted: bool = False) 
         )
     if ":" not in env_id or trusted:
         return
+    if env_id.startswith(("http://", "https://")):  # an env server: nothing is imported
+        from snrl.envs.remote import check_url_trusted
+
+        return check_url_trusted(env_id, source=source)
     module = env_id.partition(":")[0]
     raise UserError(
         f"{source} names the env {env_id!r}, which would import the module {module!r}; snrl "
@@ -131,6 +135,10 @@ def make_env(env_id: str, *, render_mode: str | None = None, **kwargs: Any) -> g
         raise UserError(
             f"env id must be a non-empty string, got {env_id!r} (pass e.g. CartPole-v1)"
         )
+    if env_id.startswith(("http://", "https://")):  # an env server (snrl.envs.remote)
+        from snrl.envs.remote import RemoteEnv
+
+        return RemoteEnv(env_id, **kwargs)
     if ":" not in env_id:
         resolve_env_id(env_id)  # a bare NeuroGym id: import neurogym so it registers its tasks
         return _gym_make(env_id, render_mode, kwargs)
@@ -255,6 +263,10 @@ def make_vector_env(
     mode = gym.vector.AutoresetMode.SAME_STEP
     if asynchronous:
         envs: gym.vector.VectorEnv = gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode)
+    elif env_id.startswith(("http://", "https://")):  # one request steps all sub-envs
+        from snrl.envs.remote import RemoteVectorEnv
+
+        envs = RemoteVectorEnv(fns, autoreset_mode=mode)
     else:
         envs = gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
     if seed is not None:
