@@ -147,6 +147,35 @@ def test_blocks_are_found_with_their_markers(tmp_path, monkeypatch):
     assert found[3]["commands"] == [["train", "--steps", "10", "--out", "r"], ["eval", "r"]]
 
 
+def test_budget_variables_cap_learn_evaluate_and_rollout(monkeypatch, capsys):
+    import pytest
+
+    import snrl
+    from snrl.agents import base
+    from snrl.errors import UserError
+
+    monkeypatch.setattr(base, "_noticed", set())
+    monkeypatch.setenv("SNRL_MAX_STEPS", "16")
+    monkeypatch.setenv("SNRL_MAX_EPISODES", "1")
+    algo = snrl.PPO("CartPole-v1", backbone="mlp", hidden_size=8, n_envs=2, n_steps=8, seed=0)
+    history = algo.learn(100_000, progress=False)
+    assert history["env_step"] == [16]
+    assert algo.evaluate(n_episodes=5)["n_episodes"] == 1
+    assert len(algo.rollout(seed=0, record=False, max_steps=50)) <= 16
+    algo.learn(200_000, progress=False)  # the same notice again: not repeated
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "snrl: total_steps 100000 capped at 16 by SNRL_MAX_STEPS",
+        "snrl: n_episodes 10 capped at 1 by SNRL_MAX_EPISODES",  # learn's final evaluation
+        "snrl: n_episodes 5 capped at 1 by SNRL_MAX_EPISODES",
+        "snrl: rollouts capped at 16 steps by SNRL_MAX_STEPS",
+        "snrl: total_steps 200000 capped at 16 by SNRL_MAX_STEPS",
+    ]
+    monkeypatch.setenv("SNRL_MAX_STEPS", "many")
+    with pytest.raises(UserError, match="SNRL_MAX_STEPS='many'"):
+        algo.learn(10, progress=False)
+
+
 def test_every_runnable_doc_block_runs():
     env = {**os.environ, **BUDGET, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
     files = [str(p) for p in doc_files() if blocks(p)]

@@ -95,15 +95,16 @@ MAX_THREADS = 1024
 ONE_THREAD_MAX_HIDDEN = 512
 
 
-def policy_threads(config: Any) -> int | None:
+def policy_threads(config: Any, width: int | None = None) -> int | None:
     """The torch thread count a run of ``config`` uses: its ``threads`` when set (0: leave
     torch's current setting as it is, returned as None), else the thread policy: one thread
-    for networks of at most :data:`ONE_THREAD_MAX_HIDDEN` neurons per layer, torch's own
-    setting (None) for wider ones."""
+    for networks whose widest layer (``width``, default ``config.hidden_size``) has at most
+    :data:`ONE_THREAD_MAX_HIDDEN` neurons, torch's own setting (None) for wider ones."""
     threads = getattr(config, "threads", None)
     if threads is not None:
         return threads or None
-    return 1 if config.hidden_size <= ONE_THREAD_MAX_HIDDEN else None
+    width = config.hidden_size if width is None else width
+    return 1 if width <= ONE_THREAD_MAX_HIDDEN else None
 
 
 @contextlib.contextmanager
@@ -525,9 +526,13 @@ class Algorithm:
         return self.config.env if self._env_source is None else env_factory(self._env_source)
 
     def _threads(self) -> contextlib.AbstractContextManager[None]:
-        """The torch thread count of this algorithm's runs (:func:`policy_threads`), for the
-        duration of a ``with`` block."""
-        return torch_threads(policy_threads(self.config))
+        """The torch thread count of this algorithm's runs (:func:`policy_threads` of its
+        widest layer, custom backbones included), for the duration of a ``with`` block."""
+        agent = self.agent
+        widths = [
+            info.size for name in agent.backbones for info in getattr(agent, name).layer_info()
+        ]
+        return torch_threads(policy_threads(self.config, max(widths, default=None)))
 
     # ---- the public surface ----------------------------------------------------------------
     def learn(self, total_steps: int | None = None, *, progress: bool = True) -> dict[str, list]:

@@ -117,3 +117,20 @@ def test_misspelled_keyword_says_did_you_mean():
         snrl.DQN("CartPole-v1", hiden_size=64)
     with pytest.raises(UserError, match=r"threads=-1"):
         snrl.PPO("CartPole-v1", threads=-1)
+
+
+def test_thread_policy_follows_the_widest_layer_and_the_key():
+    from snrl.agents.base import policy_threads
+
+    cfg = snrl.PPOConfig()
+    assert policy_threads(cfg) == 1 and policy_threads(cfg, width=513) is None
+    assert policy_threads(snrl.PPOConfig(threads=3), width=4096) == 3
+    assert policy_threads(snrl.PPOConfig(threads=0)) is None  # torch's own count
+    wide = snrl.SpikingBackbone(4, [600], 2, seed=0)
+    algo = snrl.PPO("CartPole-v1", policy=wide, **SMALL)
+    torch.set_num_threads(2)
+    try:
+        with algo._threads():
+            assert torch.get_num_threads() == 2  # a 600-neuron policy: torch's count
+    finally:
+        torch.set_num_threads(1)
