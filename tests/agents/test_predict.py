@@ -128,9 +128,10 @@ def test_thread_policy_follows_the_widest_layer_and_the_key():
     assert policy_threads(snrl.PPOConfig(threads=0)) is None  # torch's own count
     wide = snrl.SpikingBackbone(4, [600], 2, seed=0)
     algo = snrl.PPO("CartPole-v1", policy=wide, **SMALL)
+    before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
         with algo._threads():
             assert torch.get_num_threads() == 2  # a 600-neuron policy: torch's count
     finally:
-        torch.set_num_threads(1)
+        torch.set_num_threads(before)
