@@ -215,7 +215,8 @@ class AgentConfig:
     """The fields every algorithm's config shares: env, backbone, run bookkeeping."""
 
     env: str = "CartPole-v1"
-    """Gymnasium id, or ``module:Class`` for a user's env."""
+    """Gymnasium id, or ``module:Class`` for a user's env (an env object given to the
+    constructor is recorded by its registered id, else as ``<...>``)."""
     env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Keyword arguments for the env (e.g. NeuroGym's ``dt``, ``timing``); ``--env-kwargs``
     takes them as JSON."""

@@ -135,3 +135,20 @@ def test_thread_policy_follows_the_widest_layer_and_the_key():
             assert torch.get_num_threads() == 2  # a 600-neuron policy: torch's count
     finally:
         torch.set_num_threads(before)
+
+
+def test_cli_threads_is_the_config_key_and_may_change_on_resume(tmp_path, capsys):
+    import json
+
+    from snrl.cli import main
+
+    out = tmp_path / "run"
+    args = ["train", "--backbone", "mlp", "--hidden", "8", "--n-envs", "2", "--quiet"]
+    args += ["--set", "n_steps=8", "--set", "eval_interval=0", "--set", "eval_episodes=1"]
+    assert main([*args, "--steps", "16", "--threads", "3", "--out", str(out)]) == 0
+    assert json.loads((out / "config.json").read_text())["threads"] == 3
+    before = torch.get_num_threads()
+    resume = ["train", "--out", str(out), "--resume", "--steps", "32", "--threads", "2"]
+    assert main([*resume, "--quiet"]) == 0  # a changed --threads is no changed config
+    assert torch.get_num_threads() == before
+    assert "error" not in capsys.readouterr().err

@@ -69,3 +69,10 @@ def test_snrl_train_quiet_is_silent(tmp_path):
     res = _train(tmp_path, "--quiet")
     assert res.returncode == 0, res.stderr
     assert res.stderr == ""
+
+
+def test_notebook_mode_uses_tqdm_auto_and_clamps(capsys):
+    bar = Progress(100, mode="notebook")
+    bar.update(150, ret=1.0)
+    assert bar.n == 100 and bar._bar.n == 100
+    bar.close()
