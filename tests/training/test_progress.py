@@ -65,10 +65,15 @@ def test_snrl_train_to_a_pipe_writes_progress_lines(tmp_path):
     assert all("steps/s" in ln for ln in lines)
 
 
-def test_snrl_train_quiet_is_silent(tmp_path):
-    res = _train(tmp_path, "--quiet")
-    assert res.returncode == 0, res.stderr
-    assert res.stderr == ""
+def test_snrl_train_quiet_is_silent(tmp_path, capsys):
+    from snrl.cli import main
+
+    args = ["train", "--backbone", "mlp", "--hidden", "8", "--steps", "64", "--n-envs", "2"]
+    args += ["--set", "n_steps=8", "--set", "eval_interval=0", "--set", "eval_episodes=1"]
+    assert main([*args, "--out", str(tmp_path / "r"), "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+    assert main([*args, "--out", str(tmp_path / "s")]) == 0  # without --quiet: lines
+    assert "env_step 64/64 (100 %)" in capsys.readouterr().err
 
 
 def test_notebook_mode_uses_tqdm_auto_and_clamps(capsys):
