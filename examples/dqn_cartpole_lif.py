@@ -29,7 +29,6 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="1.5k steps, no video: checks it runs")
     args = p.parse_args()
     steps = 1_500 if args.quick else args.steps
-    torch.set_num_threads(1)
 
     out = Path(args.out)
     config = snrl.DQNConfig(

@@ -28,7 +28,6 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="2k steps, no video: checks it runs")
     args = p.parse_args()
     steps = 2048 if args.quick else args.steps
-    torch.set_num_threads(1)
 
     policy = SpikingBackbone(
         4,  # CartPole observation features

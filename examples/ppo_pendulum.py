@@ -20,8 +20,6 @@ import json
 import math
 from pathlib import Path
 
-import torch
-
 from snrl.agents.ppo import PPO
 
 SETTINGS = dict(
@@ -60,7 +58,6 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="4096 steps: a smoke test")
     args = p.parse_args(argv)
-    torch.set_num_threads(1)
 
     overrides = {**SETTINGS, **(QUICK if args.quick else {}), "seed": args.seed}
     if args.steps is not None:

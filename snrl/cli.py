@@ -20,8 +20,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from snrl.agents import ALGOS, load_algo
 from snrl.agents.base import MAX_ENVS, MAX_SEED, MAX_TOTAL_STEPS, check_int
 from snrl.config import config_from_dict, config_to_dict, load_config
@@ -141,6 +139,7 @@ def _flag_items(args: argparse.Namespace) -> list[str]:
         ("total_steps", args.steps),
         ("n_envs", args.n_envs),
         ("seed", args.seed),
+        ("threads", getattr(args, "threads", None)),
     ):
         if value is not None:
             flags.append(f"{key}={value}")
@@ -160,9 +159,9 @@ EVAL_KEYS = ("mean_return", "std_return", "n_episodes", "returns")
 EVAL_TRIAL_KEYS = ("n_trials", "accuracy", "accuracy_by_condition")
 #: the figure `snrl eval` writes into the run directory of a two-choice coherence task
 PSYCHOMETRIC_PNG = "psychometric.png"
-RESUME_CHANGEABLE = ("total_steps",)
+RESUME_CHANGEABLE = ("total_steps", "threads")
 #: train flags that --resume takes without comparing them with config.json
-RESUME_FLAGS_FREE = ("total_steps", "env")
+RESUME_FLAGS_FREE = ("total_steps", "env", "threads")
 
 
 def _resume_steps(args: argparse.Namespace) -> int | None:
@@ -221,18 +220,17 @@ def cmd_train(args: argparse.Namespace) -> int:
         steps = _resume_steps(args)
         if steps is not None:
             check_int("--steps", steps, 1, MAX_TOTAL_STEPS)
-        torch.set_num_threads(args.threads)
         train_run(
             args.out,
             resume=True,
             total_steps=steps,
+            threads=args.threads,
             progress=not args.quiet,
             env=args.env,
             trust_env_module=args.trust_env_module,
         )
     else:
         config = _train_config(args)
-        torch.set_num_threads(args.threads)
         train_run(
             args.out,
             algo=args.algo or "ppo",
@@ -245,7 +243,6 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    torch.set_num_threads(1)
     algo = load_algo(
         _checkpoint_path(args.run_dir, args.checkpoint),
         env=args.env,
@@ -296,7 +293,6 @@ def _render(
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    torch.set_num_threads(1)
     out = _video_path(args.out)
     algo = load_algo(
         _checkpoint_path(args.run_dir, "best"), env=args.env, trust_env_module=args.trust_env_module
@@ -312,7 +308,6 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Train a Dale-constrained LIF PPO agent on CartPole-v1, evaluate, plot and render."""
-    torch.set_num_threads(1)
     if not args.out.strip():  # Path("") would be the current directory
         raise UserError("--out '' is empty (pass a directory name, e.g. --out snrl-demo)")
     out = Path(args.out)
@@ -386,7 +381,6 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     comparison) into ``DIR/<--out>`` (docs/analysis.md)."""
     from snrl.analysis.outdir import check_output_dir, claim_output_dir, finish_output_dir
 
-    torch.set_num_threads(1)
     base = Path(args.run_dir)
     if not base.is_dir():
         raise UserError(
@@ -530,7 +524,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a PPO hyperparameter (repeatable)",
     )
     d.add_argument("--no-video", action="store_true", help="skip demo.mp4 / demo.gif")
-    d.add_argument("--quiet", action="store_true", help="no progress bar")
+    d.add_argument("--quiet", action="store_true", help="no progress bar or progress lines")
     d.set_defaults(func=cmd_demo)
 
     t = sub.add_parser("train", help="train an agent into a run directory")
@@ -540,7 +534,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--env-kwargs",
         default=None,
         metavar="JSON",
-        help='env options as a JSON object (config key env_kwargs), e.g. \'{"dt": 100}\'',
+        help="env options as a JSON object (config key env_kwargs), e.g. '{\"dt\": 100}'",
     )
     t.add_argument("--backbone", choices=BACKBONES, default=None)
     t.add_argument("--hidden", type=int, default=None, help="neurons per hidden layer")
@@ -560,8 +554,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="replace the run in --out (deletes only the files snrl wrote there)",
     )
     _trust_flag(t)
-    t.add_argument("--threads", type=THREADS, default=1, help="torch threads (default 1)")
-    t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument(
+        "--threads",
+        type=THREADS,
+        default=None,
+        help="torch threads while training (config key threads; default: 1 up to 512 "
+        "neurons per layer, torch's own count above)",
+    )
+    t.add_argument("--quiet", action="store_true", help="no progress bar or progress lines")
     t.set_defaults(func=cmd_train)
 
     e = sub.add_parser("eval", help="deterministic evaluation of a run; prints one JSON object")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import sys
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from snrl.config import (
     unknown_key_error,
 )
 from snrl.envs import check_spaces, make_env
-from snrl.envs.make import check_env_id_trusted
+from snrl.envs.make import check_env_id_trusted, env_factory, env_name, is_env_object
 from snrl.envs.spaces import ObsFlattener
 from snrl.errors import NonFiniteError, UserError, first_line
 from snrl.networks.factory import BACKBONES, ENCODERS, SPIKING, build_backbone
@@ -84,6 +85,81 @@ def check_int(name: str, value: Any, lo: int, hi: int, hint: str = "") -> int:
     if not lo <= value <= hi:
         raise UserError(f"{name}={value} is out of range (pass an integer in [{lo}, {hi}]{hint})")
     return int(value)
+
+
+#: Torch threads one run may ask for (``threads``, ``--threads``).
+MAX_THREADS = 1024
+#: The thread policy (``threads=None``): networks up to this many neurons per hidden layer
+#: run on one torch thread; wider ones on torch's own thread count. Measured with
+#: benchmarks/bench_threads.py (docs/benchmarks.md, "Torch threads").
+ONE_THREAD_MAX_HIDDEN = 512
+
+
+def policy_threads(config: Any, width: int | None = None) -> int | None:
+    """The torch thread count a run of ``config`` uses: its ``threads`` when set (0: leave
+    torch's current setting as it is, returned as None), else the thread policy: one thread
+    for networks whose widest layer (``width``, default ``config.hidden_size``) has at most
+    :data:`ONE_THREAD_MAX_HIDDEN` neurons, torch's own setting (None) for wider ones."""
+    threads = getattr(config, "threads", None)
+    if threads is not None:
+        return threads or None
+    width = config.hidden_size if width is None else width
+    return 1 if width <= ONE_THREAD_MAX_HIDDEN else None
+
+
+@contextlib.contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Run the block on ``n`` torch threads (None: as they are) and give the caller's thread
+    count back afterwards: a library call never leaves a changed ``torch.set_num_threads``
+    behind."""
+    before = torch.get_num_threads()
+    if n is None or n == before:
+        yield
+        return
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+# ---- small budgets for smoke runs (docs/cli.md, "Small budgets") ---------------------------
+#: Environment variables that cap what one call may run: ``SNRL_MAX_STEPS`` caps
+#: ``learn(total_steps)`` and the length of a ``rollout``; ``SNRL_MAX_EPISODES`` caps
+#: ``evaluate(n_episodes)``. The docs' code blocks run under them in the tests.
+CAP_VARS = ("SNRL_MAX_STEPS", "SNRL_MAX_EPISODES")
+_noticed: set[str] = set()  # the notices already printed by this process (one line each)
+
+
+def env_cap(var: str) -> int | None:
+    """The cap set by the environment variable ``var`` (None when unset or empty)."""
+    text = os.environ.get(var, "").strip()
+    if not text:
+        return None
+    try:
+        cap = int(text.replace("_", ""))
+    except ValueError:
+        cap = 0
+    if cap < 1:
+        raise UserError(f"{var}={text!r} (set it to an integer >= 1, or unset it)")
+    return cap
+
+
+def capped(value: int, var: str, what: str) -> int:
+    """``value``, or the cap of ``var`` when it is smaller; then a one-line notice on stderr
+    (once per process and message)."""
+    cap = env_cap(var)
+    if cap is None or value <= cap:
+        return value
+    notice(f"snrl: {what} {value} capped at {cap} by {var}")
+    return cap
+
+
+def notice(line: str) -> None:
+    """Print ``line`` on stderr, once per process."""
+    if line not in _noticed:
+        _noticed.add(line)
+        print(line, file=sys.stderr, flush=True)
 
 
 def memory_limit() -> int:
@@ -139,7 +215,8 @@ class AgentConfig:
     """The fields every algorithm's config shares: env, backbone, run bookkeeping."""
 
     env: str = "CartPole-v1"
-    """Gymnasium id, or ``module:Class`` for a user's env."""
+    """Gymnasium id, or ``module:Class`` for a user's env (an env object given to the
+    constructor is recorded by its registered id, else as ``<...>``)."""
     env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Keyword arguments for the env (e.g. NeuroGym's ``dt``, ``timing``); ``--env-kwargs``
     takes them as JSON."""
@@ -194,6 +271,9 @@ class AgentConfig:
     (and replay/exploration); the global RNGs of torch and numpy are never touched."""
     device: str = "cpu"
     """Torch device."""
+    threads: int | None = None
+    """Torch threads while learn/evaluate/rollout run (restored afterwards); none: the
+    policy (1 up to 512 neurons per layer, measured); 0: leave torch's setting alone."""
 
     #: integer fields that must be >= 1 (subclasses extend it)
     positive_ints: ClassVar[tuple[str, ...]] = (
@@ -258,6 +338,11 @@ class AgentConfig:
         check(
             self.max_episode_steps is None or self.max_episode_steps >= 1,
             f"max_episode_steps={self.max_episode_steps} (must be an integer >= 1, or none)",
+        )
+        check(
+            self.threads is None or 0 <= self.threads <= MAX_THREADS,
+            f"threads={self.threads} (an integer in [1, {MAX_THREADS}], 0 for torch's own "
+            "setting, or none for the policy)",
         )
 
     def memory_bytes(self, obs_size: int, head_size: int) -> dict[str, int]:
@@ -324,6 +409,8 @@ class Algorithm:
     agent: nn.Module
     config: Any
     _envs: Any = None
+    #: the env object the algorithm was given (instance, factory, vector env), or None for an id
+    _env_source: Any = None
     wall_time: float = 0.0
     """Seconds of training so far (over every ``learn`` call and resume)."""
 
@@ -350,7 +437,7 @@ class Algorithm:
 
     def _setup(
         self,
-        env: str | None,
+        env: Any,
         config: Any,
         overrides: dict[str, Any],
         modules: dict[str, Any] | None = None,
@@ -358,7 +445,11 @@ class Algorithm:
         """Check the constructor's arguments, resolve the config (``env`` and keyword
         overrides replace its fields), check the device and the memory the run will need,
         and return the env's checked spaces. ``modules`` are the custom backbones passed
-        (``{"policy": ...}``). The global RNGs are left alone (see :meth:`_seeded`)."""
+        (``{"policy": ...}``). The global RNGs are left alone (see :meth:`_seeded`).
+
+        ``env`` may be an object (see :mod:`snrl.envs.make`): the config then records its
+        name (:func:`~snrl.envs.make.env_name`), and an instance sets ``n_envs=1``, a vector
+        env its ``num_envs``, unless ``n_envs`` is passed as a keyword."""
         name = self.algo_name.upper()
         if config is not None and not isinstance(config, self.Config):
             raise UserError(
@@ -376,6 +467,18 @@ class Algorithm:
                     stacklevel=3,
                 )
                 overrides.setdefault(new, overrides.pop(old))
+        if is_env_object(env):
+            self._env_source = env
+            forced = _env_count(env)
+            if forced is not None:
+                if "n_envs" in overrides and overrides["n_envs"] != forced:
+                    raise UserError(
+                        f"n_envs={overrides['n_envs']} but {_env_count_why(env, forced)} (leave "
+                        "n_envs unset, or pass a factory that makes each env, e.g. "
+                        "env=lambda: gymnasium.make(ID))"
+                    )
+                overrides["n_envs"] = forced
+            env = env_name(env)
         if env is not None:
             overrides["env"] = env
         valid = [f.name for f in dataclasses.fields(self.Config) if f.init]
@@ -384,7 +487,14 @@ class Algorithm:
                 raise unknown_key_error(key, valid, f"snrl.{name}(...)", what=f"{name} option")
         self.config = cfg = dataclasses.replace(cfg, **overrides)  # __post_init__ validates
         self.device = _available_device(cfg.device)
-        probe = make_env(cfg.env, **cfg.env_kwargs)
+        source = self._env_source
+        if isinstance(source, gym.vector.VectorEnv):
+            spaces = (source.single_observation_space, source.single_action_space)
+        elif isinstance(source, gym.Env):
+            spaces = (source.observation_space, source.action_space)
+        else:
+            spaces = None
+        probe = _Spaces(*spaces) if spaces else make_env(self._env(), **cfg.env_kwargs)
         try:
             self.check_spaces(probe.observation_space, probe.action_space)
             obs_size = ObsFlattener(probe.observation_space).size
@@ -416,14 +526,117 @@ class Algorithm:
                 f"and algorithm (build it with output_size={expected})"
             )
 
+    def _env(self) -> Any:
+        """What training envs are made from: the env object given, else the config's id."""
+        return self.config.env if self._env_source is None else self._env_source
+
+    def _fresh_env(self) -> Any:
+        """What evaluation and rollouts make their own envs from (an id, or a factory)."""
+        return self.config.env if self._env_source is None else env_factory(self._env_source)
+
+    def _threads(self) -> contextlib.AbstractContextManager[None]:
+        """The torch thread count of this algorithm's runs (:func:`policy_threads` of its
+        widest layer, custom backbones included), for the duration of a ``with`` block."""
+        agent = self.agent
+        widths = [
+            info.size for name in agent.backbones for info in getattr(agent, name).layer_info()
+        ]
+        return torch_threads(policy_threads(self.config, max(widths, default=None)))
+
+    # ---- the public surface ----------------------------------------------------------------
+    def learn(self, total_steps: int | None = None, *, progress: bool = True) -> dict[str, list]:
+        """Train until ``total_steps`` env steps (default ``config.total_steps``).
+
+        Returns the metrics history (column -> list). With a run directory, also appends each
+        row to ``metrics.csv``, writes ``checkpoints/last.pt`` every ``checkpoint_interval``
+        rows, ``checkpoints/best.pt`` whenever a periodic deterministic evaluation is at
+        least as good as the best so far, and ``learning_curve.png`` at the end.
+
+        Runs on the torch thread count of ``config.threads`` (restored afterwards); the
+        environment variable ``SNRL_MAX_STEPS`` caps ``total_steps``. ``progress``: a bar on
+        a terminal (tqdm.auto's widget in a notebook), one line every 10 s or 10 % when
+        stderr is a file or pipe; False for silence.
+        """
+        total = check_int(
+            "total_steps",
+            total_steps if total_steps is not None else self.config.total_steps,
+            1,
+            MAX_TOTAL_STEPS,
+        )
+        total = capped(total, "SNRL_MAX_STEPS", "total_steps")
+        with self._threads():
+            if self._envs is None:
+                self._start_envs()
+            return self._learn(total, progress=bool(progress))
+
+    def _learn(self, total: int, *, progress: bool) -> dict[str, list]:
+        raise NotImplementedError
+
+    def _start_envs(self) -> None:
+        raise NotImplementedError
+
+    def predict(
+        self,
+        observation: Any,
+        state: Any = None,
+        episode_start: Any = None,
+        deterministic: bool = True,
+    ) -> tuple[np.ndarray, Any]:
+        """The action for an observation, as Stable-Baselines3's ``model.predict``.
+
+        Args:
+            observation: One observation (the env's observation shape) or a batch of them
+                (``(n, *shape)``), numpy or anything ``np.asarray`` takes.
+            state: The recurrent state returned by the previous call (None: the initial
+                state). Pass it back every step: spiking and recurrent networks carry their
+                state across env steps.
+            episode_start: Bool per row (``(n,)``, or one bool for a single observation):
+                True re-initializes that row's state first (the step after a reset).
+            deterministic: The most likely action (True) or a sample (PPO) / epsilon-greedy
+                with ``eps_end`` (DQN).
+
+        Returns:
+            ``(action, state)``: the action in the env's format (one action for a single
+            observation, ``(n, ...)`` for a batch) and the state to pass next time.
+        """
+        agent = self.agent
+        space = agent.observation_space
+        obs = np.asarray(observation)
+        shape = tuple(space.shape or ())
+        single = obs.shape == shape
+        if not single and obs.shape[1:] != shape:
+            raise UserError(
+                f"observation of shape {obs.shape} does not fit the observation space "
+                f"{shape} (pass one observation of shape {shape} or a batch (n, *{shape}))"
+            )
+        batch = obs[None] if single else obs
+        n = batch.shape[0]
+        if state is None:
+            state = agent.initial_state(n, device=self.device)
+        if episode_start is not None:
+            starts = np.asarray(episode_start, dtype=bool).reshape(-1)
+            if starts.shape != (n,):
+                raise UserError(
+                    f"episode_start has {starts.size} values for {n} observation(s) (pass one "
+                    "bool per observation)"
+                )
+            if starts.any():
+                state = agent.reset_state(state, torch.as_tensor(starts, device=self.device))
+        with torch.no_grad():
+            res = agent.step(agent.preprocess(batch), state, deterministic=bool(deterministic))
+        action = agent.env_action(res.action)
+        return (action[0] if single else action), res.state
+
     def evaluate(self, n_episodes: int = 20, seed: int = 123, deterministic: bool = True) -> dict:
         """Evaluation on ``n_episodes`` envs (env ``i`` seeded ``seed + i``), deterministic
         actions by default: ``{"mean_return", "std_return", "n_episodes", "returns",
         "mean_length"}``; on a trial task (NeuroGym) also ``"n_trials"``, ``"accuracy"``,
-        ``"accuracy_by_condition"`` and ``"trials"`` (docs/neuro.md)."""
+        ``"accuracy_by_condition"`` and ``"trials"`` (docs/neuro.md). ``SNRL_MAX_EPISODES``
+        caps ``n_episodes``."""
         n_episodes = check_int(
             "n_episodes", n_episodes, 1, MAX_ENVS, "; one env per episode is built at once"
         )
+        n_episodes = capped(n_episodes, "SNRL_MAX_EPISODES", "n_episodes")
         seed = check_int("seed", seed, 0, MAX_SEED)
         check(
             isinstance(deterministic, bool),
@@ -431,15 +644,16 @@ class Algorithm:
         )
         self.agent.eval()
         try:
-            return evaluate_agent(
-                self.agent,
-                self.config.env,
-                n_episodes=n_episodes,
-                seed=seed,
-                deterministic=deterministic,
-                env_kwargs=self.config.env_kwargs,
-                max_episode_steps=self.config.max_episode_steps,
-            )
+            with self._threads():
+                return evaluate_agent(
+                    self.agent,
+                    self._fresh_env(),
+                    n_episodes=n_episodes,
+                    seed=seed,
+                    deterministic=deterministic,
+                    env_kwargs=self.config.env_kwargs,
+                    max_episode_steps=self.config.max_episode_steps,
+                )
         finally:
             self.agent.train()
 
@@ -452,26 +666,31 @@ class Algorithm:
     ) -> Trajectory:
         """One episode as a :class:`snrl.Trajectory`: frames when ``record`` and the env
         renders rgb_array; per-layer activity and the policy's outputs (action probabilities,
-        Gaussian mean/std, or Q-values) always."""
+        Gaussian mean/std, or Q-values) always. ``SNRL_MAX_STEPS`` caps its length."""
         seed = check_int("seed", seed, 0, MAX_SEED)
         if max_steps is not None:
             max_steps = check_int("max_steps", max_steps, 1, MAX_TOTAL_STEPS)
+        cap = env_cap("SNRL_MAX_STEPS")
+        if cap is not None and (max_steps is None or max_steps > cap):
+            notice(f"snrl: rollouts capped at {cap} steps by SNRL_MAX_STEPS")
+            max_steps = cap
         meta = {
             "algo": self.algo_name,
             "backbone": self.config.backbone,
             "force_dale_law": self.config.force_dale_law,
         }
-        return record_trajectory(
-            self.agent,
-            self.config.env,
-            seed=seed,
-            record=record,
-            deterministic=deterministic,
-            max_steps=max_steps,
-            meta=meta,
-            env_kwargs=self.config.env_kwargs,
-            max_episode_steps=self.config.max_episode_steps,
-        )
+        with self._threads():
+            return record_trajectory(
+                self.agent,
+                self._fresh_env(),
+                seed=seed,
+                record=record,
+                deterministic=deterministic,
+                max_steps=max_steps,
+                meta=meta,
+                env_kwargs=self.config.env_kwargs,
+                max_episode_steps=self.config.max_episode_steps,
+            )
 
     def save(self, path: str | Path) -> None:
         """Write a checkpoint atomically (config, agent, optimizer, counters, generator
@@ -512,14 +731,15 @@ class Algorithm:
         policy: nn.Module | None = None,
         critic: nn.Module | None = None,
         run_dir: str | Path | None = None,
-        env: str | None = None,
+        env: Any = None,
         trust_env_module: bool = False,
     ):
         """Restore an algorithm saved by :meth:`save`; pass ``policy``/``critic`` modules of
         the same architecture when it was built with custom backbones. ``run_dir``: continue
         training into this run directory (its own, or a new one). A ``module:Class`` env
         named by the file is imported only with ``trust_env_module=True`` or when ``env``
-        names the env (it replaces the saved ``env``).
+        names the env (it replaces the saved ``env``; an env object is taken as by the
+        constructor, and is needed for a run trained on an object without a registered id).
 
         The file is checked against its schema before any of it is used."""
         d = read_algo_checkpoint(path)
@@ -535,7 +755,7 @@ class Algorithm:
         saved = dict(d["config"])
         if env is not None:
             saved.pop("env_id", None)  # the key of snrl 0.1 run files
-            saved["env"] = env
+            saved["env"] = env_name(env)
         else:
             check_env_id_trusted(
                 saved.get("env", saved.get("env_id")),
@@ -546,7 +766,8 @@ class Algorithm:
             cfg = config_from_dict(cls.Config, saved)
         except ValueError as e:
             raise corrupt_checkpoint(path, f"its config: {first_line(e)}") from None
-        algo = cls(config=cfg, policy=policy, critic=critic, run_dir=None)
+        obj = env if is_env_object(env) else None
+        algo = cls(obj, config=cfg, policy=policy, critic=critic, run_dir=None)
         try:
             algo.agent.load_state_dict(d["agent"])
             algo.optimizer.load_state_dict(d["optimizer"])
@@ -606,6 +827,33 @@ class Algorithm:
         if self._envs is not None:
             self._envs.close()
             self._envs = None
+
+
+class _Spaces:
+    """The spaces of an env object, standing in for a probe env (nothing to close)."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space) -> None:
+        self.observation_space = observation_space
+        self.action_space = action_space
+
+    def close(self) -> None:
+        pass
+
+
+def _env_count(env: Any) -> int | None:
+    """The ``n_envs`` an env object implies: 1 for an instance, ``num_envs`` for a vector
+    env, None for a factory (it makes as many as asked)."""
+    if isinstance(env, gym.vector.VectorEnv):
+        return int(env.num_envs)
+    if isinstance(env, gym.Env):
+        return 1
+    return None
+
+
+def _env_count_why(env: Any, count: int) -> str:
+    if isinstance(env, gym.vector.VectorEnv):
+        return f"the vector env {env_name(env)} has {count} envs"
+    return f"an env instance is one env ({env_name(env)}; snrl trains on it, not on copies)"
 
 
 def _check_protocol(key: str, module: Any) -> None:

@@ -53,12 +53,10 @@ from torch import Tensor, nn
 
 from snrl.agents.agent import Agent
 from snrl.agents.base import (
-    MAX_TOTAL_STEPS,
     AgentConfig,
     Algorithm,
     check,
     check_finite,
-    check_int,
     check_parameters,
 )
 from snrl.agents.dqn_math import (
@@ -526,7 +524,7 @@ class DQN(Algorithm):
         cfg = self.config
         seed = cfg.seed + 1000 * self.n_updates
         self._envs = make_vector_env(
-            cfg.env,
+            self._env(),
             cfg.n_envs,
             seed=seed,
             asynchronous=cfg.asynchronous,
@@ -700,24 +698,10 @@ class DQN(Algorithm):
         stats.add("grad_norm", float(grad_norm))
 
     # ---- the loop ------------------------------------------------------------------------
-    def learn(self, total_steps: int | None = None, *, progress: bool = True) -> dict[str, list]:
-        """Train until ``total_steps`` env steps (default ``config.total_steps``).
-
-        Returns the metrics history (column -> list), one row per ``log_interval`` env steps.
-        With a run directory, also appends each row to ``metrics.csv``, writes
-        ``checkpoints/last.pt`` every ``checkpoint_interval`` rows, ``checkpoints/best.pt``
-        whenever a periodic deterministic evaluation is at least as good as the best so far,
-        and ``learning_curve.png`` at the end.
-        """
+    def _learn(self, total: int, *, progress: bool) -> dict[str, list]:
+        """The loop of :meth:`~snrl.agents.base.Algorithm.learn`: one metrics row per
+        ``log_interval`` env steps until ``total``."""
         cfg = self.config
-        total = check_int(
-            "total_steps",
-            total_steps if total_steps is not None else cfg.total_steps,
-            1,
-            MAX_TOTAL_STEPS,
-        )
-        if self._envs is None:
-            self._start_envs()
         logger = self._run_logger(total, progress)
         next_eval = (
             (self.env_step // cfg.eval_interval + 1) * cfg.eval_interval

@@ -6,6 +6,17 @@ as ``"GoNogo-v0"`` imports neurogym first, :mod:`snrl.envs.neurogym`), a gymnasi
 ``"module.path:ClassName"`` naming a user's own ``gymnasium.Env`` subclass, which is
 instantiated with the keyword arguments.
 
+Where an env is expected (``make_env``, ``make_vector_env``, ``snrl.PPO(env)``, ...), snrl also
+takes Python objects (:func:`env_name` gives the name a config records for them):
+
+* a ``gymnasium.Env`` instance: trained on as it is (one env: ``n_envs`` must be 1);
+  :func:`make_env` (used by evaluation and rollouts, which need fresh envs) returns a
+  ``copy.deepcopy`` of it, so the instance itself is never reset by an evaluation;
+* a factory: a callable returning a ``gymnasium.Env`` (a class, ``functools.partial``, a
+  lambda), called once per env with ``env_kwargs`` as keyword arguments;
+* a gymnasium vector env (SAME_STEP autoreset), trained on as it is (``n_envs`` is its
+  ``num_envs``); fresh envs come from its first ``env_fns``.
+
 ``make_vector_env`` returns a gymnasium 1.x vector env in ``SAME_STEP`` autoreset mode:
 
 * ``obs, reward, terminated, truncated, infos = envs.step(actions)``; for a sub-env ``i``
@@ -26,10 +37,13 @@ instantiated with the keyword arguments.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import functools
 import importlib
+import inspect
 import os
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -39,7 +53,16 @@ from snrl.envs.neurogym import resolve_env_id, wrap_task
 from snrl.envs.wrappers import FiniteCheck, SeedOnFirstReset
 from snrl.errors import UserError
 
-__all__ = ["check_env_id_trusted", "make_env", "make_vector_env", "finished_episodes"]
+__all__ = [
+    "EnvFactory",
+    "check_env_id_trusted",
+    "env_factory",
+    "env_name",
+    "finished_episodes",
+    "is_env_object",
+    "make_env",
+    "make_vector_env",
+]
 
 
 def _suggest(env_id: str) -> str:
@@ -112,12 +135,173 @@ def check_env_id_trusted(env_id: object, *, source: str, trusted: bool = False) 
     )
 
 
-def make_env(env_id: str, *, render_mode: str | None = None, **kwargs: Any) -> gym.Env:
+# ---- envs passed as Python objects (instances, factories, vector envs) ---------------------
+#: How a config names an env that was passed as a Python object without a registered id.
+UNNAMED_ENV = "<{what}>"
+
+
+def is_env_object(env: object) -> bool:
+    """Whether ``env`` is an env object (instance, factory, vector env) rather than an id."""
+    return not isinstance(env, str) and env is not None
+
+
+def _registered_id(env: object) -> str | None:
+    spec = getattr(env, "spec", None)
+    env_id = getattr(spec, "id", None)
+    return env_id if isinstance(env_id, str) and env_id in gym.registry else None
+
+
+def env_name(env: object) -> str:
+    """The name a config records for ``env``: an id as given; for an object, its registered
+    gymnasium id (``env.spec.id``) when it has one, else ``"<...>"`` describing it, which
+    :func:`make_env` refuses (a file cannot rebuild a Python object: pass it again)."""
+    if isinstance(env, str):
+        return env
+    if isinstance(env, (gym.Env, gym.vector.VectorEnv)):
+        env_id = _registered_id(env)
+        if env_id is not None:
+            return env_id
+        inner = env.unwrapped if isinstance(env, gym.Env) else env
+        kind = "vector env" if isinstance(env, gym.vector.VectorEnv) else "instance"
+        return UNNAMED_ENV.format(what=f"{type(inner).__name__} {kind}")
+    name = getattr(env, "__qualname__", None) or type(env).__name__
+    return UNNAMED_ENV.format(what=f"factory {name}".replace(":", "."))
+
+
+class EnvFactory:
+    """A zero-argument env factory with a name: what snrl passes where an env id goes when
+    the user's env is an object (``str(factory)`` is :func:`env_name`)."""
+
+    def __init__(
+        self, make: Callable[..., gym.Env], name: str, source: Callable[..., Any] | None = None
+    ) -> None:
+        self.make = make
+        self.name = name
+        self.source = source  # the user's callable (None: copies of an instance)
+
+    def __call__(self, **kwargs: Any) -> gym.Env:
+        return self.make(**kwargs)
+
+    def __str__(self) -> str:
+        return self.name
+
+    __repr__ = __str__
+
+
+def _copy_instance(env: gym.Env, **kwargs: Any) -> gym.Env:
+    if kwargs:
+        raise UserError(
+            f"env_kwargs {sorted(kwargs)} cannot be applied to an env instance (make the env "
+            "with them, or pass a factory: lambda **kw: gymnasium.make(ID, **kw))"
+        )
+    try:
+        return copy.deepcopy(env)
+    except Exception as e:
+        raise UserError(
+            f"evaluation and rollouts need fresh envs, and the env instance {env_name(env)} "
+            f"cannot be copied ({type(e).__name__}: {e}; pass a factory instead, e.g. "
+            "env=lambda: gymnasium.make(ID))"
+        ) from None
+
+
+def env_factory(env: object) -> str | EnvFactory:
+    """What builds fresh single envs of ``env``: an id as given; a factory for an object
+    (an instance is deep-copied, a vector env's first ``env_fns`` is called).
+
+    Raises:
+        UserError: A vector env that does not say how its envs are made (no ``env_fns``)
+            and has no registered id.
+    """
+    if isinstance(env, str):
+        return env
+    name = env_name(env)
+    if isinstance(env, gym.vector.VectorEnv):
+        fns = getattr(env, "env_fns", None)
+        if fns:
+            return EnvFactory(lambda **kw: _call_factory(fns[0], name, kw), name, fns[0])
+        env_id = _registered_id(env)
+        if env_id is not None:
+            return env_id
+        raise UserError(
+            f"evaluation and rollouts need fresh single envs, and the vector env {name} does "
+            "not say how it makes them (no env_fns; pass a SyncVectorEnv/AsyncVectorEnv, or a "
+            "factory for the envs)"
+        )
+    if isinstance(env, gym.Env):
+        return EnvFactory(functools.partial(_copy_instance, env), name)
+    if callable(env):
+        return EnvFactory(lambda **kw: _call_factory(env, name, kw), name, env)
+    raise _not_an_env(env)
+
+
+def _not_an_env(env: object) -> UserError:
+    return UserError(
+        f"env={env!r} is a {type(env).__name__} (pass a gymnasium id such as 'CartPole-v1', a "
+        "gymnasium.Env instance, a factory returning one, or a gymnasium vector env)"
+    )
+
+
+def _call_factory(make: Callable[..., Any], name: str, kwargs: dict[str, Any]) -> gym.Env:
+    try:
+        env = make(**kwargs)
+    except UserError:
+        raise
+    except Exception as e:
+        raise UserError(
+            f"the env factory {name} failed with arguments {sorted(kwargs)}: "
+            f"{type(e).__name__}: {e} (fix the factory or env_kwargs)"
+        ) from e
+    if not isinstance(env, gym.Env):
+        raise UserError(
+            f"the env factory {name} returned a {type(env).__name__}, not a gymnasium.Env "
+            "(return a single env, e.g. lambda: gymnasium.make(ID))"
+        )
+    return env
+
+
+def _object_env(env: object, render_mode: str | None, kwargs: dict[str, Any]) -> gym.Env:
+    """:func:`make_env` for an object: a copy of an instance, a factory's new env."""
+    if isinstance(env, gym.vector.VectorEnv):
+        fresh = env_factory(env)
+        if isinstance(fresh, str):
+            return make_env(fresh, render_mode=render_mode, **kwargs)
+        return fresh(**kwargs)
+    if isinstance(env, gym.Env):
+        return _copy_instance(env, **kwargs)
+    if not callable(env):
+        raise _not_an_env(env)
+    make = env.source if isinstance(env, EnvFactory) else env
+    if render_mode is not None and make is not None and _takes_keyword(make, "render_mode"):
+        kwargs = {**kwargs, "render_mode": render_mode}
+    if isinstance(env, EnvFactory):
+        return env(**kwargs)
+    return _call_factory(env, env_name(env), kwargs)
+
+
+def _takes_keyword(fn: Callable[..., Any], name: str) -> bool:
+    """Whether ``fn`` accepts the keyword argument ``name`` (a factory and ``render_mode``)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in params)
+
+
+def _unnamed_env_error(env_id: str) -> UserError:
+    return UserError(
+        f"env {env_id} was a Python object passed to snrl, which a file cannot rebuild (pass "
+        "the env again: snrl.load(path, env=...), or name a registered id with --env ID)"
+    )
+
+
+def make_env(env_id: Any, *, render_mode: str | None = None, **kwargs: Any) -> gym.Env:
     """Create one environment.
 
     Args:
-        env_id: A registered gymnasium id, ``"module:EnvId"``, or ``"module.path:ClassName"``.
-        render_mode: Passed to the env (``"rgb_array"`` for videos); omitted when None.
+        env_id: A registered gymnasium id, ``"module:EnvId"``, ``"module.path:ClassName"``, or
+            an env object (see the module docstring: an instance is copied, a factory called).
+        render_mode: Passed to the env (``"rgb_array"`` for videos); omitted when None (and
+            for env objects, which decide their own render mode).
         **kwargs: Keyword arguments for the env.
 
     Returns:
@@ -131,6 +315,10 @@ def make_env(env_id: str, *, render_mode: str | None = None, **kwargs: Any) -> g
         # Off-screen rendering needs no display; without this, pygame's SDL prints
         # "error: XDG_RUNTIME_DIR is invalid" on headless machines.
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    if is_env_object(env_id):
+        return _object_env(env_id, render_mode, kwargs)
+    if isinstance(env_id, str) and env_id.startswith("<"):
+        raise _unnamed_env_error(env_id)
     if not isinstance(env_id, str) or not env_id.strip():
         raise UserError(
             f"env id must be a non-empty string, got {env_id!r} (pass e.g. CartPole-v1)"
@@ -186,7 +374,7 @@ def make_env(env_id: str, *, render_mode: str | None = None, **kwargs: Any) -> g
 
 
 def _make_wrapped(
-    env_id: str,
+    env_id: Any,
     index: int,
     seed: int | None,
     render_mode: str | None,
@@ -194,9 +382,12 @@ def _make_wrapped(
     max_episode_steps: int | None = None,
     fallback_episode_steps: int | None = None,
 ) -> gym.Env:
-    env = make_env(env_id, render_mode=render_mode, **kwargs)
+    if isinstance(env_id, gym.Env):  # the user's instance itself (n_envs == 1), not a copy
+        env = env_id
+    else:
+        env = make_env(env_id, render_mode=render_mode, **kwargs)
     env = wrap_task(env, max_episode_steps, fallback=fallback_episode_steps)
-    env = FiniteCheck(env, env_id=env_id, index=index)
+    env = FiniteCheck(env, env_id=env_name(env_id), index=index)
     env = gym.wrappers.RecordEpisodeStatistics(env)
     return SeedOnFirstReset(env, seed=seed)
 
@@ -214,6 +405,10 @@ def make_vector_env(
 ) -> gym.vector.VectorEnv:
     """Create ``n_envs`` copies of an env behind one gymnasium vector env (SAME_STEP autoreset).
 
+    An env instance is used itself (``n_envs`` must be 1); a vector env is returned as it is
+    (checked: SAME_STEP autoreset, ``n_envs`` envs), wrapped in gymnasium's vector
+    ``RecordEpisodeStatistics`` so :func:`finished_episodes` sees its episodes.
+
     Each sub-env ``i`` is wrapped (inner to outer) in :class:`FiniteCheck`,
     ``RecordEpisodeStatistics`` and :class:`SeedOnFirstReset` with seed ``seed + i``: its
     first reset without an explicit seed uses ``seed + i`` and its action space is seeded
@@ -221,7 +416,7 @@ def make_vector_env(
     See the module docstring for the exact ``step`` contract.
 
     Args:
-        env_id: As for :func:`make_env`.
+        env_id: As for :func:`make_env`, or a vector env.
         n_envs: Number of sub-envs (>= 1).
         seed: Base seed; ``None`` for unseeded.
         asynchronous: Use ``AsyncVectorEnv`` (one process per sub-env) instead of
@@ -243,6 +438,24 @@ def make_vector_env(
     if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
         raise UserError(f"n_envs must be an integer >= 1, got {n_envs!r} (pass e.g. --n-envs 8)")
     kwargs = dict(env_kwargs or {})
+    if isinstance(env_id, gym.vector.VectorEnv):
+        return _user_vector_env(env_id, n_envs, seed=seed, kwargs=kwargs)
+    if isinstance(env_id, gym.Env) and n_envs != 1:
+        raise UserError(
+            f"n_envs={n_envs} but an env instance is one env, and snrl does not copy the env it "
+            "trains on (pass n_envs=1, or a factory that makes each env, e.g. "
+            "env=lambda: gymnasium.make(ID))"
+        )
+    if isinstance(env_id, gym.Env) and asynchronous:
+        raise UserError(
+            "asynchronous=true with an env instance would train on a copy in another process "
+            "(pass a factory to run envs in processes, or asynchronous=false)"
+        )
+    if isinstance(env_id, gym.Env) and kwargs:
+        raise UserError(
+            f"env_kwargs {sorted(kwargs)} cannot be applied to an env instance (make the env "
+            "with them, or pass a factory)"
+        )
     if asynchronous:
         # Build one env in this process first, so that construction errors surface as
         # UserError here rather than from a worker process.
@@ -274,6 +487,34 @@ def make_vector_env(
     return envs
 
 
+def _user_vector_env(
+    envs: gym.vector.VectorEnv, n_envs: int, *, seed: int | None, kwargs: dict[str, Any]
+) -> gym.vector.VectorEnv:
+    """A user's vector env, checked, with episode statistics recorded."""
+    name = env_name(envs)
+    if kwargs:
+        raise UserError(
+            f"env_kwargs {sorted(kwargs)} cannot be applied to the vector env {name} (make "
+            "its envs with them)"
+        )
+    if envs.num_envs != n_envs:
+        raise UserError(
+            f"n_envs={n_envs} but the vector env {name} has {envs.num_envs} envs (leave n_envs "
+            "unset, or pass the same number)"
+        )
+    mode = envs.metadata.get("autoreset_mode")
+    if mode != gym.vector.AutoresetMode.SAME_STEP:
+        raise UserError(
+            f"the vector env {name} resets finished envs in mode {getattr(mode, 'name', mode)}, "
+            "snrl needs SAME_STEP (its final observations bootstrap truncated episodes; e.g. "
+            "gymnasium.make_vec(ID, n, vectorization_mode='sync', vector_kwargs="
+            "{'autoreset_mode': gymnasium.vector.AutoresetMode.SAME_STEP}))"
+        )
+    if seed is not None:
+        envs.action_space.seed(seed)
+    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
+
+
 def finished_episodes(infos: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Returns and lengths of the episodes that ended at this ``step`` of a vector env.
 
@@ -285,6 +526,8 @@ def finished_episodes(infos: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np
         K sub-envs whose episode ended at this step (K may be 0).
     """
     final = infos.get("final_info", {})
+    if "_episode" not in final and "_episode" in infos:
+        final = infos  # a user's vector env: gymnasium's vector RecordEpisodeStatistics
     mask = np.asarray(final.get("_episode", np.zeros(0, dtype=bool)), dtype=bool)
     if not mask.any():
         empty = np.zeros(0, dtype=np.int64)

@@ -7,6 +7,7 @@ Layout of a run directory (DESIGN.md): ``config.json`` (``{"algo": ..., **config
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
@@ -30,6 +31,7 @@ def train_run(
     progress: bool = True,
     env: str | None = None,
     trust_env_module: bool = False,
+    threads: int | None = None,
 ) -> Any:
     """Train into ``run_dir``: a fresh run from ``algo`` + ``config``, or ``resume`` from
     ``run_dir/checkpoints/last.pt`` (the algorithm's own resume: counters, optimizer, RNG and
@@ -47,6 +49,7 @@ def train_run(
         progress: show a progress bar.
         env: resume only: the env, named by the caller (replaces the saved ``env``).
         trust_env_module: resume only: import a ``module:Class`` env named by the checkpoint.
+        threads: resume only: torch threads instead of the saved ``threads`` (None: saved).
 
     Returns:
         The algorithm object after training (its envs closed; ``evaluate`` still works).
@@ -64,6 +67,8 @@ def train_run(
             trust_env_module=trust_env_module,
         )
         total = total_steps if total_steps is not None else obj.config.total_steps
+        if threads is not None:  # how fast, not what: the one key a resume may change
+            obj.config = dataclasses.replace(obj.config, threads=threads)
     else:
         if algo not in ALGOS:
             raise UserError(f"unknown algorithm {algo!r} (choose one of {', '.join(ALGOS)})")

@@ -55,7 +55,7 @@ class RunLogger:
         self._wall_offset = float(wall_time)
         self._resumed = n_updates > 0
         self._last_step = env_step
-        self.progress = Progress(total_steps, initial=env_step, disable=not progress)
+        self.progress = Progress(total_steps, initial=env_step, disable=not progress, title=title)
 
     def _metrics_path(self) -> Path | None:
         return None if self.run_dir is None else self.run_dir / "metrics.csv"

@@ -68,11 +68,14 @@ def test_plot_errors(tmp_path):
         plot_learning_curve(path, tmp_path / "c.png")
 
 
-def test_progress_disabled_when_not_a_tty(capsys):
-    with Progress(1000) as bar:  # pytest's captured stderr is not a terminal
-        assert bar.disabled
+def test_progress_writes_lines_when_not_a_tty(capsys):
+    with Progress(1000) as bar:  # pytest's captured stderr is not a terminal: log lines
+        assert bar.disabled and bar.mode == "lines"
         bar.update(100, ret=1.5)
         assert bar.n == 100
+    assert "env_step 100/1,000 (10 %)" in capsys.readouterr().err
+    with Progress(1000, disable=True) as bar:
+        bar.update(100, ret=1.5)
     assert capsys.readouterr().err == ""
 
 
