@@ -154,7 +154,7 @@ class RecurrentLayer(nn.Module):
         of ``w_raw`` masked, the matrix this layer would use without Dale."""
         mask = self._derived_mask()
         w = dale_init(w_raw, sign, mask)
-        if not bool(((sign < 0).any() & (sign > 0).any())):
+        if not bool((sign < 0).any() & (sign > 0).any()):
             return w  # one sign only: no balance possible, left as drawn
         target = spectral_radius(w_raw if mask is None else w_raw * mask)
         now = spectral_radius(signed_weights(w, sign, mask))

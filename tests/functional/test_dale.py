@@ -85,7 +85,7 @@ def test_dale_init_by_hand() -> None:
     sign = torch.tensor([1.0, 1.0, -1.0])
     r2, r3, r6 = 2**0.5, 3**0.5, 6**0.5
     balanced = torch.tensor([[r2 / r3, 1 / (2 * r2)], [1 / r6, 1 / (2 * r2)], [r3 / r2, 1 / r2]])
-    dev = ((r2 / r3 - 1 / (2 * r2)) ** 2 + (1 / r6 - 1 / (2 * r2)) ** 2 + (r3 / r2 - 1 / r2) ** 2)
+    dev = (r2 / r3 - 1 / (2 * r2)) ** 2 + (1 / r6 - 1 / (2 * r2)) ** 2 + (r3 / r2 - 1 / r2) ** 2
     c = (3.0 / (dev / 2)) ** 0.5
     out = dale_init(w_raw, sign)
     torch.testing.assert_close(out, balanced * c)

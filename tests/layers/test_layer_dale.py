@@ -209,8 +209,9 @@ def test_balanced_init_zero_expected_recurrent_input_per_neuron(n: int) -> None:
     inh = layer.recurrent_sign < 0
     e_part, i_part = w[~inh].sum(0), w[inh].sum(0)
     assert (e_part > 0).all() and (i_part < 0).all()
-    torch.testing.assert_close(e_part + i_part, torch.zeros(n, dtype=torch.float64), atol=1e-5,
-                               rtol=0)
+    torch.testing.assert_close(
+        e_part + i_part, torch.zeros(n, dtype=torch.float64), atol=1e-5, rtol=0
+    )
     assert int(inh.sum()) == round(0.2 * n)
 
 
