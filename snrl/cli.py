@@ -27,7 +27,7 @@ from snrl.config import config_from_dict, config_to_dict, load_config
 from snrl.errors import UserError
 from snrl.experiments.runner import train_run
 from snrl.io import write_json_atomic
-from snrl.networks.factory import BACKBONES
+from snrl.networks.factory import BACKBONES, SPIKING
 from snrl.training.checkpoint import load_checkpoint
 from snrl.training.rundir import (
     DEMO_FILES,
@@ -217,7 +217,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         if steps is not None:
             check_int("--steps", steps, 1, MAX_TOTAL_STEPS)
         torch.set_num_threads(args.threads)
-        train_run(
+        obj = train_run(
             args.out,
             resume=True,
             total_steps=steps,
@@ -228,7 +228,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     else:
         config = _train_config(args)
         torch.set_num_threads(args.threads)
-        train_run(
+        obj = train_run(
             args.out,
             algo=args.algo or "ppo",
             config=config,
@@ -236,6 +236,9 @@ def cmd_train(args: argparse.Namespace) -> int:
             progress=not args.quiet,
         )
     print(f"run directory: {args.out} (checkpoints/best.pt, metrics.csv, learning_curve.png)")
+    cfg = getattr(obj, "config", None)
+    if cfg is not None and cfg.backbone in SPIKING:  # docs/architecture.md, "Time"
+        print(f"neuron time: dt={cfg.dt:g} s, substeps={cfg.substeps} per env step")
     return 0
 
 
