@@ -157,8 +157,8 @@ class AgentConfig:
     """Hard Dale's law in spiking backbones."""
     recurrent_sign: float = NEURON_DEFAULTS["recurrent_sign"]
     """Fraction of inhibitory neurons with Dale's law (the biological 80/20). The layers
-    balance it at init (inhibitory weights scaled so each neuron's expected recurrent input
-    is zero), so 0.2 learns CartPole (docs/benchmarks.md)."""
+    balance it at init (each neuron's recurrent input sums to zero; the same spectral radius
+    as without Dale), so 0.2 learns CartPole (docs/benchmarks.md)."""
     tau_m: float = override(
         10e-3, "CartPole PPO: 20 ms reached best 196 at 100k steps (seed 0), 10 ms 500"
     )
