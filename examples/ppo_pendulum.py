@@ -25,7 +25,7 @@ from snrl.agents.ppo import PPO
 SETTINGS = dict(
     env="Pendulum-v1",
     backbone="lif",
-    sim_steps=2,
+    substeps=2,
     hidden_size=128,
     force_dale_law=True,
     tau_m=0.01,

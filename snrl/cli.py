@@ -26,7 +26,7 @@ from snrl.config import config_from_dict, config_to_dict, load_config
 from snrl.errors import UserError
 from snrl.experiments.runner import train_run
 from snrl.io import write_json_atomic
-from snrl.networks.factory import BACKBONES
+from snrl.networks.factory import BACKBONES, SPIKING
 from snrl.training.checkpoint import load_checkpoint
 from snrl.training.rundir import (
     DEMO_FILES,
@@ -220,7 +220,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         steps = _resume_steps(args)
         if steps is not None:
             check_int("--steps", steps, 1, MAX_TOTAL_STEPS)
-        train_run(
+        obj = train_run(
             args.out,
             resume=True,
             total_steps=steps,
@@ -231,7 +231,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         )
     else:
         config = _train_config(args)
-        train_run(
+        obj = train_run(
             args.out,
             algo=args.algo or "ppo",
             config=config,
@@ -239,6 +239,9 @@ def cmd_train(args: argparse.Namespace) -> int:
             progress=not args.quiet,
         )
     print(f"run directory: {args.out} (checkpoints/best.pt, metrics.csv, learning_curve.png)")
+    cfg = getattr(obj, "config", None)
+    if cfg is not None and cfg.backbone in SPIKING:  # docs/architecture.md, "Time"
+        print(f"neuron time: dt={cfg.dt:g} s, substeps={cfg.substeps} per env step")
     return 0
 
 

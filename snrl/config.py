@@ -222,7 +222,9 @@ def unknown_key_error(
 
 #: Config keys of snrl 0.1 and their names now: accepted for one release with a
 #: DeprecationWarning (configs, ``--set``, saved ``config.json`` files, keyword arguments).
-RENAMED_KEYS: Mapping[str, str] = types.MappingProxyType({"env_id": "env"})
+RENAMED_KEYS: Mapping[str, str] = types.MappingProxyType(
+    {"env_id": "env", "sim_steps": "substeps"}
+)
 
 
 def _set_value(

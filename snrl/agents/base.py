@@ -36,6 +36,7 @@ from snrl.config import (
 from snrl.envs import check_spaces, make_env
 from snrl.envs.make import check_env_id_trusted, env_factory, env_name, is_env_object
 from snrl.envs.spaces import ObsFlattener
+from snrl.envs.timing import env_time_step
 from snrl.errors import NonFiniteError, UserError, first_line
 from snrl.networks.factory import BACKBONES, ENCODERS, SPIKING, build_backbone
 from snrl.training.checkpoint import (
@@ -66,8 +67,9 @@ MAX_ENVS = 4096
 MAX_ASYNC_ENVS = 256
 #: Env steps of one run (at 10^5 steps/s, about four months).
 MAX_TOTAL_STEPS = 10**12
-#: Network steps per env step of a spiking backbone.
-MAX_SIM_STEPS = 1000
+#: Neuron steps per env step of a spiking backbone (``substeps``).
+MAX_SUBSTEPS = 1000
+MAX_SIM_STEPS = MAX_SUBSTEPS  # the old name
 #: Share of this machine's physical memory that the estimated buffers and networks may take.
 MEMORY_FRACTION = 0.8
 
@@ -236,22 +238,26 @@ class AgentConfig:
     """Hard Dale's law in spiking backbones."""
     recurrent_sign: float = NEURON_DEFAULTS["recurrent_sign"]
     """Fraction of inhibitory neurons with Dale's law (the biological 80/20). The layers
-    balance it at init (inhibitory weights scaled so each neuron's expected recurrent input
-    is zero), so 0.2 learns CartPole (docs/benchmarks.md)."""
+    balance it at init (each neuron's recurrent input sums to zero; the same spectral radius
+    as without Dale), so 0.2 learns CartPole (docs/benchmarks.md)."""
     tau_m: float = override(
         10e-3, "CartPole PPO: 20 ms reached best 196 at 100k steps (seed 0), 10 ms 500"
     )
     """Membrane time constant of spiking layers, seconds."""
     readout_tau_m: float = override(10e-3, "the readout follows the 10 ms hidden layer")
     """Membrane time constant of the LI readout, seconds."""
-    dt: float = NEURON_DEFAULTS["dt"]
-    """Simulation step, seconds."""
+    dt: float | None = override(
+        None, "None: the task's step / substeps when the env declares one (NeuroGym), else 0.001"
+    )
+    """Neuron time step, seconds; None: from the task (docs/architecture.md, "Time"). The
+    resolved value replaces None in ``algo.config`` and config.json."""
     hh_init: str = NEURON_DEFAULTS["hh_init"]
     """Initial hidden state of spiking layers: zeros | random | learned."""
     encoder: str = "direct"
     """Input encoding of spiking backbones: direct | population."""
-    sim_steps: int = 1
-    """Network steps per env step (spiking backbones)."""
+    substeps: int = 1
+    """Neuron steps per env step (spiking backbones; ANN backbones ignore it): each
+    observation is held for ``substeps`` steps of ``dt``. Old name: ``sim_steps``."""
     n_envs: int = 8
     """Parallel envs."""
     asynchronous: bool = False
@@ -280,7 +286,7 @@ class AgentConfig:
         "hidden_size",
         "n_layers",
         "n_envs",
-        "sim_steps",
+        "substeps",
         "eval_episodes",
         "checkpoint_interval",
         "total_steps",
@@ -309,8 +315,8 @@ class AgentConfig:
             f"total_steps={self.total_steps} (must be <= {MAX_TOTAL_STEPS:.0e})",
         )
         check(
-            self.sim_steps <= MAX_SIM_STEPS,
-            f"sim_steps={self.sim_steps} (must be <= {MAX_SIM_STEPS})",
+            not isinstance(self.substeps, int) or self.substeps <= MAX_SUBSTEPS,
+            f"substeps={self.substeps} (neuron steps per env step, must be <= {MAX_SUBSTEPS})",
         )
         check(
             0 <= self.recurrent_sign <= 1,
@@ -327,8 +333,8 @@ class AgentConfig:
                 f"{name}={v!r} (must be an integer >= 1)",
             )
         check(
-            self.tau_m > 0 and self.readout_tau_m > 0 and self.dt > 0,
-            "tau_m, readout_tau_m and dt must be > 0 seconds",
+            self.tau_m > 0 and self.readout_tau_m > 0 and (self.dt is None or self.dt > 0),
+            "tau_m, readout_tau_m and dt must be > 0 seconds (dt may be None: from the task)",
         )
         check(
             self.hh_init in ("zeros", "random", "learned"),
@@ -367,6 +373,25 @@ class AgentConfig:
             )
 
     @property
+    def sim_steps(self) -> int:
+        """Deprecated name of :attr:`substeps`."""
+        warnings.warn("config.sim_steps is deprecated: use config.substeps", DeprecationWarning, 2)
+        return self.substeps
+
+    @property
+    def neuron_dt(self) -> float:
+        """The neuron time step in seconds: ``dt``, or 1 ms while ``dt`` is unresolved."""
+        return NEURON_DEFAULTS["dt"] if self.dt is None else float(self.dt)
+
+    def resolve_dt(self, task_dt: float | None) -> AgentConfig:
+        """This config with ``dt`` set: unchanged if given, else ``task_dt / substeps`` when
+        the task declares its step (seconds), else 1 ms."""
+        if self.dt is not None:
+            return self
+        dt = NEURON_DEFAULTS["dt"] if task_dt is None else task_dt / self.substeps
+        return dataclasses.replace(self, dt=dt)
+
+    @property
     def env_id(self) -> str:
         """Deprecated name of :attr:`env`."""
         warnings.warn("config.env_id is deprecated: use config.env", DeprecationWarning, 2)
@@ -378,7 +403,7 @@ class AgentConfig:
         if self.backbone in SPIKING:
             layer_kwargs = dict(
                 tau_m=self.tau_m,
-                dt=self.dt,
+                dt=self.neuron_dt,
                 hh_init=self.hh_init,
                 recurrent_sign=self.recurrent_sign,
             )
@@ -390,7 +415,7 @@ class AgentConfig:
             n_layers=self.n_layers,
             force_dale_law=self.force_dale_law,
             encoder=self.encoder,
-            sim_steps=self.sim_steps,
+            substeps=self.substeps,
             readout_tau_m=self.readout_tau_m,
             seed=seed,
             layer_kwargs=layer_kwargs,
@@ -496,6 +521,7 @@ class Algorithm:
             spaces = None
         probe = _Spaces(*spaces) if spaces else make_env(self._env(), **cfg.env_kwargs)
         try:
+            self.config = cfg = cfg.resolve_dt(env_time_step(probe))  # docs: "Time"
             self.check_spaces(probe.observation_space, probe.action_space)
             obs_size = ObsFlattener(probe.observation_space).size
             act = probe.action_space

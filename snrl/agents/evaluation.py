@@ -73,7 +73,8 @@ def evaluate_agent(
             live = ~finished
             trials += [t for t in tracker.step(action, info) if live[t["env"]]]
             for layer in res.activity.spiking():
-                rows = layer.spikes[torch.as_tensor(live)]
+                # (B, N), or (substeps, B, N): spikes per neuron per neuron step
+                rows = layer.spikes[..., torch.as_tensor(live), :]
                 spikes[layer.name] = spikes.get(layer.name, 0.0) + float(rows.sum())
                 counts[layer.name] = counts.get(layer.name, 0) + rows.numel()
             returns[live] += reward[live]
@@ -148,7 +149,8 @@ def record_trajectory(
             action = agent.env_action(res.action)[0]
             rows["obs"].append(np.asarray(obs))
             rows["act"].append(np.asarray(action))
-            activity.append(res.activity.to_numpy())  # (1, N) per field: batch of one env
+            # (1, N) per field, or (substeps, N): batch of one env, one row per neuron step
+            activity.append(res.activity.to_numpy().map(lambda a: a.reshape(-1, a.shape[-1])))
             for k, v in res.outputs.items():
                 policy.setdefault(k, []).append(v[0].cpu().numpy())
             obs, reward, term, trunc, info = env.step(action)

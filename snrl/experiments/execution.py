@@ -76,7 +76,7 @@ def execute_run(spec: RunSpec | Mapping[str, Any]) -> dict[str, Any]:
         if not all(bool(torch.isfinite(p).all()) for p in params):
             raise FloatingPointError("non-finite network parameters after training")
         layers = algo.agent.actor.layer_info()
-        sim_steps = int(getattr(algo.config, "sim_steps", 1))
+        sim_steps = int(getattr(algo.config, "substeps", 1))
         ops = count_ops(layers, ev["spike_rates"], sim_steps=sim_steps)
         wall = float(getattr(algo, "wall_time", math.nan))
         record.update(

@@ -76,7 +76,8 @@ def train_run(
             raise UserError("a fresh run needs a config (pass config=ALGOS[algo].Config(...))")
         # validates env and spaces before the run directory is touched
         obj = ALGOS[algo](config=config, run_dir=run_dir, overwrite=force)
-        write_json_atomic(obj.run_dir / "config.json", {"algo": algo, **config_to_dict(config)})
+        # the resolved config (dt derived from the task): what the run used
+        write_json_atomic(obj.run_dir / "config.json", {"algo": algo, **config_to_dict(obj.config)})
         total = total_steps if total_steps is not None else config.total_steps
     try:
         obj.learn(total, progress=progress)

@@ -49,6 +49,7 @@ SPIKING_ONLY = frozenset(
         "dt",
         "hh_init",
         "encoder",
+        "substeps",
         "sim_steps",
     }
 )

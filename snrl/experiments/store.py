@@ -148,8 +148,15 @@ def check_existing_run(run_dir: str | os.PathLike, config: Mapping[str, Any]) ->
     if not isinstance(stored, dict):
         return
     stored.pop("algo", None)
-    if stored != dict(config):
-        diff = sorted(k for k in set(stored) | set(config) if stored.get(k) != config.get(k))
+
+    def differs(key: str) -> bool:
+        # a key asked as None is resolved by the run (dt: from the task) and saved resolved
+        if key in config and config[key] is None and key in stored:
+            return False
+        return stored.get(key) != config.get(key)
+
+    diff = sorted(k for k in set(stored) | set(config) if differs(k))
+    if diff:
         raise UserError(
             f"run {run_dir} exists with a different config ({', '.join(diff)}) "
             "(use another --out, or delete that run directory)"

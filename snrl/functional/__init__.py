@@ -3,9 +3,11 @@
 from snrl.functional.dale import (
     balance_scale,
     check_sign_vector,
+    dale_init,
     make_sign_vector,
     resolve_sign,
     signed_weights,
+    spectral_radius,
 )
 from snrl.functional.neurons import (
     RESETS,
@@ -47,6 +49,7 @@ __all__ = [
     "SpyLIFState",
     "alif_step",
     "check_sign_vector",
+    "dale_init",
     "default_spike_grad",
     "heaviside",
     "li_step",
@@ -54,5 +57,6 @@ __all__ = [
     "make_sign_vector",
     "resolve_sign",
     "signed_weights",
+    "spectral_radius",
     "spylif_step",
 ]

@@ -16,7 +16,13 @@ import torch
 from torch import Tensor, nn
 
 from snrl.errors import UserError
-from snrl.functional.dale import balance_scale, check_sign_vector, resolve_sign, signed_weights
+from snrl.functional.dale import (
+    check_sign_vector,
+    dale_init,
+    resolve_sign,
+    signed_weights,
+    spectral_radius,
+)
 from snrl.functional.neurons import RESETS
 from snrl.functional.state import mask_state
 from snrl.functional.surrogate import SpikeFn, default_spike_grad
@@ -108,8 +114,10 @@ class RecurrentLayer(nn.Module):
 
         gen = torch.Generator().manual_seed(self.seed)
         n = output_size
-        # nn.Linear-like scale: raw W ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)); signed rows are then
-        # balanced (snrl.functional.dale.balance_scale), which keeps the second moment.
+        # nn.Linear-like scale: raw W ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)); signed matrices are
+        # then balanced (snrl.functional.dale.dale_init): each neuron's input sums to 0 and has
+        # the unconstrained input variance, and a Dale recurrent matrix gets the spectral
+        # radius the same layer has without Dale.
         k_in = 1.0 / math.sqrt(input_size)
         w_in = (torch.rand(input_size, n, generator=gen) * 2 - 1) * k_in
         w_rec = None
@@ -121,9 +129,9 @@ class RecurrentLayer(nn.Module):
         if forward_sign is not None:
             fsign = check_sign_vector(forward_sign, input_size, "forward_sign")
         if fsign is not None:
-            w_in = w_in * balance_scale(fsign)[:, None]
+            w_in = dale_init(w_in, fsign)
         if w_rec is not None and rsign is not None:
-            w_rec = w_rec * balance_scale(rsign)[:, None]
+            w_rec = self._balanced_recurrent(w_rec, rsign)
         self.weight_in = nn.Parameter(w_in)
         self.bias = nn.Parameter(torch.zeros(n))
         self.register_parameter("weight_rec", None if w_rec is None else nn.Parameter(w_rec))
@@ -141,6 +149,17 @@ class RecurrentLayer(nn.Module):
         self._decay_memo: dict[str, tuple] = {}
 
     # ----------------------------------------------------------------- parameters
+    def _balanced_recurrent(self, w_raw: Tensor, sign: Tensor) -> Tensor:
+        """Raw Dale recurrent weights: :func:`dale_init`, then scaled to the spectral radius
+        of ``w_raw`` masked, the matrix this layer would use without Dale."""
+        mask = self._derived_mask()
+        w = dale_init(w_raw, sign, mask)
+        if not bool((sign < 0).any() & (sign > 0).any()):
+            return w  # one sign only: no balance possible, left as drawn
+        target = spectral_radius(w_raw if mask is None else w_raw * mask)
+        now = spectral_radius(signed_weights(w, sign, mask))
+        return w * (target / now) if now > 0 and target > 0 else w
+
     def _add_tau(self, name: str, value: float | Tensor) -> None:
         """Register ``log_<name>`` (N,), a Parameter if ``learn_tau`` else a buffer."""
         n = self.output_size

@@ -5,8 +5,9 @@
   curves whose centres tile ``[-span, span]``: ``c_{f,j} = exp(-(x_f - mu_j)^2 / (2 sigma^2))``
   with ``sigma = 2 span / (k - 1)`` — a graded current, no sampling, so it is deterministic.
 
-:class:`EncodedBackbone` also runs ``sim_steps`` internal network steps per env step (default 1,
-so the state is carried across env steps and nothing is re-encoded from scratch).
+:class:`EncodedBackbone` puts an encoder in front of a backbone. Neuron steps per env step are
+the backbone's own ``substeps`` (:class:`snrl.networks.spiking.SpikingBackbone`); the
+wrapper's ``sim_steps`` is kept for old scripts and multiplies them.
 """
 
 from __future__ import annotations
@@ -57,6 +58,11 @@ class EncodedBackbone(nn.Module):
         self.backbone = backbone
         self.sim_steps = sim_steps
         self.output_size = backbone.output_size
+
+    @property
+    def substeps(self) -> int:
+        """Neuron steps per input step: the backbone's ``substeps`` times ``sim_steps``."""
+        return int(getattr(self.backbone, "substeps", 1)) * self.sim_steps
 
     def initial_state(self, batch_size: int, **kwargs):
         return self.backbone.initial_state(batch_size, **kwargs)

@@ -9,7 +9,7 @@ from torch import nn
 
 from snrl.config import NEURON_DEFAULTS
 from snrl.errors import UserError
-from snrl.networks._args import layer_widths
+from snrl.networks._args import MISSING, layer_widths, renamed
 from snrl.networks.ann import GRU, LSTM, MLP
 from snrl.networks.encoders import EncodedBackbone, PopulationEncoder
 from snrl.networks.spiking import NEURONS, SpikingBackbone
@@ -30,10 +30,11 @@ def build_backbone(
     force_dale_law: bool = NEURON_DEFAULTS["force_dale_law"],
     encoder: str = "direct",
     population_k: int = 8,
-    sim_steps: int = 1,
+    substeps: int = 1,
     readout_tau_m: float = NEURON_DEFAULTS["readout_tau_m"],
     seed: int | None = None,
     layer_kwargs: dict[str, Any] | None = None,
+    sim_steps: int = MISSING,
 ) -> nn.Module:
     """Build a backbone that follows the recurrent protocol.
 
@@ -49,11 +50,15 @@ def build_backbone(
         force_dale_law: hard Dale's law in the spiking layers (ignored for ANN backbones).
         encoder: ``direct`` or ``population`` input encoding (spiking backbones).
         population_k: neurons per feature of the population encoder.
-        sim_steps: network steps per env step (spiking backbones).
+        substeps: neuron steps per env step (spiking backbones; ANN backbones have no
+            neuron time and ignore it, as they ignore ``force_dale_law``).
         readout_tau_m: membrane time constant of the LI readout, seconds.
         seed: seeds the layers' own generators.
         layer_kwargs: extra keyword arguments for every spiking layer (tau_m, dt, hh_init, ...).
+
+    Deprecated (one release, with a ``DeprecationWarning``): ``sim_steps=`` for ``substeps=``.
     """
+    substeps = renamed("sim_steps", sim_steps, "substeps", substeps, "build_backbone", 1)
     if name not in BACKBONES:
         raise UserError(f"unknown backbone {name!r} (choose one of {', '.join(BACKBONES)})")
     if encoder not in ENCODERS:
@@ -82,9 +87,10 @@ def build_backbone(
         backbone=name,
         force_dale_law=force_dale_law,
         readout_tau_m=readout_tau_m,
+        substeps=substeps,
         seed=seed,
         **(layer_kwargs or {}),
     )
-    if encoder == "direct" and sim_steps == 1:
+    if encoder == "direct":
         return net
-    return EncodedBackbone(enc, net, sim_steps=sim_steps)
+    return EncodedBackbone(enc, net)

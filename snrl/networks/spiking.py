@@ -5,6 +5,13 @@ between each other), so a sequence is one fused call per layer. With ``force_dal
 sign vector of each spiking layer is the ``forward_sign`` of the next layer (and of the
 readout): a neuron's outgoing synapses share one sign everywhere. The first layer's
 ``forward_sign`` is None: observations are not neurons.
+
+Neuron time and env time: with ``substeps = S`` every input step is held for ``S`` neuron
+steps of ``dt`` seconds each, and the output is the one after the last of them. A sequence
+(T, B, F) is repeated to (T S, B, F), run, and every S-th output kept; a one-step call
+(B, F) runs S steps. Both give the same numbers, so rollouts (one step at a time) and
+training (whole sequences) agree. The state passed in and out is at env-step granularity;
+the activity keeps every neuron step.
 """
 
 from __future__ import annotations
@@ -52,6 +59,8 @@ class SpikingBackbone(nn.Module):
         recurrent_sign: fraction of inhibitory neurons (float), or one entry per spiking layer
             (a float or a ±1 tensor each).
         readout_tau_m: membrane time constant of the readout, seconds.
+        substeps: neuron steps per input step (int >= 1): each input is held for
+            ``substeps`` steps of ``dt`` and the output after the last one is returned.
         seed: base seed; every layer's ``seed`` (and ``hh_init_seed`` unless given) is derived
             from it. None: drawn from the global torch RNG.
         **layer_kwargs: passed to every spiking layer (``tau_m``, ``dt``, ``hh_init``, ...).
@@ -62,7 +71,9 @@ class SpikingBackbone(nn.Module):
     ``hidden_sizes=`` for ``hidden_size=``.
 
     Shape:
-        ``forward(x, state)``: x (B, F) or (T, B, F) -> out (B, O) or (T, B, O).
+        ``forward(x, state)``: x (B, F) or (T, B, F) -> out (B, O) or (T, B, O). The
+        activity of ``run`` is (B, N) / (T, B, N) with ``substeps = 1``, else
+        (S, B, N) / (T S, B, N): one row per neuron step.
     """
 
     def __init__(
@@ -76,6 +87,7 @@ class SpikingBackbone(nn.Module):
         force_dale_law: bool = NEURON_DEFAULTS["force_dale_law"],
         recurrent_sign: float | Sequence[float | Tensor] = NEURON_DEFAULTS["recurrent_sign"],
         readout_tau_m: float | Tensor = NEURON_DEFAULTS["readout_tau_m"],
+        substeps: int = 1,
         seed: int | None = None,
         neuron: str = MISSING,
         hidden_sizes: int | Sequence[int] = MISSING,
@@ -89,6 +101,12 @@ class SpikingBackbone(nn.Module):
         if backbone not in NEURONS:
             raise UserError(f"unknown backbone={backbone!r} (use one of {', '.join(NEURONS)})")
         sizes = layer_widths(hidden_size, n_layers, "SpikingBackbone")
+        if isinstance(substeps, bool) or not isinstance(substeps, int) or substeps < 1:
+            raise UserError(
+                f"substeps={substeps!r} is not a positive integer (give the neuron steps per "
+                "env step, >= 1)"
+            )
+        self.substeps = substeps
         for key in ("forward_sign", "seed", "force_dale_law", "recurrent_sign"):
             if key in layer_kwargs:
                 raise UserError(f"{key} is set by SpikingBackbone itself (do not pass it)")
@@ -236,9 +254,20 @@ class SpikingBackbone(nn.Module):
         Returns:
             ``BackboneOutput(out, state, activity)``; ``activity`` holds ``spikes`` and ``v``
             of each spiking layer and ``v`` of the readout, each shaped like ``out`` with
-            that layer's width.
+            that layer's width when ``substeps`` is 1; else with one row per neuron step:
+            (substeps, B, N) for a one-step call, (T * substeps, B, N) for a sequence.
         """
         self._check_state(state)
+        k = self.substeps
+        if k == 1 or x.dim() not in (2, 3):  # (a wrong shape is reported by the layer)
+            return self._run_layers(x, state)
+        one_step = x.dim() == 2
+        held = (x.unsqueeze(0) if one_step else x).repeat_interleave(k, dim=0)
+        res = self._run_layers(held, state)  # activity: (T k, B, N), every neuron step
+        out = res.out[k - 1 :: k]  # the output after the last sub-step of each input step
+        return BackboneOutput(out[0] if one_step else out, res.state, res.activity)
+
+    def _run_layers(self, x: Tensor, state: tuple) -> BackboneOutput:
         acts = []
         new_states = []
         h = x
