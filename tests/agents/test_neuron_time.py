@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 import warnings
 
@@ -13,7 +12,6 @@ import snrl
 from snrl.config import config_from_dict, load_config
 from snrl.errors import UserError
 from snrl.experiments.runner import train_run
-from snrl.trajectory import Trajectory
 
 GONOGO = "neurogym.envs.native.gonogo:GoNogo"  # NeuroGym, dt = 100 ms by default
 
@@ -112,12 +110,8 @@ def test_evaluate_counts_spikes_per_neuron_step_with_substeps() -> None:
     assert 0.0 < res["spike_rates"]["lif0"] <= 1.0
 
 
-@pytest.mark.xfail(
-    "substeps" not in inspect.signature(Trajectory).parameters,
-    reason="Trajectory.substeps (activity rows = T * substeps) is added with the NeuroGym work",
-    strict=False,
-)
 def test_rollout_records_every_neuron_step() -> None:
     algo = snrl.PPO("CartPole-v1", n_envs=1, hidden_size=16, substeps=2)
     traj = algo.rollout(seed=0, record=False, max_steps=20)
+    assert traj.substeps == 2
     assert traj.activity["lif0"].spikes.shape == (2 * len(traj.actions), 16)
