@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import warnings
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from snrl.agents.curriculum import Curriculum, CurriculumProgress, check_lesson_spaces
 from snrl.agents.evaluation import evaluate_agent, record_trajectory
 from snrl.config import (
     NEURON_DEFAULTS,
@@ -190,6 +192,10 @@ class AgentConfig:
     (and replay/exploration); the global RNGs of torch and numpy are never touched."""
     device: str = "cpu"
     """Torch device."""
+    curriculum: Curriculum | None = None
+    """Lessons of increasing difficulty (snrl.Curriculum; [[curriculum.lesson]] tables in
+    TOML): env options merged over env_kwargs and a promotion criterion each
+    (docs/curriculum.md)."""
 
     #: integer fields that must be >= 1 (subclasses extend it)
     positive_ints: ClassVar[tuple[str, ...]] = (
@@ -316,6 +322,8 @@ class Algorithm:
     agent: nn.Module
     config: Any
     _envs: Any = None
+    progress: CurriculumProgress | None = None
+    """Where the run is in its curriculum (None: it has none)."""
     wall_time: float = 0.0
     """Seconds of training so far (over every ``learn`` call and resume)."""
 
@@ -370,6 +378,8 @@ class Algorithm:
                 overrides.setdefault(new, overrides.pop(old))
         if env is not None:
             overrides["env"] = env
+        if isinstance(overrides.get("curriculum"), (list, tuple)):  # lessons as dicts
+            overrides["curriculum"] = Curriculum(overrides["curriculum"])
         valid = [f.name for f in dataclasses.fields(self.Config) if f.init]
         for key in overrides:
             if key not in valid:
@@ -383,6 +393,10 @@ class Algorithm:
             act = probe.action_space
             head = int(np.sum(getattr(act, "nvec", 0))) or int(getattr(act, "n", 0))
             cfg.check_memory(obs_size, head or int(np.prod(act.shape or (1,))))
+            self.progress = None
+            if cfg.curriculum is not None:
+                check_lesson_spaces(cfg, probe.observation_space, probe.action_space)
+                self.progress = CurriculumProgress()
             return probe.observation_space, probe.action_space
         finally:
             probe.close()
@@ -408,10 +422,47 @@ class Algorithm:
                 f"and algorithm (build it with output_size={expected})"
             )
 
-    def evaluate(self, n_episodes: int = 20, seed: int = 123, deterministic: bool = True) -> dict:
+    # ---- curriculum ----------------------------------------------------------------------
+    @property
+    def lesson(self) -> int | None:
+        """The current lesson of the curriculum (None: the run has no curriculum)."""
+        return None if self.progress is None else self.progress.lesson
+
+    def lesson_env_kwargs(self, lesson: int | str | None = None) -> dict[str, Any]:
+        """The env options of ``lesson`` (a number, a name, or None for the final one): its
+        ``env_kwargs`` over the config's; the config's own without a curriculum."""
+        cur = self.config.curriculum
+        if cur is None:
+            check(lesson is None, f"lesson={lesson!r} but this run has no curriculum (drop it)")
+            return self.config.env_kwargs
+        return cur.env_kwargs(self.config.env_kwargs, cur.index(lesson))
+
+    def _new_lesson(self) -> None:
+        """What a subclass drops at a promotion, before the envs are rebuilt."""
+
+    def _promote(self, logger: RunLogger) -> None:
+        """After the row that promoted: rebuild the envs on the new lesson (episodes and
+        recurrent states restart; agent, optimizer, normalizer and counters stay), start
+        best.pt over, and write last.pt (docs/curriculum.md)."""
+        self.best_eval = logger.best_eval = -math.inf
+        self.close()
+        self._new_lesson()
+        if self.env_step < logger.total:
+            self._start_envs()
+        if self.run_dir is not None:
+            self.save(self.run_dir / "checkpoints" / "last.pt")
+
+    def evaluate(
+        self,
+        n_episodes: int = 20,
+        seed: int = 123,
+        deterministic: bool = True,
+        lesson: int | str | None = None,
+    ) -> dict:
         """Evaluation on ``n_episodes`` envs (env ``i`` seeded ``seed + i``), deterministic
         actions by default: ``{"mean_return", "std_return", "n_episodes", "returns",
-        "mean_length"}``."""
+        "mean_length"}``. With a curriculum, on ``lesson`` (a number or name; None: the
+        final lesson), and the result names it (``"lesson"``)."""
         n_episodes = check_int(
             "n_episodes", n_episodes, 1, MAX_ENVS, "; one env per episode is built at once"
         )
@@ -428,8 +479,8 @@ class Algorithm:
                 n_episodes=n_episodes,
                 seed=seed,
                 deterministic=deterministic,
-                env_kwargs=self.config.env_kwargs,
-            )
+                env_kwargs=self.lesson_env_kwargs(lesson),
+            ) | ({} if self.progress is None else {"lesson": self.config.curriculum.index(lesson)})
         finally:
             self.agent.train()
 
@@ -459,7 +510,7 @@ class Algorithm:
             deterministic=deterministic,
             max_steps=max_steps,
             meta=meta,
-            env_kwargs=self.config.env_kwargs,
+            env_kwargs=self.lesson_env_kwargs(),  # the final lesson of a curriculum
         )
 
     def save(self, path: str | Path) -> None:
@@ -482,7 +533,8 @@ class Algorithm:
                 "rng": rng_state(),  # read by snrl 0.1; snrl never draws from the global RNGs
                 "generator": self.generator.get_state(),
                 "agent_generator": self.agent.generator.get_state(),
-                "extra": self.extra_state(),
+                "extra": self.extra_state()
+                | ({} if self.progress is None else {"curriculum": self.progress.to_dict()}),
             },
         )
 
@@ -556,6 +608,9 @@ class Algorithm:
             raise
         except Exception as e:
             raise corrupt_checkpoint(path, f"its {cls.algo_name} state: {first_line(e)}") from None
+        if algo.progress is not None:
+            extra = d.get("extra", {})
+            algo.progress = CurriculumProgress.from_dict(extra.get("curriculum"), cfg.curriculum)
         if run_dir is not None:
             algo.run_dir = continue_run_dir(run_dir)
         return algo
@@ -579,7 +634,13 @@ class Algorithm:
         self, logger: RunLogger, row: dict[str, Any], elapsed: float, *, evaluated: bool
     ) -> None:
         """Send one metrics row to the run log; keep its best evaluation and wall time, and
-        write best.pt / last.pt when they are due."""
+        write best.pt / last.pt when they are due. With a curriculum, the row gets the
+        ``lesson`` it was trained in, and a promotion follows it (:meth:`_promote`)."""
+        promoted = False
+        if self.progress is not None:
+            row["lesson"] = self.progress.lesson
+            evals = {k: v for k, v in row.items() if k.startswith("eval_")} if evaluated else None
+            promoted = self.progress.observe(self.config.curriculum, self.env_step, evals)
         best_due, last_due = logger.log(
             row, elapsed, env_step=self.env_step, n_updates=self.n_updates, evaluated=evaluated
         )
@@ -589,6 +650,8 @@ class Algorithm:
                 self.save(self.run_dir / "checkpoints" / "best.pt")
             if last_due:
                 self.save(self.run_dir / "checkpoints" / "last.pt")
+        if promoted:
+            self._promote(logger)
 
     def close(self) -> None:
         """Close the training envs (evaluate/rollout still work)."""

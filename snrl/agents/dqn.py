@@ -528,13 +528,21 @@ class DQN(Algorithm):
             cfg.n_envs,
             seed=seed,
             asynchronous=cfg.asynchronous,
-            env_kwargs=cfg.env_kwargs,
+            env_kwargs=self.lesson_env_kwargs(self.lesson),  # the current lesson's, if any
         )
         self._obs, _ = self._envs.reset(seed=seed)
         self._state = self.agent.initial_state(cfg.n_envs, device=self.device)
         self._recent: list[float] = []
         if self.buffer is None:
             self.buffer = self._make_buffer()
+
+    def _new_lesson(self) -> None:
+        """At a curriculum promotion: flush the replay. Its writer holds unfinished n-step
+        transitions / windows of the episodes the promotion cuts off, and the stored ones
+        are of the easier lesson; learning waits ``learning_starts`` env steps of the new
+        lesson, as after a resume."""
+        self.buffer = None
+        self._buffer_steps = 0
 
     @torch.no_grad()
     def _act_and_store(self, stats: _Stats) -> list[float]:
@@ -758,7 +766,9 @@ class DQN(Algorithm):
                 }
                 evaluated = False
                 if next_eval is not None and self.env_step >= next_eval or self.env_step >= total:
-                    res = self.evaluate(n_episodes=cfg.eval_episodes, seed=cfg.seed + 10_000)
+                    res = self.evaluate(
+                        n_episodes=cfg.eval_episodes, seed=cfg.seed + 10_000, lesson=self.lesson
+                    )
                     row["eval_return_mean"] = res["mean_return"]
                     evaluated = True
                     if next_eval is not None:

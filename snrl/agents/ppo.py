@@ -241,7 +241,7 @@ class PPO(Algorithm):
             cfg.n_envs,
             seed=seed,
             asynchronous=cfg.asynchronous,
-            env_kwargs=cfg.env_kwargs,
+            env_kwargs=self.lesson_env_kwargs(self.lesson),  # the current lesson's, if any
         )
         self._obs, _ = self._envs.reset(seed=seed)
         self._state = self.agent.initial_state(cfg.n_envs, device=self.device)
@@ -446,7 +446,9 @@ class PPO(Algorithm):
                 }
                 evaluated = False
                 if next_eval is not None and self.env_step >= next_eval or self.env_step >= total:
-                    res = self.evaluate(n_episodes=cfg.eval_episodes, seed=cfg.seed + 10_000)
+                    res = self.evaluate(
+                        n_episodes=cfg.eval_episodes, seed=cfg.seed + 10_000, lesson=self.lesson
+                    )
                     row["eval_return_mean"] = res["mean_return"]
                     evaluated = True
                     if next_eval is not None:
