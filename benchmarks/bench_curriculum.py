@@ -9,8 +9,9 @@ delay is ``--delay`` ms.
 * ``scratch``: PPO (the defaults: Dale LIF, 128 neurons) on the long delay for ``--steps``.
 * ``curriculum``: the same PPO and budget, lessons of growing delay (``--lessons``, ms; the
   last is the long delay); each lesson is promoted when the mean eval return of its last 2
-  evaluations is >= ``--threshold`` (correct trials per 100-step episode), or after an equal
-  share of the budget, whichever comes first.
+  evaluations (correct trials per 100-step episode) is >= ``--accuracy`` times the trials
+  that fit in an episode of that delay, or after an equal share of the budget, whichever
+  comes first.
 
 Both are scored on the long delay: trial accuracy (correct / finished trials) and correct
 trials per episode of the last model (deterministic, 20 episodes of 100 steps, seeds
@@ -49,6 +50,12 @@ EVAL_EPISODES, EVAL_SEED = 20, 123
 
 def _timing(delay: int) -> dict[str, Any]:
     return {"timing": {"delay": int(delay)}}
+
+
+def _threshold(delay: int, accuracy: float) -> float:
+    """``accuracy`` x the trials of one 100-step episode (dt 100 ms: stimulus 5 steps,
+    the delay, one step to answer)."""
+    return round(accuracy * 100 / (5 + delay / 100 + 1), 2)
 
 
 def trial_scores(algo: Any, env_kwargs: dict[str, Any], episodes: int, seed: int) -> dict:
@@ -112,7 +119,7 @@ def run_one(variant: str, seed: int, args: argparse.Namespace, out: Path) -> dic
                 "name": f"delay {d} ms",
                 "env_kwargs": _timing(d),
                 "metric": "eval_return_mean",
-                "threshold": args.threshold,
+                "threshold": _threshold(d, args.accuracy),
                 "window": 2,
                 "max_steps": share,
             }
@@ -148,8 +155,9 @@ def run_one(variant: str, seed: int, args: argparse.Namespace, out: Path) -> dic
 def table(results: list[dict], args: argparse.Namespace) -> str:
     lines = [
         f"delay {args.delay} ms, {args.steps} env steps, lessons {args.lessons} ms "
-        f"(threshold {args.threshold}); scored on the long delay, last model, "
-        f"{EVAL_EPISODES} episodes",
+        f"(promoted at {args.accuracy:.0%} of the trials per episode, or after "
+        f"{args.steps // len(args.lessons.split(','))} steps); scored on the long delay, "
+        f"last model, {EVAL_EPISODES} episodes",
         "",
         "| variant | seed | trial accuracy | correct trials / episode | trials | promotions "
         "(env step) | CPU s |",
@@ -176,9 +184,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="bench-curriculum")
     p.add_argument("--steps", type=int, default=60_000)
     p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--table", action="store_true", help="only rebuild the table from OUT")
     p.add_argument("--delay", type=int, default=2000, help="the long delay, ms")
     p.add_argument("--lessons", default="0,1000,2000", help="lesson delays, ms")
-    p.add_argument("--threshold", type=float, default=8.0)
+    p.add_argument("--accuracy", type=float, default=0.7, help="promotion level, see above")
     p.add_argument("--eval-interval", type=int, default=5000)
     p.add_argument("--only", choices=("scratch", "curriculum"), default=None)
     p.add_argument("--set", action="append", default=[], help="PPO option key=JSON")
@@ -194,7 +204,10 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     variants = [args.only] if args.only else ["scratch", "curriculum"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    for seed in range(args.seeds):
+    if args.table:
+        results = [json.loads(f.read_text()) for f in sorted(out.glob("*/seed*/result.json"))]
+        variants = []
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         for variant in variants:
             cmd = [sys.executable, __file__, *(argv or sys.argv[1:]), "--child", variant, str(seed)]
             subprocess.run(cmd, check=True, env=env)

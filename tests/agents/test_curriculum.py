@@ -135,6 +135,8 @@ def test_promotion_takes_the_mean_of_the_last_window_evaluations_or_the_step_bud
         q = CurriculumProgress()
         cur2 = Curriculum([{"metric": "eval_trial_accuracy", "threshold": 0.8}, {}])
         q.observe(cur2, 10, ev(1.0))
+    q = CurriculumProgress()  # trial accuracy, where the evaluations report it
+    assert q.observe(cur2, 10, {"eval_return_mean": 0.0, "eval_trial_accuracy": 0.8})
     back = CurriculumProgress.from_dict(p.to_dict(), cur)
     assert back == p
     with pytest.raises(UserError, match="at lesson 2 but the curriculum has 2 lessons"):
