@@ -4,9 +4,10 @@ not learn from scratch in the budget, against a short-to-long curriculum of the 
 Task: NeuroGym ``PerceptualDecisionMakingDelayResponse-v0`` (the stimulus says left or
 right; after a delay without it, the agent must report it), ``dt`` 100 ms, episodes of 100
 env steps, stimulus 500 ms, decision 500 ms, and ``stim_scale`` (see ``TASK``). The long
-delay is ``--delay`` ms.
+delay is ``--delay`` ms (default 8 s).
 
-* ``scratch``: PPO (the defaults: Dale LIF, 128 neurons) on the long delay for ``--steps``.
+* ``scratch``: PPO (the defaults: Dale LIF, 128 neurons; ``n_steps`` = ``--n-steps``, 128,
+  so that one PPO segment holds a whole 8 s trial) on the long delay for ``--steps``.
 * ``curriculum``: the same PPO and budget, lessons of growing delay (``--lessons``, ms; the
   last is the long delay); each lesson is promoted when the mean eval return of its last 2
   evaluations (correct trials per 100-step episode) is >= ``--accuracy`` times the trials
@@ -19,7 +20,7 @@ trials per episode of the last model (deterministic, 20 episodes of 100 steps, s
 
 Usage::
 
-    python benchmarks/bench_curriculum.py --seeds 3 --steps 60000 --out bench-curriculum
+    python benchmarks/bench_curriculum.py --out bench-curriculum      # docs/benchmarks.md
     python benchmarks/bench_curriculum.py --only scratch --seeds 1 --steps 20000   # probe
 
 Each run is a subprocess with one torch thread; results go to
@@ -105,7 +106,9 @@ def run_one(variant: str, seed: int, args: argparse.Namespace, out: Path) -> dic
 
     torch.set_num_threads(1)
     long_kwargs = merge_env_kwargs(TASK, _timing(args.delay))
-    common = dict(seed=seed, eval_interval=args.eval_interval, eval_episodes=8)
+    common = dict(
+        seed=seed, eval_interval=args.eval_interval, eval_episodes=8, n_steps=args.n_steps
+    )
     for item in args.set:
         k, _, v = item.partition("=")
         common[k] = json.loads(v)
@@ -113,7 +116,7 @@ def run_one(variant: str, seed: int, args: argparse.Namespace, out: Path) -> dic
         algo = snrl.PPO(ENV, env_kwargs=long_kwargs, run_dir=out, overwrite=True, **common)
     else:
         delays = [int(d) for d in args.lessons.split(",")]
-        share = args.steps // len(delays)
+        share = args.lesson_steps or args.steps // len(delays)
         lessons = [
             {
                 "name": f"delay {d} ms",
@@ -154,9 +157,11 @@ def run_one(variant: str, seed: int, args: argparse.Namespace, out: Path) -> dic
 
 def table(results: list[dict], args: argparse.Namespace) -> str:
     lines = [
-        f"delay {args.delay} ms, {args.steps} env steps, lessons {args.lessons} ms "
+        f"delay {args.delay} ms, {args.steps} env steps, n_steps {args.n_steps}, lessons "
+        f"{args.lessons} ms "
         f"(promoted at {args.accuracy:.0%} of the trials per episode, or after "
-        f"{args.steps // len(args.lessons.split(','))} steps); scored on the long delay, "
+        f"{args.lesson_steps or args.steps // len(args.lessons.split(','))} steps); "
+        "scored on the long delay, "
         f"last model, {EVAL_EPISODES} episodes",
         "",
         "| variant | seed | trial accuracy | correct trials / episode | trials | promotions "
@@ -186,10 +191,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--first-seed", type=int, default=0)
     p.add_argument("--table", action="store_true", help="only rebuild the table from OUT")
-    p.add_argument("--delay", type=int, default=2000, help="the long delay, ms")
-    p.add_argument("--lessons", default="0,1000,2000", help="lesson delays, ms")
+    p.add_argument("--delay", type=int, default=8000, help="the long delay, ms")
+    p.add_argument("--lessons", default="0,2000,4000,6000,8000", help="lesson delays, ms")
+    p.add_argument("--n-steps", type=int, default=128, help="PPO n_steps (the BPTT window)")
     p.add_argument("--accuracy", type=float, default=0.7, help="promotion level, see above")
-    p.add_argument("--eval-interval", type=int, default=5000)
+    p.add_argument("--eval-interval", type=int, default=2500)
+    p.add_argument(
+        "--lesson-steps",
+        type=int,
+        default=12_000,
+        help="max_steps of a lesson (0: an equal share of --steps)",
+    )
     p.add_argument("--only", choices=("scratch", "curriculum"), default=None)
     p.add_argument("--set", action="append", default=[], help="PPO option key=JSON")
     p.add_argument("--child", nargs=2, metavar=("VARIANT", "SEED"), help=argparse.SUPPRESS)
