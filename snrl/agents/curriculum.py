@@ -211,8 +211,6 @@ class Curriculum:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Curriculum) and self._lessons == other._lessons
 
-    __hash__ = None  # type: ignore[assignment]  # lessons hold dicts
-
     def __repr__(self) -> str:
         return f"Curriculum({[lesson.to_dict() for lesson in self._lessons]!r})"
 
