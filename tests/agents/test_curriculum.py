@@ -257,7 +257,7 @@ name = "last"
 """
 
 
-def test_kill_after_a_promotion_and_resume_continues_the_lesson(tmp_path):
+def test_kill_after_a_promotion_and_resume_continues_the_lesson(tmp_path, capsys):
     """SIGKILL during the second evaluation (lesson 1, after the promotion at 64 steps);
     --resume continues lesson 1 from its own start (64), so lesson 2 begins at 64 + 128."""
     (tmp_path / "cur.toml").write_text(CUR_TOML)
@@ -292,18 +292,16 @@ def test_kill_after_a_promotion_and_resume_continues_the_lesson(tmp_path):
     assert last.progress.promotions == [64, 192] and last.lesson == 2
     saved = json.loads((out / "config.json").read_text())
     assert [x["name"] for x in saved["curriculum"]] == ["sb", "mid", "last"]
-    # snrl eval: the final lesson by default, any lesson with --lesson
-    ev = subprocess.run(
-        [sys.executable, "-m", "snrl.cli", "eval", str(out), "--episodes", "2", "--lesson", "sb"],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        cwd=ROOT,
-        timeout=120,
-    )
-    assert ev.returncode == 0, ev.stderr
-    got = json.loads(ev.stdout)
-    assert got["lesson"] == 0 and got["mean_return"] <= 0  # Sutton-Barto: 0 per step, -1 at a fall
+    # snrl eval: the final lesson by default, any lesson with --lesson (in this process)
+    from snrl.cli import main
+
+    capsys.readouterr()
+    assert main(["eval", str(out), "--episodes", "2", "--lesson", "sb"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["lesson"] == 0 and got["mean_return"] < 0  # Sutton-Barto: -1 at the fall
+    assert main(["eval", str(out), "--episodes", "2"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["lesson"] == 2 and got["mean_return"] > 0
 
 
 def test_eval_lesson_errors_are_one_line(tmp_path, capsys):
