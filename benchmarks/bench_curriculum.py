@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # this checkout's snrl, as in the child runs
 ENV = "neurogym:PerceptualDecisionMakingDelayResponse-v0"
 TASK: dict[str, Any] = {
     "max_episode_steps": 100,
@@ -155,6 +156,20 @@ def run_one(variant: str, seed: int, args: argparse.Namespace, out: Path) -> dic
     return res
 
 
+def rescore(res: dict, out: Path, args: argparse.Namespace) -> dict:
+    """``res`` with the scores of its run's last model on ``args.episodes`` episodes."""
+    import torch
+
+    import snrl
+    from snrl.agents.curriculum import merge_env_kwargs
+
+    torch.set_num_threads(1)
+    run = out / res["variant"] / f"seed{res['seed']}" / "run"
+    algo = snrl.load(run / "checkpoints" / "last.pt", env=ENV)
+    long_kwargs = merge_env_kwargs(TASK, _timing(args.delay))
+    return {**res, **trial_scores(algo, long_kwargs, args.episodes, EVAL_SEED)}
+
+
 def table(results: list[dict], args: argparse.Namespace) -> str:
     lines = [
         f"delay {args.delay} ms, {args.steps} env steps, n_steps {args.n_steps}, lessons "
@@ -162,7 +177,7 @@ def table(results: list[dict], args: argparse.Namespace) -> str:
         f"(promoted at {args.accuracy:.0%} of the trials per episode, or after "
         f"{args.lesson_steps or args.steps // len(args.lessons.split(','))} steps); "
         "scored on the long delay, "
-        f"last model, {EVAL_EPISODES} episodes",
+        f"last model, {args.episodes} episodes",
         "",
         "| variant | seed | trial accuracy | correct trials / episode | trials | promotions "
         "(env step) | CPU s |",
@@ -191,6 +206,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--first-seed", type=int, default=0)
     p.add_argument("--table", action="store_true", help="only rebuild the table from OUT")
+    p.add_argument(
+        "--episodes",
+        type=int,
+        default=EVAL_EPISODES,
+        help="with --table: score the last models again on this many episodes",
+    )
     p.add_argument("--delay", type=int, default=8000, help="the long delay, ms")
     p.add_argument("--lessons", default="0,2000,4000,6000,8000", help="lesson delays, ms")
     p.add_argument("--n-steps", type=int, default=128, help="PPO n_steps (the BPTT window)")
@@ -219,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.table:
         results = [json.loads(f.read_text()) for f in sorted(out.glob("*/seed*/result.json"))]
         variants = []
+        if args.episodes != EVAL_EPISODES:  # score the last models again, on more episodes
+            results = [rescore(r, out, args) for r in results]
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         for variant in variants:
             cmd = [sys.executable, __file__, *(argv or sys.argv[1:]), "--child", variant, str(seed)]
