@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--lesson-steps",
         type=int,
-        default=12_000,
+        default=20_000,
         help="max_steps of a lesson (0: an equal share of --steps)",
     )
     p.add_argument("--only", choices=("scratch", "curriculum"), default=None)
