@@ -86,9 +86,11 @@ def _figure(metrics: dict[str, np.ndarray], title: str) -> Figure:
             ax.axvline(steps[i], color="0.4", ls="--", lw=1, label=None if n else "promotion")
             ax.text(
                 steps[i],
-                1.0,
-                f" lesson {lesson[i + 1]:.0f}",
+                0.98,
+                f"lesson {lesson[i + 1]:.0f} ",
                 fontsize=8,
+                rotation=90,
+                ha="right",
                 va="top",
                 transform=ax.get_xaxis_transform(),
             )

@@ -231,7 +231,7 @@ def test_learning_curve_marks_the_promotions(tmp_path):
     ax = _figure(metrics, "t").axes[0]
     marks = [ln.get_xdata()[0] for ln in ax.get_lines() if ln.get_linestyle() == "--"]
     assert marks == [20.0, 30.0]
-    assert [t.get_text() for t in ax.texts] == [" lesson 1", " lesson 2"]
+    assert [t.get_text() for t in ax.texts] == ["lesson 1 ", "lesson 2 "]
     assert "promotion" in [t.get_text() for t in ax.get_legend().get_texts()]
 
 
