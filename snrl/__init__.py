@@ -2,6 +2,7 @@
 
 from snrl.agents import DQN, PPO, Agent, DQNConfig, PPOConfig
 from snrl.agents import load_algo as load
+from snrl.agents.curriculum import Curriculum, Lesson
 from snrl.errors import UserError
 from snrl.networks.activity import Activity, LayerActivity
 from snrl.networks.factory import build_backbone
@@ -16,8 +17,10 @@ __all__ = [
     "PPO",
     "Activity",
     "Agent",
+    "Curriculum",
     "DQNConfig",
     "LayerActivity",
+    "Lesson",
     "PPOConfig",
     "SpikingBackbone",
     "Trajectory",

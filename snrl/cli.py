@@ -251,8 +251,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
         env=args.env,
         trust_env_module=args.trust_env_module,
     )
-    res = algo.evaluate(n_episodes=args.episodes, seed=args.seed)
-    out = {k: res[k] for k in EVAL_KEYS}
+    if args.lesson is not None and algo.config.curriculum is None:
+        raise UserError(
+            f"--lesson {args.lesson}: the run in {args.run_dir} has no curriculum (drop --lesson)"
+        )
+    res = algo.evaluate(n_episodes=args.episodes, seed=args.seed, lesson=args.lesson)
+    # a run with a curriculum also says which lesson was evaluated (default: the final one)
+    out = {k: res[k] for k in (*EVAL_KEYS, "lesson") if k in res}
     if "n_trials" in res:  # a trial task (NeuroGym): accuracy, and for decisions the curve
         out.update({k: res[k] for k in EVAL_TRIAL_KEYS})
         out.update(_psychometric(Path(args.run_dir), res["trials"], algo.config.env))
@@ -572,6 +577,13 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--episodes", type=EPISODES, default=20)
     e.add_argument("--seed", type=SEED, default=123)
     e.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    e.add_argument(
+        "--lesson",
+        default=None,
+        metavar="N|NAME",
+        help="a run with a curriculum: evaluate on this lesson (number from 0, or name; "
+        "default: the final lesson)",
+    )
     _env_flags(e)
     e.set_defaults(func=cmd_eval)
 

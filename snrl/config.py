@@ -188,6 +188,10 @@ def _convert(tp: Any, value: Any, from_string: bool) -> Any:
         if isinstance(value, (str, os.PathLike)):
             return pathlib.Path(value)
         raise _BadValue
+    if isinstance(tp, type) and callable(getattr(tp, "from_config", None)):
+        # a structured value that parses itself (snrl.Curriculum: a TOML [[curriculum.lesson]]
+        # array of tables, a list, JSON text); its UserError names what is wrong
+        return tp.from_config(value)
     if isinstance(tp, type):
         if isinstance(value, tp):
             return value
@@ -338,6 +342,8 @@ def load_config(
 
 
 def _jsonable(value: Any) -> Any:
+    if callable(getattr(value, "to_config", None)):  # e.g. snrl.Curriculum -> list of dicts
+        return _jsonable(value.to_config())
     if isinstance(value, (tuple, list)):
         return [_jsonable(v) for v in value]
     if isinstance(value, dict):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import sys
 import warnings
@@ -23,6 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from snrl.agents.curriculum import Curriculum, CurriculumProgress, check_lesson_spaces
 from snrl.agents.evaluation import evaluate_agent, record_trajectory
 from snrl.config import (
     NEURON_DEFAULTS,
@@ -280,6 +282,10 @@ class AgentConfig:
     threads: int | None = None
     """Torch threads while learn/evaluate/rollout run (restored afterwards); none: the
     policy (1 up to 512 neurons per layer, measured); 0: leave torch's setting alone."""
+    curriculum: Curriculum | None = None
+    """Lessons of increasing difficulty (snrl.Curriculum; [[curriculum.lesson]] tables in
+    TOML): env options merged over env_kwargs and a promotion criterion each
+    (docs/curriculum.md)."""
 
     #: integer fields that must be >= 1 (subclasses extend it)
     positive_ints: ClassVar[tuple[str, ...]] = (
@@ -436,6 +442,8 @@ class Algorithm:
     _envs: Any = None
     #: the env object the algorithm was given (instance, factory, vector env), or None for an id
     _env_source: Any = None
+    progress: CurriculumProgress | None = None
+    """Where the run is in its curriculum (None: it has none)."""
     wall_time: float = 0.0
     """Seconds of training so far (over every ``learn`` call and resume)."""
 
@@ -506,6 +514,8 @@ class Algorithm:
             env = env_name(env)
         if env is not None:
             overrides["env"] = env
+        if isinstance(overrides.get("curriculum"), (list, tuple)):  # lessons as dicts
+            overrides["curriculum"] = Curriculum(overrides["curriculum"])
         valid = [f.name for f in dataclasses.fields(self.Config) if f.init]
         for key in overrides:
             if key not in valid:
@@ -527,6 +537,10 @@ class Algorithm:
             act = probe.action_space
             head = int(np.sum(getattr(act, "nvec", 0))) or int(getattr(act, "n", 0))
             cfg.check_memory(obs_size, head or int(np.prod(act.shape or (1,))))
+            self.progress = None
+            if cfg.curriculum is not None:
+                check_lesson_spaces(cfg, probe.observation_space, probe.action_space)
+                self.progress = CurriculumProgress()
             return probe.observation_space, probe.action_space
         finally:
             probe.close()
@@ -653,12 +667,49 @@ class Algorithm:
         action = agent.env_action(res.action)
         return (action[0] if single else action), res.state
 
-    def evaluate(self, n_episodes: int = 20, seed: int = 123, deterministic: bool = True) -> dict:
+    # ---- curriculum ----------------------------------------------------------------------
+    @property
+    def lesson(self) -> int | None:
+        """The current lesson of the curriculum (None: the run has no curriculum)."""
+        return None if self.progress is None else self.progress.lesson
+
+    def lesson_env_kwargs(self, lesson: int | str | None = None) -> dict[str, Any]:
+        """The env options of ``lesson`` (a number, a name, or None for the final one): its
+        ``env_kwargs`` over the config's; the config's own without a curriculum."""
+        cur = self.config.curriculum
+        if cur is None:
+            check(lesson is None, f"lesson={lesson!r} but this run has no curriculum (drop it)")
+            return self.config.env_kwargs
+        return cur.env_kwargs(self.config.env_kwargs, cur.index(lesson))
+
+    def _new_lesson(self) -> None:
+        """What a subclass drops at a promotion, before the envs are rebuilt."""
+
+    def _promote(self, logger: RunLogger) -> None:
+        """After the row that promoted: rebuild the envs on the new lesson (episodes and
+        recurrent states restart; agent, optimizer, normalizer and counters stay), start
+        best.pt over, and write last.pt (docs/curriculum.md)."""
+        self.best_eval = logger.best_eval = -math.inf
+        self.close()
+        self._new_lesson()
+        if self.env_step < logger.total:
+            self._start_envs()
+        if self.run_dir is not None:
+            self.save(self.run_dir / "checkpoints" / "last.pt")
+
+    def evaluate(
+        self,
+        n_episodes: int = 20,
+        seed: int = 123,
+        deterministic: bool = True,
+        lesson: int | str | None = None,
+    ) -> dict:
         """Evaluation on ``n_episodes`` envs (env ``i`` seeded ``seed + i``), deterministic
         actions by default: ``{"mean_return", "std_return", "n_episodes", "returns",
         "mean_length"}``; on a trial task (NeuroGym) also ``"n_trials"``, ``"accuracy"``,
-        ``"accuracy_by_condition"`` and ``"trials"`` (docs/neuro.md). ``SNRL_MAX_EPISODES``
-        caps ``n_episodes``."""
+        ``"accuracy_by_condition"`` and ``"trials"`` (docs/neuro.md). With a curriculum, on
+        ``lesson`` (a number or name; None: the final lesson), and the result names it
+        (``"lesson"``). ``SNRL_MAX_EPISODES`` caps ``n_episodes``."""
         n_episodes = check_int(
             "n_episodes", n_episodes, 1, MAX_ENVS, "; one env per episode is built at once"
         )
@@ -671,15 +722,18 @@ class Algorithm:
         self.agent.eval()
         try:
             with self._threads():
-                return evaluate_agent(
+                res = evaluate_agent(
                     self.agent,
                     self._fresh_env(),
                     n_episodes=n_episodes,
                     seed=seed,
                     deterministic=deterministic,
-                    env_kwargs=self.config.env_kwargs,
+                    env_kwargs=self.lesson_env_kwargs(lesson),
                     max_episode_steps=self.config.max_episode_steps,
                 )
+            if self.progress is not None:
+                res["lesson"] = self.config.curriculum.index(lesson)
+            return res
         finally:
             self.agent.train()
 
@@ -714,7 +768,7 @@ class Algorithm:
                 deterministic=deterministic,
                 max_steps=max_steps,
                 meta=meta,
-                env_kwargs=self.config.env_kwargs,
+                env_kwargs=self.lesson_env_kwargs(),  # the final lesson of a curriculum
                 max_episode_steps=self.config.max_episode_steps,
             )
 
@@ -738,7 +792,8 @@ class Algorithm:
                 "rng": rng_state(),  # read by snrl 0.1; snrl never draws from the global RNGs
                 "generator": self.generator.get_state(),
                 "agent_generator": self.agent.generator.get_state(),
-                "extra": self.extra_state(),
+                "extra": self.extra_state()
+                | ({} if self.progress is None else {"curriculum": self.progress.to_dict()}),
             },
         )
 
@@ -814,6 +869,9 @@ class Algorithm:
             raise
         except Exception as e:
             raise corrupt_checkpoint(path, f"its {cls.algo_name} state: {first_line(e)}") from None
+        if algo.progress is not None:
+            extra = d.get("extra", {})
+            algo.progress = CurriculumProgress.from_dict(extra.get("curriculum"), cfg.curriculum)
         if run_dir is not None:
             algo.run_dir = continue_run_dir(run_dir)
         return algo
@@ -837,7 +895,13 @@ class Algorithm:
         self, logger: RunLogger, row: dict[str, Any], elapsed: float, *, evaluated: bool
     ) -> None:
         """Send one metrics row to the run log; keep its best evaluation and wall time, and
-        write best.pt / last.pt when they are due."""
+        write best.pt / last.pt when they are due. With a curriculum, the row gets the
+        ``lesson`` it was trained in, and a promotion follows it (:meth:`_promote`)."""
+        promoted = False
+        if self.progress is not None:
+            row["lesson"] = self.progress.lesson
+            evals = {k: v for k, v in row.items() if k.startswith("eval_")} if evaluated else None
+            promoted = self.progress.observe(self.config.curriculum, self.env_step, evals)
         best_due, last_due = logger.log(
             row, elapsed, env_step=self.env_step, n_updates=self.n_updates, evaluated=evaluated
         )
@@ -847,6 +911,8 @@ class Algorithm:
                 self.save(self.run_dir / "checkpoints" / "best.pt")
             if last_due:
                 self.save(self.run_dir / "checkpoints" / "last.pt")
+        if promoted:
+            self._promote(logger)
 
     def close(self) -> None:
         """Close the training envs (evaluate/rollout still work)."""

@@ -528,7 +528,7 @@ class DQN(Algorithm):
             cfg.n_envs,
             seed=seed,
             asynchronous=cfg.asynchronous,
-            env_kwargs=cfg.env_kwargs,
+            env_kwargs=self.lesson_env_kwargs(self.lesson),  # the current lesson's, if any
             max_episode_steps=cfg.max_episode_steps,
         )
         self._obs, info = self._envs.reset(seed=seed)
@@ -539,6 +539,14 @@ class DQN(Algorithm):
         self._recent: list[float] = []
         if self.buffer is None:
             self.buffer = self._make_buffer()
+
+    def _new_lesson(self) -> None:
+        """At a curriculum promotion: flush the replay. Its writer holds unfinished n-step
+        transitions / windows of the episodes the promotion cuts off, and the stored ones
+        are of the easier lesson; learning waits ``learning_starts`` env steps of the new
+        lesson, as after a resume."""
+        self.buffer = None
+        self._buffer_steps = 0
 
     @torch.no_grad()
     def _act_and_store(self, stats: _Stats) -> list[float]:
@@ -753,7 +761,9 @@ class DQN(Algorithm):
                 self._trial_log = []
                 evaluated = False
                 if next_eval is not None and self.env_step >= next_eval or self.env_step >= total:
-                    res = self.evaluate(n_episodes=cfg.eval_episodes, seed=cfg.seed + 10_000)
+                    res = self.evaluate(
+                        n_episodes=cfg.eval_episodes, seed=cfg.seed + 10_000, lesson=self.lesson
+                    )
                     row["eval_return_mean"] = res["mean_return"]
                     if "accuracy" in res:
                         row["eval_trial_accuracy"] = res["accuracy"]

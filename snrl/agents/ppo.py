@@ -241,7 +241,7 @@ class PPO(Algorithm):
             cfg.n_envs,
             seed=seed,
             asynchronous=cfg.asynchronous,
-            env_kwargs=cfg.env_kwargs,
+            env_kwargs=self.lesson_env_kwargs(self.lesson),  # the current lesson's, if any
             max_episode_steps=cfg.max_episode_steps,
         )
         self._obs, info = self._envs.reset(seed=seed)
@@ -442,7 +442,9 @@ class PPO(Algorithm):
                 self._trial_log = []
                 evaluated = False
                 if next_eval is not None and self.env_step >= next_eval or self.env_step >= total:
-                    res = self.evaluate(n_episodes=cfg.eval_episodes, seed=cfg.seed + 10_000)
+                    res = self.evaluate(
+                        n_episodes=cfg.eval_episodes, seed=cfg.seed + 10_000, lesson=self.lesson
+                    )
                     row["eval_return_mean"] = res["mean_return"]
                     if "accuracy" in res:
                         row["eval_trial_accuracy"] = res["accuracy"]

@@ -83,6 +83,20 @@ def _figure(metrics: dict[str, np.ndarray], title: str) -> Figure:
             marker = "." if ok.sum() < 30 else None
             ax.plot(steps[ok], y[ok], marker=marker, label=label, color=color)
             drew = True
+    if "lesson" in metrics and metrics["lesson"].dtype.kind == "f":  # a curriculum's run
+        lesson = metrics["lesson"]
+        for n, i in enumerate(np.flatnonzero(np.diff(lesson) > 0)):  # promoted after row i
+            ax.axvline(steps[i], color="0.4", ls="--", lw=1, label=None if n else "promotion")
+            ax.text(
+                steps[i],
+                0.98,
+                f"lesson {lesson[i + 1]:.0f} ",
+                fontsize=8,
+                rotation=90,
+                ha="right",
+                va="top",
+                transform=ax.get_xaxis_transform(),
+            )
     if drew:
         ax.legend(loc="best")
     else:
