@@ -6,7 +6,10 @@ evaluate deterministically on the same number of held-out trials (``--eval-trial
 agent, counted by snrl's :class:`~snrl.envs.trials.TrialTracker` on the same envs (snrl's
 vector env with the task's default episode length, seeds ``10_000 + i``). Agents:
 
-* ``lif``: ``snrl.PPO(task, backbone="lif")`` with the agent defaults (Dale 80/20, 128 neurons);
+* ``lif``: ``snrl.PPO(task, backbone="lif", tau_m=0.1, readout_tau_m=0.1)``, the other fields
+  default (Dale 80/20, 128 neurons). The neuron ``dt`` is the task's (100 ms, one neuron step
+  per env step, docs/neuro.md), so the agents' 10 ms membranes would forget within a step;
+  100 ms is the time constant of Song, Yang & Wang (2016)'s E/I units (``--lif-tau``);
 * ``gru``: ``snrl.PPO(task, backbone="gru")``, the other fields default;
 * ``mlp``: ``snrl.PPO(task, backbone="mlp")`` (no memory: a floor for the delay tasks);
 * ``lstm``: ``sb3_contrib.RecurrentPPO("MlpLstmPolicy", ...)`` (n_steps 128, batch 256, 4
@@ -80,12 +83,15 @@ def _evaluate(task: str, act: Any, n_trials: int, n_envs: int) -> dict[str, Any]
     return out
 
 
-def _snrl_run(task: str, agent: str, seed: int, steps: int, n_envs: int) -> tuple[Any, Any]:
+def _snrl_run(
+    task: str, agent: str, seed: int, steps: int, n_envs: int, lif_tau: float = 0.1
+) -> tuple[Any, Any]:
     import torch
 
     import snrl
 
-    algo = snrl.PPO(task, backbone=agent, n_envs=n_envs, seed=seed, eval_interval=0)
+    taus = {"tau_m": lif_tau, "readout_tau_m": lif_tau} if agent == "lif" else {}
+    algo = snrl.PPO(task, backbone=agent, n_envs=n_envs, seed=seed, eval_interval=0, **taus)
     t0 = time.perf_counter()
     algo.learn(steps, progress=False)
     train_s = time.perf_counter() - t0
@@ -146,7 +152,9 @@ def _lstm_run(task: str, seed: int, steps: int, n_envs: int) -> tuple[Any, Any]:
     return act, train_s
 
 
-def run_one(task: str, agent: str, seed: int, steps: int, n_envs: int, eval_trials: int):
+def run_one(
+    task: str, agent: str, seed: int, steps: int, n_envs: int, eval_trials: int, lif_tau: float
+):
     """Train and evaluate one (task, agent, seed); returns its result dict."""
     import torch
 
@@ -155,7 +163,7 @@ def run_one(task: str, agent: str, seed: int, steps: int, n_envs: int, eval_tria
     if agent == "lstm":
         act, train_s = _lstm_run(task, seed, steps, n_envs)
     else:
-        act, train_s = _snrl_run(task, agent, seed, steps, n_envs)
+        act, train_s = _snrl_run(task, agent, seed, steps, n_envs, lif_tau)
     ev = _evaluate(task, act, eval_trials, n_envs)
     return {"task": task, "agent": agent, "seed": seed, "steps": steps, "train_s": train_s, **ev}
 
@@ -211,6 +219,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-trials", type=int, default=1000, help="held-out trials per run")
     p.add_argument("--only", default=",".join(AGENTS), help=f"agents, from {','.join(AGENTS)}")
     p.add_argument("--jobs", type=int, default=1, help="runs at the same time (processes)")
+    p.add_argument("--lif-tau", type=float, default=0.1, help="LIF tau_m = readout_tau_m (s)")
+    p.add_argument(
+        "--also",
+        nargs="*",
+        default=[],
+        help="result lines (JSON, one per run) printed by earlier runs of this script, e.g. "
+        "the slow lstm runs done in another process: added to the table",
+    )
     p.add_argument("--out", required=True, help="output directory (bench_neuro.json)")
     args = p.parse_args(argv)
     agents = [a.strip() for a in args.only.split(",") if a.strip()]
@@ -220,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     jobs = [
-        (task, agent, seed, args.steps, args.n_envs, args.eval_trials)
+        (task, agent, seed, args.steps, args.n_envs, args.eval_trials, args.lif_tau)
         for task in args.tasks
         for seed in args.seeds
         for agent in agents
@@ -236,6 +252,13 @@ def main(argv: list[str] | None = None) -> int:
             res = run_one(*job)
             results.append(res)
             print(json.dumps(res), flush=True)
+    for path in args.also:
+        for line in Path(path).read_text().splitlines():
+            if line.startswith("{"):
+                res = json.loads(line)
+                if res.get("task") in args.tasks and res.get("agent") not in agents:
+                    results.append(res)
+    agents += sorted({r["agent"] for r in results} - set(agents))
     table = summarize(results, args.tasks, agents)
     print_table(table, agents)
     out = Path(args.out)
