@@ -471,6 +471,9 @@ def _analyze_compare(args: argparse.Namespace, base: Path) -> int:
     written = [path, save_figure(compare_figure(res), out / "compare.png")]
     finish_output_dir(out, written)
     print(json.dumps({"out": str(out), "groups": list(res["groups"]), "runs": len(runs)}))
+    return 0
+
+
 def cmd_serve_env(args: argparse.Namespace) -> int:
     """Serve a gymnasium env over HTTP until Ctrl-C (docs/remote.md)."""
     from snrl.envs.remote import TOKEN_ENV_VAR

@@ -476,7 +476,8 @@ def make_vector_env(
     mode = gym.vector.AutoresetMode.SAME_STEP
     if asynchronous:
         envs: gym.vector.VectorEnv = gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode)
-    elif env_id.startswith(("http://", "https://")):  # one request steps all sub-envs
+    elif isinstance(env_id, str) and env_id.startswith(("http://", "https://")):
+        # one request steps all sub-envs
         from snrl.envs.remote import RemoteVectorEnv
 
         envs = RemoteVectorEnv(fns, autoreset_mode=mode)

@@ -96,10 +96,10 @@ def test_a_same_step_vector_env_is_used_as_it_is():
     envs = gym.make_vec("CartPole-v1", 2, vectorization_mode="sync", vector_kwargs=mode)
     algo = snrl.PPO(envs, **SMALL)
     assert algo.config.n_envs == 2 and algo.config.env == "CartPole-v1"
-    history = algo.learn(64, progress=False)  # 32 steps per env: CartPole episodes end
+    history = algo.learn(256, progress=False)  # 128 steps per env: CartPole episodes end
     assert algo._envs.unwrapped is envs.unwrapped
     assert sum(history["episodes"]) > 0 and np.isfinite(history["episode_return_mean"][-1])
-    by_id = snrl.PPO("CartPole-v1", n_envs=2, **SMALL).learn(64, progress=False)
+    by_id = snrl.PPO("CartPole-v1", n_envs=2, **SMALL).learn(256, progress=False)
     assert by_id["episode_return_mean"][-1] == history["episode_return_mean"][-1]
     assert algo.evaluate(n_episodes=2)["n_episodes"] == 2  # fresh envs from env_fns
     next_step = gym.make_vec("CartPole-v1", 2, vectorization_mode="sync")

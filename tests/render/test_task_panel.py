@@ -180,21 +180,13 @@ def test_snrl_render_on_a_run_of_a_frameless_env(tmp_path):
     assert "Traceback" not in bad.stderr and not (tmp_path / "big.gif").exists()
 
 
-class _SubstepTrajectory(Trajectory):
-    """A stand-in until Trajectory carries `substeps` (issue 12): activity rows = T * substeps."""
-
-    substeps = 4
-    dt = 0.02
-
-    def _validate(self) -> None:  # the activity has T * substeps rows
-        pass
-
-
 def test_substeps_put_every_neuron_step_on_the_env_time_axis():
     rng = np.random.default_rng(1)
     t, sub, n = 10, 4, 8
     spikes = np.ones((t * sub, n), bool)  # every neuron spikes at every neuron step
-    traj = _SubstepTrajectory(
+    traj = Trajectory(
+        substeps=sub,
+        dt=0.02,
         observations=rng.normal(size=(t, 2)),
         actions=rng.integers(0, 2, t),
         rewards=np.ones(t),
