@@ -23,7 +23,7 @@ from typing import Any
 from snrl.agents import ALGOS, load_algo
 from snrl.agents.base import MAX_ENVS, MAX_SEED, MAX_TOTAL_STEPS, check_int
 from snrl.config import config_from_dict, config_to_dict, load_config
-from snrl.errors import UserError
+from snrl.errors import UserError, first_line
 from snrl.experiments.runner import train_run
 from snrl.io import write_json_atomic
 from snrl.networks.factory import BACKBONES, SPIKING
@@ -267,12 +267,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def _psychometric(run_dir: Path, trials: list, env: str) -> dict[str, Any]:
     """``{"psychometric": numbers, "psychometric_png": path}`` of a two-choice task with
-    coherences (the figure is written into the run directory); ``{}`` for other tasks."""
+    coherences (the figure is written into the run directory); ``{}`` for other tasks. Too few
+    answered trials for a fit (an agent that barely trained) is not an error of the eval: the
+    accuracy is still printed, with ``"psychometric": null`` and the reason on stderr."""
     from snrl.analysis.psychometric import has_psychometric, psychometric_curve, save_psychometric
 
     if not has_psychometric(trials):
         return {}
-    curve = psychometric_curve(trials)
+    try:
+        curve = psychometric_curve(trials)
+    except UserError as e:
+        print(f"snrl: no psychometric curve: {first_line(e)}", file=sys.stderr)
+        return {"psychometric": None}
     png = run_dir / PSYCHOMETRIC_PNG
     if is_run_dir(run_dir):
         claim_files(run_dir, [PSYCHOMETRIC_PNG])

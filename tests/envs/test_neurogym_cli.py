@@ -92,3 +92,20 @@ def test_train_a_neurogym_id_with_a_bad_task_option_is_a_one_line_error(tmp_path
     )
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: ") and err.count("\n") == 1
+
+
+def test_eval_of_an_agent_that_never_answers_prints_accuracy_without_a_curve(tmp_path, capsys):
+    # trials of a two-choice task at several coherences, none answered: no fit is possible,
+    # and that must not turn the evaluation into an error
+    from snrl.cli import _psychometric
+
+    trials = [
+        {"gt": gt, "choice": 0, "correct": False, "conditions": {"coh": coh, "ground_truth": gt}}
+        for gt in (1, 2)
+        for coh in (6.4, 12.8, 25.6)
+    ]
+    assert _psychometric(tmp_path, trials, "PerceptualDecisionMaking-v0") == {
+        "psychometric": None
+    }
+    assert "no psychometric curve" in capsys.readouterr().err
+    assert not (tmp_path / "psychometric.png").exists()
