@@ -1,52 +1,18 @@
 """The `snrl` command, run as a user would: files, exit codes, one-line errors."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from snrl.training.metrics import read_metrics
+from tests.cli_run import ENV, ROOT, assert_user_error, snrl, snrl_inproc
 
-ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 FAST = ["--backbone", "mlp", "--hidden", "16", "--set", "eval_episodes=2"]
-
-
-def snrl(*args, timeout=120):
-    return subprocess.run(
-        [sys.executable, "-m", "snrl.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=timeout,
-        cwd=ROOT,
-    )
-
-
-def snrl_inproc(capsys, *args):
-    """The same command through ``snrl.cli.main`` in this process (fast, for error paths)."""
-    from snrl.cli import main
-
-    try:
-        rc = main([str(a) for a in args])
-    except SystemExit as e:  # argparse errors
-        rc = e.code
-    out, err = capsys.readouterr()
-    return subprocess.CompletedProcess(args, rc, out, err)
-
-
-def assert_user_error(res, fragment):
-    assert res.returncode == 2, res.stderr
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
-    assert "Traceback" not in res.stderr
-    assert fragment in lines[0]
 
 
 def test_train_then_eval(tmp_path):

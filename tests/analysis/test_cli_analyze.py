@@ -3,44 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-
-
-def snrl(*args, timeout=300):
-    return subprocess.run(
-        [sys.executable, "-m", "snrl.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=timeout,
-        cwd=ROOT,
-    )
-
-
-def snrl_inproc(capsys, *args):
-    from snrl.cli import main
-
-    try:
-        rc = main([str(a) for a in args])
-    except SystemExit as e:
-        rc = e.code
-    out, err = capsys.readouterr()
-    return subprocess.CompletedProcess(args, rc, out, err)
-
-
-def assert_user_error(res, fragment):
-    assert res.returncode == 2, res.stderr
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
-    assert fragment in lines[0], lines[0]
+from tests.cli_run import assert_user_error, snrl, snrl_inproc
 
 
 @pytest.fixture

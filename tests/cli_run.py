@@ -1,0 +1,44 @@
+"""Running the `snrl` command in tests: as a subprocess (as a user would) or in this process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+
+
+def snrl(*args, timeout=300):
+    """``snrl ARGS`` in a subprocess from the repo root."""
+    return subprocess.run(
+        [sys.executable, "-m", "snrl.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+
+
+def snrl_inproc(capsys, *args):
+    """The same command through ``snrl.cli.main`` in this process (fast, for error paths)."""
+    from snrl.cli import main
+
+    try:
+        rc = main([str(a) for a in args])
+    except SystemExit as e:  # argparse errors
+        rc = e.code
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(args, rc, out, err)
+
+
+def assert_user_error(res, fragment):
+    """Exit code 2 and one ``error:`` line (no traceback) that contains ``fragment``."""
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
+    assert "Traceback" not in res.stderr
+    assert fragment in lines[0], lines[0]
