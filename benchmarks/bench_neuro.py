@@ -6,10 +6,10 @@ evaluate deterministically on the same number of held-out trials (``--eval-trial
 agent, counted by snrl's :class:`~snrl.envs.trials.TrialTracker` on the same envs (snrl's
 vector env with the task's default episode length, seeds ``10_000 + i``). Agents:
 
-* ``lif``: ``snrl.PPO(task, backbone="lif", tau_m=0.1, readout_tau_m=0.1)``, the other fields
+* ``lif``: ``snrl.PPO(task, backbone="lif", tau_m=1.0, readout_tau_m=1.0)``, the other fields
   default (Dale 80/20, 128 neurons). The neuron ``dt`` is the task's (100 ms, one neuron step
   per env step, docs/neuro.md), so the agents' 10 ms membranes would forget within a step;
-  100 ms is the time constant of Song, Yang & Wang (2016)'s E/I units (``--lif-tau``);
+  1 s keeps 0.9 of the membrane per step (``--lif-tau``; 0.1 s is measured too);
 * ``gru``: ``snrl.PPO(task, backbone="gru")``, the other fields default;
 * ``mlp``: ``snrl.PPO(task, backbone="mlp")`` (no memory: a floor for the delay tasks);
 * ``lstm``: ``sb3_contrib.RecurrentPPO("MlpLstmPolicy", ...)`` (n_steps 128, batch 256, 4
@@ -84,7 +84,7 @@ def _evaluate(task: str, act: Any, n_trials: int, n_envs: int) -> dict[str, Any]
 
 
 def _snrl_run(
-    task: str, agent: str, seed: int, steps: int, n_envs: int, lif_tau: float = 0.1
+    task: str, agent: str, seed: int, steps: int, n_envs: int, lif_tau: float = 1.0
 ) -> tuple[Any, Any]:
     import torch
 
@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-trials", type=int, default=1000, help="held-out trials per run")
     p.add_argument("--only", default=",".join(AGENTS), help=f"agents, from {','.join(AGENTS)}")
     p.add_argument("--jobs", type=int, default=1, help="runs at the same time (processes)")
-    p.add_argument("--lif-tau", type=float, default=0.1, help="LIF tau_m = readout_tau_m (s)")
+    p.add_argument("--lif-tau", type=float, default=1.0, help="LIF tau_m = readout_tau_m (s)")
     p.add_argument(
         "--also",
         nargs="*",
