@@ -42,3 +42,12 @@ def assert_user_error(res, fragment):
     assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
     assert "Traceback" not in res.stderr
     assert fragment in lines[0], lines[0]
+
+
+def ctrl_c_works() -> None:
+    """``preexec_fn`` for a child that a test will send SIGINT (Ctrl-C): a shell that starts
+    this test run in the background ignores SIGINT, the child would inherit that, and Python
+    turns SIGINT into KeyboardInterrupt only where it is not ignored at start."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

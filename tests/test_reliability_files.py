@@ -19,6 +19,7 @@ from snrl.errors import UserError
 from snrl.training.checkpoint import load_checkpoint, save_checkpoint
 from snrl.training.metrics import read_metrics
 from snrl.training.rundir import MANIFEST, prepare_run_dir
+from tests.cli_run import ctrl_c_works
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
@@ -231,7 +232,13 @@ def _start_training(out, *extra):
     args = [sys.executable, "-m", "snrl.cli", "train", *FAST, "--steps", "100000"]
     args += [*extra, "--set", "eval_interval=0", "--out", str(out), "--quiet"]
     return subprocess.Popen(
-        args, env=ENV, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        args,
+        env=ENV,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=ctrl_c_works,  # the Ctrl-C test sends SIGINT
     )
 
 

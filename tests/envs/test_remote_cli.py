@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_run import ctrl_c_works
+
 pytest.importorskip("httpx")
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
@@ -37,6 +39,7 @@ def _serve(port: int = 0, env: dict | None = None) -> tuple[subprocess.Popen, st
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=ctrl_c_works,  # one test stops the server with SIGINT (Ctrl-C)
     )
     lines = [proc.stdout.readline() for _ in range(2)]
     m = re.search(r"at (http://127\.0\.0\.1:\d+) ", lines[0])
