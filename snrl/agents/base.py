@@ -35,10 +35,11 @@ from snrl.config import (
     override,
     unknown_key_error,
 )
-from snrl.envs import check_spaces, make_env
+from snrl.envs import check_spaces, make_env, make_vector_env
 from snrl.envs.make import check_env_id_trusted, env_factory, env_name, is_env_object
 from snrl.envs.spaces import ObsFlattener
 from snrl.envs.timing import env_time_step
+from snrl.envs.trials import TrialTracker
 from snrl.errors import NonFiniteError, UserError, first_line
 from snrl.networks.factory import BACKBONES, ENCODERS, SPIKING, build_backbone
 from snrl.training.checkpoint import (
@@ -614,6 +615,28 @@ class Algorithm:
 
     def _start_envs(self) -> None:
         raise NotImplementedError
+
+    def _open_envs(self) -> None:
+        """The training envs of the current lesson (the run's env without a curriculum),
+        reset with a seed that moves with the update count (a resumed run does not replay
+        its first episodes), a fresh trial tracker, and every row's recurrent state at its
+        start. The algorithms' ``_start_envs`` call it and add their own parts."""
+        cfg = self.config
+        seed = cfg.seed + 1000 * self.n_updates
+        self._envs = make_vector_env(
+            self._env(),
+            cfg.n_envs,
+            seed=seed,
+            asynchronous=cfg.asynchronous,
+            env_kwargs=self.lesson_env_kwargs(self.lesson),  # the current lesson's, if any
+            max_episode_steps=cfg.max_episode_steps,
+        )
+        self._obs, info = self._envs.reset(seed=seed)
+        self._trials = TrialTracker(cfg.n_envs)  # trial tasks: the trials since the last row
+        self._trials.reset(info)
+        self._trial_log: list[dict] = []
+        self._state = self.agent.initial_state(cfg.n_envs, device=self.device)
+        self._recent: list[float] = []
 
     def predict(
         self,

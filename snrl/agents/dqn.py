@@ -77,9 +77,8 @@ from snrl.buffers import (
     UniformSampler,
 )
 from snrl.config import override
-from snrl.envs import finished_episodes, make_vector_env
+from snrl.envs import finished_episodes
 from snrl.envs.spaces import ActionMap, ObsFlattener
-from snrl.envs.trials import TrialTracker
 from snrl.errors import UserError
 from snrl.functional.state import State, detach_state, map_state, mask_state
 from snrl.networks.sequence import run_with_resets
@@ -521,22 +520,7 @@ class DQN(Algorithm):
 
     # ---- acting --------------------------------------------------------------------------
     def _start_envs(self) -> None:
-        cfg = self.config
-        seed = cfg.seed + 1000 * self.n_updates
-        self._envs = make_vector_env(
-            self._env(),
-            cfg.n_envs,
-            seed=seed,
-            asynchronous=cfg.asynchronous,
-            env_kwargs=self.lesson_env_kwargs(self.lesson),  # the current lesson's, if any
-            max_episode_steps=cfg.max_episode_steps,
-        )
-        self._obs, info = self._envs.reset(seed=seed)
-        self._trials = TrialTracker(cfg.n_envs)  # trial tasks: the trials of each row
-        self._trials.reset(info)
-        self._trial_log: list[dict] = []
-        self._state = self.agent.initial_state(cfg.n_envs, device=self.device)
-        self._recent: list[float] = []
+        self._open_envs()
         if self.buffer is None:
             self.buffer = self._make_buffer()
 

@@ -37,8 +37,7 @@ from snrl.agents.base import (
     check_parameters,
 )
 from snrl.buffers.rollout import RolloutBuffer
-from snrl.envs import ActionMap, ObsFlattener, finished_episodes, make_vector_env
-from snrl.envs.trials import TrialTracker
+from snrl.envs import ActionMap, ObsFlattener, finished_episodes
 from snrl.errors import NonFiniteError
 from snrl.functional.state import index_state
 from snrl.training.metrics import trial_columns
@@ -234,23 +233,8 @@ class PPO(Algorithm):
 
     # ---- collection ----------------------------------------------------------------------
     def _start_envs(self) -> None:
-        cfg = self.config
-        seed = cfg.seed + 1000 * self.n_updates
-        self._envs = make_vector_env(
-            self._env(),
-            cfg.n_envs,
-            seed=seed,
-            asynchronous=cfg.asynchronous,
-            env_kwargs=self.lesson_env_kwargs(self.lesson),  # the current lesson's, if any
-            max_episode_steps=cfg.max_episode_steps,
-        )
-        self._obs, info = self._envs.reset(seed=seed)
-        self._trials = TrialTracker(cfg.n_envs)  # trial tasks: the trials of each update
-        self._trials.reset(info)
-        self._trial_log: list[dict] = []
-        self._state = self.agent.initial_state(cfg.n_envs, device=self.device)
-        self._start = torch.ones(cfg.n_envs, dtype=torch.bool)
-        self._recent: list[float] = []
+        self._open_envs()
+        self._start = torch.ones(self.config.n_envs, dtype=torch.bool)
 
     @torch.no_grad()
     def _collect(self) -> tuple[RolloutBuffer, list[float]]:
