@@ -11,10 +11,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import math
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,32 +21,14 @@ import snrl
 from snrl.agents import DQN, PPO, DQNConfig, PPOConfig
 from snrl.agents.base import MAX_ENVS, check_parameters
 from snrl.errors import EnvError, NonFiniteError, UserError
+from tests.cli_run import snrl as snrl_cli
+from tests.cli_run import snrl_inproc as cli_inproc
 
-ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 TINY = dict(backbone="mlp", hidden_size=8, n_envs=1, eval_interval=0, eval_episodes=1)
 
 
 def run_cli(*args: object, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "snrl.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=timeout,
-        cwd=ROOT,
-    )
-
-
-def cli_inproc(capsys, *args: object) -> subprocess.CompletedProcess:
-    from snrl.cli import main
-
-    try:
-        rc = main([str(a) for a in args])
-    except SystemExit as e:  # argparse
-        rc = e.code
-    out, err = capsys.readouterr()
-    return subprocess.CompletedProcess(args, rc, out, err)
+    return snrl_cli(*args, timeout=timeout)
 
 
 def assert_one_line(res: subprocess.CompletedProcess, *fragments: str) -> str:

@@ -2,10 +2,6 @@
 
 import json
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -17,6 +13,7 @@ from snrl.agents.dqn import DQN, DQNConfig
 from snrl.buffers import SequenceWriter
 from snrl.errors import UserError
 from snrl.training.metrics import read_metrics
+from tests.cli_run import snrl as _snrl
 
 TINY = dict(hidden_size=16, n_envs=2, eval_interval=0, eval_episodes=2, log_interval=200)
 
@@ -384,19 +381,6 @@ def test_dale_lif_dqn_improves_on_cartpole():
     algo.close()
     assert after >= 100 and after >= 3 * before, (before, after)
     assert 0.01 < history["spike_rate_lif0"][-1] < 0.95
-
-
-def _snrl(*args, timeout=300):
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "snrl.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-        cwd=root,
-    )
 
 
 def test_cli_train_eval_render_a_dqn_run(tmp_path):
