@@ -36,6 +36,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import torch
+from torch import Tensor
 
 from snrl.errors import UserError
 
@@ -202,6 +204,20 @@ class Activity(Sequence[LayerActivity]):
             mean = layer.spikes.mean()
             rates[layer.name] = float(mean.item() if hasattr(mean, "item") else mean)
         return rates
+
+    def rate_penalty(self, target: float) -> Tensor:
+        """Mean over every neuron of every spiking layer of ``(r_j - target)**2``, ``r_j`` the
+        neuron's spikes per step over all time steps and rows (differentiable where the spikes
+        are: the surrogate gradient carries it). 0 when there is no spiking layer."""
+        rates = []
+        for layer in self.spiking():
+            spikes = torch.as_tensor(layer.spikes)
+            if not spikes.is_floating_point():
+                spikes = spikes.float()
+            rates.append(spikes.reshape(-1, layer.size).mean(0))
+        if not rates:
+            return torch.zeros(())
+        return ((torch.cat(rates) - target) ** 2).mean()
 
     # ------------------------------------------------------------------ transforms
     def map(self, fn: Callable[[Any], Any]) -> Activity:

@@ -10,7 +10,9 @@ def test_dale_lif_agent_improves_on_cartpole():
     history = algo.learn(15_360, progress=False)
     after = algo.evaluate(10, seed=7)["mean_return"]
     algo.close()
-    # measured: 16.5 -> 117.7 (seed 0); a random policy lasts ~20 steps
-    assert after >= 75 and after >= 3 * before, (before, after)
+    # measured: 10.1 -> 70.9 (seed 0, the default rate regularization; 80.5 without it);
+    # a random policy lasts ~20 steps
+    assert after >= 50 and after >= 3 * before, (before, after)
     rates = history["spike_rate_lif0"]
-    assert 0.01 < rates[-1] < 0.6  # spiking, not silent and not saturated
+    # the rate term holds the network in the biological range (measured 0.10; 0.18 without it)
+    assert 0.02 < rates[-1] < 0.3
