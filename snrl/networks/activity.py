@@ -205,10 +205,11 @@ class Activity(Sequence[LayerActivity]):
             rates[layer.name] = float(mean.item() if hasattr(mean, "item") else mean)
         return rates
 
-    def rate_penalty(self, target: float) -> Tensor:
-        """Mean over every neuron of every spiking layer of ``(r_j - target)**2``, ``r_j`` the
-        neuron's spikes per step over all time steps and rows (differentiable where the spikes
-        are: the surrogate gradient carries it). 0 when there is no spiking layer."""
+    def rate_penalty(self, low: float, high: float) -> Tensor:
+        """Mean over every neuron of every spiking layer of ``(r_j - clip(r_j, low, high))**2``,
+        ``r_j`` the neuron's spikes per step over all time steps and rows: zero for rates in
+        ``[low, high]``, differentiable where the spikes are (the surrogate gradient carries
+        it). 0 when there is no spiking layer."""
         rates = []
         for layer in self.spiking():
             spikes = torch.as_tensor(layer.spikes)
@@ -217,7 +218,8 @@ class Activity(Sequence[LayerActivity]):
             rates.append(spikes.reshape(-1, layer.size).mean(0))
         if not rates:
             return torch.zeros(())
-        return ((torch.cat(rates) - target) ** 2).mean()
+        r = torch.cat(rates)
+        return ((r - r.clamp(low, high)) ** 2).mean()
 
     # ------------------------------------------------------------------ transforms
     def map(self, fn: Callable[[Any], Any]) -> Activity:

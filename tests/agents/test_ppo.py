@@ -136,16 +136,16 @@ def test_config_validation_names_the_value():
         PPOConfig(backbone="transformer")
     with pytest.raises(ValueError, match="rate_reg=-1"):
         PPOConfig(rate_reg=-1.0)
-    with pytest.raises(ValueError, match="rate_target=2"):
-        PPOConfig(rate_target=2.0)
+    with pytest.raises(ValueError, match=r"rate_range=\(0.3, 0.2\)"):
+        PPOConfig(rate_range=(0.3, 0.2))
 
 
 def test_rate_regularization_lowers_the_policy_rate():
-    # same seed, same first batch; a pull toward 0.01 spikes per step (lr high and no KL stop,
+    # same seed, same first batch; a pull below 0.01 spikes per step (lr high and no KL stop,
     # so six updates can move the rates) must leave the policy firing far less than without it
     def rates(reg: float) -> list[float]:
         algo = PPO(
-            "CartPole-v1", backbone="lif", seed=3, rate_reg=reg, rate_target=0.01,
+            "CartPole-v1", backbone="lif", seed=3, rate_reg=reg, rate_range=(0.0, 0.01),
             target_kl=None, lr=1e-2, **SMALL,
         )  # fmt: skip
         h = algo.learn(6 * 4 * 48, progress=False)

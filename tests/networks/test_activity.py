@@ -160,11 +160,12 @@ def test_build_backbone_takes_per_layer_widths() -> None:
 
 
 def test_rate_penalty_by_hand() -> None:
-    # lif0 neurons fire on 2/2, 1/2 and 0/2 steps: rates 1, 0.5, 0; target 0.25:
-    # ((0.75)^2 + (0.25)^2 + (0.25)^2) / 3 = 0.6875 / 3
-    assert float(_two_layers().rate_penalty(0.25)) == pytest.approx(0.6875 / 3)
+    # lif0 neurons fire on 2/2, 1/2 and 0/2 steps: rates 1, 0.5, 0; range [0.1, 0.4]:
+    # ((1 - 0.4)^2 + (0.5 - 0.4)^2 + (0.1 - 0)^2) / 3 = 0.38 / 3; [0, 1] leaves all alone
+    assert float(_two_layers().rate_penalty(0.1, 0.4)) == pytest.approx(0.38 / 3)
+    assert float(_two_layers().rate_penalty(0.0, 1.0)) == 0.0
     only_ann = Activity([LayerActivity("mlp0", "ann", 2, extra={"h": np.ones((2, 2))})])
-    assert float(only_ann.rate_penalty(0.1)) == 0.0
+    assert float(only_ann.rate_penalty(0.0, 0.1)) == 0.0
 
 
 def test_rate_penalty_gradient_brings_rates_to_target() -> None:
@@ -182,7 +183,7 @@ def test_rate_penalty_gradient_brings_rates_to_target() -> None:
     before = rate()
     for _ in range(60):
         res = net.run(x, net.initial_state(8))
-        loss = res.activity.rate_penalty(0.05)
+        loss = res.activity.rate_penalty(0.0, 0.05)
         opt.zero_grad()
         loss.backward()
         opt.step()
