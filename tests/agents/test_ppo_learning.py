@@ -10,9 +10,9 @@ def test_dale_lif_agent_improves_on_cartpole():
     history = algo.learn(15_360, progress=False)
     after = algo.evaluate(10, seed=7)["mean_return"]
     algo.close()
-    # measured: 10.1 -> 70.9 (seed 0, the default rate regularization; 80.5 without it);
+    # measured: 10.1 -> 102.1 (seed 0, the default rate term; 80.5 without it);
     # a random policy lasts ~20 steps
-    assert after >= 50 and after >= 3 * before, (before, after)
+    assert after >= 75 and after >= 3 * before, (before, after)
     rates = history["spike_rate_lif0"]
-    # the rate term holds the network in the biological range (measured 0.10; 0.18 without it)
+    # the rate term holds the network in the biological range (measured 0.13; 0.18 without it)
     assert 0.02 < rates[-1] < 0.3
