@@ -299,7 +299,8 @@ def test_validation_errors_are_keyed_by_field_with_the_cli_message(client, tmp_p
     bad_lesson = '[{"env_kwargs": {}, "metric": "accuracy", "threshold": 1}]'
     r = client.post("/api/validate", json={"algo": "dqn", "values": {"curriculum": bad_lesson}},
                     headers=H)
-    assert r.json()["errors"] == {"curriculum": cli_error(tmp_path, capsys, f"curriculum={bad_lesson}")}
+    expected = cli_error(tmp_path, capsys, f"curriculum={bad_lesson}")
+    assert r.json()["errors"] == {"curriculum": expected}
     r = client.post("/api/validate", json={"algo": "ppo", "values": {"n_envs": "6"}}, headers=H)
     assert (r.status_code, r.json()) == (200, {"ok": True, "errors": {}})
 
