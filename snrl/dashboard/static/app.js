@@ -100,17 +100,17 @@ function listView() {
     const body = el("tbody");
     for (const r of rows) {
       const pct = r.total_steps ? Math.min(100, 100 * r.steps / r.total_steps) : 0;
+      const cell = (key, cls, ...children) => el("td", { class: cls, "data-col": key }, ...children);
       body.append(el("tr", { "data-run": r.id },
-        el("td", {}, el("a", { href: "#/run/" + encodeURIComponent(r.id), text: r.id })),
-        el("td", { title: r.reason || "" }, statusBadge(r.status)),
-        el("td", { text: r.algo ?? "" }), el("td", { text: r.env ?? "" }),
-        el("td", { text: r.backbone ?? "" }), el("td", { class: "num", text: fmt(r.hidden_size) }),
-        el("td", { text: r.dale === null || r.dale === undefined ? "" : (r.dale ? "yes" : "no") }),
-        el("td", { class: "num", text: fmt(r.seed) }),
-        el("td", { class: "num" }, el("span", { class: "bar" }, el("span", { style: `width:${pct}%` })),
-           `${fmt(r.steps)} / ${fmt(r.total_steps)}`),
-        el("td", { class: "num", text: fmt(r.best_eval) }),
-        el("td", { class: "num", text: fmt(r.last_return) })));
+        cell("id", "", el("a", { href: "#/run/" + encodeURIComponent(r.id), text: r.id })),
+        el("td", { title: r.reason || "", "data-col": "status" }, statusBadge(r.status)),
+        cell("algo", "", r.algo ?? ""), cell("env", "", r.env ?? ""), cell("backbone", "", r.backbone ?? ""),
+        cell("hidden_size", "num", fmt(r.hidden_size)),
+        cell("dale", "", r.dale === null || r.dale === undefined ? "" : (r.dale ? "yes" : "no")),
+        cell("seed", "num", fmt(r.seed)),
+        cell("steps", "num", el("span", { class: "bar" }, el("span", { style: `width:${pct}%` })),
+             `${fmt(r.steps)} / ${fmt(r.total_steps)}`),
+        cell("best_eval", "num", fmt(r.best_eval)), cell("last_return", "num", fmt(r.last_return))));
     }
     table.replaceChildren(el("thead", {}, head), body);
     comps.replaceChildren();
