@@ -301,6 +301,10 @@ def test_validation_errors_are_keyed_by_field_with_the_cli_message(client, tmp_p
                     headers=H)
     expected = cli_error(tmp_path, capsys, f"curriculum={bad_lesson}")
     assert r.json()["errors"] == {"curriculum": expected}
+    r = client.post("/api/validate", json={"algo": "ppo", "values": {"env": "CartPol-v1"}},
+                    headers=H)
+    assert r.json()["errors"] == {"env": cli_error(tmp_path, capsys, "env=CartPol-v1")}
+    assert "did you mean 'CartPole-v1'" in r.json()["errors"]["env"]
     r = client.post("/api/validate", json={"algo": "ppo", "values": {"n_envs": "6"}}, headers=H)
     assert (r.status_code, r.json()) == (200, {"ok": True, "errors": {}})
 

@@ -200,5 +200,28 @@ def validate(algo: str, values: Mapping[str, Any]) -> tuple[Any | None, list[str
             continue
         if errors:
             break
+        env_error = _check_env(cfg.env)
+        if env_error:
+            return None, [], {"env": env_error}
         return cfg, list(items.values()), {}
     return None, [], errors
+
+
+def _check_env(env: str) -> str | None:
+    """The CLI's message for a gymnasium id that is not registered, or None.
+
+    Only plain ids are checked (``snrl train`` would stop at the same place, before writing
+    anything); ``module:Class`` and ``http://`` envs are left to the run, which would import
+    a module or reach a server."""
+    import gymnasium as gym
+
+    from snrl.cli import error_message
+    from snrl.envs import make_env
+
+    if env.startswith(("http://", "https://")) or ":" in env or env in gym.registry:
+        return None
+    try:
+        make_env(env).close()
+    except (ValueError, OSError) as e:
+        return error_message(e)
+    return None
