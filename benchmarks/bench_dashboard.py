@@ -268,24 +268,49 @@ def screenshots(out_dir: Path) -> None:
                         str(root / "compare-cartpole"), "--workers", "2", "--eval-episodes", "3",
                         "--quiet"], env=env, check=True)
         server = Server(root)
+        launcher = server.app.state.dashboard.launcher
         try:
+            # one run training, one stopped (resumable), one failed: launched as the form does
+            import httpx
+
+            def launch(name, **values):
+                r = httpx.post(f"http://127.0.0.1:{server.port}/api/launch",
+                               headers={"X-SNRL-Token": TOKEN},
+                               json={"algo": "ppo", "name": name,
+                                     "values": {k: str(v) for k, v in values.items()}})
+                assert r.status_code == 201, r.text
+
+            launch("cartpole-gru-s2", backbone="gru", hidden_size=32, seed=2,
+                   total_steps=200000, checkpoint_interval=2)
+            while not (root / "cartpole-gru-s2" / "checkpoints" / "last.pt").is_file():
+                time.sleep(0.2)
+            launcher.stop("cartpole-gru-s2")
+            launch("my-env-s0", env="my_envs:Maze", seed=0)
+            launch("cartpole-alif-s1", backbone="alif", hidden_size=32, seed=1,
+                   total_steps=200000, eval_interval=2500, eval_episodes=3)
+            while len(launcher.running()) > 1:  # the stopped and the failed ones end
+                time.sleep(0.2)
+            while not (root / "cartpole-alif-s1" / "metrics.csv").is_file():
+                time.sleep(0.2)
+            time.sleep(8)
             with sync_playwright() as p:
                 b = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
-                page = b.new_page(viewport={"width": 1280, "height": 860})
+                page = b.new_page(viewport={"width": 1280, "height": 520})
                 page.goto(server.url("#/"))
-                page.wait_for_selector('tr[data-run="cartpole-lif-s0"]')
+                page.wait_for_selector('tr[data-run="cartpole-alif-s1"]')
                 page.screenshot(path=str(out_dir / "dashboard_runs.png"))
+                page.set_viewport_size({"width": 1280, "height": 860})
                 page.goto(server.url("#/run/cartpole-lif-s0"))
                 page.wait_for_function("document.getElementById('plot-return').data")
                 page.wait_for_timeout(1500)
                 page.screenshot(path=str(out_dir / "dashboard_run.png"), full_page=True)
                 page.goto(server.url("#/launch"))
                 page.fill("#f-name", "my-run")
-                page.fill("#f-hidden_size", "64")
-                page.fill("#f-gamma", "1.5")
+                page.fill("#f-env", "CartPole-v1")
+                page.fill("#f-hidden_size", "0")
                 page.click("#launch")
-                page.wait_for_selector('[data-field="gamma"].invalid')
-                page.locator('[data-field="gamma"]').scroll_into_view_if_needed()
+                page.wait_for_selector('[data-field="hidden_size"].invalid')
+                page.evaluate("window.scrollTo(0, 0)")
                 page.screenshot(path=str(out_dir / "dashboard_launch.png"))
                 page.goto(server.url("#/compare/compare-cartpole"))
                 page.wait_for_selector("#summary")
@@ -293,6 +318,10 @@ def screenshots(out_dir: Path) -> None:
                 page.screenshot(path=str(out_dir / "dashboard_compare.png"), full_page=True)
                 b.close()
         finally:
+            for run_id in launcher.running():
+                launcher.stop(run_id)
+            while launcher.running():
+                time.sleep(0.2)
             server.close()
     print(f"screenshots in {out_dir}")
 

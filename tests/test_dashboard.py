@@ -195,12 +195,18 @@ def test_launch_log_decides_failed_or_interrupted(client, runs):
         write_json_atomic(launch / f"{name}.json", {"log": f"{name}.log", "returncode": 130})
         (launch / f"{name}.log").write_text(f"progress\n{line}\n")
     make_run(runs, "nan", steps=[100], total=1000)
+    # a launch that failed before creating its directory (an env module that does not import)
+    write_json_atomic(launch / "noenv.json", {"log": "noenv.log", "returncode": 2,
+                                              "algo": "ppo", "config": {"env": "my_envs:Maze"}})
+    (launch / "noenv.log").write_text("error: cannot import module 'my_envs' (install it)\n")
     write_json_atomic(launch / "nan.json", {"log": "nan.log", "returncode": 2})
     (launch / "nan.log").write_text("error: the loss is NaN at env step 100 (lower lr)\n")
     rows = by_id(client)
     assert rows["killed"]["status"] == "killed-resumable"
     assert rows["done"]["status"] == "finished"  # reached total_steps: the log does not matter
     assert rows["nan"]["status"] == "failed" and "NaN" in rows["nan"]["reason"]
+    assert rows["noenv"]["status"] == "failed" and "my_envs" in rows["noenv"]["reason"]
+    assert rows["noenv"]["env"] == "my_envs:Maze"
     assert "nan" not in [p for p in os.listdir(runs) if p.startswith(".")]  # not listed as a run
 
 
@@ -329,11 +335,17 @@ def wait_for(cond, timeout=120.0):
 def test_launch_limit_stop_keeps_the_run_resumable(client, runs):
     values = {"total_steps": "1000000", "hidden_size": "8", "n_envs": "2", "n_steps": "16",
               "n_epochs": "1", "eval_interval": "0", "checkpoint_interval": "1"}
-    r = client.post("/api/launch", json={"algo": "ppo", "name": "long", "values": values},
-                    headers=H)
+    # a dashboard started in the background ignores SIGINT, and its children inherit that:
+    # Stop must still reach the run
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        r = client.post("/api/launch", json={"algo": "ppo", "name": "long", "values": values},
+                        headers=H)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert r.status_code == 201, r.text
     argv = r.json()["argv"]
-    assert argv[:4] == ["-m", "snrl.cli", "train", "--algo"] and "--set" in argv
+    assert argv[:4] == ["snrl", "train", "--algo", "ppo"] and "--set" in argv
     assert "hidden_size=8" in argv
     # max_runs=1: a second launch is refused with a reason, and starts nothing
     r2 = client.post("/api/launch", json={"algo": "ppo", "name": "second", "values": {}},

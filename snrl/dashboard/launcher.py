@@ -25,7 +25,22 @@ from snrl.dashboard.runs import LAUNCH_DIR
 from snrl.errors import UserError
 from snrl.io import write_json_atomic
 
-__all__ = ["Launcher", "TooManyRuns"]
+__all__ = ["Launcher", "TooManyRuns", "snrl_argv"]
+
+#: The child's program: the ``snrl`` command (snrl.cli.main), with SIGINT turned back into
+#: KeyboardInterrupt first. A dashboard started in the background (``nohup``, ``&`` in a
+#: script) ignores SIGINT, a child inherits an ignored signal, and Python installs its Ctrl-C
+#: handler only where SIGINT is not ignored at start: Stop would then do nothing. (Not
+#: ``preexec_fn``: it is unsafe in a process with threads, as the server is.)
+_CHILD = (
+    "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "from snrl.cli import main; sys.exit(main())"
+)
+
+
+def snrl_argv(*args: str) -> list[str]:
+    """The argument list of ``snrl ARGS...`` run by this Python (no shell)."""
+    return [sys.executable, "-c", _CHILD, *args]
 
 
 class TooManyRuns(Exception):
@@ -121,7 +136,7 @@ class Launcher:
     ) -> dict[str, Any]:
         """Start ``snrl train --algo ALGO --out RUNS_DIR/NAME --set ITEM ...``."""
         out = self.root / name
-        argv = [sys.executable, "-m", "snrl.cli", "train", "--algo", algo, "--out", str(out)]
+        argv = snrl_argv("train", "--algo", algo, "--out", str(out))
         for item in items:
             argv += ["--set", item]
         argv.append("--quiet")
@@ -129,7 +144,7 @@ class Launcher:
 
     def resume(self, run_id: str, env: dict[str, str] | None = None) -> dict[str, Any]:
         """Start ``snrl train --out RUNS_DIR/RUN --resume``."""
-        argv = [sys.executable, "-m", "snrl.cli", "train", "--out", str(self.root / run_id)]
+        argv = snrl_argv("train", "--out", str(self.root / run_id))
         argv += ["--resume", "--quiet"]
         return self._start(run_id, argv, algo=None, config=None, env=env)
 
@@ -139,7 +154,7 @@ class Launcher:
         self.log_dir.mkdir(exist_ok=True)
         pid = self._spawn(run_id, argv, self.log_dir / log_name, self._env(env))
         rec: dict[str, Any] = {
-            "argv": argv[1:],
+            "argv": ["snrl", *argv[3:]],
             "pid": pid,
             "started": time.time(),
             "log": log_name,
@@ -159,7 +174,7 @@ class Launcher:
 
     def render(self, run_id: str, out: Path, seed: int) -> dict[str, Any]:
         """Start ``snrl render RUNS_DIR/RUN --out OUT --seed S``."""
-        argv = [sys.executable, "-m", "snrl.cli", "render", str(self.root / run_id)]
+        argv = snrl_argv("render", str(self.root / run_id))
         argv += ["--out", str(out), "--seed", str(seed)]
         log = self.log_dir / f"{run_id.replace('/', '__')}.render.log"
         pid = self._spawn(f"render:{run_id}", argv, log, self._env(None))

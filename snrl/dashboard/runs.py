@@ -304,12 +304,12 @@ class RunIndex:
         runs, _ = self.scan()
         now = time.time()
         out = [self.summary(r, now) for r in runs]
-        # launched runs whose directory does not exist yet (the process is starting)
+        # launched runs without a directory: starting, or failed before writing anything
         known = set(runs)
         launch_dir = self.root / LAUNCH_DIR
         if launch_dir.is_dir():
             for p in launch_dir.glob("*.json"):
-                if p.stem not in known and self.alive(p.stem):
+                if p.stem not in known and self.launch_record(p.stem) is not None:
                     out.append(self.summary(p.stem, now))
         return out
 

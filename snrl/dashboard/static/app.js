@@ -137,9 +137,10 @@ function listView() {
 const SKIP = new Set(["env_step", "wall_time", "episodes", "lr", "lesson", "trials"]);
 function seriesGroups(header) {
   const spikes = header.filter(c => c.startsWith("spike_rate"));
-  const losses = header.filter(c => !SKIP.has(c) && !spikes.includes(c) && !c.startsWith("eval_") &&
-                                  !c.startsWith("episode_") && c !== "trial_accuracy");
-  return { spikes, losses };
+  const rest = header.filter(c => !SKIP.has(c) && !spikes.includes(c) && !c.startsWith("eval_") &&
+                                !c.startsWith("episode_") && c !== "trial_accuracy");
+  const losses = rest.filter(c => c.includes("loss"));
+  return { spikes, losses, stats: rest.filter(c => !losses.includes(c)) };
 }
 const LAYOUT = (title, ytitle) => ({
   title: { text: title, font: { size: 14 } }, margin: { l: 56, r: 16, t: 36, b: 44 },
@@ -152,8 +153,8 @@ function runView(runId) {
   const actions = el("div", { class: "actions", id: "actions" });
   const progress = el("p", { class: "muted", id: "progress" });
   const plots = el("div", { class: "plots" },
-    el("div", { class: "plot", id: "plot-return" }), el("div", { class: "plot", id: "plot-loss" }),
-    el("div", { class: "plot", id: "plot-spikes" }));
+    el("div", { class: "plot", id: "plot-return" }), el("div", { class: "plot", id: "plot-spikes" }),
+    el("div", { class: "plot", id: "plot-loss" }), el("div", { class: "plot", id: "plot-stats" }));
   const media = el("div", { class: "media", id: "media" });
   const config = el("div", { class: "kv", id: "config" });
   const analysis = el("div", { id: "analysis" });
@@ -180,7 +181,9 @@ function runView(runId) {
     Plotly.react("plot-return", ret, LAYOUT("Return", "mean episode return"), { responsive: true });
     const g = seriesGroups(header);
     Plotly.react("plot-loss", g.losses.map(c => ({ x, y: column(c), name: c, mode: "lines" })),
-                 LAYOUT("Losses and update statistics", "value"), { responsive: true });
+                 LAYOUT("Losses (click a legend entry to hide it)", "loss"), { responsive: true });
+    Plotly.react("plot-stats", g.stats.map(c => ({ x, y: column(c), name: c, mode: "lines" })),
+                 LAYOUT("Update statistics", "value"), { responsive: true });
     Plotly.react("plot-spikes", g.spikes.map(c => ({ x, y: column(c), name: c.replace("spike_rate_", ""), mode: "lines" })),
                  LAYOUT("Spike rates", g.spikes.length ? "spikes per neuron per step" : "(no spiking layer)"),
                  { responsive: true });
@@ -223,7 +226,7 @@ function runView(runId) {
     for (const f of info.files) {
       const name = f.path.split("/").slice(-2).join("/");
       if (f.kind === "video" && f.path.toLowerCase().endsWith(".mp4")) {
-        items.push(el("figure", {}, el("video", { src: fileUrl(f.path), controls: true, preload: "metadata",
+        items.push(el("figure", {}, el("video", { src: fileUrl(f.path), controls: true, preload: "auto",
                                                   "data-path": f.path }), el("figcaption", { text: name })));
       } else {
         items.push(el("figure", {}, el("img", { src: fileUrl(f.path), alt: name, loading: "lazy",
