@@ -83,8 +83,12 @@ def runs(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def client(runs: Path):
-    with TestClient(create_app(runs, token=TOKEN, max_runs=1)) as c:
+    app = create_app(runs, token=TOKEN, max_runs=1)
+    with TestClient(app) as c:
         yield c
+    launcher = app.state.dashboard.launcher
+    for key in launcher.running():  # a test that failed midway leaves no process behind
+        launcher.stop(key, signal.SIGTERM)
 
 
 def by_id(client) -> dict[str, dict]:

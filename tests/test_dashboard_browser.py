@@ -8,6 +8,7 @@ Debian's `chromium` where it can)."""
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import threading
 import time
@@ -76,8 +77,9 @@ def server(tmp_path_factory):
     app.state.dashboard.stopping = True
     srv.should_exit = True
     thread.join(10)
-    for run_id in app.state.dashboard.launcher.running():  # a test that failed midway
-        app.state.dashboard.launcher.stop(run_id)
+    launcher = app.state.dashboard.launcher
+    for key in launcher.running():  # a test that failed midway leaves no process behind
+        launcher.stop(key, signal.SIGTERM)
 
 
 @pytest.fixture(scope="module")

@@ -180,11 +180,12 @@ class Launcher:
         pid = self._spawn(f"render:{run_id}", argv, log, self._env(None))
         return {"pid": pid, "out": out.name}
 
-    def stop(self, run_id: str) -> bool:
-        """SIGINT to the training process of ``run_id`` (it keeps its checkpoint)."""
+    def stop(self, run_id: str, sig: int = signal.SIGINT) -> bool:
+        """Send ``sig`` (default SIGINT: it keeps its checkpoint) to the process of
+        ``run_id`` (a training; ``render:<id>`` for a render). False when none runs."""
         with self._lock:
             proc = self._procs.get(run_id)
         if proc is None or proc.poll() is not None:
             return False
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         return True
