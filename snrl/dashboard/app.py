@@ -228,9 +228,12 @@ def create_app(runs_dir: str | os.PathLike, *, token: str, max_runs: int = 2) ->
 
     async def api_run(request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        d = dash.run_dir(run_id)
+        d = dash.safe_path(run_id)
         if isinstance(d, Response):
             return d
+        if not d.is_dir() and dash.index.launch_record(run_id) is None:
+            return _error(404, f"no run {run_id!r} in {dash.root}")
+        # (a run just launched has no directory yet: its launch record stands for it)
         return _json(await asyncio.to_thread(dash.index.detail, run_id))
 
     async def api_log(request: Request) -> Response:

@@ -350,7 +350,8 @@ class RunIndex:
         them): config, files (videos, figures), analysis summary, launch log."""
         d = self.root / run_id
         info = self.summary(run_id)
-        info["config"] = self._entry(run_id).config
+        launch = self.launch_record(run_id)
+        info["config"] = self._entry(run_id).config or (launch or {}).get("config", {})
         files = []
         try:
             names = sorted(os.listdir(d))
@@ -374,7 +375,6 @@ class RunIndex:
             if summary is not None:
                 info["analysis"] = summary
         info["files"] = files
-        launch = self.launch_record(run_id)
         info["launched"] = bool(launch)
         return info
 
