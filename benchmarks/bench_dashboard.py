@@ -187,17 +187,26 @@ def bench_latency(repeats: int) -> dict:
     return out
 
 
-def _cpu_s(pids: set[int]) -> float:
-    """CPU seconds (user + system) the processes ``pids`` used so far (Linux /proc)."""
+def _cpu_s(pids: set[int]) -> dict[int, float]:
+    """CPU seconds (user + system) each of ``pids`` used so far (Linux /proc)."""
     tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
+    out = {}
     for pid in pids:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
-    return total
+        out[pid] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return out
+
+
+def _used(before: dict[int, float], after: dict[int, float]) -> tuple[float, float]:
+    """(this process, the others) CPU seconds between two looks, over the processes alive at
+    both (a page closed meanwhile takes its renderer's time with it)."""
+    me = os.getpid()
+    own = after.get(me, 0.0) - before.get(me, 0.0)
+    others = sum(after[p] - before[p] for p in after if p in before and p != me)
+    return own, others
 
 
 def _dashboard_pids(exclude: int) -> set[int]:
@@ -221,8 +230,9 @@ def _dashboard_pids(exclude: int) -> set[int]:
     return keep
 
 
-def _train(out: Path, steps: int, watch) -> tuple[float, float, float]:
-    """(env steps/s, CPU s of the training process, CPU s of the dashboard side)."""
+def _train(out: Path, steps: int, watch) -> tuple[float, float, tuple[float, float]]:
+    """(env steps/s, CPU s of the training process, CPU s of the dashboard side: this
+    process (the server) and its other descendants (Playwright's driver, Chromium))."""
     argv = [sys.executable, "-m", "snrl.cli", "train", "--env", "CartPole-v1", "--backbone",
             "lif", "--hidden", "64", "--steps", str(steps), "--set", "eval_interval=0",
             "--set", "eval_episodes=2", "--set", "threads=1", "--out", str(out), "--quiet"]
@@ -235,7 +245,7 @@ def _train(out: Path, steps: int, watch) -> tuple[float, float, float]:
         side = _dashboard_pids(proc.pid)
         side_before = _cpu_s(side)
         _, status, usage = os.wait4(proc.pid, 0)
-        side_cpu = _cpu_s(side) - side_before
+        side_cpu = _used(side_before, _cpu_s(side))
         proc.returncode = os.waitstatus_to_exitcode(status)
         if proc.returncode != 0:
             err.seek(0)
@@ -274,10 +284,10 @@ def bench_train(pairs: int, steps: int) -> dict:
                         sps, cpu, side = _train(out, steps, watch if watching else None)
                         (watched if watching else base).append(sps)
                         if watching:
-                            overhead.append(side / cpu)
+                            overhead.append(sum(side) / cpu)
                         print(f"  pair {i}: {'watched' if watching else 'alone  '} "
-                              f"{sps:.0f} env steps/s; training {cpu:.1f} CPU s, dashboard "
-                              f"side (server + Chromium) {side:.1f} CPU s; load "
+                              f"{sps:.0f} env steps/s; training {cpu:.1f} CPU s; server "
+                              f"{side[0]:.2f} CPU s, browser {side[1]:.2f} CPU s; load "
                               f"{os.getloadavg()[0]:.1f}", flush=True)
                 b.close()
         finally:

@@ -134,6 +134,7 @@ function listView() {
 }
 
 // ---------------------------------------------------------------- one run
+const REDRAW_MS = 1000, OTHERS_REDRAW_MS = 4000;
 const SKIP = new Set(["env_step", "wall_time", "episodes", "lr", "lesson", "trials"]);
 function seriesGroups(header) {
   const spikes = header.filter(c => c.startsWith("spike_rate"));
@@ -179,6 +180,10 @@ function runView(runId) {
       ret.push({ x: ex, y: ey, name: "evaluation", mode: "markers", marker: { color: "#d1495b", size: 8 } });
     }
     Plotly.react("plot-return", ret, LAYOUT("Return", "mean episode return"), { responsive: true });
+  }
+  function redrawOthers() {
+    if (!header.length) return;
+    const x = column("env_step");
     const g = seriesGroups(header);
     Plotly.react("plot-loss", g.losses.map(c => ({ x, y: column(c), name: c, mode: "lines" })),
                  LAYOUT("Losses (click a legend entry to hide it)", "loss"), { responsive: true });
@@ -256,14 +261,30 @@ function runView(runId) {
     } else log.hidden = true;
   }
   loadInfo();
-  const timer = setInterval(loadInfo, 4000);
+  const timer = setInterval(loadInfo, 5000);
   const es = new EventSource(q(`/api/run/${runId.split("/").map(encodeURIComponent).join("/")}/events`));
   es.addEventListener("header", e => { header = JSON.parse(e.data); rows = []; });
-  es.addEventListener("reset", () => { header = []; rows = []; redraw(); });
-  es.addEventListener("rows", e => { rows.push(...JSON.parse(e.data)); redraw(); });
+  es.addEventListener("reset", () => { header = []; rows = []; redraw(); redrawOthers(); });
+  // a plot redraw costs the browser far more than a row costs the server (measured:
+  // benchmarks/bench_dashboard.py), and a run writes rows faster than anyone reads them
+  // (the learning curve at most once a second, the other three plots every few seconds)
+  let lastDraw = 0, pending = null, lastOthers = 0, othersPending = null;
+  function scheduleRedraw() {
+    const now = Date.now();
+    if (!pending) {
+      pending = setTimeout(() => { pending = null; lastDraw = Date.now(); redraw(); },
+                           Math.max(0, lastDraw + REDRAW_MS - now));
+    }
+    if (!othersPending) {
+      othersPending = setTimeout(() => { othersPending = null; lastOthers = Date.now(); redrawOthers(); },
+                                 Math.max(0, lastOthers + OTHERS_REDRAW_MS - now));
+    }
+  }
+  es.addEventListener("rows", e => { rows.push(...JSON.parse(e.data)); scheduleRedraw(); });
   es.addEventListener("status", e => showStatus(JSON.parse(e.data)));
-  cleanup.push(() => { es.close(); clearInterval(timer); });
+  cleanup.push(() => { es.close(); clearInterval(timer); clearTimeout(pending); clearTimeout(othersPending); });
   redraw();
+  redrawOthers();
 }
 
 // ---------------------------------------------------------------- launch form
