@@ -167,32 +167,51 @@ function runView(runId) {
   let header = [], rows = [], info = null;
   const col = name => header.indexOf(name);
   function column(name) { const i = col(name); return rows.map(r => r[i]); }
+  // a plot is drawn only while it is on screen (and the tab shown); one that missed rows is
+  // drawn when it comes into view
+  const visible = new Set(), dirty = new Set();
+  const observer = new IntersectionObserver(entries => {
+    for (const e of entries) {
+      if (e.isIntersecting) { visible.add(e.target.id); if (dirty.has(e.target.id)) drawPlot(e.target.id); }
+      else visible.delete(e.target.id);
+    }
+  });
+  for (const p of plots.children) observer.observe(p);
+  const onShow = () => { if (!document.hidden) for (const id of [...dirty]) drawPlot(id); };
+  document.addEventListener("visibilitychange", onShow);
+  function drawPlot(id) {
+    if (!header.length) return;
+    if (!visible.has(id) || document.hidden) { dirty.add(id); return; }
+    dirty.delete(id);
+    const x = column("env_step");
+    const g = seriesGroups(header);
+    if (id === "plot-return") {
+      const ret = [{ x, y: column("episode_return_mean"), name: "episode return (training)", mode: "lines",
+                     line: { color: "#2f5fb3" } }];
+      if (col("eval_return_mean") >= 0) {
+        const ex = [], ey = [];
+        column("eval_return_mean").forEach((v, i) => { if (v !== null) { ex.push(x[i]); ey.push(v); } });
+        ret.push({ x: ex, y: ey, name: "evaluation", mode: "markers", marker: { color: "#d1495b", size: 8 } });
+      }
+      Plotly.react(id, ret, LAYOUT("Return", "mean episode return"), { responsive: true });
+    } else if (id === "plot-loss") {
+      Plotly.react(id, g.losses.map(c => ({ x, y: column(c), name: c, mode: "lines" })),
+                   LAYOUT("Losses (click a legend entry to hide it)", "loss"), { responsive: true });
+    } else if (id === "plot-stats") {
+      Plotly.react(id, g.stats.map(c => ({ x, y: column(c), name: c, mode: "lines" })),
+                   LAYOUT("Update statistics", "value"), { responsive: true });
+    } else if (id === "plot-spikes") {
+      Plotly.react(id, g.spikes.map(c => ({ x, y: column(c), name: c.replace("spike_rate_", ""), mode: "lines" })),
+                   LAYOUT("Spike rates", g.spikes.length ? "spikes per neuron per step" : "(no spiking layer)"),
+                   { responsive: true });
+    }
+  }
   function redraw() {
     document.getElementById("rowcount").textContent = `${rows.length} metrics rows`;
     document.getElementById("rowcount").dataset.rows = rows.length;
-    if (!header.length) return;
-    const x = column("env_step");
-    const ret = [{ x, y: column("episode_return_mean"), name: "episode return (training)", mode: "lines",
-                   line: { color: "#2f5fb3" } }];
-    if (col("eval_return_mean") >= 0) {
-      const ex = [], ey = [];
-      column("eval_return_mean").forEach((v, i) => { if (v !== null) { ex.push(x[i]); ey.push(v); } });
-      ret.push({ x: ex, y: ey, name: "evaluation", mode: "markers", marker: { color: "#d1495b", size: 8 } });
-    }
-    Plotly.react("plot-return", ret, LAYOUT("Return", "mean episode return"), { responsive: true });
+    drawPlot("plot-return");
   }
-  function redrawOthers() {
-    if (!header.length) return;
-    const x = column("env_step");
-    const g = seriesGroups(header);
-    Plotly.react("plot-loss", g.losses.map(c => ({ x, y: column(c), name: c, mode: "lines" })),
-                 LAYOUT("Losses (click a legend entry to hide it)", "loss"), { responsive: true });
-    Plotly.react("plot-stats", g.stats.map(c => ({ x, y: column(c), name: c, mode: "lines" })),
-                 LAYOUT("Update statistics", "value"), { responsive: true });
-    Plotly.react("plot-spikes", g.spikes.map(c => ({ x, y: column(c), name: c.replace("spike_rate_", ""), mode: "lines" })),
-                 LAYOUT("Spike rates", g.spikes.length ? "spikes per neuron per step" : "(no spiking layer)"),
-                 { responsive: true });
-  }
+  function redrawOthers() { for (const id of ["plot-spikes", "plot-loss", "plot-stats"]) drawPlot(id); }
   function showStatus(s) {
     const st = document.getElementById("run-status");
     st.replaceChildren(statusBadge(s.status));
@@ -282,7 +301,10 @@ function runView(runId) {
   }
   es.addEventListener("rows", e => { rows.push(...JSON.parse(e.data)); scheduleRedraw(); });
   es.addEventListener("status", e => showStatus(JSON.parse(e.data)));
-  cleanup.push(() => { es.close(); clearInterval(timer); clearTimeout(pending); clearTimeout(othersPending); });
+  cleanup.push(() => {
+    es.close(); clearInterval(timer); clearTimeout(pending); clearTimeout(othersPending);
+    observer.disconnect(); document.removeEventListener("visibilitychange", onShow);
+  });
   redraw();
   redrawOthers();
 }
