@@ -289,13 +289,14 @@ class RunIndex:
         d = self.root / run_id
         entry = self._entry(run_id)
         cfg, m = entry.config, entry.metrics
+        alive = self.alive(run_id)  # first: it reaps an ended process, recording its exit
         maybe = launched is None or run_id in launched  # launched: the records that exist
         launch = self.launch_record(run_id) if maybe else None
         if not cfg and launch:  # launched, config.json not written yet
             cfg = {"algo": launch.get("algo"), **launch.get("config", {})}
         total = cfg.get("total_steps")
         steps = m.last_step or 0
-        status, reason = self._status(run_id, d, launch, steps, total, m, now)
+        status, reason = self._status(alive, d, launch, steps, total, m, now)
         return {
             "id": run_id,
             "algo": cfg.get("algo"),
@@ -314,8 +315,7 @@ class RunIndex:
             "mtime": entry.metrics.key[0] / 1e9 if entry.metrics.key[0] else None,
         }
 
-    def _status(self, run_id, d, launch, steps, total, m, now) -> tuple[str, str | None]:
-        alive = self.alive(run_id)
+    def _status(self, alive, d, launch, steps, total, m, now) -> tuple[str, str | None]:
         if alive:
             return "running", None
         done = isinstance(total, (int, float)) and steps >= total
@@ -325,8 +325,11 @@ class RunIndex:
             err = last_error_line(self.root / LAUNCH_DIR / launch["log"])
             if err and "interrupted by" not in err:
                 return "failed", err
-        elif alive is None and m.key[0] and now - m.key[0] / 1e9 < RUNNING_WINDOW_S:
-            return "running", "metrics.csv written recently (started outside this dashboard)"
+        # not a process of this dashboard (or one of an earlier dashboard whose end was not
+        # seen): running while its metrics.csv is fresh
+        ended = launch is not None and "returncode" in launch
+        if not alive and not ended and m.key[0] and now - m.key[0] / 1e9 < RUNNING_WINDOW_S:
+            return "running", "metrics.csv written recently (not started by this dashboard)"
         if (d / "checkpoints" / "last.pt").is_file():
             return "killed-resumable", f"resume: snrl train --out {d} --resume"
         return "failed", "stopped before its first checkpoint (nothing to resume)"
