@@ -1,4 +1,4 @@
-"""The ``snrl`` command: demo, train, eval, render, analyze, serve-env.
+"""The ``snrl`` command: demo, train, eval, render, analyze, serve-env, dashboard.
 
 Errors a user can cause end with exit code 2 and one line ``error: <what> (<how to fix>)`` on
 stderr, without a traceback: :func:`main` is the one place that turns them into that line
@@ -508,6 +508,23 @@ def cmd_serve_env(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    """Serve the web dashboard over RUNS_DIR until Ctrl-C (docs/dashboard.md)."""
+    from snrl.dashboard import serve
+
+    try:
+        serve(
+            args.runs_dir,
+            host=args.host,
+            port=args.port,
+            token=args.token,
+            max_runs=args.max_runs,
+        )
+    except KeyboardInterrupt:  # Ctrl-C / SIGTERM is how a server is stopped
+        print("dashboard stopped", file=sys.stderr)
+    return 0
+
+
 def _trust_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--trust-env-module",
@@ -661,6 +678,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     v.add_argument("--max-sessions", type=_int_in(1, 4096), default=64, help="default 64")
     v.set_defaults(func=cmd_serve_env)
+
+    w = sub.add_parser(
+        "dashboard", help="a local web page to launch, watch and compare runs (docs/dashboard.md)"
+    )
+    w.add_argument("runs_dir", nargs="?", default="runs", metavar="RUNS_DIR", help="default runs")
+    w.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default 127.0.0.1: this machine only; another one warns)",
+    )
+    w.add_argument("--port", type=_int_in(0, 65535), default=8770, help="default 8770; 0: free")
+    w.add_argument("--token", default=None, help="the token of the URL (default: a new one)")
+    w.add_argument(
+        "--max-runs",
+        type=_int_in(1, 64),
+        default=2,
+        help="most runs (and renders) the page starts at once (default 2)",
+    )
+    w.set_defaults(func=cmd_dashboard)
 
     from snrl.experiments.cli import add_parsers
 

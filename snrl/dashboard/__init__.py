@@ -1,0 +1,116 @@
+"""``snrl dashboard``: a local web page over the run directories the CLI writes.
+
+It lists the runs of RUNS_DIR (sortable, filterable), shows one run live (learning curve,
+evaluations, losses, spike rates, config, videos, analysis figures), launches ``snrl train``
+runs from a form generated from the config classes, and shows comparison directories.
+Everything it shows is read from disk; a launched run is an ordinary ``snrl train`` process.
+
+Needs the ``[dashboard]`` extra (Starlette, uvicorn, plotly): ``pip install -e '.[dashboard]'``.
+See docs/dashboard.md.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from pathlib import Path
+from typing import Any
+
+from snrl.errors import UserError
+
+__all__ = ["LOOPBACK", "create_app", "require_extra", "serve"]
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_INSTALL = "pip install -e '.[dashboard]'"
+
+
+def require_extra() -> None:
+    """Raise :class:`UserError` naming the install line when a package of the extra is
+    missing."""
+    for module in ("starlette", "uvicorn", "plotly"):
+        try:
+            __import__(module)
+        except ImportError:
+            raise UserError(f"the dashboard needs {module} ({_INSTALL})") from None
+
+
+def create_app(runs_dir: str | os.PathLike, *, token: str, max_runs: int = 2) -> Any:
+    """The dashboard's ASGI app (see :func:`snrl.dashboard.app.create_app`)."""
+    require_extra()
+    from snrl.dashboard.app import check_token
+    from snrl.dashboard.app import create_app as _create
+
+    return _create(runs_dir, token=check_token(token), max_runs=max_runs)
+
+
+def serve(
+    runs_dir: str | os.PathLike = "runs",
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8770,
+    token: str | None = None,
+    max_runs: int = 2,
+    out: Any = None,
+) -> None:
+    """Serve the dashboard in the foreground until Ctrl-C (what ``snrl dashboard`` runs).
+
+    Prints the URL with the token (a new one from :mod:`secrets` unless given) to ``out``
+    (default stdout); warns on stderr when ``host`` is not a loopback address.
+
+    Raises:
+        UserError: RUNS_DIR missing, the extra missing, a bad token or port.
+    """
+    out = out or sys.stdout
+    root = Path(runs_dir)
+    if not root.is_dir():
+        raise UserError(
+            f"runs directory {root} does not exist (pass the directory that holds your runs, "
+            f"e.g. the parent of `snrl train --out`; the dashboard needs {_INSTALL})"
+        )
+    require_extra()
+    import uvicorn
+
+    token = token if token is not None else secrets.token_urlsafe(24)
+    app = create_app(root, token=token, max_runs=max_runs)
+    if host not in LOOPBACK:
+        print(
+            f"warning: serving on {host}, reachable from other machines: anyone with the token "
+            "can read the runs and start processes as you, and plain HTTP sends the token "
+            "unencrypted (use an SSH tunnel to 127.0.0.1 instead)",
+            file=sys.stderr,
+        )
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=1
+    )
+    server = uvicorn.Server(config)
+
+    import asyncio
+
+    async def announce() -> None:
+        while not server.started:
+            if server.should_exit:
+                return
+            await asyncio.sleep(0.05)
+        bound = server.servers[0].sockets[0].getsockname()[1]
+        shown = f"[{host}]" if ":" in host else host
+        print(f"snrl dashboard of {root.resolve()}", file=out)
+        print(f"open http://{shown}:{bound}/?token={token}  (Ctrl-C stops)", file=out)
+        out.flush()
+        while not server.should_exit:  # then end the event streams, so shutdown is quick
+            await asyncio.sleep(0.2)
+        app.state.dashboard.stopping = True
+
+    async def run() -> None:
+        task = asyncio.create_task(announce())
+        await server.serve()
+        task.cancel()
+        if not server.started:
+            raise UserError(f"cannot serve on {host}:{port} (is the port in use? pass --port)")
+
+    try:
+        asyncio.run(run())
+    except SystemExit:  # uvicorn exits when it cannot bind
+        raise UserError(
+            f"cannot serve on {host}:{port} (is the port in use? pass --port)"
+        ) from None

@@ -1,0 +1,454 @@
+"""The dashboard's web application (Starlette): pages, JSON API, event streams, files.
+
+Security model (docs/dashboard.md):
+
+* every request carries the token: a GET may pass it as ``?token=`` (so that ``<video
+  src>``, ``<img src>`` and ``EventSource`` work), a state-changing request (POST) must send
+  it in the ``X-SNRL-Token`` header, which a plain link or a form of another site cannot
+  set (no CSRF); tokens are compared with :func:`hmac.compare_digest`;
+* only files under RUNS_DIR are served: a path with ``..``, an absolute path, a hidden
+  component, or one that resolves (through a symbolic link) outside RUNS_DIR is refused;
+* request bodies are bounded (:data:`MAX_BODY`); a malformed request gets a 4xx and the
+  server keeps serving;
+* launched runs are ``snrl train`` processes started with an argument list built from a
+  validated config, never through a shell, at most ``max_runs`` at once (HTTP 429 beyond).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import html
+import json
+import math
+import os
+import re
+import time
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from snrl.dashboard.forms import FORM_ERROR, NAME_RE, algo_classes, schema, validate
+from snrl.dashboard.launcher import Launcher, TooManyRuns
+from snrl.dashboard.runs import LAUNCH_DIR, RunIndex, metrics_rows
+from snrl.errors import UserError
+
+__all__ = ["MAX_BODY", "TOKEN_HEADER", "create_app", "plotly_js"]
+
+#: The header that carries the token (required on POST).
+TOKEN_HEADER = "x-snrl-token"
+#: Largest request body, bytes.
+MAX_BODY = 256 * 1024
+#: How often an event stream looks at a run's metrics.csv, seconds.
+POLL_S = 0.25
+#: Seconds between two status events of a stream.
+STATUS_EVERY_S = 2.0
+
+STATIC = Path(__file__).parent / "static"
+_STATIC_FILES = {"app.js": "text/javascript", "style.css": "text/css"}
+
+
+def plotly_js() -> Path:
+    """plotly.js as the installed ``plotly`` Python package bundles it (the [dashboard]
+    extra): served to the page, so it works offline.
+
+    Raises:
+        UserError: If plotly is not installed.
+    """
+    try:
+        import plotly
+    except ImportError:
+        raise UserError("the dashboard needs plotly (pip install -e '.[dashboard]')") from None
+    path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    if not path.is_file():
+        raise UserError(
+            f"plotly.js is missing from the plotly package ({path}; reinstall it: "
+            "pip install --force-reinstall plotly)"
+        )
+    return path
+
+
+def _error(status: int, message: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"error": message, **extra}, status_code=status)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(
+        json.dumps(_jsonable(data), allow_nan=False),
+        status_code=status,
+        media_type="application/json",
+    )
+
+
+class Dashboard:
+    """The state behind the routes: RUNS_DIR, the token, the run index, the launcher."""
+
+    def __init__(self, root: Path, token: str, max_runs: int):
+        self.root = root.resolve()
+        self.token = token.encode("utf-8")
+        self.launcher = Launcher(self.root, max_runs=max_runs)
+        self.index = RunIndex(self.root, alive=self.launcher.alive)
+        self.plotly = plotly_js()
+        self.stopping = False
+
+    # ------------------------------------------------------------------ checks
+    def _token_ok(self, given: str | None) -> bool:
+        return given is not None and hmac.compare_digest(given.encode("utf-8"), self.token)
+
+    def auth(self, request: Request) -> Response | None:
+        """None when the request may go on, else the refusal (401 / 403)."""
+        header = request.headers.get(TOKEN_HEADER)
+        if request.method in ("GET", "HEAD"):
+            given = header if header is not None else request.query_params.get("token")
+            if given is None:
+                return _error(401, "missing token (open the URL snrl dashboard printed)")
+            if not self._token_ok(given):
+                return _error(403, "wrong token (open the URL snrl dashboard printed)")
+            return None
+        if header is None:
+            return _error(
+                403,
+                f"a {request.method} request needs the token in the X-SNRL-Token header "
+                "(a token in the URL is accepted for reading only)",
+            )
+        if not self._token_ok(header):
+            return _error(403, "wrong token in X-SNRL-Token")
+        return None
+
+    def safe_path(self, rel: str) -> Path | Response:
+        """``RUNS_DIR/rel`` if it lies inside RUNS_DIR, else a 403/404 response."""
+        if not rel or "\x00" in rel or "\\" in rel or rel.startswith("/"):
+            return _error(403, "path refused (a relative path inside RUNS_DIR)")
+        parts = PurePosixPath(rel).parts
+        if any(p in ("..", ".") or p.startswith(".") for p in parts):
+            return _error(403, "path refused (no '..' and no hidden files)")
+        try:
+            path = (self.root / rel).resolve()
+        except (OSError, RuntimeError):
+            return _error(404, "not found")
+        if path != self.root and self.root not in path.parents:
+            return _error(403, "path refused (it leads outside RUNS_DIR)")
+        return path
+
+    def run_dir(self, run_id: str) -> Path | Response:
+        path = self.safe_path(run_id)
+        if isinstance(path, Response):
+            return path
+        if not path.is_dir():
+            return _error(404, f"no run {run_id!r} in {self.root}")
+        return path
+
+    async def body(self, request: Request) -> dict[str, Any] | Response:
+        length = request.headers.get("content-length")
+        if length is not None:
+            try:
+                if int(length) > MAX_BODY:
+                    return _error(413, f"request body over {MAX_BODY} bytes")
+            except ValueError:
+                return _error(400, "bad Content-Length")
+        data = b""
+        async for chunk in request.stream():
+            data += chunk
+            if len(data) > MAX_BODY:
+                return _error(413, f"request body over {MAX_BODY} bytes")
+        try:
+            obj = json.loads(data.decode("utf-8")) if data else {}
+        except (UnicodeDecodeError, ValueError):
+            return _error(400, "the request body is not JSON")
+        if not isinstance(obj, dict):
+            return _error(400, "the request body is not a JSON object")
+        return obj
+
+
+def create_app(runs_dir: str | os.PathLike, *, token: str, max_runs: int = 2) -> Starlette:
+    """The dashboard's ASGI app over ``runs_dir`` (what :func:`snrl.dashboard.serve` runs).
+
+    Args:
+        runs_dir: RUNS_DIR: the directory whose runs are shown and where launched runs go.
+        token: The token every request must carry.
+        max_runs: Most processes the page may start at once.
+    """
+    dash = Dashboard(Path(runs_dir), token, max_runs)
+    page = (STATIC / "index.html").read_text(encoding="utf-8")
+
+    def guarded(handler):
+        async def endpoint(request: Request) -> Response:
+            refused = dash.auth(request)
+            if refused is not None:
+                return refused
+            try:
+                return await handler(request)
+            except UserError as e:
+                return _error(400, str(e))
+
+        return endpoint
+
+    async def index(request: Request) -> Response:
+        text = page.replace("{{TOKEN}}", html.escape(token, quote=True))
+        return Response(
+            text,
+            media_type="text/html",
+            headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"},
+        )
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name == "plotly.min.js":
+            return FileResponse(dash.plotly, media_type="text/javascript")
+        if name not in _STATIC_FILES:
+            return _error(404, "not found")
+        return FileResponse(STATIC / name, media_type=_STATIC_FILES[name])
+
+    async def api_runs(request: Request) -> Response:
+        runs = await asyncio.to_thread(dash.index.list_runs)
+        _, comparisons = dash.index.scan()
+        return _json(
+            {
+                "root": str(dash.root),
+                "runs": runs,
+                "comparisons": comparisons,
+                "running": len(dash.launcher.running()),
+                "max_runs": dash.launcher.max_runs,
+            }
+        )
+
+    async def api_run(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        d = dash.safe_path(run_id)
+        if isinstance(d, Response):
+            return d
+        if not d.is_dir() and dash.index.launch_record(run_id) is None:
+            return _error(404, f"no run {run_id!r} in {dash.root}")
+        # (a run just launched has no directory yet: its launch record stands for it)
+        return _json(await asyncio.to_thread(dash.index.detail, run_id))
+
+    async def api_log(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        if not NAME_RE.match(run_id):
+            return _error(404, "no launch log")
+        log = dash.root / LAUNCH_DIR / f"{run_id}.log"
+        try:
+            with open(log, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 16384))
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return _error(404, "no launch log (the run was not started by this dashboard)")
+        return Response(text, media_type="text/plain; charset=utf-8")
+
+    async def api_events(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        d = dash.safe_path(run_id)
+        if isinstance(d, Response):
+            return d
+        path = d / "metrics.csv"
+
+        async def stream():
+            offset, key, header = 0, None, None
+            last_status = 0.0
+            yield "retry: 1000\n\n"
+            while not dash.stopping:
+                if await request.is_disconnected():
+                    break
+                try:
+                    st = path.stat()
+                    now_key = (st.st_mtime_ns, st.st_size)
+                except OSError:
+                    now_key = None
+                if now_key is not None and now_key != key:
+                    if st.st_size < offset:  # rewritten by a resume: start over
+                        offset, header = 0, None
+                        yield "event: reset\ndata: {}\n\n"
+                    try:
+                        head, rows, new_offset = await asyncio.to_thread(metrics_rows, path, offset)
+                    except OSError:
+                        head, rows, new_offset = [], [], offset
+                    if head and head != header:
+                        if header is not None:
+                            yield "event: reset\ndata: {}\n\n"
+                        header = head
+                        yield f"event: header\ndata: {json.dumps(head)}\n\n"
+                    if rows:
+                        yield f"event: rows\ndata: {json.dumps(rows)}\n\n"
+                    offset, key = new_offset, now_key
+                t = time.monotonic()
+                if t - last_status >= STATUS_EVERY_S:
+                    last_status = t
+                    s = await asyncio.to_thread(dash.index.summary, run_id)
+                    yield f"event: status\ndata: {json.dumps(_jsonable(s))}\n\n"
+                await asyncio.sleep(POLL_S)
+
+        return StreamingResponse(
+            stream(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    async def api_files(request: Request) -> Response:
+        path = dash.safe_path(request.path_params["path"])
+        if isinstance(path, Response):
+            return path
+        if not path.is_file():
+            return _error(404, "not found")
+        return FileResponse(path)
+
+    async def api_schema(request: Request) -> Response:
+        return _json({name: schema(cls) for name, cls in algo_classes().items()})
+
+    def _form(body: dict[str, Any]) -> tuple[str, str, dict[str, str], dict[str, str]]:
+        algo = body.get("algo", "ppo")
+        name = body.get("name", "")
+        values = body.get("values", {})
+        errors: dict[str, str] = {}
+        if not isinstance(algo, str):
+            algo, errors["algo"] = "", "algo must be text (ppo or dqn)"
+        if not isinstance(values, dict):
+            values, errors[FORM_ERROR] = {}, "values must be a JSON object of field: text"
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            errors["name"] = (
+                f"run name {name!r} refused (letters, digits, '.', '_', '-'; at most 100; "
+                "it names the directory RUNS_DIR/<name>)"
+            )
+        elif (dash.root / name).exists() or name in dash.launcher.running():
+            errors["name"] = f"{dash.root / name} exists (choose another run name)"
+        return algo, name, values, errors
+
+    async def api_validate(request: Request) -> Response:
+        body = await dash.body(request)
+        if isinstance(body, Response):
+            return body
+        algo, name, values, errors = _form(body)
+        if not body.get("name"):
+            errors.pop("name", None)  # validating the config alone
+        cfg, _items, cfg_errors = await asyncio.to_thread(validate, algo, values)
+        errors.update(cfg_errors)
+        return _json({"ok": not errors, "errors": errors}, 200 if not errors else 422)
+
+    async def api_launch(request: Request) -> Response:
+        body = await dash.body(request)
+        if isinstance(body, Response):
+            return body
+        algo, name, values, errors = _form(body)
+        cfg, items, cfg_errors = await asyncio.to_thread(validate, algo, values)
+        errors.update(cfg_errors)
+        if errors:
+            return _json({"ok": False, "errors": errors}, 422)
+        env_token = body.get("env_token")
+        extra = {}
+        if isinstance(env_token, str) and env_token:
+            from snrl.envs.remote import TOKEN_ENV_VAR
+
+            extra[TOKEN_ENV_VAR] = env_token  # in the environment, never on a command line
+        from snrl.config import config_to_dict
+
+        try:
+            rec = dash.launcher.train(name, algo, items, config=config_to_dict(cfg), env=extra)
+        except TooManyRuns as e:
+            return _error(429, str(e))
+        return _json({"ok": True, "id": name, "pid": rec["pid"], "argv": rec["argv"]}, 201)
+
+    async def api_stop(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        if not dash.launcher.stop(run_id):
+            return _error(409, f"{run_id} has no running process started by this dashboard")
+        return _json({"ok": True, "signal": "SIGINT"})
+
+    async def api_resume(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        d = dash.run_dir(run_id)
+        if isinstance(d, Response):
+            return d
+        if not (d / "checkpoints" / "last.pt").is_file():
+            return _error(409, f"{run_id} has no checkpoints/last.pt (nothing to resume)")
+        if "/" in run_id:
+            return _error(409, "resume runs at the top of RUNS_DIR only (use snrl train)")
+        try:
+            rec = dash.launcher.resume(run_id)
+        except TooManyRuns as e:
+            return _error(429, str(e))
+        return _json({"ok": True, "id": run_id, "pid": rec["pid"]}, 201)
+
+    async def api_render(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        d = dash.run_dir(run_id)
+        if isinstance(d, Response):
+            return d
+        body = await dash.body(request)
+        if isinstance(body, Response):
+            return body
+        seed = body.get("seed", 0)
+        if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**31:
+            return _error(422, "seed must be an integer in [0, 2**31)")
+        fmt = body.get("format", "mp4")
+        if fmt not in ("mp4", "gif"):
+            return _error(422, "format must be mp4 or gif")
+        if not (d / "checkpoints" / "best.pt").is_file():
+            return _error(409, f"{run_id} has no checkpoints/best.pt yet (train first)")
+        out = d / f"render_seed{seed}.{fmt}"
+        if out.exists():
+            return _error(409, f"{out.name} exists already")
+        try:
+            rec = dash.launcher.render(run_id, out, seed)
+        except TooManyRuns as e:
+            return _error(429, str(e))
+        except UserError as e:
+            return _error(409, str(e))
+        return _json({"ok": True, **rec}, 201)
+
+    async def api_comparison(request: Request) -> Response:
+        comp_id = request.path_params["comp_id"]
+        d = dash.run_dir(comp_id)
+        if isinstance(d, Response):
+            return d
+        return _json(await asyncio.to_thread(dash.index.comparison, comp_id))
+
+    routes = [
+        Route("/", guarded(index)),
+        Route("/static/{name}", guarded(static)),
+        Route("/api/runs", guarded(api_runs)),
+        Route("/api/schema", guarded(api_schema)),
+        Route("/api/validate", guarded(api_validate), methods=["POST"]),
+        Route("/api/launch", guarded(api_launch), methods=["POST"]),
+        Route("/api/run/{run_id:path}/events", guarded(api_events)),
+        Route("/api/run/{run_id:path}/stop", guarded(api_stop), methods=["POST"]),
+        Route("/api/run/{run_id:path}/resume", guarded(api_resume), methods=["POST"]),
+        Route("/api/run/{run_id:path}/render", guarded(api_render), methods=["POST"]),
+        Route("/api/run/{run_id:path}", guarded(api_run)),
+        Route("/api/log/{run_id}", guarded(api_log)),
+        Route("/api/comparison/{comp_id:path}", guarded(api_comparison)),
+        Route("/files/{path:path}", guarded(api_files)),
+    ]
+    app = Starlette(routes=routes)
+    app.state.dashboard = dash
+    return app
+
+
+_TOKEN_RE = re.compile(r"^[A-Za-z0-9._~-]{16,256}$")
+
+
+def check_token(token: str) -> str:
+    """``token`` if it may be used (URL-safe text, 16 to 256 characters).
+
+    Raises:
+        UserError: If it may not.
+    """
+    if not isinstance(token, str) or not _TOKEN_RE.match(token):
+        raise UserError(
+            "the token must be 16 to 256 URL-safe characters (letters, digits, . _ ~ -; "
+            "leave --token out to have one generated)"
+        )
+    return token

@@ -1,0 +1,216 @@
+"""snrl dashboard in a real browser: headless Chromium (the system's, driven by Playwright)
+against a server on a free loopback port, used as a user would: the run list, a run launched
+from the form that learns live and finishes, a field error, a video that plays, refusals.
+
+Skipped, with the reason, only where no Chromium executable exists (.ci/run installs
+Debian's `chromium` where it can)."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+pytest.importorskip("plotly")
+pytest.importorskip("playwright", reason="playwright is not installed (pip install -e '.[dev]')")
+
+CHROMIUM = next(
+    (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None
+)
+if CHROMIUM is None:
+    pytest.skip(
+        "no Chromium executable on PATH (apt-get install chromium): the browser tests of the "
+        "dashboard cannot run here",
+        allow_module_level=True,
+    )
+
+import uvicorn  # noqa: E402
+from playwright.sync_api import expect, sync_playwright  # noqa: E402
+
+from snrl.dashboard import create_app  # noqa: E402
+from tests.test_dashboard import make_run  # noqa: E402
+
+TOKEN = "browser-token-0123456789abcdef"
+
+
+def write_mp4(path: Path) -> None:
+    """A 1 s, 10-frame H.264 video (what `snrl render` writes, in small)."""
+    import imageio.v2 as iio
+    import numpy as np
+
+    with iio.get_writer(path, fps=10, codec="libx264", pixelformat="yuv420p") as w:
+        for i in range(10):
+            frame = np.zeros((64, 64, 3), np.uint8)
+            frame[:, : 6 * i] = 200
+            w.append_data(frame)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dash") / "runs"
+    root.mkdir()
+    make_run(root, "done", steps=[100, 200, 300], total=300, evals={300: 42.0})
+    make_run(root, "killed", steps=[100, 200], total=1000, seed=3)
+    make_run(root, "crashed", steps=[100], total=1000, last_pt=False, backbone="mlp")
+    write_mp4(root / "done" / "demo.mp4")
+    (root.parent / "secret.txt").write_text("secret")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    app = create_app(root, token=TOKEN, max_runs=2)
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                        timeout_graceful_shutdown=1))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    t = time.monotonic()
+    while not srv.started:
+        assert time.monotonic() - t < 30, "the server did not start"
+        time.sleep(0.05)
+    yield {"base": f"http://127.0.0.1:{port}", "root": root, "app": app}
+    app.state.dashboard.stopping = True
+    srv.should_exit = True
+    thread.join(10)
+    launcher = app.state.dashboard.launcher
+    for key in launcher.running():  # a test that failed midway leaves no process behind
+        launcher.stop(key, signal.SIGTERM)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    yield pg
+    context.close()
+    assert not errors, errors  # no JavaScript error on any page
+
+
+def url(server, hash_: str = "") -> str:
+    return f"{server['base']}/?token={TOKEN}{hash_}"
+
+
+def test_run_list_shows_the_runs_sorts_and_filters(page, server):
+    page.goto(url(server))
+    rows = page.locator("#runs tbody tr")
+    expect(rows).to_have_count(3)
+    expect(page.locator('tr[data-run="done"] [data-status]')).to_have_text("finished")
+    expect(page.locator('tr[data-run="killed"] [data-status]')).to_have_text("killed-resumable")
+    expect(page.locator('tr[data-run="crashed"] [data-status]')).to_have_text("failed")
+    expect(page.locator('tr[data-run="done"] [data-col="steps"]')).to_have_text("300 / 300")
+    expect(page.locator('tr[data-run="done"] [data-col="best_eval"]')).to_have_text("42")
+    expect(page.locator('tr[data-run="killed"] [data-col="best_eval"]')).to_have_text("")
+    page.click('th[data-key="seed"]')
+    page.click('th[data-key="seed"]')  # descending: seed 3 first
+    expect(rows.first).to_have_attribute("data-run", "killed")
+    page.fill("#filter", "mlp")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute("data-run", "crashed")
+    page.fill("#filter", "")
+    page.select_option("#status-filter", "finished")
+    expect(rows).to_have_count(1)
+
+
+def test_a_bad_field_shows_the_cli_error_next_to_it(page, server):
+    page.goto(url(server, "#/launch"))
+    page.fill("#f-name", "bad-run")
+    page.fill("#f-lr", "abc")
+    page.fill("#f-gamma", "2")
+    page.click("#launch")
+    expect(page.locator('[data-field="lr"] .error')).to_have_text(
+        "error: bad value 'abc' for config key 'lr' in --set (expected float)"
+    )
+    expect(page.locator('[data-field="gamma"] .error')).to_have_text(
+        "error: gamma=2.0 (must be in (0, 1])"
+    )
+    expect(page.locator('[data-field="lr"]')).to_have_class("field invalid")
+    expect(page.locator('[data-field="n_steps"] .error')).to_have_text("")
+    assert not (server["root"] / "bad-run").exists()
+
+
+def test_launch_from_the_form_watch_it_learn_and_finish(page, server):
+    page.goto(url(server, "#/launch"))
+    page.fill("#f-name", "from-form")
+    for field, value in {"total_steps": "3000", "hidden_size": "16", "n_envs": "4",
+                         "eval_interval": "1000", "eval_episodes": "2"}.items():
+        page.fill(f"#f-{field}", value)
+    page.click("#launch")
+    expect(page).to_have_url(url(server, "#/run/from-form"))
+    page.evaluate("window.__same_page = true")
+    count = page.locator("#rowcount")
+    expect(count).not_to_have_attribute("data-rows", "0", timeout=60_000)
+    first = int(count.get_attribute("data-rows"))
+    points = page.evaluate("document.getElementById('plot-return').data[0].x.length")
+    assert points == first >= 1
+    # new rows arrive over the event stream while it trains: the plot grows, no reload
+    page.wait_for_function(
+        f"document.getElementById('plot-return').data[0].x.length > {first}", timeout=60_000
+    )
+    expect(page.locator("#run-status [data-status]")).to_have_text("finished", timeout=90_000)
+    assert page.evaluate("window.__same_page") is True
+    final = page.evaluate("document.getElementById('plot-return').data[0].x.length")
+    assert final == int(count.get_attribute("data-rows")) > first
+    evals = page.evaluate("document.getElementById('plot-return').data[1].x.length")
+    assert evals >= 2  # the periodic evaluations, as markers
+    assert (server["root"] / "from-form" / "checkpoints" / "last.pt").is_file()
+    page.goto(url(server))
+    expect(page.locator('tr[data-run="from-form"] [data-status]')).to_have_text("finished")
+
+
+def test_a_video_plays_in_the_page(page, server):
+    page.goto(url(server, "#/run/done"))
+    video = page.locator('video[data-path="done/demo.mp4"]')
+    expect(video).to_have_count(1)
+    page.wait_for_function(
+        "() => { const v = document.querySelector('video');"
+        " return v && isFinite(v.duration) && v.duration > 0; }",
+        timeout=20_000,
+    )
+    duration = page.evaluate("document.querySelector('video').duration")
+    assert duration == pytest.approx(1.0, abs=0.15)  # 10 frames at 10 fps
+
+
+def test_no_token_and_dotdot_paths_are_refused(page, server):
+    base = server["base"]
+    assert page.goto(f"{base}/").status == 401
+    assert "missing token" in page.content()
+    assert page.goto(f"{base}/?token=wrong-token-00000000000").status == 403
+    page.goto(url(server))
+    codes = page.evaluate(
+        """async (token) => {
+          const out = {};
+          for (const p of ["/files/%2e%2e/secret.txt", "/files/done/%2e%2e/%2e%2e/secret.txt",
+                           "/files/..%2fsecret.txt", "/files/done/metrics.csv"]) {
+            const r = await fetch(p + "?token=" + token);
+            out[p] = [r.status, (await r.text()).includes("secret")];
+          }
+          out.post = (await fetch("/api/launch?token=" + token,
+                                  {method: "POST", body: "{}"})).status;
+          return out;
+        }""",
+        TOKEN,
+    )
+    # the browser resolves %2e%2e segments itself (the URL standard): the request reaches
+    # /secret.txt, which is no route (404); ..%2f reaches the server, which refuses it (403)
+    assert codes == {
+        "/files/%2e%2e/secret.txt": [404, False],
+        "/files/done/%2e%2e/%2e%2e/secret.txt": [404, False],
+        "/files/..%2fsecret.txt": [403, False],
+        "/files/done/metrics.csv": [200, False],
+        "post": 403,
+    }
