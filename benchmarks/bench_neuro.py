@@ -29,6 +29,7 @@ Usage::
         DelayMatchSample-v0 --seeds 0 1 2 --steps 200000 --out runs/bench-neuro --jobs 2
     python benchmarks/bench_neuro.py --tasks GoNogo-v0 --seeds 0 --steps 2048 --out /tmp/b \\
         --only lif,lstm --eval-trials 50                                     # a smoke run
+    python benchmarks/bench_neuro.py --only '' --also LOG1 LOG2 --out /tmp/t  # join logs only
 """
 
 from __future__ import annotations
