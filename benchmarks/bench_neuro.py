@@ -12,9 +12,13 @@ vector env with the task's default episode length, seeds ``10_000 + i``). Agents
   1 s keeps 0.9 of the membrane per step (``--lif-tau``; 0.1 s is measured too);
 * ``gru``: ``snrl.PPO(task, backbone="gru")``, the other fields default;
 * ``mlp``: ``snrl.PPO(task, backbone="mlp")`` (no memory: a floor for the delay tasks);
-* ``lstm``: ``sb3_contrib.RecurrentPPO("MlpLstmPolicy", ...)`` (n_steps 128, batch 256, 4
-  epochs), on SB3
-  ``DummyVecEnv`` envs built by snrl (the same step limit and episode cut).
+* ``lstm``: ``sb3_contrib.RecurrentPPO("MlpLstmPolicy", ...)`` with rl-baselines3-zoo's
+  settings for its memory task CartPoleNoVel-v1 (:data:`LSTM_KWARGS`: 8 envs, 100k steps,
+  segments of 32 steps, one minibatch of 256, 20 epochs, gamma 0.98, GAE lambda 0.8, learning
+  rate and clip range annealed linearly from 1e-3 and 0.2), on SB3 ``DummyVecEnv`` envs built
+  by snrl (the same step limit and episode cut). ``--lstm-settings small-lr`` gives the
+  settings of the first version of this script (segments of 128, 4 minibatches, 4 epochs,
+  sb3-contrib's constant 3e-4, gamma 0.99, lambda 0.95), under which it stayed at chance.
 
 It prints a table (mean ± std accuracy over seeds, train seconds) and, per task, the ratios
 LIF / LSTM and LIF / GRU of the mean accuracies, and writes ``OUT/bench_neuro.json``.
@@ -25,6 +29,7 @@ Usage::
         DelayMatchSample-v0 --seeds 0 1 2 --steps 200000 --out runs/bench-neuro --jobs 2
     python benchmarks/bench_neuro.py --tasks GoNogo-v0 --seeds 0 --steps 2048 --out /tmp/b \\
         --only lif,lstm --eval-trials 50                                     # a smoke run
+    python benchmarks/bench_neuro.py --only '' --also LOG1 LOG2 --out /tmp/t  # join logs only
 """
 
 from __future__ import annotations
@@ -113,8 +118,45 @@ def _snrl_run(
     return act, train_s
 
 
-def _lstm_run(task: str, seed: int, steps: int, n_envs: int) -> tuple[Any, Any]:
+#: RecurrentPPO settings: rl-baselines3-zoo's ``hyperparams/ppo_lstm.yml`` entry for
+#: CartPoleNoVel-v1 (a memory task trained on 8 envs for 1e5 steps, the budget here); the
+#: learning rate and clip range are annealed linearly to 0 (the zoo's ``lin_`` schedules).
+#: snrl's PPO defaults are close to it (segments of 32, gamma 0.98, lambda 0.8, lr 1e-3
+#: annealed, 10 epochs of one minibatch).
+LSTM_SETTINGS: dict[str, dict[str, Any]] = {
+    "zoo": {
+        "n_steps": 32,
+        "batch_size": 256,
+        "n_epochs": 20,
+        "gamma": 0.98,
+        "gae_lambda": 0.8,
+        "ent_coef": 0.0,
+        "learning_rate": ("lin", 1e-3),
+        "clip_range": ("lin", 0.2),
+    },
+    # the first version of this script: sb3-contrib's defaults (lr 3e-4, gamma 0.99, lambda
+    # 0.95, clip 0.2) with 1024-step rollouts, 4 minibatches of 256 and 4 epochs
+    "small-lr": {"n_steps": 128, "batch_size": 256, "n_epochs": 4},
+}
+
+
+def _lstm_kwargs(name: str) -> dict[str, Any]:
+    """RecurrentPPO keyword arguments of the settings ``name`` (schedules made callables)."""
+    out: dict[str, Any] = {}
+    for key, value in LSTM_SETTINGS[name].items():
+        if isinstance(value, tuple):  # ("lin", start): start * progress_remaining
+            start = float(value[1])
+            out[key] = lambda progress, start=start: start * progress
+        else:
+            out[key] = value
+    return out
+
+
+def _lstm_run(
+    task: str, seed: int, steps: int, n_envs: int, settings: str = "zoo"
+) -> tuple[Any, Any, list[dict[str, float]]]:
     from sb3_contrib import RecurrentPPO
+    from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     from snrl.envs import make_env
@@ -128,17 +170,34 @@ def _lstm_run(task: str, seed: int, steps: int, n_envs: int) -> tuple[Any, Any]:
 
         return make
 
+    class Curve(BaseCallback):
+        """Training curve: per 10k env steps, the share of finished trials with NeuroGym
+        ``performance`` > 0 (GoNogo reports 0 for a withheld no-go: a lower bound there)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.points: list[dict[str, float]] = []
+            self.window: list[float] = []
+
+        def _on_step(self) -> bool:
+            for info in self.locals["infos"]:
+                if info.get("new_trial"):
+                    self.window.append(float(info.get("performance", 0.0) > 0))
+            if self.num_timesteps // 10_000 > len(self.points) and self.window:
+                self.points.append(
+                    {"steps": self.num_timesteps, "train_perf": float(np.mean(self.window))}
+                )
+                self.window = []
+            return True
+
     vec = DummyVecEnv([factory(i) for i in range(n_envs)])
     vec.seed(seed)
-    # n_steps x n_envs = 1024 steps per rollout, 4 minibatches of 256, 4 epochs: the
-    # defaults' 8 minibatches x 10 epochs made one 100k-step run take over 25 minutes on
-    # the 2-core benchmark machine (sb3-contrib's LSTM is evaluated step by step).
     model = RecurrentPPO(
-        "MlpLstmPolicy", vec, n_steps=128, batch_size=256, n_epochs=4, seed=seed, verbose=0,
-        device="cpu",
+        "MlpLstmPolicy", vec, seed=seed, verbose=0, device="cpu", **_lstm_kwargs(settings)
     )
+    curve = Curve()
     t0 = time.perf_counter()
-    model.learn(steps)
+    model.learn(steps, callback=curve)
     train_s = time.perf_counter() - t0
     vec.close()
     state: dict[str, Any] = {"s": None}
@@ -149,23 +208,40 @@ def _lstm_run(task: str, seed: int, steps: int, n_envs: int) -> tuple[Any, Any]:
         )
         return np.asarray(actions)
 
-    return act, train_s
+    return act, train_s, curve.points
 
 
 def run_one(
-    task: str, agent: str, seed: int, steps: int, n_envs: int, eval_trials: int, lif_tau: float
+    task: str,
+    agent: str,
+    seed: int,
+    steps: int,
+    n_envs: int,
+    eval_trials: int,
+    lif_tau: float,
+    lstm_settings: str = "zoo",
 ):
     """Train and evaluate one (task, agent, seed); returns its result dict."""
     import torch
 
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore", category=UserWarning)
+    extra: dict[str, Any] = {}
     if agent == "lstm":
-        act, train_s = _lstm_run(task, seed, steps, n_envs)
+        act, train_s, curve = _lstm_run(task, seed, steps, n_envs, lstm_settings)
+        extra = {"lstm_settings": lstm_settings, "train_curve": curve}
     else:
         act, train_s = _snrl_run(task, agent, seed, steps, n_envs, lif_tau)
     ev = _evaluate(task, act, eval_trials, n_envs)
-    return {"task": task, "agent": agent, "seed": seed, "steps": steps, "train_s": train_s, **ev}
+    return {
+        "task": task,
+        "agent": agent,
+        "seed": seed,
+        "steps": steps,
+        "train_s": train_s,
+        **ev,
+        **extra,
+    }
 
 
 def _mean_std(values: list[float]) -> tuple[float, float]:
@@ -221,6 +297,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=1, help="runs at the same time (processes)")
     p.add_argument("--lif-tau", type=float, default=1.0, help="LIF tau_m = readout_tau_m (s)")
     p.add_argument(
+        "--lstm-settings",
+        choices=sorted(LSTM_SETTINGS),
+        default="zoo",
+        help="RecurrentPPO hyperparameters (LSTM_SETTINGS; zoo: rl-baselines3-zoo's CartPoleNoVel)",
+    )
+    p.add_argument(
         "--also",
         nargs="*",
         default=[],
@@ -236,7 +318,16 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     jobs = [
-        (task, agent, seed, args.steps, args.n_envs, args.eval_trials, args.lif_tau)
+        (
+            task,
+            agent,
+            seed,
+            args.steps,
+            args.n_envs,
+            args.eval_trials,
+            args.lif_tau,
+            args.lstm_settings,
+        )
         for task in args.tasks
         for seed in args.seeds
         for agent in agents
