@@ -382,14 +382,26 @@ class RecurrentLayer(nn.Module):
         return torch.addmm(self.bias, x.reshape(t * b, f), w).reshape(t, b, -1)
 
     def _integrate(
-        self, u: Tensor, w_rec: Tensor | None, state: Any, consts: tuple, spike_fn: SpikeFn | None
+        self,
+        u: Tensor,
+        w_rec: Tensor | None,
+        state: Any,
+        consts: tuple,
+        spike_fn: SpikeFn | None,
+        starts: Tensor | None = None,
+        fresh: Any = None,
     ) -> LayerOutput:
-        """Loop the step function over ``u`` ((B, N) one step or (T, B, N))."""
+        """Loop the step function over ``u`` ((B, N) one step or (T, B, N)); where
+        ``starts[t]`` (bool (T, B)) the state before step t is replaced by ``fresh`` (fields
+        (T, B, N)), in the same loop (autograd sees the replacement)."""
         seq = u.dim() == 3
         names = [f for f in state._fields if f not in ("v", "z")]  # the model's own variables
         outs, vs = [], []
         traces: dict[str, list[Tensor]] = {f: [] for f in names}
-        for u_t in u.unbind(0) if seq else (u,):
+        marks = starts.any(1).tolist() if starts is not None else None
+        for t, u_t in enumerate(u.unbind(0) if seq else (u,)):
+            if marks is not None and marks[t]:
+                state = mask_state(starts[t], self.state_type(*(f[t] for f in fresh)), state)
             cur = u_t if w_rec is None else torch.addmm(u_t, self._feedback(state), w_rec)
             out, state = self._step(cur, state, consts, spike_fn)
             outs.append(out)
@@ -401,11 +413,54 @@ class RecurrentLayer(nn.Module):
             return LayerOutput(torch.stack(outs), state, torch.stack(vs), stacked)
         return LayerOutput(outs[0], state, vs[0], {f: ts[0] for f, ts in traces.items()})
 
+    def reset_values(self) -> Any:
+        """The state a reset puts in a row, as the model's state of (N,) or scalar tensors
+        (zeros, or the learned membrane): what :meth:`run`'s ``starts`` uses by default.
+
+        Raises:
+            UserError: for ``hh_init`` ``"random"``, ``"inputs"`` and ``"given"``, whose
+                reset values are not fixed (pass ``fresh`` to :meth:`run`).
+        """
+        if self.hh_init not in ("zeros", "learned"):
+            raise UserError(
+                f"a reset with hh_init={self.hh_init!r} has no fixed value (pass the fresh "
+                "states, e.g. those recorded in the rollout, as run(..., fresh=...))"
+            )
+        dev, dtype = self._device_dtype()
+        zero = torch.zeros((), device=dev, dtype=dtype)
+        fields = {f: zero for f in self.state_type._fields}
+        if self.hh_init == "learned":
+            fields["v"] = zero + self.h0
+        return self.state_type(**fields)
+
+    def _fresh_sequence(self, u: Tensor, starts: Tensor | None, fresh: Any) -> Any:
+        """``fresh`` (default :meth:`reset_values`) with every field expanded to u's shape."""
+        if starts is None:
+            return None
+        if tuple(starts.shape) != tuple(u.shape[:2]) or u.dim() != 3:
+            raise UserError(
+                f"starts has shape {tuple(starts.shape)} for an input of shape {tuple(u.shape)}"
+                " (pass a bool (T, B) tensor with a (T, B, F) sequence)"
+            )
+        fresh = self.reset_values() if fresh is None else fresh
+        return self.state_type(*(f.to(u.dtype).expand(u.shape) for f in fresh))
+
     def _spike_fn(self) -> SpikeFn | None:
         return None
 
-    def run(self, x: Tensor, state: Any) -> LayerOutput:
+    def run(
+        self, x: Tensor, state: Any, *, starts: Tensor | None = None, fresh: Any = None
+    ) -> LayerOutput:
         """Run one step (x: (B, F)) or a sequence (x: (T, B, F)).
+
+        Args:
+            x: the input.
+            state: the state before the first step.
+            starts: optional bool (T, B) for a sequence: row b starts a new episode at step
+                t, so its state before step t is replaced (all in one call; the gradient of a
+                replaced state goes to the fresh state, not to the step before).
+            fresh: the replacement, a state of this layer's type whose fields broadcast to
+                (T, B, N) (default :meth:`reset_values`: zeros or the learned membrane).
 
         Returns:
             ``LayerOutput(out, state, v)``: outputs after each step, shaped like the input's
@@ -413,8 +468,14 @@ class RecurrentLayer(nn.Module):
             after each step (shaped like ``out``).
         """
         state = self._check(x, state)
+        u = self._project(x)
+        if starts is not None:
+            starts = torch.as_tensor(starts, device=u.device).bool()
+            fresh = self._fresh_sequence(u, starts, fresh)
+            if not bool(starts.any()):
+                starts = fresh = None
         return self._integrate(
-            self._project(x), self._rec_weights(), state, self._constants(), self._spike_fn()
+            u, self._rec_weights(), state, self._constants(), self._spike_fn(), starts, fresh
         )
 
     def forward(self, x: Tensor, state: Any) -> tuple[Tensor, Any]:

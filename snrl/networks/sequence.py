@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from snrl.functional.state import State, mask_state, state_leaves
+from snrl.functional.state import State, map_state, mask_state, state_leaves
 from snrl.networks.activity import Activity
 from snrl.networks.protocol import BackboneOutput
 
@@ -19,8 +19,11 @@ def run_with_resets(
 ) -> BackboneOutput:
     """Run ``net`` over ``x`` (T, B, F), re-initializing rows where an episode starts.
 
-    The sequence is cut only at the time steps where some row starts an episode, so a segment
-    without episode ends runs as one fused sequence call.
+    A backbone whose ``run`` takes ``starts`` (``supports_starts``, e.g.
+    :class:`~snrl.networks.spiking.SpikingBackbone`) runs the whole sequence in one call that
+    replaces the state rows in place (the fused kernels handle the gradient exactly). Any
+    other backbone is cut at the time steps where some row starts an episode, so a segment
+    without episode ends runs as one call; both give the same outputs and gradients.
 
     Args:
         net: a backbone following the recurrent protocol.
@@ -37,6 +40,11 @@ def run_with_resets(
     """
     if not state_leaves(state):  # stateless (MLP): resets change nothing, run it whole
         return net.run(x, state)
+    if _one_call(net, fresh is not None):
+        starts = torch.as_tensor(starts, device=x.device).bool().clone()
+        starts[0] = False
+        seq_fresh = None if fresh is None else _stack_fresh(fresh, starts, state)
+        return net.run(x, state, starts=starts, fresh=seq_fresh)
     T = x.shape[0]
     cut = [0] + [t for t in range(1, T) if bool(starts[t].any())] + [T]
     outs, acts = [], []
@@ -51,3 +59,22 @@ def run_with_resets(
         outs.append(res.out)
         acts.append(res.activity)
     return BackboneOutput(torch.cat(outs, dim=0), state, Activity.concat(acts))
+
+
+def _one_call(net: nn.Module, has_fresh: bool) -> bool:
+    """Whether ``net`` runs a sequence with resets in one call: it takes ``starts``, and its
+    reset values are fixed (zeros or learned) unless the fresh states are given."""
+    if not getattr(net, "supports_starts", False):
+        return False
+    return has_fresh or all(
+        getattr(m, "hh_init", "zeros") in ("zeros", "learned") for m in net.modules()
+    )
+
+
+def _stack_fresh(fresh: list[State], starts: Tensor, state: State) -> State:
+    """The recorded states of the steps with a start, stacked to (T, B, ...) per leaf (zeros
+    at the other steps, where they are never read)."""
+    filler = map_state(torch.zeros_like, state)
+    marks = starts.any(1).tolist()
+    rows = [f if m and f is not None else filler for f, m in zip(fresh, marks)]
+    return map_state(lambda *ts: torch.stack(ts), *rows)

@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 from snrl.config import NEURON_DEFAULTS
 from snrl.errors import UserError
+from snrl.functional.state import map_state
 from snrl.layers import ALIFLayer, LIFLayer, LILayer, SpyLIFLayer
 from snrl.layers.base import RecurrentLayer, _seed_from_global
 from snrl.networks._args import MISSING, layer_widths, renamed
@@ -75,6 +76,9 @@ class SpikingBackbone(nn.Module):
         activity of ``run`` is (B, N) / (T, B, N) with ``substeps = 1``, else
         (S, B, N) / (T S, B, N): one row per neuron step.
     """
+
+    supports_starts = True
+    """``run`` takes ``starts``/``fresh`` (episode resets inside one sequence call)."""
 
     def __init__(
         self,
@@ -248,8 +252,19 @@ class SpikingBackbone(nn.Module):
             )
 
     # ------------------------------------------------------------------ running
-    def run(self, x: Tensor, state: tuple) -> BackboneOutput:
+    def run(
+        self, x: Tensor, state: tuple, *, starts: Tensor | None = None, fresh: Any = None
+    ) -> BackboneOutput:
         """Run one step (x: (B, F)) or a sequence (x: (T, B, F)).
+
+        Args:
+            x: the input.
+            state: the state before the first step (one per layer).
+            starts: optional bool (T, B) for a sequence: row b starts an episode at step t
+                and every layer's state before that step is replaced (one call, no cuts;
+                see :meth:`snrl.layers.base.RecurrentLayer.run`).
+            fresh: the replacement states, one per layer, fields broadcastable to (T, B, N)
+                (default: each layer's :meth:`~snrl.layers.base.RecurrentLayer.reset_values`).
 
         Returns:
             ``BackboneOutput(out, state, activity)``; ``activity`` holds ``spikes`` and ``v``
@@ -259,20 +274,37 @@ class SpikingBackbone(nn.Module):
         """
         self._check_state(state)
         k = self.substeps
+        if fresh is not None and (not isinstance(fresh, tuple) or len(fresh) != len(state)):
+            raise UserError(
+                f"fresh must hold one state per layer ({len(state)}), got {type(fresh).__name__}"
+            )
         if k == 1 or x.dim() not in (2, 3):  # (a wrong shape is reported by the layer)
-            return self._run_layers(x, state)
+            return self._run_layers(x, state, starts, fresh)
         one_step = x.dim() == 2
         held = (x.unsqueeze(0) if one_step else x).repeat_interleave(k, dim=0)
-        res = self._run_layers(held, state)  # activity: (T k, B, N), every neuron step
+        if starts is not None and not one_step:
+            # a reset applies before the first neuron step of its env step
+            starts = torch.as_tensor(starts, device=x.device).bool()
+            held_starts = starts.new_zeros((starts.shape[0] * k, *starts.shape[1:]))
+            held_starts[::k] = starts
+            starts = held_starts
+            if fresh is not None:
+                fresh = map_state(
+                    lambda f: f.repeat_interleave(k, dim=0) if f.dim() == 3 else f, fresh
+                )
+        res = self._run_layers(held, state, starts, fresh)  # activity: (T k, B, N)
         out = res.out[k - 1 :: k]  # the output after the last sub-step of each input step
         return BackboneOutput(out[0] if one_step else out, res.state, res.activity)
 
-    def _run_layers(self, x: Tensor, state: tuple) -> BackboneOutput:
+    def _run_layers(
+        self, x: Tensor, state: tuple, starts: Tensor | None = None, fresh: Any = None
+    ) -> BackboneOutput:
         acts = []
         new_states = []
         h = x
-        for (name, layer), s in zip(self.layers.items(), state):
-            res = layer.run(h, s)
+        fresh = [None] * len(state) if fresh is None else fresh
+        for (name, layer), s, f in zip(self.layers.items(), state, fresh):
+            res = layer.run(h, s) if starts is None else layer.run(h, s, starts=starts, fresh=f)
             new_states.append(res.state)
             spiking = name != "readout"
             acts.append(
