@@ -147,6 +147,7 @@ class RecurrentLayer(nn.Module):
             self.register_parameter("h0", None)
         self._hh_generator = torch.Generator().manual_seed(self.hh_init_seed)
         self._decay_memo: dict[str, tuple] = {}
+        self._weight_memo: dict[str, tuple] = {}
 
     # ----------------------------------------------------------------- parameters
     def _balanced_recurrent(self, w_raw: Tensor, sign: Tensor) -> Tensor:
@@ -207,12 +208,31 @@ class RecurrentLayer(nn.Module):
     @property
     def forward_weights(self) -> Tensor:
         """(input_size, output_size) effective input weights (signed if ``forward_sign``)."""
-        return signed_weights(self.weight_in, self.forward_sign)
+        return self._effective("in", self.weight_in, self.forward_sign, None)
 
     def _rec_weights(self) -> Tensor | None:
         if self.weight_rec is None:
             return None
-        return signed_weights(self.weight_rec, self.recurrent_sign, self.rec_mask)
+        return self._effective("rec", self.weight_rec, self.recurrent_sign, self.rec_mask)
+
+    def _effective(self, name: str, w: Tensor, sign: Tensor | None, mask: Tensor | None) -> Tensor:
+        """:func:`signed_weights` of ``w``; without autograd (rollouts) computed once and
+        reused while ``w``, ``sign`` and ``mask`` are the same tensors at the same version
+        (an optimizer step, ``load_state_dict`` or any in-place write bumps the version;
+        ``.to()`` and parameter replacement make new tensors)."""
+        if sign is None and mask is None:
+            return w
+        if torch.is_grad_enabled() and w.requires_grad or torch.is_inference_mode_enabled():
+            return signed_weights(w, sign, mask)
+        parts = tuple(t for t in (w, sign, mask) if t is not None)
+        versions = tuple(t._version for t in parts)
+        hit = self._weight_memo.get(name)
+        # the memo holds the tensors themselves, so identity cannot be a reused address
+        if hit is None or hit[1] != versions or any(a is not b for a, b in zip(hit[0], parts)):
+            with torch.no_grad():
+                hit = (parts, versions, signed_weights(w, sign, mask))
+            self._weight_memo[name] = hit
+        return hit[2]
 
     @property
     def recurrent_weights(self) -> Tensor:
