@@ -26,7 +26,7 @@ from torch.distributions import Categorical, Normal
 
 from snrl.envs.spaces import ActionMap, ObsFlattener
 from snrl.functional.state import State
-from snrl.networks.sequence import run_with_resets
+from snrl.networks.sequence import run_many_with_resets
 
 
 class AgentState(NamedTuple):
@@ -328,8 +328,13 @@ class ActorCriticAgent(Agent):
         if self.random_reset:
             fresh_p = [None if s is None else s.policy for s in states]
             fresh_c = [None if s is None else s.critic for s in states]
-        pol = run_with_resets(self.policy, obs, states[0].policy, starts, fresh_p)
-        val = run_with_resets(self.critic, obs, states[0].critic, starts, fresh_c)
+        pol, val = run_many_with_resets(
+            [self.policy, self.critic],
+            obs,
+            [states[0].policy, states[0].critic],
+            starts,
+            [fresh_p, fresh_c],
+        )
         dist = self._distribution(pol.out)
         log_prob, entropy = self._log_prob_entropy(dist, actions)
         return log_prob, entropy, val.out[..., 0], pol.activity

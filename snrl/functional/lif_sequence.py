@@ -120,6 +120,61 @@ def lif_sequence(
         return _forward_loop(u, w_rec, v0, z0, alpha, threshold, reset, None, starts, fv, fz)
 
 
+def lif_sequence_group(
+    u: Tensor,
+    w_rec: Tensor | None,
+    state: LIFStateLike,
+    alpha: Tensor,
+    threshold: float,
+    reset: str,
+    spike_fn: Callable[[Tensor], Tensor],
+    *,
+    starts: Tensor | None = None,
+    fresh: LIFStateLike | None = None,
+) -> tuple[Tensor, Tensor]:
+    """:func:`lif_sequence` for G layers of the same size, threshold, reset and surrogate run
+    side by side (e.g. a policy's and a critic's) on the same episode starts: every step is
+    one batched product and one set of elementwise ops for all of them.
+
+    Args:
+        u: (T, G, B, N) input currents.
+        w_rec: (G, N, N) effective recurrent weights, or None.
+        state: fields ``v`` and ``z``, each (G, B, N).
+        alpha: (G, N) decays.
+        threshold, reset, spike_fn: shared, as in :func:`lif_sequence`.
+        starts: optional bool (T, B), shared by the G layers.
+        fresh: optional fields broadcastable to (T, G, B, N).
+
+    Returns:
+        (z, v), each (T, G, B, N): layer g's are exactly what :func:`lif_sequence` gives for
+        ``u[:, g]``, ``w_rec[g]``... (up to the rounding of the batched product).
+    """
+    if u.dim() != 4:
+        raise UserError(f"u must be (T, G, B, N), got shape {tuple(u.shape)}")
+    t, g, b, n = u.shape
+    alpha = torch.as_tensor(alpha, dtype=u.dtype, device=u.device)
+    shapes = {"state.v": (state.v, (g, b, n)), "state.z": (state.z, (g, b, n))}
+    shapes["alpha"] = (alpha, (g, n))
+    if w_rec is not None:
+        shapes["w_rec"] = (w_rec, (g, n, n))
+    for name, (x, shape) in shapes.items():
+        if tuple(x.shape) != shape:
+            raise UserError(f"{name} has shape {tuple(x.shape)} (expected {shape})")
+    if reset not in RESETS:
+        raise UserError(f"unknown reset {reset!r} (use one of {', '.join(RESETS)})")
+    alpha = alpha.unsqueeze(-2)  # (G, 1, N)
+    v0, z0 = state.v, state.z
+    threshold = float(threshold)
+    starts, fv, fz = _resets(u, starts, fresh)
+    inputs = (u, w_rec, v0, z0, alpha, fv)
+    if torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in inputs):
+        return _LIFSequence.apply(
+            u, w_rec, v0, z0, alpha, threshold, reset, spike_fn, True, starts, fv, fz
+        )
+    with torch.no_grad():
+        return _forward_loop(u, w_rec, v0, z0, alpha, threshold, reset, None, starts, fv, fz)
+
+
 def _resets(
     u: Tensor, starts: Tensor | None, fresh: LIFStateLike | None
 ) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
@@ -127,10 +182,11 @@ def _resets(
     if starts is None:
         return None, None, None
     starts = torch.as_tensor(starts, device=u.device).bool()
-    if tuple(starts.shape) != tuple(u.shape[:2]):
+    t, b = u.shape[0], u.shape[-2]
+    if tuple(starts.shape) != (t, b):
         raise UserError(
             f"starts has shape {tuple(starts.shape)} but u is {tuple(u.shape)} "
-            f"(pass a bool ({u.shape[0]}, {u.shape[1]}) tensor)"
+            f"(pass a bool ({t}, {b}) tensor)"
         )
     if not bool(starts.any()):
         return None, None, None
@@ -221,8 +277,10 @@ def _forward_loop(
         slot = LIFState(vs[t], zs[t])
         if w is None:
             slot.v.copy_(u[t])
-        else:
+        elif w.dim() == 2:
             torch.addmm(u[t], state.z, w, out=slot.v)
+        else:  # a group of layers (G, N, N): one batched product
+            torch.baddbmm(u[t], state.z, w, out=slot.v)
         _, state = lif_step(slot.v, state, alpha, threshold, spike_fn, reset, out=slot)
     return zs, vs
 
@@ -240,7 +298,18 @@ def _previous(x0: Tensor, xs: Tensor, starts: Tensor | None, fresh: Tensor | Non
     prev = torch.cat([x0.unsqueeze(0), xs], dim=0)[: xs.shape[0]]
     if starts is None:
         return prev
-    return torch.where(starts.unsqueeze(-1), fresh, prev)
+    return torch.where(_row_mask(starts, prev), fresh, prev)
+
+
+def _row_mask(starts: Tensor, like: Tensor) -> Tensor:
+    """bool (T, B) -> broadcastable against ``like`` (T, B, N) or (T, G, B, N)."""
+    t, b = starts.shape
+    return starts.reshape(t, *([1] * (like.dim() - 3)), b, 1)
+
+
+def _mm(a: Tensor, b: Tensor) -> Tensor:
+    """``a @ b`` for (B, K) x (K, N), or batched for a group (G, B, K) x (G, K, N)."""
+    return torch.mm(a, b) if b.dim() == 2 else torch.bmm(a, b)
 
 
 class _LIFSequence(torch.autograd.Function):
@@ -280,8 +349,8 @@ class _LIFSequence(torch.autograd.Function):
         if w is not None:
             w_back = w.detach().clone(memory_format=torch.contiguous_format)
             if subtract:  # dv W^T - threshold dv = dv (W - threshold I)^T
-                w_back.diagonal().sub_(threshold)
-            w_back_t = w_back.t().contiguous()
+                w_back.diagonal(dim1=-2, dim2=-1).sub_(threshold)
+            w_back_t = w_back.transpose(-2, -1).contiguous()
         dv = torch.empty_like(vs)
         nxt = None  # dv_{t+1}, masked where step t+1 starts an episode
         s_chunk, chunk_start = None, steps
@@ -301,7 +370,7 @@ class _LIFSequence(torch.autograd.Function):
                 # dv_t += s_t * (what step t + 1 sends back to z_t) + decay term.
                 s_t = s_chunk[t - chunk_start]
                 if w_back_t is not None:  # (subtract: the reset is folded into w_back)
-                    back = torch.mm(nxt, w_back_t)
+                    back = _mm(nxt, w_back_t)
                     if not subtract:
                         back.addcmul_(alpha * v_t, nxt, value=-1.0)
                     d.addcmul_(s_t, back)
@@ -320,24 +389,29 @@ class _LIFSequence(torch.autograd.Function):
             zp = _previous(z0.detach(), zs, starts, fz)  # the spikes each step starts from
         if need_w and w is not None:  # dW = sum_t z_{t-1}^T dv_t, one product
             n = vs.shape[-1]
-            dw = torch.mm(zp.reshape(-1, n).t(), dv.reshape(-1, n))
+            if w.dim() == 2:
+                dw = torch.mm(zp.reshape(-1, n).t(), dv.reshape(-1, n))
+            else:  # per group: (G, N, T B) x (G, T B, N)
+                g = w.shape[0]
+                zg = zp.transpose(0, 1).reshape(g, -1, n)
+                dw = torch.bmm(zg.transpose(1, 2), dv.transpose(0, 1).reshape(g, -1, n))
         if need_v0:
             dv0 = alpha * first if subtract else (alpha - alpha * z0) * first
         if need_z0:
             if subtract:
-                dz0 = torch.mm(first, w_back_t) if w_back_t is not None else first * -threshold
+                dz0 = _mm(first, w_back_t) if w_back_t is not None else first * -threshold
             else:
                 dz0 = -(alpha * v0 * first)
                 if w_back_t is not None:
-                    dz0.add_(torch.mm(first, w_back_t))
+                    dz0.add_(_mm(first, w_back_t))
         if need_alpha:
             vp = _previous(v0.detach(), vs, starts, None if fv is None else fv.detach())
             prev = vp if subtract else vp - vp * zp
-            dalpha_acc = (prev * dv).sum((0, 1))
+            dalpha_acc = prev * dv
             dalpha = dalpha_acc.sum_to_size(alpha.shape) if alpha.dim() else dalpha_acc.sum()
         if need_fresh:  # the t = -1 terms of the rows that start an episode
             decay = alpha if subtract else alpha - alpha * zp
-            dfresh = torch.where(starts.unsqueeze(-1), decay * dv, 0.0)
+            dfresh = torch.where(_row_mask(starts, dv), decay * dv, 0.0)
         return du, dw, dv0, dz0, dalpha, None, None, None, None, None, dfresh, None
 
 

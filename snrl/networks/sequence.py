@@ -8,6 +8,7 @@ from torch import Tensor, nn
 from snrl.functional.state import State, map_state, mask_state, state_leaves
 from snrl.networks.activity import Activity
 from snrl.networks.protocol import BackboneOutput
+from snrl.networks.spiking import run_together
 
 
 def run_with_resets(
@@ -78,3 +79,24 @@ def _stack_fresh(fresh: list[State], starts: Tensor, state: State) -> State:
     marks = starts.any(1).tolist()
     rows = [f if m and f is not None else filler for f, m in zip(fresh, marks)]
     return map_state(lambda *ts: torch.stack(ts), *rows)
+
+
+def run_many_with_resets(
+    nets: list[nn.Module],
+    x: Tensor,
+    states: list[State],
+    starts: Tensor,
+    fresh: list[list[State] | None] | None = None,
+) -> list[BackboneOutput]:
+    """:func:`run_with_resets` for several backbones on the same input (PPO's policy and
+    critic): side by side in one pass (:func:`snrl.networks.spiking.run_together`) when
+    they are LIF backbones of the same shape, else one after the other."""
+    fresh = [None] * len(nets) if fresh is None else fresh
+    if all(_one_call(n, f is not None) for n, f in zip(nets, fresh)):
+        st = torch.as_tensor(starts, device=x.device).bool().clone()
+        st[0] = False
+        seq_fresh = [None if f is None else _stack_fresh(f, st, s) for f, s in zip(fresh, states)]
+        outs = run_together(nets, x, states, starts=st, fresh=seq_fresh)
+        if outs is not None:
+            return outs
+    return [run_with_resets(n, x, s, starts, f) for n, s, f in zip(nets, states, fresh)]

@@ -25,9 +25,13 @@ from torch import Tensor, nn
 
 from snrl.config import NEURON_DEFAULTS
 from snrl.errors import UserError
+from snrl.functional.lif_sequence import lif_sequence_group
+from snrl.functional.neurons import LIFState
 from snrl.functional.state import map_state
+from snrl.functional.surrogate import Surrogate
 from snrl.layers import ALIFLayer, LIFLayer, LILayer, SpyLIFLayer
-from snrl.layers.base import RecurrentLayer, _seed_from_global
+from snrl.layers import lif as lif_module
+from snrl.layers.base import LayerOutput, RecurrentLayer, _seed_from_global
 from snrl.networks._args import MISSING, layer_widths, renamed
 from snrl.networks.activity import Activity, LayerActivity
 from snrl.networks.protocol import BackboneOutput, LayerInfo
@@ -281,17 +285,7 @@ class SpikingBackbone(nn.Module):
         if k == 1 or x.dim() not in (2, 3):  # (a wrong shape is reported by the layer)
             return self._run_layers(x, state, starts, fresh)
         one_step = x.dim() == 2
-        held = (x.unsqueeze(0) if one_step else x).repeat_interleave(k, dim=0)
-        if starts is not None and not one_step:
-            # a reset applies before the first neuron step of its env step
-            starts = torch.as_tensor(starts, device=x.device).bool()
-            held_starts = starts.new_zeros((starts.shape[0] * k, *starts.shape[1:]))
-            held_starts[::k] = starts
-            starts = held_starts
-            if fresh is not None:
-                fresh = map_state(
-                    lambda f: f.repeat_interleave(k, dim=0) if f.dim() == 3 else f, fresh
-                )
+        held, starts, (fresh,) = _hold(x, starts, [fresh], k)
         res = self._run_layers(held, state, starts, fresh)  # activity: (T k, B, N)
         out = res.out[k - 1 :: k]  # the output after the last sub-step of each input step
         return BackboneOutput(out[0] if one_step else out, res.state, res.activity)
@@ -306,19 +300,7 @@ class SpikingBackbone(nn.Module):
         for (name, layer), s, f in zip(self.layers.items(), state, fresh):
             res = layer.run(h, s) if starts is None else layer.run(h, s, starts=starts, fresh=f)
             new_states.append(res.state)
-            spiking = name != "readout"
-            acts.append(
-                LayerActivity(
-                    name=name,
-                    kind="spiking" if spiking else "readout",
-                    size=layer.output_size,
-                    spikes=res.out if spiking else None,
-                    v=res.v,
-                    extra=dict(res.traces),
-                    threshold=layer.threshold if spiking else None,
-                    sign=layer.recurrent_sign,
-                )
-            )
+            acts.append(_layer_activity(name, layer, res))
             h = res.out
         return BackboneOutput(h, tuple(new_states), Activity(acts))
 
@@ -351,3 +333,187 @@ class SpikingBackbone(nn.Module):
                 )
             )
         return infos
+
+
+def _layer_activity(name: str, layer: RecurrentLayer, res: LayerOutput) -> LayerActivity:
+    spiking = name != "readout"
+    return LayerActivity(
+        name=name,
+        kind="spiking" if spiking else "readout",
+        size=layer.output_size,
+        spikes=res.out if spiking else None,
+        v=res.v,
+        extra=dict(res.traces),
+        threshold=layer.threshold if spiking else None,
+        sign=layer.recurrent_sign,
+    )
+
+
+def _hold(
+    x: Tensor, starts: Tensor | None, fresh: list[Any], k: int
+) -> tuple[Tensor, Tensor | None, list[Any]]:
+    """Inputs held for ``k`` neuron steps each; a reset applies before the first neuron step
+    of its env step; recorded (T, B, N) fresh states are repeated alike."""
+    one_step = x.dim() == 2
+    held = (x.unsqueeze(0) if one_step else x).repeat_interleave(k, dim=0)
+    if starts is None or one_step:
+        return held, starts, fresh
+    starts = torch.as_tensor(starts, device=x.device).bool()
+    held_starts = starts.new_zeros((starts.shape[0] * k, *starts.shape[1:]))
+    held_starts[::k] = starts
+    fresh = [
+        None
+        if f is None
+        else map_state(lambda t: t.repeat_interleave(k, dim=0) if t.dim() == 3 else t, f)
+        for f in fresh
+    ]
+    return held, held_starts, fresh
+
+
+def _same_surrogate(a: Any, b: Any) -> bool:
+    return a is b or (isinstance(a, Surrogate) and a == b)
+
+
+def _groupable(nets: Sequence[nn.Module]) -> bool:
+    """Whether ``nets`` can run side by side in :func:`run_together`: LIF backbones with the
+    same layer sizes, recurrence, threshold, reset, surrogate, substeps, device and dtype."""
+    first = nets[0]
+    if len(nets) < 2 or lif_module._lif_sequence is None:
+        return False
+    if not all(type(n) is SpikingBackbone and n.backbone == "lif" for n in nets):
+        return False
+    if any(n.substeps != first.substeps or n.n_layers != first.n_layers for n in nets):
+        return False
+    for k in range(first.n_layers):
+        a = first.spiking_layers[k]
+        for n in nets[1:]:
+            b = n.spiking_layers[k]
+            if type(a) is not LIFLayer or type(b) is not LIFLayer:
+                return False
+            same = (
+                a.input_size == b.input_size
+                and a.output_size == b.output_size
+                and a.threshold == b.threshold
+                and a.reset == b.reset
+                and (a.weight_rec is None) == (b.weight_rec is None)
+                and _same_surrogate(a.spike_grad, b.spike_grad)
+                and a.weight_in.dtype == b.weight_in.dtype
+                and a.weight_in.device == b.weight_in.device
+            )
+            if not same:
+                return False
+    return True
+
+
+def run_together(
+    nets: Sequence[nn.Module],
+    x: Tensor,
+    states: Sequence[tuple],
+    *,
+    starts: Tensor | None = None,
+    fresh: Sequence[Any] | None = None,
+) -> list[BackboneOutput] | None:
+    """Run several LIF backbones of the same shape on the same input sequence, their spiking
+    layers side by side (:func:`~snrl.functional.lif_sequence.lif_sequence_group`: one
+    batched product and one set of elementwise ops per step for all of them), e.g. the policy
+    and the critic of PPO during an update.
+
+    Args:
+        nets: the backbones.
+        x: (T, B, F) the input they all see.
+        states: one state per backbone.
+        starts: optional bool (T, B) episode starts (see :meth:`SpikingBackbone.run`).
+        fresh: optional, one entry per backbone: its ``fresh`` of :meth:`SpikingBackbone.run`.
+
+    Returns:
+        One :class:`BackboneOutput` per backbone, equal to its own :meth:`SpikingBackbone.run`
+        up to the rounding of the batched product; None when they cannot run together (then
+        run each one by itself): other neuron models or shapes, a one-step input, or autograd
+        off (rollouts step one env step at a time anyway).
+    """
+    if x.dim() != 3 or not torch.is_grad_enabled() or not _groupable(nets):
+        return None
+    fresh = [None] * len(nets) if fresh is None else list(fresh)
+    for net, s, f in zip(nets, states, fresh):
+        net._check_state(s)
+        if f is not None and (not isinstance(f, tuple) or len(f) != len(s)):
+            raise UserError(
+                f"fresh must hold one state per layer ({len(s)}), got {type(f).__name__}"
+            )
+    k = nets[0].substeps
+    if starts is not None:
+        starts = torch.as_tensor(starts, device=x.device).bool()
+        if not bool(starts.any()):
+            starts = None
+    held, starts, fresh = (x, starts, fresh) if k == 1 else _hold(x, starts, fresh, k)
+    hs = [held] * len(nets)
+    new_states: list[list[Any]] = [[] for _ in nets]
+    acts: list[list[LayerActivity]] = [[] for _ in nets]
+    for i in range(nets[0].n_layers):
+        layers = [n.spiking_layers[i] for n in nets]
+        outs = _run_lif_group(
+            layers,
+            hs,
+            [s[i] for s in states],
+            starts,
+            [None if f is None else f[i] for f in fresh],
+        )
+        for g, (net, res) in enumerate(zip(nets, outs)):
+            new_states[g].append(res.state)
+            acts[g].append(_layer_activity(net.spiking_names[i], layers[g], res))
+        hs = [res.out for res in outs]
+    results = []
+    for g, net in enumerate(nets):
+        h = hs[g]
+        readout = net.readout
+        if readout is not None:
+            s = states[g][-1]
+            f = None if fresh[g] is None else fresh[g][-1]
+            res = readout.run(h, s) if starts is None else readout.run(h, s, starts=starts, fresh=f)
+            new_states[g].append(res.state)
+            acts[g].append(_layer_activity("readout", readout, res))
+            h = res.out
+        out = h if k == 1 else h[k - 1 :: k]
+        results.append(BackboneOutput(out, tuple(new_states[g]), Activity(acts[g])))
+    return results
+
+
+def _run_lif_group(
+    layers: list[LIFLayer],
+    hs: list[Tensor],
+    states: list[Any],
+    starts: Tensor | None,
+    fresh: list[Any],
+) -> list[LayerOutput]:
+    """One spiking layer of each backbone, side by side (same sizes and settings)."""
+    states = [layer._check(h, s) for layer, h, s in zip(layers, hs, states)]
+    u = torch.stack([layer._project(h) for layer, h in zip(layers, hs)], dim=1)  # (T, G, B, N)
+    first = layers[0]
+    w = None
+    if first.weight_rec is not None:
+        w = torch.stack([layer._rec_weights() for layer in layers])
+    alpha = torch.stack([layer._decay("tau_m") for layer in layers])
+    state = LIFState(torch.stack([s.v for s in states]), torch.stack([s.z for s in states]))
+    seq_fresh = None
+    if starts is not None:
+        default = all(f is None and layer.hh_init == "zeros" for layer, f in zip(layers, fresh))
+        if not default:  # zeros is the kernel's own default
+            per = [
+                layer._fresh_sequence(u[:, g], starts, f)
+                for g, (layer, f) in enumerate(zip(layers, fresh))
+            ]
+            seq_fresh = LIFState(
+                torch.stack([p.v for p in per], dim=1), torch.stack([p.z for p in per], dim=1)
+            )
+    z, v = lif_sequence_group(
+        u,
+        w,
+        state,
+        alpha,
+        first.threshold,
+        first.reset,
+        first._spike_fn(),
+        starts=starts,
+        fresh=seq_fresh,
+    )
+    return [LayerOutput(z[:, g], LIFState(v[-1, g], z[-1, g]), v[:, g]) for g in range(len(layers))]

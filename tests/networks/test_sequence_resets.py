@@ -82,3 +82,92 @@ def test_given_init_still_needs_its_values():
     state = net.initial_state(3, h0=torch.zeros(4))
     with pytest.raises(ValueError, match="h0"):
         sequence_module.run_with_resets(net, x, state, starts)
+
+
+@pytest.mark.parametrize("hh_init", ["zeros", "learned", "random"])
+@pytest.mark.parametrize(("reset", "substeps", "n_layers"), [("subtract", 1, 1), ("zero", 2, 2)])
+def test_policy_and_critic_side_by_side_equal_each_alone(
+    hh_init, reset, substeps, n_layers, monkeypatch
+):
+    grouped = []
+    real = sequence_module.run_together
+    monkeypatch.setattr(
+        sequence_module,
+        "run_together",
+        lambda *a, **k: grouped.append(real(*a, **k)) or grouped[-1],
+    )
+    nets = [
+        SpikingBackbone(
+            3,
+            6,
+            out,
+            n_layers=n_layers,
+            force_dale_law=True,
+            seed=seed,
+            hh_init=hh_init,
+            hh_init_mu=0.2,
+            reset=reset,
+            substeps=substeps,
+            learn_tau=True,
+        ).double()
+        for seed, out in ((1, 2), (2, 1))
+    ]
+    T, B = 8, 3
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(T, B, 3, generator=g, dtype=torch.float64) * 3
+    starts = torch.rand(T, B, generator=g) < 0.3
+    starts[5, 0] = True
+    states = [map_state(lambda t: t.double(), n.initial_state(B)) for n in nets]
+    fresh = [None, None]
+    if hh_init == "random":
+        fresh = [
+            [map_state(lambda t: t.double(), n.initial_state(B)) for _ in range(T)] for n in nets
+        ]
+    grads = []
+    runs = []
+    for together in (False, True):
+        if together:
+            outs = sequence_module.run_many_with_resets(nets, x, states, starts, fresh)
+        else:
+            outs = [
+                sequence_module.run_with_resets(n, x, s, starts, f)
+                for n, s, f in zip(nets, states, fresh)
+            ]
+        for n in nets:
+            n.zero_grad()
+        loss = sum(
+            (o.out * (i + 1)).sum() + sum((a.v**2).sum() for a in o.activity) * 0.1
+            for i, o in enumerate(outs)
+        )
+        loss.backward()
+        grads.append([{k: p.grad.clone() for k, p in n.named_parameters()} for n in nets])
+        runs.append(outs)
+    alone, together = runs
+    assert len(grouped) == 1 and grouped[0] is not None  # the side-by-side path ran
+    for a, b in zip(alone, together, strict=True):
+        torch.testing.assert_close(b.out, a.out, rtol=1e-12, atol=1e-12)
+        for la, lb in zip(a.activity, b.activity, strict=True):
+            assert la.name == lb.name
+            if la.spikes is not None:
+                assert torch.equal(la.spikes, lb.spikes)
+            torch.testing.assert_close(lb.v, la.v, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(b.state, a.state, rtol=1e-12, atol=1e-12)
+    for ga, gb in zip(*grads, strict=True):
+        assert set(ga) == set(gb)
+        for k in ga:
+            torch.testing.assert_close(gb[k], ga[k], rtol=1e-10, atol=1e-12, msg=k)
+
+
+def test_backbones_of_other_shapes_run_one_after_the_other():
+    from snrl.networks.spiking import run_together
+
+    a = SpikingBackbone(3, 6, 2, seed=0)
+    b = SpikingBackbone(3, 7, 1, seed=1)  # another width
+    c = SpikingBackbone(3, 6, 1, seed=1, backbone="alif")
+    x = torch.randn(4, 2, 3)
+    for pair in ((a, b), (a, c)):
+        assert run_together(pair, x, [n.initial_state(2) for n in pair]) is None
+    outs = sequence_module.run_many_with_resets(
+        [a, b], x, [a.initial_state(2), b.initial_state(2)], torch.zeros(4, 2, dtype=torch.bool)
+    )
+    assert outs[0].out.shape == (4, 2, 2) and outs[1].out.shape == (4, 2, 1)
