@@ -26,10 +26,11 @@ from torch import Tensor, nn
 from snrl.config import NEURON_DEFAULTS
 from snrl.errors import UserError
 from snrl.functional.lif_sequence import lif_sequence_group
-from snrl.functional.neurons import LIFState
+from snrl.functional.neurons import LIFState, LIState
 from snrl.functional.state import map_state
 from snrl.functional.surrogate import Surrogate
 from snrl.layers import ALIFLayer, LIFLayer, LILayer, SpyLIFLayer
+from snrl.layers import li as li_module
 from snrl.layers import lif as lif_module
 from snrl.layers.base import LayerOutput, RecurrentLayer, _seed_from_global
 from snrl.networks._args import MISSING, layer_widths, renamed
@@ -413,14 +414,17 @@ def run_together(
     starts: Tensor | None = None,
     fresh: Sequence[Any] | None = None,
 ) -> list[BackboneOutput] | None:
-    """Run several LIF backbones of the same shape on the same input sequence, their spiking
-    layers side by side (:func:`~snrl.functional.lif_sequence.lif_sequence_group`: one
-    batched product and one set of elementwise ops per step for all of them), e.g. the policy
-    and the critic of PPO during an update.
+    """Run several LIF backbones of the same shape on the same input, their layers side by
+    side: the spiking layers by
+    :func:`~snrl.functional.lif_sequence.lif_sequence_group` (one batched product and one set
+    of elementwise ops per step for all of them), the leaky-integrator readouts as one
+    (their widths concatenated). PPO's policy and critic run this way in the update. (One
+    env step at a time, as in the rollout, the stacking costs more than it saves: measured
+    1.6x slower, so one-step inputs are not grouped.)
 
     Args:
         nets: the backbones.
-        x: (T, B, F) the input they all see.
+        x: (T, B, F) the input sequence they all see.
         states: one state per backbone.
         starts: optional bool (T, B) episode starts (see :meth:`SpikingBackbone.run`).
         fresh: optional, one entry per backbone: its ``fresh`` of :meth:`SpikingBackbone.run`.
@@ -428,10 +432,9 @@ def run_together(
     Returns:
         One :class:`BackboneOutput` per backbone, equal to its own :meth:`SpikingBackbone.run`
         up to the rounding of the batched product; None when they cannot run together (then
-        run each one by itself): other neuron models or shapes, a one-step input, or autograd
-        off (rollouts step one env step at a time anyway).
+        run each one by itself): other neuron models, sizes or settings, or a one-step input.
     """
-    if x.dim() != 3 or not torch.is_grad_enabled() or not _groupable(nets):
+    if x.dim() != 3 or not _groupable(nets):
         return None
     fresh = [None] * len(nets) if fresh is None else list(fresh)
     for net, s, f in zip(nets, states, fresh):
@@ -446,53 +449,141 @@ def run_together(
         if not bool(starts.any()):
             starts = None
     held, starts, fresh = (x, starts, fresh) if k == 1 else _hold(x, starts, fresh, k)
-    hs = [held] * len(nets)
+    h = held
     new_states: list[list[Any]] = [[] for _ in nets]
-    acts: list[list[LayerActivity]] = [[] for _ in nets]
+    outs_per_layer: list[list[tuple[str, RecurrentLayer, LayerOutput]]] = [[] for _ in nets]
+    outs: list[LayerOutput] = []
     for i in range(nets[0].n_layers):
         layers = [n.spiking_layers[i] for n in nets]
-        outs = _run_lif_group(
+        h, outs = _run_lif_group(
             layers,
-            hs,
+            h,
             [s[i] for s in states],
             starts,
             [None if f is None else f[i] for f in fresh],
         )
         for g, (net, res) in enumerate(zip(nets, outs)):
             new_states[g].append(res.state)
-            acts[g].append(_layer_activity(net.spiking_names[i], layers[g], res))
-        hs = [res.out for res in outs]
-    results = []
-    for g, net in enumerate(nets):
-        h = hs[g]
-        readout = net.readout
-        if readout is not None:
-            s = states[g][-1]
-            f = None if fresh[g] is None else fresh[g][-1]
-            res = readout.run(h, s) if starts is None else readout.run(h, s, starts=starts, fresh=f)
+            outs_per_layer[g].append((net.spiking_names[i], layers[g], res))
+    hs = [res.out for res in outs]
+    readouts = [n.readout for n in nets]
+    if any(r is not None for r in readouts):
+        if _li_groupable(readouts):
+            r_outs = _run_li_group(readouts, hs, [s[-1] for s in states], starts, fresh)
+        else:
+            r_outs = [
+                r.run(h, s[-1])
+                if starts is None
+                else r.run(h, s[-1], starts=starts, fresh=None if f is None else f[-1])
+                for r, h, s, f in zip(readouts, hs, states, fresh)
+            ]
+        for g, res in enumerate(r_outs):
             new_states[g].append(res.state)
-            acts[g].append(_layer_activity("readout", readout, res))
-            h = res.out
-        out = h if k == 1 else h[k - 1 :: k]
-        results.append(BackboneOutput(out, tuple(new_states[g]), Activity(acts[g])))
+            outs_per_layer[g].append(("readout", readouts[g], res))
+            hs[g] = res.out
+    results = []
+    for g in range(len(nets)):
+        acts = [_layer_activity(name, layer, res) for name, layer, res in outs_per_layer[g]]
+        out = hs[g] if k == 1 else hs[g][k - 1 :: k]
+        results.append(BackboneOutput(out, tuple(new_states[g]), Activity(acts)))
     return results
 
 
-def _run_lif_group(
-    layers: list[LIFLayer],
+def _li_groupable(readouts: list[Any]) -> bool:
+    first = readouts[0]
+    return (
+        all(
+            type(r) is LILayer
+            and r.weight_rec is None
+            and r.weight_in.dtype == first.weight_in.dtype
+            and r.weight_in.device == first.weight_in.device
+            for r in readouts
+        )
+        and li_module._li_sequence is not None
+    )
+
+
+def _run_li_group(
+    readouts: list[LILayer],
     hs: list[Tensor],
     states: list[Any],
     starts: Tensor | None,
     fresh: list[Any],
 ) -> list[LayerOutput]:
-    """One spiking layer of each backbone, side by side (same sizes and settings)."""
-    states = [layer._check(h, s) for layer, h, s in zip(layers, hs, states)]
-    u = torch.stack([layer._project(h) for layer, h in zip(layers, hs)], dim=1)  # (T, G, B, N)
+    """Leaky-integrator readouts without recurrence (elementwise per neuron) as one layer of
+    their widths concatenated."""
+    states = [r._check(h, s) for r, h, s in zip(readouts, hs, states)]
+    us = [r._project(h) for r, h in zip(readouts, hs)]
+    u = torch.cat(us, dim=-1)
+    alpha = torch.cat([r._decay("tau_m") for r in readouts])
+    v0 = torch.cat([s.v for s in states], dim=-1)
+    seq_fresh = None
+    if starts is not None:
+        default = all(f is None and r.hh_init == "zeros" for r, f in zip(readouts, fresh))
+        if not default:
+            seq_fresh = torch.cat(
+                [
+                    r._fresh_sequence(u_r, starts, None if f is None else f[-1]).v
+                    for r, u_r, f in zip(readouts, us, fresh)
+                ],
+                dim=-1,
+            )
+    v = li_module._li_sequence(u, v0, alpha, starts=starts, fresh=seq_fresh)
+    outs, lo = [], 0
+    for r in readouts:
+        part = v[..., lo : lo + r.output_size]
+        lo += r.output_size
+        outs.append(LayerOutput(part, LIState(part[-1]), part))
+    return outs
+
+
+def _stacked(layers: list[RecurrentLayer], name: str, parts: list[Tensor]) -> Tensor:
+    """``torch.stack(parts)``; without autograd kept on the first layer and reused while the
+    parts are the same tensors at the same versions (as the layers' own weight memo)."""
+    if (
+        torch.is_inference_mode_enabled()
+        or torch.is_grad_enabled()
+        and any(p.requires_grad for p in parts)
+    ):
+        return torch.stack(parts)
+    memo = layers[0].__dict__.setdefault("_group_memo", {})
+    versions = tuple(p._version for p in parts)
+    hit = memo.get(name)
+    if hit is None or hit[1] != versions or any(a is not b for a, b in zip(hit[0], parts)):
+        hit = (tuple(parts), versions, torch.stack(parts))
+        memo[name] = hit
+    return hit[2]
+
+
+def _run_lif_group(
+    layers: list[LIFLayer],
+    h: Tensor,
+    states: list[Any],
+    starts: Tensor | None,
+    fresh: list[Any],
+) -> tuple[Tensor, list[LayerOutput]]:
+    """One spiking layer of each backbone, side by side (same sizes and settings), on ``h``:
+    one (T, B, F) input for all of them or (T, G, B, F), one per layer. Returns the spikes
+    (T, G, B, N) and each layer's output."""
+    grouped = h.dim() == 4
+    states = [
+        layer._check(h[:, g] if grouped else h, s)
+        for g, (layer, s) in enumerate(zip(layers, states))
+    ]
+    n_groups = len(layers)
+    t, b, f = h.shape[0], h.shape[-2], h.shape[-1]
+    w_in = _stacked(layers, "w_in", [layer.forward_weights for layer in layers])  # (G, F, N)
+    bias = _stacked(layers, "bias", [layer.bias for layer in layers])  # (G, N)
+    if grouped:
+        rows = h.transpose(0, 1).reshape(n_groups, t * b, f)
+    else:
+        rows = h.reshape(1, t * b, f).expand(n_groups, t * b, f)
+    u = torch.baddbmm(bias.unsqueeze(1), rows, w_in).reshape(n_groups, t, b, -1).transpose(0, 1)
     first = layers[0]
     w = None
     if first.weight_rec is not None:
-        w = torch.stack([layer._rec_weights() for layer in layers])
-    alpha = torch.stack([layer._decay("tau_m") for layer in layers])
+        w = _stacked(layers, "w_rec", [layer._rec_weights() for layer in layers])
+    alpha = _stacked(layers, "alpha", [layer._decay("tau_m") for layer in layers])
     state = LIFState(torch.stack([s.v for s in states]), torch.stack([s.z for s in states]))
     seq_fresh = None
     if starts is not None:
@@ -516,4 +607,5 @@ def _run_lif_group(
         starts=starts,
         fresh=seq_fresh,
     )
-    return [LayerOutput(z[:, g], LIFState(v[-1, g], z[-1, g]), v[:, g]) for g in range(len(layers))]
+    outs = [LayerOutput(z[:, g], LIFState(v[-1, g], z[-1, g]), v[:, g]) for g in range(n_groups)]
+    return z, outs
