@@ -307,6 +307,16 @@ def _row_mask(starts: Tensor, like: Tensor) -> Tensor:
     return starts.reshape(t, *([1] * (like.dim() - 3)), b, 1)
 
 
+def _outer_sum(z: Tensor, dv: Tensor) -> Tensor:
+    """``sum_t z_t^T dv_t`` over (T, B, N) (-> (N, N)) or (T, G, B, N) (-> (G, N, N))."""
+    n = dv.shape[-1]
+    if dv.dim() == 3:
+        return torch.mm(z.reshape(-1, n).t(), dv.reshape(-1, n))
+    g = dv.shape[1]
+    zg = z.transpose(0, 1).reshape(g, -1, n)
+    return torch.bmm(zg.transpose(1, 2), dv.transpose(0, 1).reshape(g, -1, n))
+
+
 def _mm(a: Tensor, b: Tensor) -> Tensor:
     """``a @ b`` for (B, K) x (K, N), or batched for a group (G, B, K) x (G, K, N)."""
     return torch.mm(a, b) if b.dim() == 2 else torch.bmm(a, b)
@@ -385,16 +395,17 @@ class _LIFSequence(torch.autograd.Function):
         du = dv if need_u else None
         dw = dv0 = dz0 = dalpha = dfresh = None
         zp = vp = None
-        if need_w and w is not None or need_alpha or need_fresh and not subtract:
+        if starts is not None and (need_w and w is not None or need_alpha or need_fresh):
             zp = _previous(z0.detach(), zs, starts, fz)  # the spikes each step starts from
-        if need_w and w is not None:  # dW = sum_t z_{t-1}^T dv_t, one product
-            n = vs.shape[-1]
-            if w.dim() == 2:
-                dw = torch.mm(zp.reshape(-1, n).t(), dv.reshape(-1, n))
-            else:  # per group: (G, N, T B) x (G, T B, N)
-                g = w.shape[0]
-                zg = zp.transpose(0, 1).reshape(g, -1, n)
-                dw = torch.bmm(zg.transpose(1, 2), dv.transpose(0, 1).reshape(g, -1, n))
+        if need_w and w is not None:  # dW = sum_t z_{t-1}^T dv_t
+            if zp is not None:  # one product over all steps
+                dw = _outer_sum(zp, dv)
+            else:  # z_{t-1} is zs[t-1] (no (T, B, N) copy: fresh pages cost more than a call)
+                dw = _outer_sum(z0.detach().unsqueeze(0), dv[:1])
+                if steps > 1:
+                    dw.add_(_outer_sum(zs[:-1], dv[1:]))
+        if zp is None and (need_alpha or need_fresh):
+            zp = _previous(z0.detach(), zs, starts, fz)
         if need_v0:
             dv0 = alpha * first if subtract else (alpha - alpha * z0) * first
         if need_z0:
