@@ -401,7 +401,7 @@ class _LIFSequence(torch.autograd.Function):
             if zp is not None:  # one product over all steps
                 dw = _outer_sum(zp, dv)
             else:  # z_{t-1} is zs[t-1] (no (T, B, N) copy: fresh pages cost more than a call)
-                dw = _outer_sum(z0.detach().unsqueeze(0), dv[:1])
+                dw = _outer_sum(z0.detach().unsqueeze(0), first.unsqueeze(0))
                 if steps > 1:
                     dw.add_(_outer_sum(zs[:-1], dv[1:]))
         if zp is None and (need_alpha or need_fresh):
