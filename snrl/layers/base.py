@@ -7,8 +7,11 @@ model's step function. Layers keep no state on themselves: it is always passed e
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping
+import threading
+import weakref
+from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar, NamedTuple
 
@@ -42,6 +45,38 @@ class LayerOutput(NamedTuple):
     traces: Mapping[str, Tensor] = MappingProxyType({})
     """The model's other state variables after each step, by their state field name (ALIF:
     ``a``, the adaptation; SpyLIF: ``i``, the synaptic current), shaped like ``v``."""
+
+
+_SCOPE = threading.local()  # .depth: nesting of cached_weights() blocks in this thread
+_CACHED_LAYERS: weakref.WeakSet = weakref.WeakSet()
+
+
+@contextlib.contextmanager
+def cached_weights() -> Iterator[None]:
+    """A block in which the layers compute their effective (signed, masked) weights once
+    and reuse them while autograd is off, e.g. a rollout between two updates.
+
+    Why a block and not a cache that lives on: an optimizer may write the parameters without
+    bumping their version counters (torch's fused Adam does), so a long-lived cache could go
+    stale unseen. Inside the block the parameters must not change except by ops that bump
+    the version (``load_state_dict``, ``copy_``...), which the cache also checks; on leaving
+    the outermost block every memo is dropped.
+    """
+    _SCOPE.depth = getattr(_SCOPE, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _SCOPE.depth -= 1
+        if _SCOPE.depth == 0:
+            for layer in list(_CACHED_LAYERS):
+                layer._weight_memo.clear()
+            _CACHED_LAYERS.clear()
+
+
+def caching() -> bool:
+    """Whether a :func:`cached_weights` block is open in this thread (and not in inference
+    mode, whose tensors cannot be reused outside it)."""
+    return getattr(_SCOPE, "depth", 0) > 0 and not torch.is_inference_mode_enabled()
 
 
 def _seed_from_global() -> int:
@@ -200,6 +235,13 @@ class RecurrentLayer(nn.Module):
             self._decay_memo[name] = hit
         return hit[1]
 
+    def __getstate__(self) -> dict:
+        # A copy (deepcopy, pickle) starts without memos: they hold the original's tensors
+        # and version numbers, which the copy's new tensors could match by chance.
+        state = dict(super().__getstate__())
+        state["_decay_memo"], state["_weight_memo"] = {}, {}
+        return state
+
     @property
     def tau_m(self) -> Tensor:
         """(N,) membrane time constant in seconds (always positive)."""
@@ -216,16 +258,17 @@ class RecurrentLayer(nn.Module):
         return self._effective("rec", self.weight_rec, self.recurrent_sign, self.rec_mask)
 
     def _effective(self, name: str, w: Tensor, sign: Tensor | None, mask: Tensor | None) -> Tensor:
-        """:func:`signed_weights` of ``w``; without autograd (rollouts) computed once and
-        reused while ``w``, ``sign`` and ``mask`` are the same tensors at the same version
-        (an optimizer step, ``load_state_dict`` or any in-place write bumps the version;
-        ``.to()`` and parameter replacement make new tensors)."""
+        """:func:`signed_weights` of ``w``; inside :func:`cached_weights` without autograd
+        (rollouts) computed once and reused while ``w``, ``sign`` and ``mask`` are the same
+        tensors at the same version and storage (``load_state_dict``, ``copy_`` and other
+        in-place writes bump the version; ``.to()`` swaps the storage)."""
         if sign is None and mask is None:
             return w
-        if torch.is_grad_enabled() and w.requires_grad or torch.is_inference_mode_enabled():
+        if not caching() or torch.is_grad_enabled() and w.requires_grad:
             return signed_weights(w, sign, mask)
+        _CACHED_LAYERS.add(self)
         parts = tuple(t for t in (w, sign, mask) if t is not None)
-        versions = tuple(t._version for t in parts)
+        versions = tuple((t._version, t.data_ptr(), t.dtype, t.device) for t in parts)
         hit = self._weight_memo.get(name)
         # the memo holds the tensors themselves, so identity cannot be a reused address
         if hit is None or hit[1] != versions or any(a is not b for a, b in zip(hit[0], parts)):

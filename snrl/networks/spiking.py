@@ -537,24 +537,6 @@ def _run_li_group(
     return outs
 
 
-def _stacked(layers: list[RecurrentLayer], name: str, parts: list[Tensor]) -> Tensor:
-    """``torch.stack(parts)``; without autograd kept on the first layer and reused while the
-    parts are the same tensors at the same versions (as the layers' own weight memo)."""
-    if (
-        torch.is_inference_mode_enabled()
-        or torch.is_grad_enabled()
-        and any(p.requires_grad for p in parts)
-    ):
-        return torch.stack(parts)
-    memo = layers[0].__dict__.setdefault("_group_memo", {})
-    versions = tuple(p._version for p in parts)
-    hit = memo.get(name)
-    if hit is None or hit[1] != versions or any(a is not b for a, b in zip(hit[0], parts)):
-        hit = (tuple(parts), versions, torch.stack(parts))
-        memo[name] = hit
-    return hit[2]
-
-
 def _run_lif_group(
     layers: list[LIFLayer],
     h: Tensor,
@@ -572,8 +554,8 @@ def _run_lif_group(
     ]
     n_groups = len(layers)
     t, b, f = h.shape[0], h.shape[-2], h.shape[-1]
-    w_in = _stacked(layers, "w_in", [layer.forward_weights for layer in layers])  # (G, F, N)
-    bias = _stacked(layers, "bias", [layer.bias for layer in layers])  # (G, N)
+    w_in = torch.stack([layer.forward_weights for layer in layers])  # (G, F, N)
+    bias = torch.stack([layer.bias for layer in layers])  # (G, N)
     if grouped:
         rows = h.transpose(0, 1).reshape(n_groups, t * b, f)
     else:
@@ -582,8 +564,8 @@ def _run_lif_group(
     first = layers[0]
     w = None
     if first.weight_rec is not None:
-        w = _stacked(layers, "w_rec", [layer._rec_weights() for layer in layers])
-    alpha = _stacked(layers, "alpha", [layer._decay("tau_m") for layer in layers])
+        w = torch.stack([layer._rec_weights() for layer in layers])
+    alpha = torch.stack([layer._decay("tau_m") for layer in layers])
     state = LIFState(torch.stack([s.v for s in states]), torch.stack([s.z for s in states]))
     seq_fresh = None
     if starts is not None:
