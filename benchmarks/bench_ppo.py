@@ -301,23 +301,30 @@ def _run_speed(spec: dict[str, Any]) -> dict[str, Any]:
         from snrl.agents.ppo import PPO
 
         algo = PPO(env_id, seed=seed, run_dir=_snrl_run_dir(spec))  # the `snrl train` defaults
-        eval_s = [0.0]
+        eval_s = [0.0, 0.0]  # wall, CPU
         evaluate = algo.evaluate
 
         def timed_evaluate(*args: Any, **kwargs: Any) -> dict:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             try:
                 return evaluate(*args, **kwargs)
             finally:
                 eval_s[0] += time.perf_counter() - t0
+                eval_s[1] += time.process_time() - c0
 
         algo.evaluate = timed_evaluate
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         algo.learn(steps, progress=False)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         done = algo.env_step
         algo.close()
-        return {"wall_s": wall, "eval_s": eval_s[0], "env_steps": done}
+        return {
+            "wall_s": wall,
+            "cpu_s": cpu,
+            "eval_s": eval_s[0],
+            "eval_cpu_s": eval_s[1],
+            "env_steps": done,
+        }
     from stable_baselines3.common.env_util import make_vec_env
 
     if spec["variant"] == "rppo":
@@ -345,11 +352,17 @@ def _run_speed(spec: dict[str, Any]) -> dict[str, Any]:
         device="cpu",
         verbose=0,
     )
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     model.learn(total_timesteps=steps)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     env.close()
-    return {"wall_s": wall, "eval_s": 0.0, "env_steps": int(model.num_timesteps)}
+    return {
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "eval_s": 0.0,
+        "eval_cpu_s": 0.0,
+        "env_steps": int(model.num_timesteps),
+    }
 
 
 def worker(spec: dict[str, Any]) -> None:
@@ -639,9 +652,14 @@ def speed(args: argparse.Namespace) -> str:
         rounds.append({x["variant"]: x for x in got})
         loads.append(_load())
 
-    def per_step(x: dict[str, Any], wall: str = "wall_s") -> float:
-        w = x[wall] if wall == "wall_s" else x["wall_s"] - x["eval_s"]
-        return w / x["env_steps"]
+    def per_step(x: dict[str, Any], what: str = "wall_s") -> float:
+        t = {
+            "wall_s": x["wall_s"],
+            "no_eval": x["wall_s"] - x["eval_s"],
+            "cpu_s": x["cpu_s"],
+            "cpu_no_eval": x["cpu_s"] - x["eval_cpu_s"],
+        }[what]
+        return t / x["env_steps"]
 
     lines = [
         f"CartPole-v1, {steps:,} env steps (rppo: {rppo_steps:,}, compared per env step), "
@@ -652,6 +670,10 @@ def speed(args: argparse.Namespace) -> str:
         "|---|---|---|---|",
     ]
     for v in variants:
+        cpus = [rd[v]["cpu_s"] for rd in rounds if v in rd]
+        lines.append(
+            f"| {v} CPU, s | {', '.join(f'{c:.1f}' for c in cpus)} | {_median(cpus):.1f} | |"
+        )
         walls = [rd[v]["wall_s"] for rd in rounds if v in rd]
         extra = ""
         if v == "lif":
@@ -670,7 +692,9 @@ def speed(args: argparse.Namespace) -> str:
                 "sb3",
                 "<= 1.0 (stretch 0.5)",
             ),
+            ("same, CPU time", "cpu_s", "sb3", ""),
             ("lif without its evaluations / sb3 PPO MlpPolicy", "no_eval", "sb3", ""),
+            ("same, CPU time", "cpu_no_eval", "sb3", ""),
         ]
     if "lif" in variants and "rppo" in variants:
         ratios += [
@@ -680,10 +704,12 @@ def speed(args: argparse.Namespace) -> str:
                 "rppo",
                 "<= 0.1",
             ),
+            ("same, CPU time", "cpu_s", "rppo", ""),
         ]
-    for label, wall, base, target in ratios:
+    for label, what, base, target in ratios:
+        base_what = "cpu_s" if what.startswith("cpu") else "wall_s"
         rs = [
-            per_step(rd["lif"], wall) / per_step(rd[base])
+            per_step(rd["lif"], what) / per_step(rd[base], base_what)
             for rd in rounds
             if "lif" in rd and base in rd
         ]
