@@ -21,7 +21,8 @@ RLeaky's recurrent Linear has a zero bias.
 
 (c) issue 11: the PPO shape, forward + backward over T=32, B=8, N=128 with Dale's law on
     (``LIFLayer(force_dale_law=True)``, no autapses, as in PPO's backbones) vs RLeaky at the
-    same shape (target <= 0.3x), and in (a) a Dale-on LIFLayer row (target <= 0.2x). With Dale
+    same shape (target <= 0.3x), and in (a) Dale-on LIFLayer rows, per step and inside
+    ``cached_weights()`` as PPO's rollout runs it (target <= 0.2x). With Dale
     on the effective weights are signed, so these rows are timed only (no agreement check);
     (b)'s target is <= 0.4x.
 
@@ -46,6 +47,7 @@ round's ratios (issue 11's targets hold "on every run").
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import math
 import os
@@ -64,6 +66,7 @@ from torch import Tensor, nn
 from snrl.functional.lif_sequence import lif_sequence, lif_sequence_autograd
 from snrl.functional.surrogate import Surrogate
 from snrl.layers import LIFLayer
+from snrl.layers.base import cached_weights
 
 DT, TAU_M, THRESHOLD = 1e-3, 20e-3, 1.0
 ALPHA = math.exp(-DT / TAU_M)
@@ -165,6 +168,14 @@ class SnrlLayerDale(SnrlLayer):
             self.layer.weight_in.copy_(w.w_in)
             self.layer.bias.copy_(w.b)
             self.layer.weight_rec.copy_(w.w_rec)
+
+
+class SnrlLayerDaleCached(SnrlLayerDale):
+    """The Dale layer inside ``cached_weights()``, as PPO's rollout runs it: the signed
+    effective weights are computed once per rollout, not once per step."""
+
+    name = "LIFLayer, Dale, cached"
+    cached = True
 
 
 class SnrlLayerSnntorchSurrogate(SnrlLayer):
@@ -301,7 +312,7 @@ def _training_variants() -> list[type]:
 
 
 def _rollout_variants() -> list[type]:
-    return [SnrlLayer, SnrlLayerDale, RLeakyNet, PlainLoop]
+    return [SnrlLayer, SnrlLayerDale, SnrlLayerDaleCached, RLeakyNet, PlainLoop]
 
 
 PPO_T, PPO_B = 32, 8
@@ -362,7 +373,8 @@ def check_agreement() -> str:
 
 
 def _rollout(net, xs: list[Tensor]) -> None:
-    with torch.no_grad():
+    block = cached_weights() if getattr(net, "cached", False) else contextlib.nullcontext()
+    with block, torch.no_grad():
         state = net.initial_state(ROLL_B)
         for x_t in xs:
             _, state = net.step(x_t, state)
@@ -473,7 +485,7 @@ def report(
             f"{name:<24}{t.wall * 1e6:>13.1f}{t.wall / roll[ref].wall:>9.2f}x"
             f"{t.cpu * 1e6:>13.1f}{t.cpu / roll[ref].cpu:>9.2f}x"
         )
-    for main, bound in ((SnrlLayer.name, 1 / 3), (SnrlLayerDale.name, 0.2)):
+    for main, bound in ((SnrlLayer.name, 1 / 3), (SnrlLayerDaleCached.name, 0.2)):
         r, rc = roll[main].wall / roll[ref].wall, roll[main].cpu / roll[ref].cpu
         lines.append(
             f"target {main} <= {bound:.2f}x RLeaky: wall {r:.2f}x {_verdict(r <= bound)}, "
