@@ -261,10 +261,19 @@ class ActorCriticAgent(Agent):
             return idx.reshape(d.probs.shape[:-1]).to(d.probs.device)
 
         if self.kind == "discrete":
+            # NaN logits raise ValueError, as torch's Categorical does (callers name the
+            # cause): multinomial refuses NaN probabilities itself, argmax is checked.
             if deterministic:
+                if bool(torch.isnan(dist).any()):
+                    raise ValueError("the policy's logits are NaN")
                 return dist.argmax(-1)
             p = torch.softmax(dist, -1)  # the same probabilities Categorical samples from
-            idx = torch.multinomial(p.reshape(-1, p.shape[-1]).cpu(), 1, generator=self.generator)
+            try:
+                idx = torch.multinomial(
+                    p.reshape(-1, p.shape[-1]).cpu(), 1, generator=self.generator
+                )
+            except RuntimeError as e:
+                raise ValueError(f"the policy's logits are not finite ({e})") from e
             return idx.reshape(p.shape[:-1]).to(p.device)
         if self.kind == "multidiscrete":
             return torch.stack([categorical(d) for d in dist], dim=-1)

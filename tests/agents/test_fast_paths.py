@@ -99,3 +99,22 @@ def test_fused_adam_steps_between_rollouts_are_seen():
             ref = layer.weight_rec.abs() * layer.recurrent_sign[:, None] * layer.rec_mask
             torch.testing.assert_close(after, ref, rtol=0, atol=0)
             assert not torch.equal(before, after)
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_nan_logits_raise_value_error_like_categorical(deterministic):
+    import gymnasium as gym
+
+    from snrl.agents.agent import ActorCriticAgent
+    from snrl.networks.spiking import SpikingBackbone
+
+    agent = ActorCriticAgent(
+        gym.spaces.Box(-1, 1, (3,)),
+        gym.spaces.Discrete(2),
+        policy=SpikingBackbone(3, 8, 2, seed=0),
+        critic=SpikingBackbone(3, 8, 1, seed=1),
+    )
+    with torch.no_grad():
+        agent.policy.readout.bias.fill_(float("nan"))
+    with pytest.raises(ValueError, match="logits"):
+        agent.step(torch.zeros(2, 3), agent.initial_state(2), deterministic=deterministic)
