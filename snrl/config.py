@@ -226,7 +226,9 @@ def unknown_key_error(
 
 #: Config keys of snrl 0.1 and their names now: accepted for one release with a
 #: DeprecationWarning (configs, ``--set``, saved ``config.json`` files, keyword arguments).
-RENAMED_KEYS: Mapping[str, str] = types.MappingProxyType({"env_id": "env", "sim_steps": "substeps"})
+RENAMED_KEYS: Mapping[str, str] = types.MappingProxyType(
+    {"env_id": "env", "sim_steps": "substeps"}
+)
 
 
 def _set_value(
@@ -457,8 +459,6 @@ def defaults_table(*config_classes: type) -> str:
             + f" | {reasons} |"
         )
     return "\n".join(lines) + "\n"
-
-
 def _fits(tp: Any, value: Any) -> bool:
     """Whether ``value`` already is of type ``tp`` (no conversion; an int is a float)."""
     origin = typing.get_origin(tp)

@@ -73,10 +73,8 @@ def violations() -> list[str]:
                 continue
             assert other in RANK, f"{path}:{lineno}: snrl.{other} is on no floor"
             if RANK[other] > RANK[me]:
-                bad.append(
-                    f"{rel}.py:{lineno}: {me} (floor {RANK[me]}) imports {mod} "
-                    f"(floor {RANK[other]})"
-                )
+                bad.append(f"{rel}.py:{lineno}: {me} (floor {RANK[me]}) imports {mod} "
+                           f"(floor {RANK[other]})")
     return bad
 
 

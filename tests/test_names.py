@@ -76,14 +76,8 @@ def test_building_and_training_leave_the_global_rngs_alone(algo_cls):
         dqn = dict(learning_starts=128, batch_size=4)
         extra = dqn if algo_cls is snrl.DQN else dict(n_steps=16)
         algo = algo_cls(
-            "CartPole-v1",
-            backbone="lif",
-            hidden_size=8,
-            n_envs=2,
-            seed=3,
-            eval_interval=0,
-            eval_episodes=1,
-            **extra,
+            "CartPole-v1", backbone="lif", hidden_size=8, n_envs=2, seed=3, eval_interval=0,
+            eval_episodes=1, **extra,
         )
         hist = algo.learn(total_steps=256, progress=False)
         algo.evaluate(n_episodes=1, deterministic=False)
@@ -114,51 +108,17 @@ def test_env_kwargs_reach_every_env_the_algorithm_makes(tmp_path):
     assert load_config(snrl.PPOConfig, toml_path=toml).env_kwargs == kw
     out = tmp_path / "run"
     res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snrl.cli",
-            "train",
-            "--env",
-            "CartPole-v1",
-            "--env-kwargs",
-            '{"max_episode_steps": 7}',
-            "--backbone",
-            "mlp",
-            "--hidden",
-            "8",
-            "--steps",
-            "256",
-            "--n-envs",
-            "2",
-            "--set",
-            "eval_interval=0",
-            "--set",
-            "eval_episodes=2",
-            "--out",
-            str(out),
-            "--quiet",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+        [sys.executable, "-m", "snrl.cli", "train", "--env", "CartPole-v1", "--env-kwargs",
+         '{"max_episode_steps": 7}', "--backbone", "mlp", "--hidden", "8", "--steps", "256",
+         "--n-envs", "2", "--set", "eval_interval=0", "--set", "eval_episodes=2", "--out",
+         str(out), "--quiet"],
+        capture_output=True, text=True, timeout=300,
     )
     assert res.returncode == 0, res.stderr
     assert json.loads((out / "config.json").read_text())["env_kwargs"] == kw
     res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snrl.cli",
-            "train",
-            "--env-kwargs",
-            "[1, 2]",
-            "--out",
-            str(tmp_path / "bad"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+        [sys.executable, "-m", "snrl.cli", "train", "--env-kwargs", "[1, 2]", "--out",
+         str(tmp_path / "bad")], capture_output=True, text=True, timeout=300,
     )
     assert res.returncode == 2 and res.stderr.startswith("error: bad value '[1, 2]'")
     assert not (tmp_path / "bad").exists()

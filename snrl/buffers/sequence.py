@@ -212,7 +212,8 @@ class SequenceWriter:
         self._structure = _state_structure(state)
         self._leaf_specs = [(tuple(t.shape[1:]), _np_dtype(t)) for t in leaves]
         self._win_states = [
-            np.zeros((self.n_envs, self.length, *shape), dtype=dt) for shape, dt in self._leaf_specs
+            np.zeros((self.n_envs, self.length, *shape), dtype=dt)
+            for shape, dt in self._leaf_specs
         ]
 
     def _state_rows(self, state: State) -> list[np.ndarray]:

@@ -104,6 +104,8 @@ def test_eval_of_an_agent_that_never_answers_prints_accuracy_without_a_curve(tmp
         for gt in (1, 2)
         for coh in (6.4, 12.8, 25.6)
     ]
-    assert _psychometric(tmp_path, trials, "PerceptualDecisionMaking-v0") == {"psychometric": None}
+    assert _psychometric(tmp_path, trials, "PerceptualDecisionMaking-v0") == {
+        "psychometric": None
+    }
     assert "no psychometric curve" in capsys.readouterr().err
     assert not (tmp_path / "psychometric.png").exists()

@@ -176,7 +176,9 @@ def test_env_module_named_by_a_checkpoint_is_not_imported(saved, tmp_path, monke
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     bad = tmp_path / "bundle.pt"
-    save_checkpoint(bad, {**payload, "config": {**payload["config"], "env": "bundle_env_mod:Env"}})
+    save_checkpoint(
+        bad, {**payload, "config": {**payload["config"], "env": "bundle_env_mod:Env"}}
+    )
     with pytest.raises(UserError, match=r"names the env 'bundle_env_mod:Env'.*--trust-env-module"):
         snrl.PPO.load(bad)
     assert not marker.exists() and "bundle_env_mod" not in sys.modules
