@@ -29,8 +29,15 @@ checkpoint (snrl runs with periodic evaluation) and of the last model. Per-run r
 ``OUT/<task>/<variant>/seed<k>/result.json`` as they finish, the table to stdout and
 ``OUT/table.md`` (``--table`` rebuilds it from the results present).
 
+``--speed`` (issue 11): wall time only, CartPole-v1, ``--steps`` (default 100k) env steps per
+run, one run at a time, the three cartpole variants alternated over ``--repeats`` rounds (all
+at the same step count): Dale-LIF DQN wall (snrl defaults, with its periodic evaluations) vs
+SB3 DQN's (target <= 1.0x), and snrl MLP DQN env steps/s vs SB3 DQN's (target >= 1.5x), each
+ratio taken within a round, the median over rounds reported.
+
 Usage::
 
+    python benchmarks/bench_dqn.py --speed --repeats 3  # issue 11's speed table
     python benchmarks/bench_dqn.py                      # the full table
     python benchmarks/bench_dqn.py --quick              # a smoke test of every path
     python benchmarks/bench_dqn.py --only cartpole/lif --seeds 2 --steps 50000 \\
@@ -328,6 +335,72 @@ def _parse_sets(sets: dict[str, str]) -> dict[str, Any]:
     return parsed
 
 
+def _load() -> str:
+    try:
+        return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "load unknown"
+
+
+def speed(args: argparse.Namespace) -> str:
+    """Issue 11's table: the cartpole variants one at a time, alternated, ratios per round."""
+    steps = args.steps or 100_000
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    runs = {r["variant"]: r for r in RUNS if r["task"] == "cartpole"}
+    names = ["lif", "mlp", "sb3"]
+    rounds, loads = [], [_load()]
+    for k in range(args.repeats):
+        got = {}
+        for name in names if k % 2 == 0 else names[::-1]:
+            run = runs[name]
+            overrides = rl_zoo_snrl(steps) if run["overrides"] == "rl_zoo" else {}
+            spec = {
+                **run,
+                "steps": steps,
+                "seed": k,
+                "overrides": overrides,
+                "run_dir": str(Path(args.out) / "speed" / f"round{k}" / name),
+            }
+            path = Path(spec["run_dir"]) / "result.json"
+            if path.exists():
+                path.unlink()
+            cmd = [sys.executable, __file__, "--worker", json.dumps(spec)]
+            print(f"round {k}: {name}", flush=True)
+            if subprocess.run(cmd, env=env).returncode != 0 or not path.exists():
+                raise SystemExit(f"run {name} of round {k} failed (see its output above)")
+            got[name] = json.loads(path.read_text())
+        rounds.append(got)
+        loads.append(_load())
+    lines = [
+        f"CartPole-v1, {steps:,} env steps per run, {args.repeats} rounds, one run at a time, "
+        f"{os.cpu_count()} CPUs, one torch thread",
+        f"machine load (1, 5, 15 min) before and after each round: {' | '.join(loads)}",
+        "",
+        "| what | per round | median | target |",
+        "|---|---|---|---|",
+    ]
+    for name in names:
+        walls = [r[name]["wall_s"] for r in rounds]
+        lines.append(
+            f"| {name} wall, s | {', '.join(f'{w:.1f}' for w in walls)} | "
+            f"{statistics.median(walls):.1f} | |"
+        )
+    rows = [
+        ("Dale-LIF DQN wall / SB3 DQN wall", "lif", "wall_s", "<= 1.0x", False),
+        ("same, CPU time", "lif", "cpu_s", "", False),
+        ("MLP DQN env steps/s / SB3 DQN's", "mlp", "wall_s", ">= 1.5x", True),
+        ("same, per CPU second", "mlp", "cpu_s", "", True),
+    ]
+    for label, name, key, target, inverse in rows:
+        xs = [r[name][key] / r["sb3"][key] for r in rounds]
+        xs = [1 / x for x in xs] if inverse else xs  # same steps: speed = 1 / time
+        lines.append(
+            f"| {label} | {', '.join(f'{x:.2f}x' for x in xs)} | "
+            f"{statistics.median(xs):.2f}x | {target} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="runs/bench_dqn")
@@ -339,8 +412,16 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="3k steps, 1 seed: a smoke test")
     p.add_argument("--skip-started", action="store_true", help="skip runs whose directory exists")
     p.add_argument("--table", action="store_true", help="only rebuild the table from results")
+    p.add_argument("--speed", action="store_true", help="issue 11's wall-time table only")
+    p.add_argument("--repeats", type=int, default=3, help="--speed: rounds (default 3)")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.speed:
+        text = speed(args)
+        (Path(args.out) / "speed").mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "speed" / "table.md").write_text(text + "\n")
+        print("\n" + text)
+        return
     if args.worker:
         spec = json.loads(args.worker)
         res = worker(spec)

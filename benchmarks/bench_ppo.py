@@ -33,8 +33,17 @@ model, and the env steps to the first periodic evaluation (10 episodes) >= the t
 threshold. Per-run results go to ``OUT/<task>/<variant>/seed<k>/result.json`` and the table
 to stdout and ``OUT/<task>/table.md``.
 
+* ``--speed`` (issue 11): wall time only, one run at a time, the variants alternated over
+  ``--repeats`` rounds, on CartPole-v1: ``lif`` is snrl PPO with the ``snrl train`` defaults
+  (Dale LIF, a run directory, its periodic evaluations every 5k steps), timed whole and without
+  its evaluations; ``sb3`` is SB3 PPO MlpPolicy with the rl-zoo settings above and no
+  evaluations; ``rppo`` is sb3-contrib RecurrentPPO (MlpLstmPolicy) with the same settings,
+  run for ``--rppo-steps`` only (it is slow: ~7 min per 100k on a quiet machine) and compared
+  per env step. The table gives the median over rounds of each ratio measured within a round.
+
 Usage::
 
+    python benchmarks/bench_ppo.py --speed --repeats 3        # issue 11's speed table
     python benchmarks/bench_ppo.py --task cartpole            # the full table
     python benchmarks/bench_ppo.py --task all --quick         # a smoke test of every path
     python benchmarks/bench_ppo.py --task pendulum --seeds 1 --steps 150000 \\
@@ -285,12 +294,86 @@ def _run_sb3(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _run_speed(spec: dict[str, Any]) -> dict[str, Any]:
+    """One timed training run of the ``--speed`` table (no final evaluations)."""
+    seed, env_id, steps = spec["seed"], spec["env_id"], spec["steps"]
+    if spec["variant"] == "lif":
+        from snrl.agents.ppo import PPO
+
+        algo = PPO(env_id, seed=seed, run_dir=_snrl_run_dir(spec))  # the `snrl train` defaults
+        eval_s = [0.0, 0.0]  # wall, CPU
+        evaluate = algo.evaluate
+
+        def timed_evaluate(*args: Any, **kwargs: Any) -> dict:
+            t0, c0 = time.perf_counter(), time.process_time()
+            try:
+                return evaluate(*args, **kwargs)
+            finally:
+                eval_s[0] += time.perf_counter() - t0
+                eval_s[1] += time.process_time() - c0
+
+        algo.evaluate = timed_evaluate
+        t0, c0 = time.perf_counter(), time.process_time()
+        algo.learn(steps, progress=False)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        done = algo.env_step
+        algo.close()
+        return {
+            "wall_s": wall,
+            "cpu_s": cpu,
+            "eval_s": eval_s[0],
+            "eval_cpu_s": eval_s[1],
+            "env_steps": done,
+        }
+    from stable_baselines3.common.env_util import make_vec_env
+
+    if spec["variant"] == "rppo":
+        from sb3_contrib import RecurrentPPO as Algo
+
+        policy = "MlpLstmPolicy"
+    else:
+        from stable_baselines3 import PPO as Algo
+
+        policy = "MlpPolicy"
+    hp = SB3_CARTPOLE
+    env = make_vec_env(env_id, n_envs=hp["n_envs"], seed=seed)
+    model = Algo(
+        policy,
+        env,
+        n_steps=hp["n_steps"],
+        batch_size=hp["batch_size"],
+        gae_lambda=hp["gae_lambda"],
+        gamma=hp["gamma"],
+        n_epochs=hp["n_epochs"],
+        ent_coef=hp["ent_coef"],
+        learning_rate=lambda p: p * hp["lr"],
+        clip_range=lambda p: p * hp["clip_range"],
+        seed=seed,
+        device="cpu",
+        verbose=0,
+    )
+    t0, c0 = time.perf_counter(), time.process_time()
+    model.learn(total_timesteps=steps)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    env.close()
+    return {
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "eval_s": 0.0,
+        "eval_cpu_s": 0.0,
+        "env_steps": int(model.num_timesteps),
+    }
+
+
 def worker(spec: dict[str, Any]) -> None:
     import torch
 
     torch.set_num_threads(1)
     Path(spec["run_dir"]).mkdir(parents=True, exist_ok=True)
-    res = _run_sb3(spec) if spec["kind"] == "sb3" else _run_snrl(spec)
+    if spec["kind"] == "speed":
+        res = _run_speed(spec)
+    else:
+        res = _run_sb3(spec) if spec["kind"] == "sb3" else _run_snrl(spec)
     res.update({k: spec[k] for k in ("task", "variant", "seed", "steps")})
     out = Path(spec["run_dir"]) / "result.json"
     tmp = out.with_suffix(".tmp")
@@ -412,10 +495,15 @@ def _run_all(jobs: list[dict[str, Any]], n_parallel: int, reuse: bool) -> list[d
                 continue
             r = json.loads(out.read_text())
             results.append(r)
+            scores = (
+                f", best {r['best_return']:.1f}, last {r['last_return']:.1f}, "
+                f"to-threshold {r['steps_to_threshold']}"
+                if "best_return" in r
+                else f", evaluations {r['eval_s']:.1f} s"
+            )
             print(
-                f"done {r['task']}/{r['variant']}/seed{r['seed']}: wall {r['wall_s']:.0f} s, "
-                f"best {r['best_return']:.1f}, last {r['last_return']:.1f}, "
-                f"to-threshold {r['steps_to_threshold']}",
+                f"done {r['task']}/{r['variant']}/seed{r['seed']}: wall {r['wall_s']:.1f} s"
+                + scores,
                 flush=True,
             )
     return results
@@ -532,6 +620,105 @@ def table(task: str, results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _load() -> str:
+    try:
+        return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "load unknown"
+
+
+def speed(args: argparse.Namespace) -> str:
+    """The ``--speed`` table: wall times alternated over rounds, ratios within each round."""
+    steps = args.steps or 100_000
+    rppo_steps = min(args.rppo_steps, steps)
+    variants = [v for v in ("lif", "sb3", "rppo") if not args.variants or v in args.variants]
+    rounds: list[dict[str, dict[str, Any]]] = []
+    loads = [_load()]
+    for r in range(args.repeats):
+        order = variants if r % 2 == 0 else variants[::-1]
+        jobs = [
+            {
+                "task": "speed",
+                "variant": v,
+                "kind": "speed",
+                "env_id": "CartPole-v1",
+                "seed": r,
+                "steps": rppo_steps if v == "rppo" else steps,
+                "run_dir": str(Path(args.out) / "speed" / f"round{r}" / v),
+            }
+            for v in order
+        ]
+        got = _run_all(jobs, 1, reuse=False)  # one at a time
+        rounds.append({x["variant"]: x for x in got})
+        loads.append(_load())
+
+    def per_step(x: dict[str, Any], what: str = "wall_s") -> float:
+        t = {
+            "wall_s": x["wall_s"],
+            "no_eval": x["wall_s"] - x["eval_s"],
+            "cpu_s": x["cpu_s"],
+            "cpu_no_eval": x["cpu_s"] - x["eval_cpu_s"],
+        }[what]
+        return t / x["env_steps"]
+
+    lines = [
+        f"CartPole-v1, {steps:,} env steps (rppo: {rppo_steps:,}, compared per env step), "
+        f"{args.repeats} rounds, one run at a time, {os.cpu_count()} CPUs, one torch thread",
+        f"machine load (1, 5, 15 min) before and after each round: {' | '.join(loads)}",
+        "",
+        "| what | per round | median | target |",
+        "|---|---|---|---|",
+    ]
+    for v in variants:
+        cpus = [rd[v]["cpu_s"] for rd in rounds if v in rd]
+        lines.append(
+            f"| {v} CPU, s | {', '.join(f'{c:.1f}' for c in cpus)} | {_median(cpus):.1f} | |"
+        )
+        walls = [rd[v]["wall_s"] for rd in rounds if v in rd]
+        extra = ""
+        if v == "lif":
+            evals = [rd[v]["eval_s"] for rd in rounds if v in rd]
+            extra = f" (of which evaluations {', '.join(f'{e:.1f}' for e in evals)} s)"
+        lines.append(
+            f"| {v} wall, s{extra} | {', '.join(f'{w:.1f}' for w in walls)} | "
+            f"{_median(walls):.1f} | |"
+        )
+    ratios = []
+    if "lif" in variants and "sb3" in variants:
+        ratios += [
+            (
+                "lif (with its evaluations) / sb3 PPO MlpPolicy (no evaluations)",
+                "wall_s",
+                "sb3",
+                "<= 1.0 (stretch 0.5)",
+            ),
+            ("same, CPU time", "cpu_s", "sb3", ""),
+            ("lif without its evaluations / sb3 PPO MlpPolicy", "no_eval", "sb3", ""),
+            ("same, CPU time", "cpu_no_eval", "sb3", ""),
+        ]
+    if "lif" in variants and "rppo" in variants:
+        ratios += [
+            (
+                "lif (with its evaluations) / RecurrentPPO MlpLstmPolicy, per env step",
+                "wall_s",
+                "rppo",
+                "<= 0.1",
+            ),
+            ("same, CPU time", "cpu_s", "rppo", ""),
+        ]
+    for label, what, base, target in ratios:
+        base_what = "cpu_s" if what.startswith("cpu") else "wall_s"
+        rs = [
+            per_step(rd["lif"], what) / per_step(rd[base], base_what)
+            for rd in rounds
+            if "lif" in rd and base in rd
+        ]
+        lines.append(
+            f"| {label} | {', '.join(f'{x:.2f}x' for x in rs)} | {_median(rs):.2f}x | {target} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--task", choices=[*TASKS, "all"], default="cartpole")
@@ -549,10 +736,24 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="run nothing: tabulate finished runs and evaluate the checkpoints of unfinished ones",
     )
+    p.add_argument("--speed", action="store_true", help="issue 11's wall-time table only")
+    p.add_argument("--repeats", type=int, default=3, help="--speed: rounds (default 3)")
+    p.add_argument(
+        "--rppo-steps",
+        type=int,
+        default=20_000,
+        help="--speed: env steps of the RecurrentPPO runs (default 20000; compared per step)",
+    )
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker is not None:
         worker(json.loads(args.worker))
+        return
+    if args.speed:
+        text = speed(args)
+        print("\n" + text)
+        (Path(args.out) / "speed").mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "speed" / "table.md").write_text(text + "\n")
         return
     tasks = list(TASKS) if args.task == "all" else [args.task]
     jobs = [j for t in tasks for j in _jobs(args, t)]

@@ -26,7 +26,7 @@ from torch.distributions import Categorical, Normal
 
 from snrl.envs.spaces import ActionMap, ObsFlattener
 from snrl.functional.state import State
-from snrl.networks.sequence import run_with_resets
+from snrl.networks.sequence import run_many_with_resets
 
 
 class AgentState(NamedTuple):
@@ -228,13 +228,22 @@ class ActorCriticAgent(Agent):
         """The action distribution for readout ``out`` (..., head_size)."""
         if self.kind == "discrete":
             return Categorical(logits=out)
+        return self._distribution(out)
+
+    def _distribution(self, out: Tensor):
+        """What the heads compute with: for Discrete the logits themselves (the log-probs,
+        sample and entropy are a few tensor ops, see :func:`_categorical_log_prob_entropy`;
+        a ``torch.distributions`` object costs more than the network step on the rollout
+        path), else :meth:`distribution`."""
+        if self.kind == "discrete":
+            return out
         if self.kind == "multidiscrete":
             return [Categorical(logits=p) for p in torch.split(out, self.nvec, dim=-1)]
         return Normal(out, self.log_std.exp().expand_as(out))
 
     def _log_prob_entropy(self, dist, action: Tensor) -> tuple[Tensor, Tensor]:
         if self.kind == "discrete":
-            return dist.log_prob(action), dist.entropy()
+            return _categorical_log_prob_entropy(dist, action)
         if self.kind == "multidiscrete":
             lp = sum(d.log_prob(action[..., i]) for i, d in enumerate(dist))
             ent = sum(d.entropy() for d in dist)
@@ -252,7 +261,20 @@ class ActorCriticAgent(Agent):
             return idx.reshape(d.probs.shape[:-1]).to(d.probs.device)
 
         if self.kind == "discrete":
-            return categorical(dist)
+            # NaN logits raise ValueError, as torch's Categorical does (callers name the
+            # cause): multinomial refuses NaN probabilities itself, argmax is checked.
+            if deterministic:
+                if bool(torch.isnan(dist).any()):
+                    raise ValueError("the policy's logits are NaN")
+                return dist.argmax(-1)
+            p = torch.softmax(dist, -1)  # the same probabilities Categorical samples from
+            try:
+                idx = torch.multinomial(
+                    p.reshape(-1, p.shape[-1]).cpu(), 1, generator=self.generator
+                )
+            except RuntimeError as e:
+                raise ValueError(f"the policy's logits are not finite ({e})") from e
+            return idx.reshape(p.shape[:-1]).to(p.device)
         if self.kind == "multidiscrete":
             return torch.stack([categorical(d) for d in dist], dim=-1)
         if deterministic:
@@ -275,9 +297,13 @@ class ActorCriticAgent(Agent):
         """One env step for a batch of normalized observations ``x`` (B, F)."""
         pol = self.policy.run(x, state.policy)
         val, critic_state = self.critic(x, state.critic)
-        dist = self.distribution(pol.out)
+        dist = self._distribution(pol.out)
         action = self._sample(dist, deterministic)
-        log_prob, _ = self._log_prob_entropy(dist, action)
+        if self.kind == "discrete":  # (no entropy on the rollout path)
+            logp = dist - dist.logsumexp(-1, keepdim=True)
+            log_prob = logp.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+        else:
+            log_prob, _ = self._log_prob_entropy(dist, action)
         return StepResult(
             action,
             log_prob,
@@ -311,8 +337,24 @@ class ActorCriticAgent(Agent):
         if self.random_reset:
             fresh_p = [None if s is None else s.policy for s in states]
             fresh_c = [None if s is None else s.critic for s in states]
-        pol = run_with_resets(self.policy, obs, states[0].policy, starts, fresh_p)
-        val = run_with_resets(self.critic, obs, states[0].critic, starts, fresh_c)
-        dist = self.distribution(pol.out)
+        pol, val = run_many_with_resets(
+            [self.policy, self.critic],
+            obs,
+            [states[0].policy, states[0].critic],
+            starts,
+            [fresh_p, fresh_c],
+        )
+        dist = self._distribution(pol.out)
         log_prob, entropy = self._log_prob_entropy(dist, actions)
         return log_prob, entropy, val.out[..., 0], pol.activity
+
+
+def _categorical_log_prob_entropy(logits: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:
+    """``Categorical(logits=logits)``'s ``log_prob(action)`` and ``entropy()`` (same formulas:
+    normalized logits ``l - logsumexp(l)``, entropy ``-sum p l`` with ``l`` clamped to the
+    dtype's smallest float), without building the distribution."""
+    logp = logits - logits.logsumexp(-1, keepdim=True)
+    lp = logp.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
+    clamped = logp.clamp(min=torch.finfo(logp.dtype).min)
+    entropy = -(clamped * logp.exp()).sum(-1)
+    return lp, entropy

@@ -40,6 +40,7 @@ from snrl.buffers.rollout import RolloutBuffer
 from snrl.envs import ActionMap, ObsFlattener, finished_episodes
 from snrl.errors import NonFiniteError
 from snrl.functional.state import index_state
+from snrl.layers.base import cached_weights
 from snrl.training.metrics import trial_columns
 from snrl.training.rundir import prepare_run_dir
 
@@ -265,52 +266,66 @@ class PPO(Algorithm):
         final_values = torch.zeros(T, B, device=self.device)
         raw = []
         episode_returns: list[float] = []
-        for t in range(T):
-            raw.append(self._obs)
-            x = agent.preprocess(self._obs)
-            try:
-                res = agent.step(x, self._state)
-            except ValueError as e:  # torch's distribution refuses non-finite logits
-                raise self._explain(e, x, self._state.policy, self.env_step + t * B) from e
-            env_action = agent.env_action(res.action)
-            next_obs, reward, term, trunc, info = self._envs.step(env_action)
-            self._trial_log += self._trials.step(env_action, info)
-            reward_t = torch.as_tensor(reward, dtype=torch.float32)
-            check_finite(
-                reward_t,
-                "reward (as float32)",
-                env_step=self.env_step + (t + 1) * B,
-                cause=f"env {cfg.env} returned a reward beyond ±3.4e38; scale the rewards "
-                "down, e.g. with gymnasium.wrappers.TransformReward",
-            )
-            done = np.logical_or(term, trunc)
-            if trunc.any():
-                idx = np.flatnonzero(trunc)
-                final = np.stack([info["final_obs"][i] for i in idx])
-                critic_rows = index_state(res.state.critic, torch.as_tensor(idx))
-                final_values[t, idx] = agent.value(agent.preprocess(final), critic_rows)
-            buf.add(
-                obs=x,
-                state=self._state,
-                start=self._start,
-                action=res.action,
-                log_prob=res.log_prob,
-                value=res.value,
-                reward=reward_t,
-                terminated=torch.as_tensor(term),
-                done=torch.as_tensor(done),
-            )
-            episode_returns.extend(finished_episodes(info)[1].tolist())
-            done_t = torch.as_tensor(done, device=self.device)
-            self._state = agent.reset_state(res.state, done_t)
-            self._start = done_t
-            self._obs = next_obs
+        with cached_weights():  # the parameters do not change during a rollout
+            for t in range(T):
+                self._collect_step(t, buf, raw, final_values, episode_returns)
         last_value = agent.value(agent.preprocess(self._obs), self._state.critic)
         buf.finish(
             final_values=final_values, last_value=last_value, gamma=cfg.gamma, lam=cfg.gae_lambda
         )
         agent.update_obs_stats(np.stack(raw))
         return buf, episode_returns
+
+    def _collect_step(
+        self,
+        t: int,
+        buf: RolloutBuffer,
+        raw: list,
+        final_values: torch.Tensor,
+        episode_returns: list[float],
+    ) -> None:
+        """One env step of :meth:`_collect` for every env."""
+        cfg, agent = self.config, self.agent
+        B = cfg.n_envs
+        raw.append(self._obs)
+        x = agent.preprocess(self._obs)
+        try:
+            res = agent.step(x, self._state)
+        except ValueError as e:  # torch's distribution refuses non-finite logits
+            raise self._explain(e, x, self._state.policy, self.env_step + t * B) from e
+        env_action = agent.env_action(res.action)
+        next_obs, reward, term, trunc, info = self._envs.step(env_action)
+        self._trial_log += self._trials.step(env_action, info)
+        reward_t = torch.as_tensor(reward, dtype=torch.float32)
+        check_finite(
+            reward_t,
+            "reward (as float32)",
+            env_step=self.env_step + (t + 1) * B,
+            cause=f"env {cfg.env} returned a reward beyond ±3.4e38; scale the rewards "
+            "down, e.g. with gymnasium.wrappers.TransformReward",
+        )
+        done = np.logical_or(term, trunc)
+        if trunc.any():
+            idx = np.flatnonzero(trunc)
+            final = np.stack([info["final_obs"][i] for i in idx])
+            critic_rows = index_state(res.state.critic, torch.as_tensor(idx))
+            final_values[t, idx] = agent.value(agent.preprocess(final), critic_rows)
+        buf.add(
+            obs=x,
+            state=self._state,
+            start=self._start,
+            action=res.action,
+            log_prob=res.log_prob,
+            value=res.value,
+            reward=reward_t,
+            terminated=torch.as_tensor(term),
+            done=torch.as_tensor(done),
+        )
+        episode_returns.extend(finished_episodes(info)[1].tolist())
+        done_t = torch.as_tensor(done, device=self.device)
+        self._state = agent.reset_state(res.state, done_t)
+        self._start = done_t
+        self._obs = next_obs
 
     def _explain(self, error: ValueError, x: torch.Tensor, state: Any, env_step: int) -> Exception:
         """A :class:`NonFiniteError` naming what made ``agent.step`` fail on ``x`` (the
@@ -442,9 +457,12 @@ class PPO(Algorithm):
                 self._trial_log = []
                 evaluated = False
                 if next_eval is not None and self.env_step >= next_eval or self.env_step >= total:
-                    res = self.evaluate(
-                        n_episodes=cfg.eval_episodes, seed=cfg.seed + 10_000, lesson=self.lesson
-                    )
+                    with cached_weights():  # no parameter changes while evaluating
+                        res = self.evaluate(
+                            n_episodes=cfg.eval_episodes,
+                            seed=cfg.seed + 10_000,
+                            lesson=self.lesson,
+                        )
                     row["eval_return_mean"] = res["mean_return"]
                     if "accuracy" in res:
                         row["eval_trial_accuracy"] = res["accuracy"]

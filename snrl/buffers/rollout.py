@@ -7,6 +7,7 @@ the stored state at the start of each sequence (truncated BPTT), never shuffled 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import torch
@@ -66,9 +67,10 @@ class Minibatch(NamedTuple):
     advantages: Tensor
     returns: Tensor
     starts: Tensor
-    states: list[Any]
+    states: Sequence[Any]
     """The recurrent state before step t (T entries, batch b) for the first step and the steps
-    where some row starts an episode; None elsewhere (never read)."""
+    where some row starts an episode; None elsewhere (never read). Selected when read: an
+    update of a backbone whose resets are fixed reads only the first."""
 
 
 class RolloutBuffer:
@@ -146,13 +148,7 @@ class RolloutBuffer:
         t1 = self.n_steps if t1 is None else t1
         sl = (slice(t0, t1), env_idx)
         starts = self.starts[sl]
-        # only the states a sequence can need: its first, and those where an episode starts
-        states = [
-            map_state(lambda s: s[env_idx], self.states[t])
-            if t == t0 or bool(starts[t - t0].any())
-            else None
-            for t in range(t0, t1)
-        ]
+        states = _SequenceStates(self.states[t0:t1], env_idx, starts.any(1).tolist())
         return Minibatch(
             self.obs[sl],
             self.actions[sl],
@@ -166,3 +162,24 @@ class RolloutBuffer:
 
     def reset(self) -> None:
         self.t = 0
+
+
+class _SequenceStates(Sequence):
+    """The states of a minibatch, rows selected on first read (see ``Minibatch.states``)."""
+
+    def __init__(self, states: list[Any], env_idx: Tensor, marks: list[bool]):
+        self._states, self._idx, self._marks = states, env_idx, marks
+        self._cache: dict[int, Any] = {}
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def __getitem__(self, t):  # noqa: ANN001
+        if isinstance(t, slice):
+            return [self[i] for i in range(*t.indices(len(self)))]
+        t = range(len(self))[t]  # negative indices, IndexError
+        if t > 0 and not self._marks[t]:
+            return None
+        if t not in self._cache:
+            self._cache[t] = map_state(lambda s: s[self._idx], self._states[t])
+        return self._cache[t]

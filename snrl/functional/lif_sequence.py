@@ -25,9 +25,19 @@ gradients of a spike and a membrane (``dv_T = 0``). Then ``du = dv``, ``dW_rec =
 z_{t-1}^T dv_t`` (one matmul per 8 steps, while they are in cache), ``dalpha = sum_t v_{t-1}
 dv_t`` (times ``1 - z_{t-1}`` for the zero reset), and the state gradients are the t = -1
 terms of the same sums. For subtraction the reset is folded into the weights: ``dv W^T -
-threshold dv = dv (W - threshold I)^T``. On CPU float32 the backward's products use oneDNN's
-kernel when it is present (1.7x MKL's on AMD Zen here); see ``docs/benchmarks.md`` for the
-measurements.
+threshold dv = dv (W - threshold I)^T``.
+
+Episode resets inside the sequence (``starts``): where row b starts an episode at step t its
+state before step t is the fresh one (zeros, a learned membrane, or a recorded random draw)
+instead of the state after step t - 1. The same sums hold with ``v_{t-1}``, ``z_{t-1}``
+replaced by that fresh state, and the gradient arriving at a replaced state is not passed to
+step t - 1: it goes to the fresh membrane (``d fresh_t = alpha dv_t``, times ``1 - z`` for
+the zero reset). One call then covers a whole minibatch of env sequences with no cuts.
+
+The products are public ``torch.mm`` on contiguous operands. (An earlier version used the
+private ``torch.ops.mkldnn._linear_pointwise``; measured again with torch 2.13 it was 3-4x
+slower than ``torch.mm`` at (8, 128) x (128, 128) and slower at B = 256, so it is gone; see
+``docs/benchmarks.md``, issue 11.)
 """
 
 from __future__ import annotations
@@ -60,6 +70,9 @@ def lif_sequence(
     threshold: float,
     reset: str,
     spike_fn: Callable[[Tensor], Tensor],
+    *,
+    starts: Tensor | None = None,
+    fresh: LIFStateLike | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Run LIF dynamics over a whole sequence (forward and hand-written backward).
 
@@ -76,10 +89,19 @@ def lif_sequence(
             one (derivative by autograd, slower). Its forward must be the step ``x > 0``, as
             in every surrogate: the spikes are computed directly as ``v > threshold`` and
             spike_fn is used only for its derivative.
+        starts: optional bool (T, B): row b starts an episode at step t, so its state before
+            step t is replaced by ``fresh`` (episode resets inside one call, no cuts). The
+            gradient of a replaced state does not flow to the step before; it goes to
+            ``fresh.v``.
+        fresh: the replacement state where ``starts``: fields ``v`` and ``z`` broadcastable
+            to (T, B, N) (e.g. (N,) for a learned initial membrane, (T, B, N) for recorded
+            random ones). Default: zeros. ``fresh.z`` receives no gradient (spikes are not
+            learned).
 
     Returns:
         (z, v): spikes and membranes, each (T, B, N), differentiable with respect to ``u``,
-        ``w_rec``, ``state.v``, ``state.z`` and ``alpha`` (once; no double backward).
+        ``w_rec``, ``state.v``, ``state.z``, ``alpha`` and ``fresh.v`` (once; no double
+        backward).
 
     Raises:
         ValueError: on an unknown reset or mismatched shapes.
@@ -88,11 +110,98 @@ def lif_sequence(
     v0, z0 = state.v, state.z
     _check(u, w_rec, v0, z0, alpha, reset)
     threshold = float(threshold)
-    inputs = (u, w_rec, v0, z0, alpha)
+    starts, fv, fz = _resets(u, starts, fresh)
+    inputs = (u, w_rec, v0, z0, alpha, fv)
     if torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in inputs):
-        return _LIFSequence.apply(u, w_rec, v0, z0, alpha, threshold, reset, spike_fn, True)
+        return _LIFSequence.apply(
+            u, w_rec, v0, z0, alpha, threshold, reset, spike_fn, True, starts, fv, fz
+        )
     with torch.no_grad():
-        return _forward_loop(u, w_rec, v0, z0, alpha, threshold, reset, None)
+        return _forward_loop(u, w_rec, v0, z0, alpha, threshold, reset, None, starts, fv, fz)
+
+
+def lif_sequence_group(
+    u: Tensor,
+    w_rec: Tensor | None,
+    state: LIFStateLike,
+    alpha: Tensor,
+    threshold: float,
+    reset: str,
+    spike_fn: Callable[[Tensor], Tensor],
+    *,
+    starts: Tensor | None = None,
+    fresh: LIFStateLike | None = None,
+) -> tuple[Tensor, Tensor]:
+    """:func:`lif_sequence` for G layers of the same size, threshold, reset and surrogate run
+    side by side (e.g. a policy's and a critic's) on the same episode starts: every step is
+    one batched product and one set of elementwise ops for all of them.
+
+    Args:
+        u: (T, G, B, N) input currents.
+        w_rec: (G, N, N) effective recurrent weights, or None.
+        state: fields ``v`` and ``z``, each (G, B, N).
+        alpha: (G, N) decays.
+        threshold, reset, spike_fn: shared, as in :func:`lif_sequence`.
+        starts: optional bool (T, B), shared by the G layers.
+        fresh: optional fields broadcastable to (T, G, B, N).
+
+    Returns:
+        (z, v), each (T, G, B, N): layer g's are exactly what :func:`lif_sequence` gives for
+        ``u[:, g]``, ``w_rec[g]``... (up to the rounding of the batched product).
+    """
+    if u.dim() != 4:
+        raise UserError(f"u must be (T, G, B, N), got shape {tuple(u.shape)}")
+    t, g, b, n = u.shape
+    alpha = torch.as_tensor(alpha, dtype=u.dtype, device=u.device)
+    shapes = {"state.v": (state.v, (g, b, n)), "state.z": (state.z, (g, b, n))}
+    shapes["alpha"] = (alpha, (g, n))
+    if w_rec is not None:
+        shapes["w_rec"] = (w_rec, (g, n, n))
+    for name, (x, shape) in shapes.items():
+        if tuple(x.shape) != shape:
+            raise UserError(f"{name} has shape {tuple(x.shape)} (expected {shape})")
+    if reset not in RESETS:
+        raise UserError(f"unknown reset {reset!r} (use one of {', '.join(RESETS)})")
+    alpha = alpha.unsqueeze(-2)  # (G, 1, N)
+    v0, z0 = state.v, state.z
+    threshold = float(threshold)
+    starts, fv, fz = _resets(u, starts, fresh)
+    inputs = (u, w_rec, v0, z0, alpha, fv)
+    if torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in inputs):
+        return _LIFSequence.apply(
+            u, w_rec, v0, z0, alpha, threshold, reset, spike_fn, True, starts, fv, fz
+        )
+    with torch.no_grad():
+        return _forward_loop(u, w_rec, v0, z0, alpha, threshold, reset, None, starts, fv, fz)
+
+
+def _resets(
+    u: Tensor, starts: Tensor | None, fresh: LIFStateLike | None
+) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+    """Validated ``starts`` (bool (T, B)) and the fresh ``v``, ``z`` expanded to (T, B, N)."""
+    if starts is None:
+        return None, None, None
+    starts = torch.as_tensor(starts, device=u.device).bool()
+    t, b = u.shape[0], u.shape[-2]
+    if tuple(starts.shape) != (t, b):
+        raise UserError(
+            f"starts has shape {tuple(starts.shape)} but u is {tuple(u.shape)} "
+            f"(pass a bool ({t}, {b}) tensor)"
+        )
+    if not bool(starts.any()):
+        return None, None, None
+    fields = []
+    for name in ("v", "z"):
+        f = None if fresh is None else getattr(fresh, name)
+        f = u.new_zeros(()) if f is None else f.to(u.dtype)
+        try:
+            fields.append(f.expand(u.shape))
+        except RuntimeError as e:
+            raise UserError(
+                f"fresh.{name} has shape {tuple(f.shape)}, not broadcastable to {tuple(u.shape)}"
+                " (pass (N,), (B, N) or (T, B, N))"
+            ) from e
+    return starts, fields[0], fields[1].detach()
 
 
 def lif_sequence_autograd(
@@ -103,6 +212,9 @@ def lif_sequence_autograd(
     threshold: float,
     reset: str,
     spike_fn: Callable[[Tensor], Tensor],
+    *,
+    starts: Tensor | None = None,
+    fresh: LIFStateLike | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Same as :func:`lif_sequence`, as a plain autograd loop over ``lif_step``.
 
@@ -111,9 +223,13 @@ def lif_sequence_autograd(
     """
     alpha = torch.as_tensor(alpha, dtype=u.dtype, device=u.device)
     _check(u, w_rec, state.v, state.z, alpha, reset)
+    starts, fv, fz = _resets(u, starts, fresh)
     s = LIFState(state.v, state.z)
     zs, vs = [], []
-    for u_t in u.unbind(0):
+    for t, u_t in enumerate(u.unbind(0)):
+        if starts is not None and bool(starts[t].any()):
+            m = starts[t].unsqueeze(-1)
+            s = LIFState(torch.where(m, fv[t], s.v), torch.where(m, fz[t], s.z))
         current = u_t if w_rec is None else u_t + s.z @ w_rec
         z, s = lif_step(current, s, alpha, threshold, spike_fn, reset)
         zs.append(z)
@@ -132,15 +248,20 @@ def _forward_loop(
     threshold: float,
     reset: str,
     spike_fn: Callable[[Tensor], Tensor] | None,
+    starts: Tensor | None = None,
+    fv: Tensor | None = None,
+    fz: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """The forward pass without a graph: ``lif_step`` per step; returns (T, B, N) (z, v).
 
     With ``spike_fn=None`` the spikes are the Heaviside step ``v > threshold`` (the forward of
-    every surrogate, bit for bit, at a tenth of the cost of calling one per step).
+    every surrogate, bit for bit, at a tenth of the cost of calling one per step). Where
+    ``starts[t]``, the state before step t is replaced by ``(fv[t], fz[t])``.
     """
     u, alpha = u.detach(), alpha.detach()
     state = LIFState(v0.detach(), z0.detach())
     w = None if w_rec is None else w_rec.detach()
+    marks = _start_steps(starts)
     # lif_step writes straight into the (T, B, N) outputs (the current is built in v_t's
     # slot by one addmm, faster here than oneDNN's product plus an add): collecting per-step
     # tensors and stacking them would hold both copies at once (+25 % peak memory in
@@ -148,62 +269,74 @@ def _forward_loop(
     vs = torch.empty_like(u, memory_format=torch.contiguous_format)
     zs = torch.empty_like(vs)
     for t in range(u.shape[0]):
+        if marks and marks[t]:
+            m = starts[t].unsqueeze(-1)
+            state = LIFState(
+                torch.where(m, fv[t].detach(), state.v), torch.where(m, fz[t], state.z)
+            )
         slot = LIFState(vs[t], zs[t])
         if w is None:
             slot.v.copy_(u[t])
-        else:
+        elif w.dim() == 2:
             torch.addmm(u[t], state.z, w, out=slot.v)
+        else:  # a group of layers (G, N, N): one batched product
+            torch.baddbmm(u[t], state.z, w, out=slot.v)
         _, state = lif_step(slot.v, state, alpha, threshold, spike_fn, reset, out=slot)
     return zs, vs
 
 
-def _onednn_matmul_works() -> bool:
-    """Whether oneDNN's fp32 matmul op exists here and agrees with torch.mm (checked once).
-
-    On CPUs where MKL's sgemm does not use the full vector width (e.g. AMD Zen), oneDNN's
-    kernel is 1.7x faster on the per-step (B, N) x (N, N) products. Private torch op, hence
-    the probe (contiguous and transposed inputs) and the torch.mm fallback.
-    """
-    try:
-        op = torch.ops.mkldnn._linear_pointwise
-        if not torch.backends.mkldnn.is_available():
-            return False
-        g = torch.Generator().manual_seed(0)
-        a, b = torch.randn(6, 9, generator=g), torch.randn(4, 9, generator=g)
-        at, bt = torch.randn(9, 6, generator=g).t(), torch.randn(9, 4, generator=g).t()
-        return all(
-            torch.allclose(op(x, y, None, "none", [], ""), x @ y.t(), rtol=1e-5, atol=1e-5)
-            for x, y in ((a, b), (at, bt))
-        )
-    except (AttributeError, RuntimeError):
-        return False
+def _start_steps(starts: Tensor | None) -> list[bool]:
+    """Per step, whether some row starts an episode there (one host sync for all steps)."""
+    if starts is None:
+        return []
+    return starts.any(1).tolist()
 
 
-_ONEDNN: dict[str, bool] = {}  # "ok" -> result of the one-time probe (a capability, not state)
+def _previous(x0: Tensor, xs: Tensor, starts: Tensor | None, fresh: Tensor | None) -> Tensor:
+    """(T, B, N) the state each step starts from: ``x0``, then ``xs[:-1]``, replaced by
+    ``fresh`` where ``starts``."""
+    prev = torch.cat([x0.unsqueeze(0), xs], dim=0)[: xs.shape[0]]
+    if starts is None:
+        return prev
+    return torch.where(_row_mask(starts, prev), fresh, prev)
 
 
-def _matmul_nt(a: Tensor, b: Tensor) -> Tensor:
-    """``a @ b.T`` for 2-D tensors, by oneDNN's kernel for CPU float32 where it works."""
-    if a.dtype == torch.float32 and b.dtype == torch.float32 and a.device.type == "cpu":
-        ok = _ONEDNN.get("ok")
-        if ok is None:
-            ok = _ONEDNN["ok"] = _onednn_matmul_works()
-        if ok:
-            return torch.ops.mkldnn._linear_pointwise(a, b, None, "none", [], "")
-    return torch.mm(a, b.t())
+def _row_mask(starts: Tensor, like: Tensor) -> Tensor:
+    """bool (T, B) -> broadcastable against ``like`` (T, B, N) or (T, G, B, N)."""
+    t, b = starts.shape
+    return starts.reshape(t, *([1] * (like.dim() - 3)), b, 1)
+
+
+def _outer_sum(z: Tensor, dv: Tensor) -> Tensor:
+    """``sum_t z_t^T dv_t`` over (T, B, N) (-> (N, N)) or (T, G, B, N) (-> (G, N, N))."""
+    n = dv.shape[-1]
+    if dv.dim() == 3:
+        return torch.mm(z.reshape(-1, n).t(), dv.reshape(-1, n))
+    g = dv.shape[1]
+    zg = z.transpose(0, 1).reshape(g, -1, n)
+    return torch.bmm(zg.transpose(1, 2), dv.transpose(0, 1).reshape(g, -1, n))
+
+
+def _mm(a: Tensor, b: Tensor) -> Tensor:
+    """``a @ b`` for (B, K) x (K, N), or batched for a group (G, B, K) x (G, K, N)."""
+    return torch.mm(a, b) if b.dim() == 2 else torch.bmm(a, b)
 
 
 class _LIFSequence(torch.autograd.Function):
     """Whole-sequence LIF with the hand-written backward of the module docstring."""
 
     @staticmethod
-    def forward(ctx, u, w_rec, v0, z0, alpha, threshold, reset, spike_fn, heaviside):
+    def forward(
+        ctx, u, w_rec, v0, z0, alpha, threshold, reset, spike_fn, heaviside, starts, fv, fz
+    ):
         # heaviside=True: spikes by `v > threshold`, spike_fn only for its derivative (the
         # contract of lif_sequence); False: spike_fn's own forward (any smooth elementwise
         # function, which lets tests check this backward by finite differences).
         forward_fn = None if heaviside else spike_fn
-        zs, vs = _forward_loop(u, w_rec, v0, z0, alpha, threshold, reset, forward_fn)
-        ctx.save_for_backward(w_rec, v0, z0, alpha, zs, vs)
+        zs, vs = _forward_loop(
+            u, w_rec, v0, z0, alpha, threshold, reset, forward_fn, starts, fv, fz
+        )
+        ctx.save_for_backward(w_rec, v0, z0, alpha, zs, vs, starts, fv, fz)
         ctx.threshold, ctx.reset, ctx.spike_fn = threshold, reset, spike_fn
         ctx.set_materialize_grads(False)
         return zs, vs
@@ -211,25 +344,26 @@ class _LIFSequence(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, gz, gv):
-        w, v0, z0, alpha, zs, vs = ctx.saved_tensors
+        w, v0, z0, alpha, zs, vs, starts, fv, fz = ctx.saved_tensors
         need_u, need_w, need_v0, need_z0, need_alpha = ctx.needs_input_grad[:5]
+        need_fresh = ctx.needs_input_grad[10]
         threshold, reset, spike_fn = ctx.threshold, ctx.reset, ctx.spike_fn
         steps = vs.shape[0]
         subtract = reset == "subtract"
         derivative = derivative_fn(spike_fn)
+        marks = _start_steps(starts)
+        keep = None if starts is None else (~starts).to(vs.dtype).unsqueeze(-1)  # (T, B, 1)
         # Everything below works on (B, N) slices: large temporaries cost more than the
         # per-step dispatch (fresh pages), and dv is the only (T, B, N) buffer allocated.
-        w_back = None  # dv_{t+1} -> dz_t is dv_{t+1} @ w_back.T
+        w_back_t = None  # dv_{t+1} -> dz_t is dv_{t+1} @ w_back_t (contiguous: torch.mm)
         if w is not None:
             w_back = w.detach().clone(memory_format=torch.contiguous_format)
             if subtract:  # dv W^T - threshold dv = dv (W - threshold I)^T
-                w_back.diagonal().sub_(threshold)
+                w_back.diagonal(dim1=-2, dim2=-1).sub_(threshold)
+            w_back_t = w_back.transpose(-2, -1).contiguous()
         dv = torch.empty_like(vs)
-        dalpha_acc = vs.new_zeros(vs.shape[-1]) if need_alpha else None
-        nxt = None  # dv_{t+1}
-        n = vs.shape[-1]
-        dw = torch.zeros_like(w_back) if need_w and w_back is not None else None
-        s_chunk, chunk_start, chunk_end = None, steps, steps
+        nxt = None  # dv_{t+1}, masked where step t+1 starts an episode
+        s_chunk, chunk_start = None, steps
         for t in range(steps - 1, -1, -1):
             v_t, z_t, d = vs[t], zs[t], dv[t]
             if t < chunk_start:  # a new chunk of a few steps: s, and the local part of dv
@@ -245,8 +379,8 @@ class _LIFSequence(torch.autograd.Function):
             if nxt is not None:
                 # dv_t += s_t * (what step t + 1 sends back to z_t) + decay term.
                 s_t = s_chunk[t - chunk_start]
-                if w_back is not None:  # (subtract: the reset is folded into w_back)
-                    back = _matmul_nt(nxt, w_back)
+                if w_back_t is not None:  # (subtract: the reset is folded into w_back)
+                    back = _mm(nxt, w_back_t)
                     if not subtract:
                         back.addcmul_(alpha * v_t, nxt, value=-1.0)
                     d.addcmul_(s_t, back)
@@ -255,38 +389,124 @@ class _LIFSequence(torch.autograd.Function):
                 else:
                     d.addcmul_(s_t, (alpha * v_t).mul_(nxt), value=-1.0)
                 d.addcmul_(alpha if subtract else alpha - alpha * z_t, nxt)
-                if need_alpha:
-                    prev = v_t if subtract else v_t - v_t * z_t
-                    dalpha_acc.add_(torch.sum(prev * nxt, 0))
-            nxt = d
-            lo = max(chunk_start, 1)
-            if dw is not None and t == chunk_start and chunk_end > lo:
-                # dW += sum over the chunk of z_{t-1}^T dv_t, while dv is still in cache.
-                z_prev = zs[lo - 1 : chunk_end - 1].reshape(-1, n)
-                dw.add_(_matmul_nt(z_prev.t(), dv[lo:chunk_end].reshape(-1, n).t()))
+            nxt = d if not (marks and marks[t]) else d * keep[t]
 
-        first = nxt if nxt is not None else torch.zeros_like(v0)
+        first = nxt if nxt is not None else torch.zeros_like(v0)  # dv_0, masked
         du = dv if need_u else None
-        dv0 = dz0 = dalpha = None
-        if dw is not None:  # the t = 0 term, z_{-1} = state.z
-            dw.add_(_matmul_nt(z0.t(), first.t()))
+        dw = dv0 = dz0 = dalpha = dfresh = None
+        zp = vp = None
+        if starts is not None and (need_w and w is not None or need_alpha or need_fresh):
+            zp = _previous(z0.detach(), zs, starts, fz)  # the spikes each step starts from
+        if need_w and w is not None:  # dW = sum_t z_{t-1}^T dv_t
+            if zp is not None:  # one product over all steps
+                dw = _outer_sum(zp, dv)
+            else:  # z_{t-1} is zs[t-1] (no (T, B, N) copy: fresh pages cost more than a call)
+                dw = _outer_sum(z0.detach().unsqueeze(0), first.unsqueeze(0))
+                if steps > 1:
+                    dw.add_(_outer_sum(zs[:-1], dv[1:]))
+        if zp is None and (need_alpha or need_fresh):
+            zp = _previous(z0.detach(), zs, starts, fz)
         if need_v0:
             dv0 = alpha * first if subtract else (alpha - alpha * z0) * first
         if need_z0:
             if subtract:
-                if w_back is not None:
-                    dz0 = _matmul_nt(first, w_back)
-                else:
-                    dz0 = first * -threshold
+                dz0 = _mm(first, w_back_t) if w_back_t is not None else first * -threshold
             else:
                 dz0 = -(alpha * v0 * first)
-                if w_back is not None:
-                    dz0.add_(_matmul_nt(first, w_back))
+                if w_back_t is not None:
+                    dz0.add_(_mm(first, w_back_t))
         if need_alpha:
-            prev = v0 if subtract else v0 - v0 * z0
-            dalpha_acc.add_(torch.sum(prev * first, 0))
+            vp = _previous(v0.detach(), vs, starts, None if fv is None else fv.detach())
+            prev = vp if subtract else vp - vp * zp
+            dalpha_acc = prev * dv
             dalpha = dalpha_acc.sum_to_size(alpha.shape) if alpha.dim() else dalpha_acc.sum()
-        return du, dw, dv0, dz0, dalpha, None, None, None, None
+        if need_fresh:  # the t = -1 terms of the rows that start an episode
+            decay = alpha if subtract else alpha - alpha * zp
+            dfresh = torch.where(_row_mask(starts, dv), decay * dv, 0.0)
+        return du, dw, dv0, dz0, dalpha, None, None, None, None, None, dfresh, None
+
+
+def li_sequence(
+    u: Tensor,
+    v0: Tensor,
+    alpha: Tensor,
+    *,
+    starts: Tensor | None = None,
+    fresh: Tensor | None = None,
+) -> Tensor:
+    """A leaky integrator ``v_t = alpha v_{t-1} + u_t`` over a whole sequence (no recurrence).
+
+    The readout's dynamics (:func:`snrl.functional.neurons.li_step`) with the resets of
+    :func:`lif_sequence`: where ``starts[t]`` the membrane before step t is ``fresh`` (default
+    0; broadcastable to (T, B, N); it receives the gradient of the replaced membrane). The
+    backward is the reverse scan ``dv_t = g_t + alpha keep_{t+1} dv_{t+1}``.
+
+    Args:
+        u: (T, B, N) input current.
+        v0: (B, N) membrane at t = -1.
+        alpha: (N,) or scalar decay.
+        starts: optional bool (T, B) episode starts.
+        fresh: optional replacement membrane.
+
+    Returns:
+        (T, B, N) membranes, differentiable with respect to ``u``, ``v0``, ``alpha``, ``fresh``.
+    """
+    alpha = torch.as_tensor(alpha, dtype=u.dtype, device=u.device)
+    if u.dim() != 3 or tuple(v0.shape) != tuple(u.shape[1:]):
+        raise UserError(
+            f"li_sequence needs u (T, B, N) and v0 (B, N), got {tuple(u.shape)} and "
+            f"{tuple(v0.shape)}"
+        )
+    starts, fv, _ = _resets(u, starts, None if fresh is None else LIFState(fresh, None))
+    inputs = (u, v0, alpha, fv)
+    if torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in inputs):
+        return _LISequence.apply(u, v0, alpha, starts, fv)
+    with torch.no_grad():
+        return _li_loop(u, v0, alpha, starts, fv)
+
+
+def _li_loop(
+    u: Tensor, v0: Tensor, alpha: Tensor, starts: Tensor | None, fv: Tensor | None
+) -> Tensor:
+    u, alpha, v = u.detach(), alpha.detach(), v0.detach()
+    marks = _start_steps(starts)
+    vs = torch.empty_like(u, memory_format=torch.contiguous_format)
+    for t in range(u.shape[0]):
+        if marks and marks[t]:
+            v = torch.where(starts[t].unsqueeze(-1), fv[t].detach(), v)
+        v = torch.addcmul(u[t], alpha, v, out=vs[t])
+    return vs
+
+
+class _LISequence(torch.autograd.Function):
+    """Whole-sequence leaky integrator with its reverse-scan backward."""
+
+    @staticmethod
+    def forward(ctx, u, v0, alpha, starts, fv):
+        vs = _li_loop(u, v0, alpha, starts, fv)
+        ctx.save_for_backward(v0, alpha, vs, starts, fv)
+        return vs
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        v0, alpha, vs, starts, fv = ctx.saved_tensors
+        need_u, need_v0, need_alpha, _, need_fresh = ctx.needs_input_grad
+        marks = _start_steps(starts)
+        dv = g.clone(memory_format=torch.contiguous_format)
+        for t in range(vs.shape[0] - 2, -1, -1):
+            nxt = dv[t + 1] if not (marks and marks[t + 1]) else dv[t + 1] * ~starts[t + 1, :, None]
+            dv[t].addcmul_(alpha, nxt)
+        first = dv[0] if not (marks and marks[0]) else dv[0] * ~starts[0, :, None]
+        dv0 = alpha * first if need_v0 else None
+        dalpha = dfresh = None
+        if need_alpha:
+            vp = _previous(v0.detach(), vs, starts, None if fv is None else fv.detach())
+            acc = (vp * dv).sum((0, 1))
+            dalpha = acc.sum_to_size(alpha.shape) if alpha.dim() else acc.sum()
+        if need_fresh:
+            dfresh = torch.where(starts.unsqueeze(-1), alpha * dv, 0.0)
+        return dv if need_u else None, dv0, dalpha, None, dfresh
 
 
 def _check(

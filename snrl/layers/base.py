@@ -7,8 +7,11 @@ model's step function. Layers keep no state on themselves: it is always passed e
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping
+import threading
+import weakref
+from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar, NamedTuple
 
@@ -42,6 +45,38 @@ class LayerOutput(NamedTuple):
     traces: Mapping[str, Tensor] = MappingProxyType({})
     """The model's other state variables after each step, by their state field name (ALIF:
     ``a``, the adaptation; SpyLIF: ``i``, the synaptic current), shaped like ``v``."""
+
+
+_SCOPE = threading.local()  # .depth: nesting of cached_weights() blocks in this thread
+_CACHED_LAYERS: weakref.WeakSet = weakref.WeakSet()
+
+
+@contextlib.contextmanager
+def cached_weights() -> Iterator[None]:
+    """A block in which the layers compute their effective (signed, masked) weights once
+    and reuse them while autograd is off, e.g. a rollout between two updates.
+
+    Why a block and not a cache that lives on: an optimizer may write the parameters without
+    bumping their version counters (torch's fused Adam does), so a long-lived cache could go
+    stale unseen. Inside the block the parameters must not change except by ops that bump
+    the version (``load_state_dict``, ``copy_``...), which the cache also checks; on leaving
+    the outermost block every memo is dropped.
+    """
+    _SCOPE.depth = getattr(_SCOPE, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _SCOPE.depth -= 1
+        if _SCOPE.depth == 0:
+            for layer in list(_CACHED_LAYERS):
+                layer._weight_memo.clear()
+            _CACHED_LAYERS.clear()
+
+
+def caching() -> bool:
+    """Whether a :func:`cached_weights` block is open in this thread (and not in inference
+    mode, whose tensors cannot be reused outside it)."""
+    return getattr(_SCOPE, "depth", 0) > 0 and not torch.is_inference_mode_enabled()
 
 
 def _seed_from_global() -> int:
@@ -147,6 +182,7 @@ class RecurrentLayer(nn.Module):
             self.register_parameter("h0", None)
         self._hh_generator = torch.Generator().manual_seed(self.hh_init_seed)
         self._decay_memo: dict[str, tuple] = {}
+        self._weight_memo: dict[str, tuple] = {}
 
     # ----------------------------------------------------------------- parameters
     def _balanced_recurrent(self, w_raw: Tensor, sign: Tensor) -> Tensor:
@@ -199,6 +235,13 @@ class RecurrentLayer(nn.Module):
             self._decay_memo[name] = hit
         return hit[1]
 
+    def __getstate__(self) -> dict:
+        # A copy (deepcopy, pickle) starts without memos: they hold the original's tensors
+        # and version numbers, which the copy's new tensors could match by chance.
+        state = dict(super().__getstate__())
+        state["_decay_memo"], state["_weight_memo"] = {}, {}
+        return state
+
     @property
     def tau_m(self) -> Tensor:
         """(N,) membrane time constant in seconds (always positive)."""
@@ -207,12 +250,32 @@ class RecurrentLayer(nn.Module):
     @property
     def forward_weights(self) -> Tensor:
         """(input_size, output_size) effective input weights (signed if ``forward_sign``)."""
-        return signed_weights(self.weight_in, self.forward_sign)
+        return self._effective("in", self.weight_in, self.forward_sign, None)
 
     def _rec_weights(self) -> Tensor | None:
         if self.weight_rec is None:
             return None
-        return signed_weights(self.weight_rec, self.recurrent_sign, self.rec_mask)
+        return self._effective("rec", self.weight_rec, self.recurrent_sign, self.rec_mask)
+
+    def _effective(self, name: str, w: Tensor, sign: Tensor | None, mask: Tensor | None) -> Tensor:
+        """:func:`signed_weights` of ``w``; inside :func:`cached_weights` without autograd
+        (rollouts) computed once and reused while ``w``, ``sign`` and ``mask`` are the same
+        tensors at the same version and storage (``load_state_dict``, ``copy_`` and other
+        in-place writes bump the version; ``.to()`` swaps the storage)."""
+        if sign is None and mask is None:
+            return w
+        if not caching() or torch.is_grad_enabled() and w.requires_grad:
+            return signed_weights(w, sign, mask)
+        _CACHED_LAYERS.add(self)
+        parts = tuple(t for t in (w, sign, mask) if t is not None)
+        versions = tuple((t._version, t.data_ptr(), t.dtype, t.device) for t in parts)
+        hit = self._weight_memo.get(name)
+        # the memo holds the tensors themselves, so identity cannot be a reused address
+        if hit is None or hit[1] != versions or any(a is not b for a, b in zip(hit[0], parts)):
+            with torch.no_grad():
+                hit = (parts, versions, signed_weights(w, sign, mask))
+            self._weight_memo[name] = hit
+        return hit[2]
 
     @property
     def recurrent_weights(self) -> Tensor:
@@ -382,14 +445,26 @@ class RecurrentLayer(nn.Module):
         return torch.addmm(self.bias, x.reshape(t * b, f), w).reshape(t, b, -1)
 
     def _integrate(
-        self, u: Tensor, w_rec: Tensor | None, state: Any, consts: tuple, spike_fn: SpikeFn | None
+        self,
+        u: Tensor,
+        w_rec: Tensor | None,
+        state: Any,
+        consts: tuple,
+        spike_fn: SpikeFn | None,
+        starts: Tensor | None = None,
+        fresh: Any = None,
     ) -> LayerOutput:
-        """Loop the step function over ``u`` ((B, N) one step or (T, B, N))."""
+        """Loop the step function over ``u`` ((B, N) one step or (T, B, N)); where
+        ``starts[t]`` (bool (T, B)) the state before step t is replaced by ``fresh`` (fields
+        (T, B, N)), in the same loop (autograd sees the replacement)."""
         seq = u.dim() == 3
         names = [f for f in state._fields if f not in ("v", "z")]  # the model's own variables
         outs, vs = [], []
         traces: dict[str, list[Tensor]] = {f: [] for f in names}
-        for u_t in u.unbind(0) if seq else (u,):
+        marks = starts.any(1).tolist() if starts is not None else None
+        for t, u_t in enumerate(u.unbind(0) if seq else (u,)):
+            if marks is not None and marks[t]:
+                state = mask_state(starts[t], self.state_type(*(f[t] for f in fresh)), state)
             cur = u_t if w_rec is None else torch.addmm(u_t, self._feedback(state), w_rec)
             out, state = self._step(cur, state, consts, spike_fn)
             outs.append(out)
@@ -401,11 +476,54 @@ class RecurrentLayer(nn.Module):
             return LayerOutput(torch.stack(outs), state, torch.stack(vs), stacked)
         return LayerOutput(outs[0], state, vs[0], {f: ts[0] for f, ts in traces.items()})
 
+    def reset_values(self) -> Any:
+        """The state a reset puts in a row, as the model's state of (N,) or scalar tensors
+        (zeros, or the learned membrane): what :meth:`run`'s ``starts`` uses by default.
+
+        Raises:
+            UserError: for ``hh_init`` ``"random"``, ``"inputs"`` and ``"given"``, whose
+                reset values are not fixed (pass ``fresh`` to :meth:`run`).
+        """
+        if self.hh_init not in ("zeros", "learned"):
+            raise UserError(
+                f"a reset with hh_init={self.hh_init!r} has no fixed value (pass the fresh "
+                "states, e.g. those recorded in the rollout, as run(..., fresh=...))"
+            )
+        dev, dtype = self._device_dtype()
+        zero = torch.zeros((), device=dev, dtype=dtype)
+        fields = {f: zero for f in self.state_type._fields}
+        if self.hh_init == "learned":
+            fields["v"] = zero + self.h0
+        return self.state_type(**fields)
+
+    def _fresh_sequence(self, u: Tensor, starts: Tensor | None, fresh: Any) -> Any:
+        """``fresh`` (default :meth:`reset_values`) with every field expanded to u's shape."""
+        if starts is None:
+            return None
+        if tuple(starts.shape) != tuple(u.shape[:2]) or u.dim() != 3:
+            raise UserError(
+                f"starts has shape {tuple(starts.shape)} for an input of shape {tuple(u.shape)}"
+                " (pass a bool (T, B) tensor with a (T, B, F) sequence)"
+            )
+        fresh = self.reset_values() if fresh is None else fresh
+        return self.state_type(*(f.to(u.dtype).expand(u.shape) for f in fresh))
+
     def _spike_fn(self) -> SpikeFn | None:
         return None
 
-    def run(self, x: Tensor, state: Any) -> LayerOutput:
+    def run(
+        self, x: Tensor, state: Any, *, starts: Tensor | None = None, fresh: Any = None
+    ) -> LayerOutput:
         """Run one step (x: (B, F)) or a sequence (x: (T, B, F)).
+
+        Args:
+            x: the input.
+            state: the state before the first step.
+            starts: optional bool (T, B) for a sequence: row b starts a new episode at step
+                t, so its state before step t is replaced (all in one call; the gradient of a
+                replaced state goes to the fresh state, not to the step before).
+            fresh: the replacement, a state of this layer's type whose fields broadcast to
+                (T, B, N) (default :meth:`reset_values`: zeros or the learned membrane).
 
         Returns:
             ``LayerOutput(out, state, v)``: outputs after each step, shaped like the input's
@@ -413,8 +531,14 @@ class RecurrentLayer(nn.Module):
             after each step (shaped like ``out``).
         """
         state = self._check(x, state)
+        u = self._project(x)
+        if starts is not None:
+            starts = torch.as_tensor(starts, device=u.device).bool()
+            fresh = self._fresh_sequence(u, starts, fresh)
+            if not bool(starts.any()):
+                starts = fresh = None
         return self._integrate(
-            self._project(x), self._rec_weights(), state, self._constants(), self._spike_fn()
+            u, self._rec_weights(), state, self._constants(), self._spike_fn(), starts, fresh
         )
 
     def forward(self, x: Tensor, state: Any) -> tuple[Tensor, Any]:

@@ -7,9 +7,13 @@ from typing import Any
 from torch import Tensor
 
 from snrl.config import NEURON_DEFAULTS
+from snrl.functional.lif_sequence import li_sequence
 from snrl.functional.neurons import LIState, li_step
 from snrl.functional.surrogate import SpikeFn
-from snrl.layers.base import RecurrentLayer
+from snrl.layers.base import LayerOutput, RecurrentLayer
+
+# The fused sequence path (no recurrence); a module attribute so that tests can switch it off.
+_li_sequence = li_sequence
 
 
 class LILayer(RecurrentLayer):
@@ -70,3 +74,20 @@ class LILayer(RecurrentLayer):
 
     def _step(self, current: Tensor, state: Any, consts: tuple, spike_fn: SpikeFn | None) -> tuple:
         return li_step(current, state, consts[0])
+
+    def _integrate(
+        self,
+        u: Tensor,
+        w_rec: Tensor | None,
+        state: Any,
+        consts: tuple,
+        spike_fn: SpikeFn | None,
+        starts: Tensor | None = None,
+        fresh: Any = None,
+    ) -> LayerOutput:
+        if _li_sequence is not None and u.dim() == 3 and w_rec is None:
+            v = _li_sequence(
+                u, state.v, consts[0], starts=starts, fresh=None if fresh is None else fresh.v
+            )
+            return LayerOutput(v, LIState(v[-1]), v)
+        return super()._integrate(u, w_rec, state, consts, spike_fn, starts, fresh)

@@ -104,9 +104,26 @@ class LIFLayer(SpikingLayer):
         return lif_step(current, state, consts[0], self.threshold, spike_fn, self.reset)
 
     def _integrate(
-        self, u: Tensor, w_rec: Tensor | None, state: Any, consts: tuple, spike_fn: SpikeFn | None
+        self,
+        u: Tensor,
+        w_rec: Tensor | None,
+        state: Any,
+        consts: tuple,
+        spike_fn: SpikeFn | None,
+        starts: Tensor | None = None,
+        fresh: Any = None,
     ) -> LayerOutput:
         if _lif_sequence is not None and u.dim() == 3 and torch.is_grad_enabled():
-            z, v = _lif_sequence(u, w_rec, state, consts[0], self.threshold, self.reset, spike_fn)
+            z, v = _lif_sequence(
+                u,
+                w_rec,
+                state,
+                consts[0],
+                self.threshold,
+                self.reset,
+                spike_fn,
+                starts=starts,
+                fresh=fresh,
+            )
             return LayerOutput(z, LIFState(v[-1], z[-1]), v)
-        return super()._integrate(u, w_rec, state, consts, spike_fn)
+        return super()._integrate(u, w_rec, state, consts, spike_fn, starts, fresh)

@@ -61,3 +61,33 @@ def test_finish_requires_full_segment():
     buf = RolloutBuffer(n_steps=2, n_envs=1, obs_size=1, action_shape=(), action_dtype=torch.long)
     with pytest.raises(RuntimeError):
         buf.finish(final_values=torch.zeros(2, 1), last_value=torch.zeros(1), gamma=1, lam=1)
+
+
+def test_minibatch_states_are_the_stored_rows_at_the_first_step_and_the_starts():
+    T, B = 5, 4
+    buf = RolloutBuffer(n_steps=T, n_envs=B, obs_size=2, action_shape=(), action_dtype=torch.long)
+    starts = torch.zeros(T, B, dtype=torch.bool)
+    starts[3, 2] = True
+    for t in range(T):
+        state = (torch.arange(B, dtype=torch.float32) + 10 * t).unsqueeze(-1)
+        buf.add(
+            obs=torch.zeros(B, 2),
+            state=(state,),
+            start=starts[t],
+            action=torch.zeros(B),
+            log_prob=torch.zeros(B),
+            value=torch.zeros(B),
+            reward=torch.zeros(B),
+            terminated=torch.zeros(B, dtype=torch.bool),
+            done=torch.zeros(B, dtype=torch.bool),
+        )
+    idx = torch.tensor([2, 0])
+    mb = buf.minibatch(idx, 1, 5)
+    assert len(mb.states) == 4
+    assert mb.states[0][0].flatten().tolist() == [12.0, 10.0]  # step 1, rows 2 and 0
+    assert mb.states[1] is None and mb.states[3] is None  # no start there: never needed
+    assert mb.states[2][0].flatten().tolist() == [32.0, 30.0]  # step 3 holds a start
+    assert [s is None for s in mb.states] == [False, True, False, True]
+    assert mb.states[-2] is mb.states[2]
+    with pytest.raises(IndexError):
+        mb.states[4]

@@ -150,9 +150,7 @@ def _replay(net, batch, state, burn_in):
 
 def test_stored_state_replays_the_actor_exactly_and_burn_in_repairs_a_zero_state():
     burn_in = 6
-    buf = seq_buffer(
-        500, (3,), seq_len=6, burn_in=burn_in, n_envs=2, obs_dtype=np.float64, seed=0
-    )
+    buf = seq_buffer(500, (3,), seq_len=6, burn_in=burn_in, n_envs=2, obs_dtype=np.float64, seed=0)
     actor_out = _run_actor(buf, n_steps=120, seed=1, max_len=40).out
     batch = buf.sample(len(buf))
     assert isinstance(batch["state"][0], HState)

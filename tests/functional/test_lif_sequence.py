@@ -9,11 +9,9 @@ import snntorch.surrogate as surrogate
 import torch
 from torch import Tensor
 
-from snrl.functional import lif_sequence as lif_sequence_module
 from snrl.functional.dale import make_sign_vector, signed_weights
 from snrl.functional.lif_sequence import (
     _LIFSequence,
-    _matmul_nt,
     lif_sequence,
     lif_sequence_autograd,
 )
@@ -195,20 +193,32 @@ def test_bad_input_raises_value_error(kwargs, match):
 
 @pytest.mark.parametrize("rec", [True, False])
 @pytest.mark.parametrize("reset", ["subtract", "zero"])
-def test_gradcheck_with_smooth_spike_fn(reset, rec):
+@pytest.mark.parametrize("resets", [False, True])
+def test_gradcheck_with_smooth_spike_fn(reset, rec, resets):
     # With a smooth elementwise spike_fn used in the forward too (the private switch
     # heaviside=False), the whole map is differentiable, so finite differences check the
-    # hand-written backward exactly, every input at once (alpha included).
-    u, w, v0, z0, alpha = _inputs(4, 2, 3, rec=rec, seed=6)
+    # hand-written backward exactly, every input at once (alpha included; with resets inside
+    # the sequence, the fresh membranes too, and the fresh spikes are nonzero here so that
+    # the reset rows' recurrent and decay terms are exercised).
+    u, w, v0, z0, alpha = _inputs(5, 2, 3, rec=rec, seed=6)
+    starts = torch.tensor(
+        [[False, True], [False, False], [True, False], [True, True], [False, True]]
+    )
+    fv = torch.rand(5, 2, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    fz = torch.full((5, 2, 3), 0.4, dtype=torch.float64)
+    fv.requires_grad_(resets)
 
     def _smooth(x):
         return torch.sigmoid(3 * x)
 
-    def run(u, w, v0, z0, alpha):
-        return _LIFSequence.apply(u, w, v0, z0, alpha, 0.7, reset, _smooth, False)
+    def run(u, w, v0, z0, alpha, fv):
+        if not resets:
+            return _LIFSequence.apply(
+                u, w, v0, z0, alpha, 0.7, reset, _smooth, False, None, None, None
+            )
+        return _LIFSequence.apply(u, w, v0, z0, alpha, 0.7, reset, _smooth, False, starts, fv, fz)
 
-    args = tuple(x for x in (u, w, v0, z0, alpha))
-    assert torch.autograd.gradcheck(run, args)
+    assert torch.autograd.gradcheck(run, (u, w, v0, z0, alpha, fv))
 
 
 @pytest.mark.parametrize("rec", [True, False])
@@ -258,32 +268,98 @@ def test_empty_sequence():
     assert all(g is None or not g.any() for g in grads)
 
 
-@pytest.mark.parametrize("shape", [(1, 3, 5), (7, 2, 2), (300, 17, 33)])
-def test_matmul_nt_matches_mm(shape):
-    m, n, k = shape
-    g = torch.Generator().manual_seed(9)
-    a, b = torch.randn(m, k, generator=g), torch.randn(n, k, generator=g)
-    torch.testing.assert_close(_matmul_nt(a, b), a @ b.t(), rtol=1e-5, atol=1e-5)
-    at, bt = torch.randn(k, m, generator=g).t(), torch.randn(k, n, generator=g).t()
-    torch.testing.assert_close(_matmul_nt(at, bt), at @ bt.t(), rtol=1e-5, atol=1e-5)
+def _starts(t, b, seed):
+    g = torch.Generator().manual_seed(seed)
+    starts = torch.rand(t, b, generator=g) < 0.3
+    starts[0, 0] = True  # a reset of the initial state itself
+    starts[t // 2] = True  # every row at once
+    return starts
 
 
-@pytest.mark.parametrize("reset", ["subtract", "zero"])
-def test_float32_same_with_and_without_onednn(reset, monkeypatch):
-    u, w, v0, z0, alpha = _inputs(12, 16, 32, dtype=torch.float32, seed=10)
-    spike_fn = surrogate.fast_sigmoid(slope=25)
-    leaves = [u, w, v0, z0, alpha]
+@pytest.mark.parametrize("rec", [True, False])
+@pytest.mark.parametrize("reset", RESETS)
+@pytest.mark.parametrize("fresh_shape", ["none", "per_neuron", "per_step"])
+def test_resets_inside_the_sequence_match_autograd(reset, rec, fresh_shape):
+    t, b, n = 11, 4, 6
+    u, w, v0, z0, alpha = _inputs(t, b, n, seed=21, rec=rec)
+    starts = _starts(t, b, 3)
+    g = torch.Generator().manual_seed(5)
+    fresh, leaves = None, [x for x in (u, w, v0, z0, alpha) if x is not None]
+    if fresh_shape == "per_neuron":  # a learned initial membrane
+        fv = (torch.rand(n, generator=g, dtype=torch.float64) * 1.5).requires_grad_()
+        fresh, leaves = _State(fv, torch.zeros(())), [*leaves, fv]
+    elif fresh_shape == "per_step":  # recorded random initial states (no gradient)
+        fv = torch.randn(t, b, n, generator=g, dtype=torch.float64)
+        fresh = _State(fv, torch.zeros(t, b, n, dtype=torch.float64))
+    spike_fn = _ExactFastSigmoid.apply
+    outs = []
+    for fn in (lif_sequence_autograd, lif_sequence):
+        z, v = fn(u, w, _State(v0, z0), alpha, 0.9, reset, spike_fn, starts=starts, fresh=fresh)
+        gz, gv = torch.randn(2, t, b, n, generator=torch.Generator().manual_seed(8), dtype=v.dtype)
+        outs.append((z, v, *torch.autograd.grad((z * gz + v * gv).sum(), leaves)))
+    ref, fast = outs
+    assert bool(ref[0].any()) and not bool(ref[0].all())  # some spikes, not all
+    for a, c in zip(ref, fast, strict=True):
+        torch.testing.assert_close(c, a, rtol=1e-10, atol=1e-10)
 
-    def run():
-        z, v = lif_sequence(u, w, _State(v0, z0), alpha, 1.0, reset, spike_fn)
-        return (z, v, *torch.autograd.grad((z * v).sum(), leaves))
 
-    fast = run()
-    monkeypatch.setitem(lif_sequence_module._ONEDNN, "ok", False)
-    plain = run()
-    assert torch.equal(fast[0], plain[0])
-    for a, b in zip(fast[1:], plain[1:], strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+def test_a_reset_cuts_the_gradient_to_the_steps_before():
+    # Rows that restart at step 5 must not depend on u before step 5 or on the initial state.
+    t, b, n = 9, 3, 4
+    u, w, v0, z0, alpha = _inputs(t, b, n, seed=2)
+    starts = torch.zeros(t, b, dtype=torch.bool)
+    starts[5, 1] = True
+    z, v = lif_sequence(
+        u, w, _State(v0, z0), alpha, 1.0, "subtract", surrogate.atan(), starts=starts
+    )
+    du, dv0 = torch.autograd.grad(v[5:, 1].sum(), [u, v0], retain_graph=True)
+    assert not du[:5, 1].any() and not dv0[1].any()
+    assert du[5:, 1].abs().min() > 0
+    # the other rows keep their history
+    du, dv0 = torch.autograd.grad(v[5:, 0].sum(), [u, v0])
+    assert du[:5, 0].abs().sum() > 0 and dv0[0].abs().sum() > 0
+    # a reset to zeros: row 1 restarts from v = 0, z = 0, so v[5] is exactly u[5] there
+    assert torch.equal(v[5, 1], u[5, 1])
+
+
+@pytest.mark.parametrize("with_starts", [True, False])
+def test_li_sequence_matches_the_li_step_loop(with_starts):
+    from snrl.functional.lif_sequence import li_sequence
+    from snrl.functional.neurons import LIState, li_step
+
+    t, b, n = 10, 3, 5
+    u, _, v0, _, alpha = _inputs(t, b, n, seed=4, rec=False)
+    fv = torch.rand(n, dtype=torch.float64).requires_grad_()
+    starts = _starts(t, b, 6) if with_starts else None
+    g = torch.randn(t, b, n, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    leaves = [u, v0, alpha, fv] if with_starts else [u, v0, alpha]
+    s, vs = LIState(v0), []
+    for k in range(t):
+        if with_starts:
+            s = LIState(torch.where(starts[k, :, None], fv.expand(b, n), s.v))
+        _, s = li_step(u[k], s, alpha)
+        vs.append(s.v)
+    ref = torch.stack(vs)
+    ref_grads = torch.autograd.grad((ref * g).sum(), leaves)
+    v = li_sequence(u, v0, alpha, starts=starts, fresh=fv if with_starts else None)
+    torch.testing.assert_close(v, ref, rtol=0, atol=0)
+    for a, c in zip(ref_grads, torch.autograd.grad((v * g).sum(), leaves), strict=True):
+        torch.testing.assert_close(c, a, rtol=1e-12, atol=1e-12)
+
+
+def test_bad_starts_shape_is_refused():
+    u, w, v0, z0, alpha = _inputs(4, 2, 3)
+    with pytest.raises(ValueError, match="starts has shape"):
+        lif_sequence(
+            u,
+            w,
+            _State(v0, z0),
+            alpha,
+            1.0,
+            "subtract",
+            surrogate.atan(),
+            starts=torch.ones(4, 3, dtype=torch.bool),
+        )
 
 
 @pytest.mark.parametrize("reset", ["subtract", "zero"])

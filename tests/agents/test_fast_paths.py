@@ -1,0 +1,120 @@
+"""The rollout fast paths: distribution-free Categorical math and cached effective weights."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.distributions import Categorical
+
+from snrl.agents.agent import _categorical_log_prob_entropy
+from snrl.layers import LIFLayer
+from snrl.layers.base import cached_weights
+
+
+def test_categorical_math_equals_torch_distributions():
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(5, 7, 3, generator=g, dtype=torch.float64) * 4
+    logits[0, 0, 1] = -torch.inf  # an impossible action: entropy must stay finite
+    action = torch.randint(0, 3, (5, 7), generator=g)
+    action[0, 0] = 0
+    lp, ent = _categorical_log_prob_entropy(logits, action)
+    d = Categorical(logits=logits)
+    torch.testing.assert_close(lp, d.log_prob(action), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(ent, d.entropy(), rtol=1e-12, atol=1e-12)
+    assert torch.isfinite(ent).all()
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_cached_effective_weights_follow_every_parameter_change(foreach):
+    layer = LIFLayer(3, 5, force_dale_law=True, seed=0)
+    x = torch.randn(4, 3)
+    s = layer.initial_state(4)
+
+    def expected():
+        with torch.enable_grad():
+            w = layer.weight_rec.abs() * layer.recurrent_sign[:, None] * layer.rec_mask
+        return w.detach()
+
+    with torch.no_grad():
+        assert layer._rec_weights() is not layer._rec_weights()  # outside a block: no memo
+    with cached_weights(), torch.no_grad():
+        w1 = layer._rec_weights()
+        assert layer._rec_weights() is w1  # reused while nothing changes
+        torch.testing.assert_close(w1, expected(), rtol=0, atol=0)
+    assert not layer._weight_memo  # dropped on leaving the block
+    with cached_weights(), torch.no_grad():
+        w1 = layer._rec_weights()
+        # an optimizer step inside the block (not done by the algorithms) bumps the versions
+        opt = torch.optim.Adam(layer.parameters(), lr=0.1, foreach=foreach)
+        with torch.enable_grad():
+            layer.run(torch.randn(6, 4, 3), s).out.sum().backward()
+        opt.step()
+        w2 = layer._rec_weights()
+        assert not torch.equal(w1, w2)
+        torch.testing.assert_close(w2, expected(), rtol=0, atol=0)
+        # load_state_dict (in place) too
+        other = LIFLayer(3, 5, force_dale_law=True, seed=1)
+        layer.load_state_dict(other.state_dict())
+        torch.testing.assert_close(layer._rec_weights(), other._rec_weights(), rtol=0, atol=0)
+        torch.testing.assert_close(layer.forward_weights, other.forward_weights, rtol=0, atol=0)
+        # a replaced parameter (a new tensor, whatever its version) too
+        layer.weight_rec = torch.nn.Parameter(torch.ones(5, 5))
+        torch.testing.assert_close(layer._rec_weights(), expected(), rtol=0, atol=0)
+    # with autograd on, the weights carry the graph (never the cached tensor)
+    w = layer._rec_weights()
+    assert w.requires_grad
+    out_cached = layer.run(x, s)
+    with torch.no_grad():
+        out_nograd = layer.run(x, s)
+    assert torch.equal(out_cached.out, out_nograd.out)
+
+
+def test_a_copy_does_not_inherit_the_weight_memo():
+    import copy
+
+    layer = LIFLayer(3, 5, force_dale_law=True, seed=0)
+    with cached_weights(), torch.no_grad():
+        layer.weight_rec.mul_(2.0)  # version 1: a copy's load_state_dict also reaches 1
+        layer._rec_weights()
+        twin = copy.deepcopy(layer)
+        other = LIFLayer(3, 5, force_dale_law=True, seed=1)
+        twin.load_state_dict(other.state_dict())
+        torch.testing.assert_close(twin._rec_weights(), other._rec_weights(), rtol=0, atol=0)
+        double = copy.deepcopy(layer).double()  # .to() swaps the data of the same Parameter
+        assert double._rec_weights().dtype == torch.float64
+
+
+def test_fused_adam_steps_between_rollouts_are_seen():
+    # torch's fused Adam writes the parameters without bumping their versions: the memo must
+    # not outlive the block it was made in.
+    layer = LIFLayer(3, 5, force_dale_law=True, seed=0)
+    opt = torch.optim.Adam(layer.parameters(), lr=0.1, fused=True)
+    for _ in range(2):
+        with cached_weights(), torch.no_grad():
+            before = layer._rec_weights().clone()
+        layer.run(torch.randn(6, 4, 3), layer.initial_state(4)).out.sum().backward()
+        opt.step()
+        with cached_weights(), torch.no_grad():
+            after = layer._rec_weights()
+            ref = layer.weight_rec.abs() * layer.recurrent_sign[:, None] * layer.rec_mask
+            torch.testing.assert_close(after, ref, rtol=0, atol=0)
+            assert not torch.equal(before, after)
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_nan_logits_raise_value_error_like_categorical(deterministic):
+    import gymnasium as gym
+
+    from snrl.agents.agent import ActorCriticAgent
+    from snrl.networks.spiking import SpikingBackbone
+
+    agent = ActorCriticAgent(
+        gym.spaces.Box(-1, 1, (3,)),
+        gym.spaces.Discrete(2),
+        policy=SpikingBackbone(3, 8, 2, seed=0),
+        critic=SpikingBackbone(3, 8, 1, seed=1),
+    )
+    with torch.no_grad():
+        agent.policy.readout.bias.fill_(float("nan"))
+    with pytest.raises(ValueError, match="logits"):
+        agent.step(torch.zeros(2, 3), agent.initial_state(2), deterministic=deterministic)
