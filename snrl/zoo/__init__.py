@@ -1,0 +1,204 @@
+"""Tuned settings per environment, shipped with snrl (like rl-baselines3-zoo's hyperparameter
+files).
+
+One TOML file per algorithm in this package (``ppo.toml``, ``dqn.toml``), one table per env id
+and backbone; the keys are that algorithm's config keys::
+
+    ["Acrobot-v1".lif]
+    n_envs = 16
+    gamma = 0.99
+
+A run picks the entry of its algorithm, env and backbone. Precedence, later wins:
+
+    built-in defaults < tuned settings < the caller's values (a --config file, flags, --set;
+    keywords of snrl.PPO / snrl.DQN)
+
+``tuned = false`` (``--no-tuned``) skips them; an env or backbone without an entry is
+unchanged. The config key ``tuned_from`` records what was applied (``config.json`` keeps it), so
+a resumed or loaded run uses its saved config and is never resolved again.
+
+This module sits on the floor of :mod:`snrl.config` (docs/architecture.md): it knows config
+classes only through the class it is given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from importlib import resources
+from typing import Any, TypeVar
+
+from snrl.config import load_config, parse_set
+from snrl.errors import UserError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+__all__ = [
+    "ALGOS",
+    "FIXED_KEYS",
+    "TunedEntry",
+    "entries",
+    "lookup",
+    "parse",
+    "resolve",
+    "tuned_overrides",
+]
+
+C = TypeVar("C")
+
+#: The algorithms with a file of tuned settings (``snrl/zoo/<algo>.toml``).
+ALGOS = ("ppo", "dqn")
+
+#: Keys an entry may not set: what selects the entry, the opt-out and its record, and what
+#: belongs to the machine or the run rather than to the env.
+FIXED_KEYS = ("env", "backbone", "tuned", "tuned_from", "seed", "device", "threads", "curriculum")
+
+
+@dataclasses.dataclass(frozen=True)
+class TunedEntry:
+    """The tuned settings of one algorithm, env and backbone."""
+
+    algo: str
+    env: str
+    backbone: str
+    values: Mapping[str, Any]
+
+    @property
+    def source(self) -> str:
+        """Where the entry is: ``snrl/zoo/ppo.toml ["Acrobot-v1".lif]``."""
+        return f'snrl/zoo/{self.algo}.toml ["{self.env}".{self.backbone}]'
+
+    def describe(self, keys: Iterable[str] | None = None) -> str:
+        """``source: key=value, ...`` for ``keys`` (default: every key of the entry)."""
+        keys = list(self.values) if keys is None else list(keys)
+        items = ", ".join(f"{k}={self.values[k]!r}" for k in keys)
+        return f"{self.source}: {items}" if keys else f"{self.source}: (no key applied)"
+
+
+@functools.cache
+def entries(algo: str) -> dict[tuple[str, str], TunedEntry]:
+    """Every entry of ``algo``'s file, keyed by ``(env id, backbone)``.
+
+    Raises:
+        UserError: An unknown algorithm, or a file that is not a table of env tables of
+            backbone tables (the files ship with snrl; tests/test_zoo.py checks them).
+    """
+    if algo not in ALGOS:
+        raise UserError(f"no tuned settings for algo {algo!r} (one of {', '.join(ALGOS)})")
+    text = resources.files(__name__).joinpath(f"{algo}.toml").read_text(encoding="utf-8")
+    return parse(algo, text)
+
+
+def parse(algo: str, text: str) -> dict[tuple[str, str], TunedEntry]:
+    """The entries of one file's ``text`` (see :func:`entries`)."""
+    name = f"{algo}.toml"
+    data = tomllib.loads(text)
+    found: dict[tuple[str, str], TunedEntry] = {}
+    for env, backbones in data.items():
+        if not isinstance(backbones, dict):
+            raise UserError(f"snrl/zoo/{name}: {env!r} is not a table of backbone tables")
+        for backbone, values in backbones.items():
+            if not isinstance(values, dict):
+                raise UserError(f"snrl/zoo/{name}: {env!r}.{backbone} is not a table of keys")
+            fixed = [k for k in values if k in FIXED_KEYS]
+            if fixed:
+                raise UserError(
+                    f"snrl/zoo/{name}: [{env!r}.{backbone}] sets {', '.join(fixed)}, which a "
+                    "tuned entry may not set"
+                )
+            found[(env, backbone)] = TunedEntry(algo, env, backbone, dict(values))
+    return found
+
+
+def lookup(algo: str, env: str, backbone: str) -> TunedEntry | None:
+    """The entry of ``algo`` for ``env`` and ``backbone``, or None."""
+    return entries(algo).get((env, backbone))
+
+
+def resolve(
+    cls: type[C],
+    algo: str,
+    *,
+    toml_path: Any = None,
+    sets: Iterable[str] = (),
+    base: Mapping[str, Any] | None = None,
+) -> tuple[C, TunedEntry | None]:
+    """:func:`snrl.config.load_config` with the tuned settings under everything the caller
+    gives: defaults < tuned < ``base`` < the TOML file < ``sets``.
+
+    The env, backbone and ``tuned`` that select the entry are those of the config built
+    without it. The returned config's ``tuned_from`` names the entry and the keys it set
+    (the keys the caller gave are not listed: theirs won); with no entry, or ``tuned`` off,
+    it is the config ``load_config`` builds.
+    """
+    sets = list(sets)
+    plain = load_config(cls, toml_path=toml_path, sets=sets, base=base)
+    entry = lookup(algo, plain.env, plain.backbone) if plain.tuned else None
+    if entry is None:
+        return plain, None
+    # a key the caller gave (base, file or --set) wins over the entry: find them by building
+    # the config once more from the entry alone and comparing with what the caller's layers give
+    given = _given_keys(cls, toml_path, sets, base)
+    applied = [k for k in entry.values if k not in given]
+    with _blame(entry, applied):
+        cfg = load_config(
+            cls,
+            toml_path=toml_path,
+            sets=sets,
+            base={**{k: entry.values[k] for k in applied}, **(base or {})},
+        )
+    return dataclasses.replace(cfg, tuned_from=entry.describe(applied)), entry
+
+
+def _given_keys(cls: type, toml_path: Any, sets: list[str], base: Mapping[str, Any] | None):
+    """The config keys the caller sets: ``base``'s keys, the TOML file's, the ``--set`` items'."""
+    keys = set(base or {})
+    if toml_path is not None:
+        with open(toml_path, "rb") as f:  # load_config has read (and checked) it already
+            keys |= set(tomllib.load(f))
+    keys |= {parse_set(item)[0] for item in sets}
+    return keys
+
+
+def tuned_overrides(
+    cls: type, algo: str, overrides: dict[str, Any]
+) -> tuple[dict[str, Any], TunedEntry | None]:
+    """The Python API's resolution: the keyword ``overrides`` of ``snrl.PPO(...)`` /
+    ``snrl.DQN(...)`` over the tuned entry of their env and backbone (the class defaults
+    where they are not given), with ``tuned_from`` recording the keys applied. Entry values
+    are converted and checked like a config file's. Returns the new overrides and the entry
+    (None: unchanged)."""
+    defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.init}
+    env = overrides.get("env", defaults.get("env"))
+    backbone = overrides.get("backbone", defaults.get("backbone"))
+    if not overrides.get("tuned", defaults.get("tuned", True)) or not isinstance(env, str):
+        return overrides, None
+    entry = lookup(algo, env, backbone)
+    if entry is None:
+        return overrides, None
+    applied = [k for k in entry.values if k not in overrides]
+    typed = load_config(cls, base={"env": env, **{k: entry.values[k] for k in applied}})
+    new = {k: getattr(typed, k) for k in applied}
+    new.update(overrides)
+    new["tuned_from"] = entry.describe(applied)
+    with _blame(entry, applied):  # the caller's keywords with the tuned values must fit
+        dataclasses.replace(cls(), **{k: v for k, v in new.items() if k in defaults})
+    return new, entry
+
+
+@contextlib.contextmanager
+def _blame(entry: TunedEntry, applied: list[str]) -> Iterator[None]:
+    """Say that tuned settings were applied when the config they are part of is refused."""
+    try:
+        yield
+    except UserError as e:
+        raise UserError(
+            f"{e}; with the tuned settings {entry.describe(applied)} (give those keys "
+            "yourself, or tuned=false / --no-tuned for the defaults)"
+        ) from None
