@@ -138,9 +138,11 @@ def test_api_applies_the_same_settings_as_the_cli_resolution():
     dqn = snrl.DQN("Acrobot-v1")
     dcfg, _ = zoo.resolve(DQNConfig, "dqn", base={"env": "Acrobot-v1"})
     _same(dqn.config, dcfg)
-    assert dqn.config.gradient_steps == zoo.lookup("dqn", "Acrobot-v1", "lif").values[
-        "gradient_steps"
-    ] != DQNConfig().gradient_steps
+    assert (
+        dqn.config.gradient_steps
+        == zoo.lookup("dqn", "Acrobot-v1", "lif").values["gradient_steps"]
+        != DQNConfig().gradient_steps
+    )
     dqn.close()
 
 
@@ -173,17 +175,19 @@ TINY = ["--n-envs", "4", "--set", "n_steps=8", "--set", "n_epochs=1", "--set", "
 
 def test_cli_prints_records_and_resumes_without_resolving_again(tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
-    res = snrl_inproc(capsys, "train", "--env", "Pendulum-v1", "--steps", "16", "--quiet",
-                      "--out", out, *TINY)
+    res = snrl_inproc(
+        capsys, "train", "--env", "Pendulum-v1", "--steps", "16", "--quiet", "--out", out, *TINY
+    )
     assert res.returncode == 0, res.stderr
     notice = [line for line in res.stderr.splitlines() if line.startswith("tuned settings:")]
     assert len(notice) == 1, res.stderr
     assert 'snrl/zoo/ppo.toml ["Pendulum-v1".lif]' in notice[0] and "--no-tuned" in notice[0]
     assert "substeps=2" in notice[0] and "n_envs" not in notice[0] and "n_epochs" not in notice[0]
     saved = json.loads((out / "config.json").read_text())
-    assert saved["tuned"] is True and saved["tuned_from"] == notice[0].split(": ", 1)[1].split(
-        " (--no-tuned"
-    )[0]
+    assert (
+        saved["tuned"] is True
+        and saved["tuned_from"] == notice[0].split(": ", 1)[1].split(" (--no-tuned")[0]
+    )
     assert (saved["substeps"], saved["gamma"], saved["n_envs"], saved["n_epochs"]) == (2, 0.9, 4, 1)
     # --resume continues the saved config, even if the shipped entry changed meanwhile
     changed = dataclasses.replace(ENTRY, values={**ENTRY.values, "gamma": 0.5})
@@ -199,13 +203,27 @@ def test_cli_prints_records_and_resumes_without_resolving_again(tmp_path, capsys
 
 def test_cli_no_tuned(tmp_path, capsys):
     out = tmp_path / "run"
-    res = snrl_inproc(capsys, "train", "--env", "Pendulum-v1", "--steps", "16", "--quiet",
-                      "--no-tuned", "--out", out, *TINY)
+    res = snrl_inproc(
+        capsys,
+        "train",
+        "--env",
+        "Pendulum-v1",
+        "--steps",
+        "16",
+        "--quiet",
+        "--no-tuned",
+        "--out",
+        out,
+        *TINY,
+    )
     assert res.returncode == 0, res.stderr
     assert "tuned settings" not in res.stderr
     saved = json.loads((out / "config.json").read_text())
     assert (saved["tuned"], saved["tuned_from"], saved["substeps"], saved["gamma"]) == (
-        False, "", 1, 0.98
+        False,
+        "",
+        1,
+        0.98,
     )
 
 

@@ -146,6 +146,8 @@ def resolve(
     # the config once more from the entry alone and comparing with what the caller's layers give
     given = _given_keys(cls, toml_path, sets, base)
     applied = [k for k in entry.values if k not in given]
+    if not applied:  # the caller gave every key: nothing of the entry is used
+        return plain, None
     with _blame(entry, applied):
         cfg = load_config(
             cls,
@@ -183,6 +185,8 @@ def tuned_overrides(
     if entry is None:
         return overrides, None
     applied = [k for k in entry.values if k not in overrides]
+    if not applied:  # every key given: nothing of the entry is used (and no record)
+        return overrides, None
     typed = load_config(cls, base={"env": env, **{k: entry.values[k] for k in applied}})
     new = {k: getattr(typed, k) for k in applied}
     new.update(overrides)
