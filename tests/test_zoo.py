@@ -235,12 +235,42 @@ def test_cli_cartpole_has_no_notice(tmp_path, capsys):
     assert saved["tuned_from"] == "" and saved["gamma"] == PPOConfig().gamma
 
 
-def test_a_clash_with_a_tuned_value_names_the_entry(tmp_path, capsys):
-    """The tuned n_minibatches=4 does not divide --n-envs 2: the error says where it came from
-    and how to fix it, in the CLI and the API alike."""
-    res = snrl_inproc(capsys, "train", "--env", "Pendulum-v1", "--n-envs", "2", "--out", tmp_path)
-    assert_user_error(res, "n_minibatches=4 (must divide n_envs=2); with the tuned settings")
-    assert "--no-tuned" in res.stderr and not (tmp_path / "config.json").exists()
-    with pytest.raises(UserError, match=r"must divide n_envs=2\); with the tuned settings"):
-        snrl.PPO("Pendulum-v1", n_envs=2)
-    snrl.PPO("Pendulum-v1", n_envs=2, n_minibatches=1).close()
+def test_a_tuned_key_that_clashes_with_yours_is_left_out_and_said(tmp_path, capsys):
+    """The tuned n_minibatches=4 does not divide n_envs=2: that one key is left out (the rest
+    of the entry applies), with a notice in the CLI, a warning in the API, and the record."""
+    out = tmp_path / "r"
+    res = snrl_inproc(
+        capsys, "train", "--env", "Pendulum-v1", "--steps", "16", "--quiet", "--out", out,
+        "--n-envs", "2", "--set", "n_steps=8", "--set", "n_epochs=1", "--set", "eval_episodes=1",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "not applied: n_minibatches=4 (must divide n_envs=2)" in res.stderr
+    saved = json.loads((out / "config.json").read_text())
+    assert (saved["n_minibatches"], saved["substeps"], saved["n_envs"]) == (1, 2, 2)
+    assert saved["tuned_from"].endswith("; not applied: n_minibatches=4 (must divide n_envs=2)")
+    assert "n_minibatches" not in saved["tuned_from"].split("; not applied")[0]
+    with pytest.warns(UserWarning, match=r"not applied n_minibatches=4 \(must divide n_envs=2"):
+        algo = snrl.PPO("Pendulum-v1", n_envs=2)
+    assert (algo.config.n_minibatches, algo.config.substeps) == (1, 2)
+    algo.close()
+
+
+def test_your_own_bad_value_is_still_your_error(capsys, tmp_path):
+    """A value that is wrong whatever the entry says: the usual error, not the entry's."""
+    res = snrl_inproc(capsys, "train", "--env", "Pendulum-v1", "--set", "n_minibatches=3",
+                      "--n-envs", "4", "--out", tmp_path / "r")  # fmt: skip
+    assert_user_error(res, "n_minibatches=3 (must divide n_envs=4)")
+    assert "tuned" not in res.stderr and not (tmp_path / "r" / "config.json").exists()
+
+
+def test_fit_leaves_out_the_whole_entry_when_no_single_key_is_to_blame():
+    entry = zoo.TunedEntry("ppo", "X-v0", "lif", {"a": 1, "b": 2})
+
+    def build(keys):
+        if keys:
+            raise UserError("a and b clash with yours")
+
+    assert zoo._fit(entry, ["a", "b"], build) == (
+        [],
+        ["the whole entry (a and b clash with yours)"],
+    )

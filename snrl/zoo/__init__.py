@@ -23,16 +23,16 @@ classes only through the class it is given.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+import warnings
+from collections.abc import Callable, Iterable, Mapping
 from importlib import resources
 from typing import Any, TypeVar
 
 from snrl.config import load_config, parse_set
-from snrl.errors import UserError
+from snrl.errors import UserError, first_line
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -148,14 +148,17 @@ def resolve(
     applied = [k for k in entry.values if k not in given]
     if not applied:  # the caller gave every key: nothing of the entry is used
         return plain, None
-    with _blame(entry, applied):
-        cfg = load_config(
+
+    def build(keys: list[str]) -> Any:
+        return load_config(
             cls,
             toml_path=toml_path,
             sets=sets,
-            base={**{k: entry.values[k] for k in applied}, **(base or {})},
+            base={**{k: entry.values[k] for k in keys}, **(base or {})},
         )
-    return dataclasses.replace(cfg, tuned_from=entry.describe(applied)), entry
+
+    applied, skipped = _fit(entry, applied, build)
+    return dataclasses.replace(build(applied), tuned_from=_record(entry, applied, skipped)), entry
 
 
 def _given_keys(cls: type, toml_path: Any, sets: list[str], base: Mapping[str, Any] | None):
@@ -188,21 +191,51 @@ def tuned_overrides(
     if not applied:  # every key given: nothing of the entry is used (and no record)
         return overrides, None
     typed = load_config(cls, base={"env": env, **{k: entry.values[k] for k in applied}})
+    given = {k: v for k, v in overrides.items() if k in defaults}
+
+    def build(keys: list[str]) -> Any:
+        return dataclasses.replace(cls(), **{k: getattr(typed, k) for k in keys}, **given)
+
+    applied, skipped = _fit(entry, applied, build)
+    if skipped:
+        warnings.warn(
+            f"tuned settings {entry.source}: not applied {'; '.join(skipped)}", stacklevel=4
+        )
     new = {k: getattr(typed, k) for k in applied}
     new.update(overrides)
-    new["tuned_from"] = entry.describe(applied)
-    with _blame(entry, applied):  # the caller's keywords with the tuned values must fit
-        dataclasses.replace(cls(), **{k: v for k, v in new.items() if k in defaults})
+    new["tuned_from"] = _record(entry, applied, skipped)
     return new, entry
 
 
-@contextlib.contextmanager
-def _blame(entry: TunedEntry, applied: list[str]) -> Iterator[None]:
-    """Say that tuned settings were applied when the config they are part of is refused."""
+def _record(entry: TunedEntry, applied: list[str], skipped: list[str]) -> str:
+    """What ``tuned_from`` says: the entry, the keys applied, and the ones left out."""
+    text = entry.describe(applied)
+    return f"{text}; not applied: {'; '.join(skipped)}" if skipped else text
+
+
+def _fit(
+    entry: TunedEntry, applied: list[str], build: Callable[[list[str]], Any]
+) -> tuple[list[str], list[str]]:
+    """The tuned keys that fit the caller's values, and a note per key left out.
+
+    ``build(keys)`` makes the config with those tuned keys under the caller's values (a
+    :class:`UserError` if they do not fit). When all fit, all are kept; when leaving out one
+    key makes the config valid (e.g. the tuned ``n_minibatches = 4`` with the caller's
+    ``n_envs = 2``), that key is left out; otherwise the entry is (the caller's own values
+    then decide, and their error is the caller's to see).
+    """
     try:
-        yield
+        build(applied)
+        return applied, []
     except UserError as e:
-        raise UserError(
-            f"{e}; with the tuned settings {entry.describe(applied)} (give those keys "
-            "yourself, or tuned=false / --no-tuned for the defaults)"
-        ) from None
+        why = first_line(e)
+    for key in applied:
+        keep = [k for k in applied if k != key]
+        try:
+            build(keep)
+        except UserError:
+            continue
+        note = why if why.startswith(f"{key}=") else f"{key}={entry.values[key]!r}: {why}"
+        return keep, [note]
+    build([])  # the caller's values alone: their own error, if any
+    return [], [f"the whole entry ({why})"]
