@@ -94,6 +94,9 @@ def test_precedence_defaults_tuned_file_set(tmp_path):
     assert (cfg.n_envs, cfg.gamma) == (8, 0.5)
     cfg, _ = zoo.resolve(PPOConfig, "ppo", toml_path=toml, base={"n_envs": 8})
     assert cfg.n_envs == 4
+    # an old key name counts as its new one (sim_steps is substeps since issue 9)
+    cfg, _ = zoo.resolve(PPOConfig, "ppo", base=env, sets=["sim_steps=1"])
+    assert cfg.substeps == 1 and "substeps" not in cfg.tuned_from
     # a value equal to the default still counts as given
     cfg, _ = zoo.resolve(PPOConfig, "ppo", base=env, sets=["gamma=0.98"])
     assert cfg.gamma == 0.98

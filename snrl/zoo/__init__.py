@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from importlib import resources
 from typing import Any, TypeVar
 
-from snrl.config import load_config, parse_set
+from snrl.config import RENAMED_KEYS, load_config, parse_set
 from snrl.errors import UserError, first_line
 
 if sys.version_info >= (3, 11):
@@ -142,9 +142,8 @@ def resolve(
     entry = lookup(algo, plain.env, plain.backbone) if plain.tuned else None
     if entry is None:
         return plain, None
-    # a key the caller gave (base, file or --set) wins over the entry: find them by building
-    # the config once more from the entry alone and comparing with what the caller's layers give
-    given = _given_keys(cls, toml_path, sets, base)
+    # a key the caller names (base, file or --set) wins over the entry and is not recorded
+    given = _given_keys(toml_path, sets, base)
     applied = [k for k in entry.values if k not in given]
     if not applied:  # the caller gave every key: nothing of the entry is used
         return plain, None
@@ -161,14 +160,15 @@ def resolve(
     return dataclasses.replace(build(applied), tuned_from=_record(entry, applied, skipped)), entry
 
 
-def _given_keys(cls: type, toml_path: Any, sets: list[str], base: Mapping[str, Any] | None):
-    """The config keys the caller sets: ``base``'s keys, the TOML file's, the ``--set`` items'."""
+def _given_keys(toml_path: Any, sets: list[str], base: Mapping[str, Any] | None) -> set[str]:
+    """The config keys the caller sets: ``base``'s keys, the TOML file's, the ``--set`` items'
+    (an old key name counts as its new one, as in :func:`snrl.config.load_config`)."""
     keys = set(base or {})
     if toml_path is not None:
         with open(toml_path, "rb") as f:  # load_config has read (and checked) it already
             keys |= set(tomllib.load(f))
     keys |= {parse_set(item)[0] for item in sets}
-    return keys
+    return keys | {RENAMED_KEYS[k] for k in keys if k in RENAMED_KEYS}
 
 
 def tuned_overrides(
