@@ -27,6 +27,7 @@ Usage::
     python benchmarks/bench_zoo.py --only ppo-pendulum,dqn-acrobot
     python benchmarks/bench_zoo.py --quick                 # smoke test: 1 seed, 4k steps
     python benchmarks/bench_zoo.py --table                 # tabulate the finished runs
+    python benchmarks/bench_zoo.py --table --partial       # ... and PPO runs still going
     python benchmarks/bench_zoo.py --reuse                 # skip runs already done (same config)
 
 Per-run results: ``OUT/<algo>-<env>/lif/seed<k>/result.json``; the table: stdout and
@@ -196,15 +197,19 @@ def table(results: list[dict[str, Any]], seeds: list[int]) -> str:
         best = [r["best_return"] for r in rs]
         n_ok = sum(b >= row.threshold for b in best if not math.isnan(b))
         ok = n_ok == len(seeds) and len(rs) == len(seeds)
-        verdict = f"{'PASS' if ok else 'MISS'} {n_ok}/{len(seeds)}"
+        if len(rs) < len(seeds):  # the seeds not run say nothing either way
+            verdict = f"INCOMPLETE: {n_ok}/{len(rs)} run seeds reach it ({len(seeds)} asked)"
+        else:
+            verdict = f"{'PASS' if ok else 'MISS'} {n_ok}/{len(seeds)}"
         verdicts.append(f"{verdict}: {row.algo} {row.env}")
         cpu = [r["cpu_s"] for r in rs if not math.isnan(r.get("cpu_s", math.nan))]
         wall = [r["wall_s"] for r in rs]
-        steps = sorted({r["env_steps"] for r in rs})
+        steps = [f"{r['env_steps']}{' (unfinished)' if r.get('partial') else ''}" for r in rs]
+        steps = sorted(set(steps)) if len(set(steps)) == 1 else steps
         zoo_note = f" ({row.rl_zoo_note})" if row.rl_zoo_note else ""
         lines.append(
             f"| {row.algo} | {row.env} | {entry_txt} | >= {row.threshold:g} "
-            f"| {' / '.join(map(str, steps))} | {_k(row.rl_zoo_steps)}{zoo_note} "
+            f"| {' / '.join(steps)} | {_k(row.rl_zoo_steps)}{zoo_note} "
             f"| {_fmt(best)} | {_fmt([r['last_return'] for r in rs])} "
             f"| {_fmt([r['steps_to_threshold'] for r in rs], '{}')} "
             f"| {bench_ppo._median(cpu):.0f} | {bench_ppo._median(wall):.0f} | {verdict} |"
@@ -223,6 +228,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", default="runs/bench_zoo", help="directory of the runs")
     p.add_argument("--reuse", action="store_true", help="skip runs with a result (same config)")
     p.add_argument("--table", action="store_true", help="run nothing: tabulate the results")
+    p.add_argument(
+        "--partial",
+        action="store_true",
+        help="with --table: PPO runs not finished yet count with their checkpoints so far",
+    )
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker is not None:
@@ -241,6 +251,10 @@ def main(argv: list[str] | None = None) -> None:
         if path.exists():
             r = json.loads(path.read_text())
             if r.get("steps") == s["steps"]:
+                results.append({**r, **{k: s[k] for k in ("task", "algo", "env", "seed")}})
+        elif args.partial and s["algo"] == "ppo":  # best.pt and last.pt so far, evaluated
+            r = bench_ppo.partial_result({**s, "kind": "snrl"})
+            if r is not None:
                 results.append({**r, **{k: s[k] for k in ("task", "algo", "env", "seed")}})
     text = table(results, args.seeds)
     print("\n" + text)
