@@ -456,8 +456,12 @@ def partial_result(spec: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def _run_all(jobs: list[dict[str, Any]], n_parallel: int, reuse: bool) -> list[dict[str, Any]]:
-    """Run the jobs as subprocesses, at most ``n_parallel`` at once, in order."""
+def _run_all(
+    jobs: list[dict[str, Any]], n_parallel: int, reuse: bool, script: str = __file__
+) -> list[dict[str, Any]]:
+    """Run the jobs as subprocesses (``script --worker SPEC``), at most ``n_parallel`` at
+    once, in order. With ``reuse``, a run whose ``result.json`` has the spec's steps (and,
+    where the spec has ``reuse_config``, that config) is not run again."""
     pending, running, results = list(jobs), [], []
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     while pending or running:
@@ -466,7 +470,10 @@ def _run_all(jobs: list[dict[str, Any]], n_parallel: int, reuse: bool) -> list[d
             out = Path(spec["run_dir"]) / "result.json"
             if reuse and out.exists():
                 old = json.loads(out.read_text())
-                if old.get("steps") == spec["steps"]:
+                same = old.get("steps") == spec["steps"]
+                if same and "reuse_config" in spec:  # the run must have had these settings
+                    same = all(old["config"].get(k) == v for k, v in spec["reuse_config"].items())
+                if same:
                     print(f"reusing {out}", flush=True)
                     results.append(old)
                     continue
@@ -474,7 +481,7 @@ def _run_all(jobs: list[dict[str, Any]], n_parallel: int, reuse: bool) -> list[d
                 out.unlink()
             Path(spec["run_dir"]).mkdir(parents=True, exist_ok=True)
             log = open(Path(spec["run_dir"]) / "worker.log", "w")
-            cmd = [sys.executable, __file__, "--worker", json.dumps(spec)]
+            cmd = [sys.executable, script, "--worker", json.dumps(spec)]
             proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
             print(f"started {spec['task']}/{spec['variant']}/seed{spec['seed']}", flush=True)
             running.append((proc, spec, log))

@@ -36,6 +36,7 @@ from snrl.training.rundir import (
     read_manifest,
     remove_stale_temps,
 )
+from snrl.zoo import resolve as resolve_tuned
 
 VIDEO_EXTS = (".gif", ".mp4")
 
@@ -140,6 +141,7 @@ def _flag_items(args: argparse.Namespace) -> list[str]:
         ("n_envs", args.n_envs),
         ("seed", args.seed),
         ("threads", getattr(args, "threads", None)),
+        ("tuned", False if getattr(args, "no_tuned", False) else None),
     ):
         if value is not None:
             flags.append(f"{key}={value}")
@@ -147,9 +149,14 @@ def _flag_items(args: argparse.Namespace) -> list[str]:
 
 
 def _train_config(args: argparse.Namespace):
-    cls = ALGOS[args.algo or "ppo"].Config
-    # precedence: defaults < --config file < flags < --set
-    return load_config(cls, toml_path=args.config, sets=[*_flag_items(args), *args.set])
+    algo = args.algo or "ppo"
+    # precedence: defaults < tuned settings (snrl/zoo) < --config file < flags < --set
+    cfg, entry = resolve_tuned(
+        ALGOS[algo].Config, algo, toml_path=args.config, sets=[*_flag_items(args), *args.set]
+    )
+    if entry is not None:
+        print(f"tuned settings: {cfg.tuned_from} (--no-tuned: the defaults)", file=sys.stderr)
+    return cfg
 
 
 #: What ``--resume`` may change: the run's length. Everything else is the saved config.
@@ -575,6 +582,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--dale", dest="dale", action="store_true", default=None)
     t.add_argument("--no-dale", dest="dale", action="store_false")
     t.add_argument("--steps", type=int, default=None, help="total env steps")
+    t.add_argument(
+        "--no-tuned",
+        action="store_true",
+        help="skip snrl's tuned settings for the env and backbone (config key tuned)",
+    )
     t.add_argument("--n-envs", type=int, default=None)
     t.add_argument("--seed", type=SEED, default=None)
     t.add_argument("--config", default=None, metavar="FILE.toml")

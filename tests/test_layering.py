@@ -12,7 +12,7 @@ import snrl
 #: Floors, lowest first (docs/architecture.md). A top-level module or a package of snrl.
 FLOORS: list[tuple[str, ...]] = [
     ("errors", "io", "palette"),
-    ("config",),
+    ("config", "zoo"),
     ("functional",),
     ("layers",),
     ("networks",),

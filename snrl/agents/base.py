@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import math
 import os
 import sys
@@ -51,6 +52,9 @@ from snrl.training.checkpoint import (
 from snrl.training.rundir import continue_run_dir
 from snrl.training.runlog import RunLogger
 from snrl.trajectory import Trajectory
+from snrl.zoo import tuned_overrides
+
+log = logging.getLogger("snrl")
 
 
 def check(cond: bool, msg: str) -> None:
@@ -287,6 +291,11 @@ class AgentConfig:
     """Lessons of increasing difficulty (snrl.Curriculum; [[curriculum.lesson]] tables in
     TOML): env options merged over env_kwargs and a promotion criterion each
     (docs/curriculum.md)."""
+    tuned: bool = True
+    """Apply snrl's tuned settings for this algorithm, env and backbone (snrl/zoo/*.toml,
+    docs/agents.md) under the values you give; false: the built-in defaults."""
+    tuned_from: str = ""
+    """Written by snrl: the tuned entry applied and its keys (empty: none)."""
 
     #: integer fields that must be >= 1 (subclasses extend it)
     positive_ints: ClassVar[tuple[str, ...]] = (
@@ -517,6 +526,12 @@ class Algorithm:
             overrides["env"] = env
         if isinstance(overrides.get("curriculum"), (list, tuple)):  # lessons as dicts
             overrides["curriculum"] = Curriculum(overrides["curriculum"])
+        if config is None and not any(m is not None for m in (modules or {}).values()):
+            # snrl/zoo: the tuned settings of this env and backbone under the keywords given
+            # (a config object, a saved run or a custom backbone: used as given)
+            overrides, entry = tuned_overrides(self.Config, self.algo_name, overrides)
+            if entry is not None:
+                log.info("snrl.%s: tuned settings %s", name, overrides["tuned_from"])
         valid = [f.name for f in dataclasses.fields(self.Config) if f.init]
         for key in overrides:
             if key not in valid:
