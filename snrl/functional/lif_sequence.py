@@ -109,15 +109,7 @@ def lif_sequence(
     alpha = torch.as_tensor(alpha, dtype=u.dtype, device=u.device)
     v0, z0 = state.v, state.z
     _check(u, w_rec, v0, z0, alpha, reset)
-    threshold = float(threshold)
-    starts, fv, fz = _resets(u, starts, fresh)
-    inputs = (u, w_rec, v0, z0, alpha, fv)
-    if torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in inputs):
-        return _LIFSequence.apply(
-            u, w_rec, v0, z0, alpha, threshold, reset, spike_fn, True, starts, fv, fz
-        )
-    with torch.no_grad():
-        return _forward_loop(u, w_rec, v0, z0, alpha, threshold, reset, None, starts, fv, fz)
+    return _run(u, w_rec, v0, z0, alpha, float(threshold), reset, spike_fn, starts, fresh)
 
 
 def lif_sequence_group(
@@ -164,7 +156,23 @@ def lif_sequence_group(
         raise UserError(f"unknown reset {reset!r} (use one of {', '.join(RESETS)})")
     alpha = alpha.unsqueeze(-2)  # (G, 1, N)
     v0, z0 = state.v, state.z
-    threshold = float(threshold)
+    return _run(u, w_rec, v0, z0, alpha, float(threshold), reset, spike_fn, starts, fresh)
+
+
+def _run(
+    u: Tensor,
+    w_rec: Tensor | None,
+    v0: Tensor,
+    z0: Tensor,
+    alpha: Tensor,
+    threshold: float,
+    reset: str,
+    spike_fn: Callable[[Tensor], Tensor],
+    starts: Tensor | None,
+    fresh: LIFStateLike | None,
+) -> tuple[Tensor, Tensor]:
+    """The checked arguments of :func:`lif_sequence` or :func:`lif_sequence_group`: the
+    autograd function when a gradient is wanted, else the forward loop alone."""
     starts, fv, fz = _resets(u, starts, fresh)
     inputs = (u, w_rec, v0, z0, alpha, fv)
     if torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in inputs):
