@@ -109,6 +109,20 @@ def test_every_request_needs_the_token(client):
     assert page.status_code == 200 and TOKEN in page.text and "plotly.min.js" in page.text
 
 
+def test_page_curves_take_the_snrl_palette(client):
+    # one palette for figures and dashboard: the page carries snrl.palette's group colours
+    import html as html_mod
+    import json
+    import re
+
+    from snrl.palette import GROUP_COLORS
+
+    page = client.get("/?token=" + TOKEN).text
+    m = re.search(r'<body data-palette="([^"]*)">', page)
+    assert m is not None
+    assert json.loads(html_mod.unescape(m.group(1))) == list(GROUP_COLORS)
+
+
 def test_state_changing_requests_need_the_header(client, runs):
     body = {"algo": "ppo", "name": "x1", "values": {}}
     # a token in the URL (what a link or a cross-site form can carry) is not enough

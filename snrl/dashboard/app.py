@@ -36,6 +36,7 @@ from snrl.dashboard.forms import FORM_ERROR, NAME_RE, algo_classes, schema, vali
 from snrl.dashboard.launcher import Launcher, TooManyRuns
 from snrl.dashboard.runs import LAUNCH_DIR, RunIndex, metrics_rows
 from snrl.errors import UserError
+from snrl.palette import GROUP_COLORS
 
 __all__ = ["MAX_BODY", "TOKEN_HEADER", "create_app", "plotly_js"]
 
@@ -184,6 +185,8 @@ def create_app(runs_dir: str | os.PathLike, *, token: str, max_runs: int = 2) ->
     """
     dash = Dashboard(Path(runs_dir), token, max_runs)
     page = (STATIC / "index.html").read_text(encoding="utf-8")
+    # the curves take snrl.palette's group colours, as the PNG figures do (one palette)
+    palette = html.escape(json.dumps(list(GROUP_COLORS)), quote=True)
 
     def guarded(handler):
         async def endpoint(request: Request) -> Response:
@@ -199,6 +202,7 @@ def create_app(runs_dir: str | os.PathLike, *, token: str, max_runs: int = 2) ->
 
     async def index(request: Request) -> Response:
         text = page.replace("{{TOKEN}}", html.escape(token, quote=True))
+        text = text.replace("{{PALETTE}}", palette)
         return Response(
             text,
             media_type="text/html",

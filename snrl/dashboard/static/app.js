@@ -143,7 +143,10 @@ function seriesGroups(header) {
   const losses = rest.filter(c => c.includes("loss"));
   return { spikes, losses, stats: rest.filter(c => !losses.includes(c)) };
 }
+// snrl.palette's group colours (Okabe-Ito), given by the server in <body data-palette>
+const PALETTE = JSON.parse(document.body.dataset.palette);
 const LAYOUT = (title, ytitle) => ({
+  colorway: PALETTE,
   title: { text: title, font: { size: 14 } }, margin: { l: 56, r: 16, t: 36, b: 44 },
   xaxis: { title: { text: "env step" } }, yaxis: { title: { text: ytitle } },
   legend: { orientation: "h", y: -0.25 }, font: { size: 12 },
@@ -187,11 +190,11 @@ function runView(runId) {
     const g = seriesGroups(header);
     if (id === "plot-return") {
       const ret = [{ x, y: column("episode_return_mean"), name: "episode return (training)", mode: "lines",
-                     line: { color: "#2f5fb3" } }];
+                     line: { color: PALETTE[0] } }];
       if (col("eval_return_mean") >= 0) {
         const ex = [], ey = [];
         column("eval_return_mean").forEach((v, i) => { if (v !== null) { ex.push(x[i]); ey.push(v); } });
-        ret.push({ x: ex, y: ey, name: "evaluation", mode: "markers", marker: { color: "#d1495b", size: 8 } });
+        ret.push({ x: ex, y: ey, name: "evaluation", mode: "markers", marker: { color: PALETTE[1], size: 8 } });
       }
       Plotly.react(id, ret, LAYOUT("Return", "mean episode return"), { responsive: true });
     } else if (id === "plot-loss") {
@@ -407,7 +410,6 @@ async function launchView() {
 }
 
 // ---------------------------------------------------------------- comparison
-const PALETTE = ["#2f5fb3", "#d1495b", "#edae49", "#00798c", "#6a4c93", "#3d7a3d", "#8c564b"];
 async function compareView(compId) {
   const r = await api("/api/comparison/" + compId);
   if (!r.ok) { showBanner(r.data ? r.data.error : `error ${r.status}`); return; }
