@@ -133,6 +133,24 @@ def _snrl_run_dir(spec: dict[str, Any]) -> Path:
     return Path(spec["run_dir"]) / "run"
 
 
+def _time_evaluations(algo: Any) -> list[float]:
+    """Wrap ``algo.evaluate`` so that its calls (the periodic evaluations inside ``learn()``)
+    add their wall and CPU seconds to the returned ``[wall, cpu]`` list."""
+    spent = [0.0, 0.0]
+    evaluate = algo.evaluate
+
+    def timed_evaluate(*args: Any, **kwargs: Any) -> dict:
+        t0, c0 = time.perf_counter(), time.process_time()
+        try:
+            return evaluate(*args, **kwargs)
+        finally:
+            spent[0] += time.perf_counter() - t0
+            spent[1] += time.process_time() - c0
+
+    algo.evaluate = timed_evaluate
+    return spent
+
+
 def _run_snrl(spec: dict[str, Any]) -> dict[str, Any]:
     import dataclasses
 
@@ -148,22 +166,11 @@ def _run_snrl(spec: dict[str, Any]) -> dict[str, Any]:
     # the seed, steps and env of the run win over the TOML file
     cfg = dataclasses.replace(cfg, env=spec["env_id"], seed=spec["seed"])
     algo = PPO(config=cfg, run_dir=run_dir)
-    eval_time = [0.0, 0.0]  # wall, CPU
-    evaluate = algo.evaluate
-
-    def timed_evaluate(*args: Any, **kwargs: Any) -> dict:
-        t0, c0 = time.perf_counter(), time.process_time()
-        try:
-            return evaluate(*args, **kwargs)
-        finally:
-            eval_time[0] += time.perf_counter() - t0
-            eval_time[1] += time.process_time() - c0
-
-    algo.evaluate = timed_evaluate  # time the periodic evaluations inside learn()
+    eval_time = _time_evaluations(algo)  # wall, CPU of the periodic evaluations in learn()
     c0, t0 = time.process_time(), time.perf_counter()
     hist = algo.learn(spec["steps"], progress=False)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    algo.evaluate = evaluate
+    del algo.evaluate  # the final evaluations below are not timed: the method again
     steps = algo.env_step
     curve = [
         (int(s), float(v))
@@ -301,18 +308,7 @@ def _run_speed(spec: dict[str, Any]) -> dict[str, Any]:
         from snrl.agents.ppo import PPO
 
         algo = PPO(env_id, seed=seed, run_dir=_snrl_run_dir(spec))  # the `snrl train` defaults
-        eval_s = [0.0, 0.0]  # wall, CPU
-        evaluate = algo.evaluate
-
-        def timed_evaluate(*args: Any, **kwargs: Any) -> dict:
-            t0, c0 = time.perf_counter(), time.process_time()
-            try:
-                return evaluate(*args, **kwargs)
-            finally:
-                eval_s[0] += time.perf_counter() - t0
-                eval_s[1] += time.process_time() - c0
-
-        algo.evaluate = timed_evaluate
+        eval_s = _time_evaluations(algo)  # wall, CPU
         t0, c0 = time.perf_counter(), time.process_time()
         algo.learn(steps, progress=False)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
