@@ -384,7 +384,7 @@ def _jobs(args: argparse.Namespace, task: str) -> list[dict[str, Any]]:
     n_seeds = args.seeds or (1 if args.quick else t["seeds"])
     variants = [v for v in t["variants"] if not args.variants or v in args.variants]
     jobs = []
-    for seed in range(n_seeds):
+    for seed in range(args.seed_start, args.seed_start + n_seeds):
         for name in variants:
             v = t["variants"][name]
             toml = args.config or (str(CONFIGS / v["toml"]) if "toml" in v else None)
@@ -725,7 +725,13 @@ def speed(args: argparse.Namespace) -> str:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--task", choices=[*TASKS, "all"], default="cartpole")
-    p.add_argument("--seeds", type=int, default=None, help="seeds per variant (0..n-1)")
+    p.add_argument("--seeds", type=int, default=None, help="seeds per variant (--seed-start onwards)")
+    p.add_argument(
+        "--seed-start",
+        type=int,
+        default=0,
+        help="first seed (tune on seeds >= 100, verify on 0..4)",
+    )
     p.add_argument("--steps", type=int, default=None, help="env steps per run")
     p.add_argument("--quick", action="store_true", help="1 seed, ~4k steps: a smoke test")
     p.add_argument("--variants", nargs="*", default=None, help="subset, e.g. lif sb3")

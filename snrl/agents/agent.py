@@ -40,8 +40,8 @@ class StepResult(NamedTuple):
     """What :meth:`ActorCriticAgent.step` returns."""
 
     action: Tensor
-    log_prob: Tensor
-    value: Tensor
+    log_prob: Tensor | None
+    value: Tensor | None
     state: AgentState
     outputs: dict[str, Tensor]
     activity: dict[str, Tensor]
@@ -293,13 +293,24 @@ class ActorCriticAgent(Agent):
 
     # ---- acting and learning -----------------------------------------------------------
     @torch.no_grad()
-    def step(self, x: Tensor, state: AgentState, *, deterministic: bool = False) -> StepResult:
-        """One env step for a batch of normalized observations ``x`` (B, F)."""
+    def step(
+        self, x: Tensor, state: AgentState, *, deterministic: bool = False, train: bool = True
+    ) -> StepResult:
+        """One env step for a batch of normalized observations ``x`` (B, F).
+
+        ``train=False`` (evaluation) computes only what acting needs: no critic pass and no
+        log-probability (``value`` and ``log_prob`` are None), and the critic's state is
+        passed through unchanged."""
         pol = self.policy.run(x, state.policy)
-        val, critic_state = self.critic(x, state.critic)
+        if train:
+            val, critic_state = self.critic(x, state.critic)
+        else:
+            val, critic_state = None, state.critic
         dist = self._distribution(pol.out)
         action = self._sample(dist, deterministic)
-        if self.kind == "discrete":  # (no entropy on the rollout path)
+        if not train:
+            log_prob = None
+        elif self.kind == "discrete":  # (no entropy on the rollout path)
             logp = dist - dist.logsumexp(-1, keepdim=True)
             log_prob = logp.gather(-1, action.unsqueeze(-1)).squeeze(-1)
         else:
@@ -307,7 +318,7 @@ class ActorCriticAgent(Agent):
         return StepResult(
             action,
             log_prob,
-            val[..., 0],
+            None if val is None else val[..., 0],
             AgentState(pol.state, critic_state),
             self.head_outputs(pol.out),
             pol.activity,

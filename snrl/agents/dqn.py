@@ -332,9 +332,12 @@ class QAgent(Agent):
         return self.q_values(res.out), QState(res.state), res.activity
 
     @torch.no_grad()
-    def step(self, x: Tensor, state: QState, *, deterministic: bool = False) -> QStep:
+    def step(
+        self, x: Tensor, state: QState, *, deterministic: bool = False, train: bool = True
+    ) -> QStep:
         """One env step for preprocessed observations ``x`` (B, F): the greedy action, or
-        (``deterministic=False``) epsilon-greedy with ``explore_eps``."""
+        (``deterministic=False``) epsilon-greedy with ``explore_eps``. ``train`` is accepted
+        for the agent protocol and ignored (the Q-values are the policy)."""
         q, new_state, activity = self.q_step(x, state)
         action = q.argmax(-1)
         if not deterministic and self.explore_eps > 0:

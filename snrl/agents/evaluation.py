@@ -1,9 +1,10 @@
 """Deterministic evaluation and recorded rollouts, shared by every algorithm.
 
 Both work with any :class:`snrl.agents.agent.Agent`: ``preprocess(raw_obs) -> x``,
-``initial_state(B)``, ``reset_state(state, done)``, ``step(x, state, deterministic=...)``
-(a result with ``action``, ``state``, ``outputs`` and ``activity``, an
-:class:`~snrl.networks.Activity`) and ``env_action(action)``.
+``initial_state(B)``, ``reset_state(state, done)``, ``step(x, state, deterministic=...,
+train=...)`` (a result with ``action``, ``state``, ``outputs`` and ``activity``, an
+:class:`~snrl.networks.Activity`; ``train=False`` when nothing for learning is needed) and
+``env_action(action)``.
 """
 
 from __future__ import annotations
@@ -67,7 +68,10 @@ def evaluate_agent(
         lengths = np.zeros(n_episodes, dtype=np.int64)
         finished = np.zeros(n_episodes, dtype=bool)
         while not finished.all():
-            res = agent.step(agent.preprocess(obs), state, deterministic=deterministic)
+            # train=False: an actor-critic agent skips its critic and log-probabilities
+            res = agent.step(
+                agent.preprocess(obs), state, deterministic=deterministic, train=False
+            )
             action = agent.env_action(res.action)
             obs, reward, term, trunc, info = envs.step(action)
             live = ~finished

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import gymnasium as gym
@@ -13,10 +14,16 @@ __all__ = ["FiniteCheck", "SeedOnFirstReset"]
 
 
 def _all_finite(x: Any) -> bool:
+    # Called twice per env step: a Python number (most rewards) and a float array (most
+    # observations) take the short ways (a third of a vector env step went here before).
+    if isinstance(x, float | int):
+        return math.isfinite(x)
+    if isinstance(x, np.ndarray):
+        return x.dtype.kind not in "fc" or bool(np.isfinite(x).all())
     arr = np.asarray(x)
     if arr.dtype.kind not in "fc":
         return True
-    return bool(np.all(np.isfinite(arr)))
+    return bool(np.isfinite(arr).all())
 
 
 class FiniteCheck(gym.Wrapper):
@@ -56,7 +63,10 @@ class FiniteCheck(gym.Wrapper):
 
     def _check_shape(self, obs: Any, where: str) -> None:
         space = self.env.observation_space
-        if isinstance(space, gym.spaces.Box) and np.shape(obs) != space.shape:
+        if not isinstance(space, gym.spaces.Box):
+            return
+        shape = obs.shape if isinstance(obs, np.ndarray) else np.shape(obs)
+        if shape != space.shape:
             raise UserError(
                 f"env {self._env_id} returned an observation of shape {np.shape(obs)} at "
                 f"{where}, but its observation_space has shape {space.shape} (sub-env "

@@ -27,7 +27,8 @@ def test_categorical_math_equals_torch_distributions():
 @pytest.mark.parametrize("foreach", [False, True])
 def test_cached_effective_weights_follow_every_parameter_change(foreach):
     layer = LIFLayer(3, 5, force_dale_law=True, seed=0)
-    x = torch.randn(4, 3)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 3, generator=g)
     s = layer.initial_state(4)
 
     def expected():
@@ -47,7 +48,12 @@ def test_cached_effective_weights_follow_every_parameter_change(foreach):
         # an optimizer step inside the block (not done by the algorithms) bumps the versions
         opt = torch.optim.Adam(layer.parameters(), lr=0.1, foreach=foreach)
         with torch.enable_grad():
-            layer.run(torch.randn(6, 4, 3), s).out.sum().backward()
+            # strong input, so that the layer spikes and W_rec gets a gradient (without
+            # spikes dW_rec is 0 and Adam would leave it as it was)
+            out = layer.run(torch.randn(6, 4, 3, generator=g) * 5, s)
+            assert out.out.sum() > 0
+            out.out.sum().backward()
+        assert layer.weight_rec.grad.abs().sum() > 0
         opt.step()
         w2 = layer._rec_weights()
         assert not torch.equal(w1, w2)
@@ -118,3 +124,38 @@ def test_nan_logits_raise_value_error_like_categorical(deterministic):
         agent.policy.readout.bias.fill_(float("nan"))
     with pytest.raises(ValueError, match="logits"):
         agent.step(torch.zeros(2, 3), agent.initial_state(2), deterministic=deterministic)
+
+
+def test_step_for_evaluation_skips_the_critic_and_acts_the_same():
+    """Evaluation's ``train=False``: the same actions and policy state over a few steps, no
+    value or log-probability, the critic's state passed through untouched, and the critic
+    never called."""
+    import gymnasium as gym
+
+    from snrl.agents.agent import ActorCriticAgent
+    from snrl.networks.spiking import SpikingBackbone
+
+    agent = ActorCriticAgent(
+        gym.spaces.Box(-1, 1, (3,)),
+        gym.spaces.Discrete(2),
+        policy=SpikingBackbone(3, 16, 2, seed=0),
+        critic=SpikingBackbone(3, 16, 1, seed=1),
+    )
+    calls = []
+    agent.critic.register_forward_hook(lambda *_: calls.append(1))
+    xs = torch.randn(5, 4, 3, generator=torch.Generator().manual_seed(2)) * 3
+    full = fast = agent.initial_state(4)
+    for x in xs:
+        a = agent.step(x, full, deterministic=True)
+        n_before = len(calls)
+        b = agent.step(x, fast, deterministic=True, train=False)
+        assert len(calls) == n_before  # no critic call
+        assert b.value is None and a.value is not None
+        assert b.log_prob is None and a.log_prob is not None
+        torch.testing.assert_close(a.action, b.action, rtol=0, atol=0)
+        torch.testing.assert_close(a.outputs, b.outputs, rtol=0, atol=0)
+        for sa, sb in zip(a.state.policy, b.state.policy, strict=True):
+            torch.testing.assert_close(sa, sb, rtol=0, atol=0)
+        for s0, sb in zip(fast.critic, b.state.critic, strict=True):
+            assert s0 is sb
+        full, fast = a.state, b.state

@@ -220,3 +220,31 @@ def test_async_errors_surface_as_user_error():
             envs.step(np.zeros(2, dtype=np.int64))
     finally:
         envs.close(terminate=True)
+
+
+@pytest.mark.parametrize(
+    ("value", "finite"),
+    [
+        (1.0, True),
+        (float("nan"), False),
+        (-float("inf"), False),
+        (3, True),
+        (True, True),
+        (np.float32(np.inf), False),
+        (np.float64(2.5), True),
+        (np.array([0.0, np.nan], dtype=np.float32), False),
+        (np.array([[1.0, 2.0]]), True),
+        (np.array([1, 2]), True),
+        (np.array(complex(1, np.inf)), False),
+        ([0.5, float("inf")], False),
+        ([0.5, 1.5], True),
+    ],
+)
+def test_finite_check_short_paths_agree_with_numpy(value, finite):
+    """FiniteCheck's per-step test (Python numbers and arrays take short ways) gives the
+    same answer as numpy's isfinite over the value."""
+    from snrl.envs.wrappers import _all_finite
+
+    assert _all_finite(value) is finite
+    arr = np.asarray(value)
+    assert finite == (arr.dtype.kind not in "fc" or bool(np.isfinite(arr).all()))
