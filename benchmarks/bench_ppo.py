@@ -725,7 +725,7 @@ def speed(args: argparse.Namespace) -> str:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--task", choices=[*TASKS, "all"], default="cartpole")
-    p.add_argument("--seeds", type=int, default=None, help="seeds per variant (--seed-start onwards)")
+    p.add_argument("--seeds", type=int, default=None, help="seeds per variant (from --seed-start)")
     p.add_argument(
         "--seed-start",
         type=int,
