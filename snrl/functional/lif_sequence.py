@@ -49,6 +49,7 @@ import torch
 from torch import Tensor
 
 from snrl.errors import UserError
+from snrl.functional import _native
 from snrl.functional.neurons import RESETS, LIFState, lif_step
 from snrl.functional.surrogate import derivative_fn
 
@@ -266,6 +267,10 @@ def _forward_loop(
     every surrogate, bit for bit, at a tenth of the cost of calling one per step). Where
     ``starts[t]``, the state before step t is replaced by ``(fv[t], fz[t])``.
     """
+    if spike_fn is None:  # the compiled loop (same equations) where it applies
+        done = _native.lif_forward(u, w_rec, v0, z0, alpha, threshold, reset, starts, fv, fz)
+        if done is not None:
+            return done
     u, alpha = u.detach(), alpha.detach()
     state = LIFState(v0.detach(), z0.detach())
     w = None if w_rec is None else w_rec.detach()
@@ -361,51 +366,32 @@ class _LIFSequence(torch.autograd.Function):
         derivative = derivative_fn(spike_fn)
         marks = _start_steps(starts)
         keep = None if starts is None else (~starts).to(vs.dtype).unsqueeze(-1)  # (T, B, 1)
-        # Everything below works on (B, N) slices: large temporaries cost more than the
-        # per-step dispatch (fresh pages), and dv is the only (T, B, N) buffer allocated.
         w_back_t = None  # dv_{t+1} -> dz_t is dv_{t+1} @ w_back_t (contiguous: torch.mm)
         if w is not None:
             w_back = w.detach().clone(memory_format=torch.contiguous_format)
             if subtract:  # dv W^T - threshold dv = dv (W - threshold I)^T
                 w_back.diagonal(dim1=-2, dim2=-1).sub_(threshold)
             w_back_t = w_back.transpose(-2, -1).contiguous()
-        dv = torch.empty_like(vs)
-        nxt = None  # dv_{t+1}, masked where step t+1 starts an episode
-        s_chunk, chunk_start = None, steps
-        for t in range(steps - 1, -1, -1):
-            v_t, z_t, d = vs[t], zs[t], dv[t]
-            if t < chunk_start:  # a new chunk of a few steps: s, and the local part of dv
-                chunk_start, chunk_end = max(0, t + 1 - _CHUNK), t + 1
-                s_chunk = derivative(vs[chunk_start:chunk_end] - threshold)
-                local = dv[chunk_start:chunk_end]  # gv + s gz
-                if gz is not None:
-                    torch.mul(s_chunk, gz[chunk_start:chunk_end], out=local)
-                else:
-                    local.zero_()
-                if gv is not None:
-                    local.add_(gv[chunk_start:chunk_end])
-            if nxt is not None:
-                # dv_t += s_t * (what step t + 1 sends back to z_t) + decay term.
-                s_t = s_chunk[t - chunk_start]
-                if w_back_t is not None:  # (subtract: the reset is folded into w_back)
-                    back = _mm(nxt, w_back_t)
-                    if not subtract:
-                        back.addcmul_(alpha * v_t, nxt, value=-1.0)
-                    d.addcmul_(s_t, back)
-                elif subtract:
-                    d.addcmul_(s_t, nxt, value=-threshold)
-                else:
-                    d.addcmul_(s_t, (alpha * v_t).mul_(nxt), value=-1.0)
-                d.addcmul_(alpha if subtract else alpha - alpha * z_t, nxt)
-            nxt = d if not (marks and marks[t]) else d * keep[t]
-
+        native = None
+        if steps and _native.applies(vs):  # the compiled walk (same equations), one call
+            s_all = derivative(vs - threshold)
+            args = (s_all, gz, gv, w_back_t, vs, zs, alpha, threshold, reset, starts)
+            native = _native.lif_backward(*args)
+        if native is not None:
+            dv, nxt = native
+        else:
+            args = (gz, gv, w_back_t, vs, zs, alpha, threshold, subtract, derivative)
+            dv, nxt = _backward_loop(*args, marks, keep)
         first = nxt if nxt is not None else torch.zeros_like(v0)  # dv_0, masked
         du = dv if need_u else None
         dw = dv0 = dz0 = dalpha = dfresh = None
         zp = vp = None
-        if starts is not None and (need_w and w is not None or need_alpha or need_fresh):
+        if need_w and w is not None and native is not None:  # dW by the kernel (sparse z)
+            dw = _native.lif_weight_grad(z0, zs, starts, fz, dv)
+        dense_w = need_w and w is not None and dw is None
+        if starts is not None and (dense_w or need_alpha or need_fresh):
             zp = _previous(z0.detach(), zs, starts, fz)  # the spikes each step starts from
-        if need_w and w is not None:  # dW = sum_t z_{t-1}^T dv_t
+        if dense_w:  # dW = sum_t z_{t-1}^T dv_t
             if zp is not None:  # one product over all steps
                 dw = _outer_sum(zp, dv)
             else:  # z_{t-1} is zs[t-1] (no (T, B, N) copy: fresh pages cost more than a call)
@@ -432,6 +418,58 @@ class _LIFSequence(torch.autograd.Function):
             decay = alpha if subtract else alpha - alpha * zp
             dfresh = torch.where(_row_mask(starts, dv), decay * dv, 0.0)
         return du, dw, dv0, dz0, dalpha, None, None, None, None, None, dfresh, None
+
+
+
+def _backward_loop(
+    gz: Tensor | None,
+    gv: Tensor | None,
+    w_back_t: Tensor | None,
+    vs: Tensor,
+    zs: Tensor,
+    alpha: Tensor,
+    threshold: float,
+    subtract: bool,
+    derivative: Callable[[Tensor], Tensor],
+    marks: list[bool],
+    keep: Tensor | None,
+) -> tuple[Tensor, Tensor | None]:
+    """The reverse walk of :class:`_LIFSequence`'s backward in torch (the reference of the
+    compiled one): ``(dv, dv_0 masked where step 0 starts an episode)``, the second None for
+    an empty sequence."""
+    steps = vs.shape[0]
+    # Everything below works on (B, N) slices: large temporaries cost more than the
+    # per-step dispatch (fresh pages), and dv is the only (T, B, N) buffer allocated.
+    dv = torch.empty_like(vs)
+    nxt = None  # dv_{t+1}, masked where step t+1 starts an episode
+    s_chunk, chunk_start = None, steps
+    for t in range(steps - 1, -1, -1):
+        v_t, z_t, d = vs[t], zs[t], dv[t]
+        if t < chunk_start:  # a new chunk of a few steps: s, and the local part of dv
+            chunk_start, chunk_end = max(0, t + 1 - _CHUNK), t + 1
+            s_chunk = derivative(vs[chunk_start:chunk_end] - threshold)
+            local = dv[chunk_start:chunk_end]  # gv + s gz
+            if gz is not None:
+                torch.mul(s_chunk, gz[chunk_start:chunk_end], out=local)
+            else:
+                local.zero_()
+            if gv is not None:
+                local.add_(gv[chunk_start:chunk_end])
+        if nxt is not None:
+            # dv_t += s_t * (what step t + 1 sends back to z_t) + decay term.
+            s_t = s_chunk[t - chunk_start]
+            if w_back_t is not None:  # (subtract: the reset is folded into w_back)
+                back = _mm(nxt, w_back_t)
+                if not subtract:
+                    back.addcmul_(alpha * v_t, nxt, value=-1.0)
+                d.addcmul_(s_t, back)
+            elif subtract:
+                d.addcmul_(s_t, nxt, value=-threshold)
+            else:
+                d.addcmul_(s_t, (alpha * v_t).mul_(nxt), value=-1.0)
+            d.addcmul_(alpha if subtract else alpha - alpha * z_t, nxt)
+        nxt = d if not (marks and marks[t]) else d * keep[t]
+    return dv, nxt
 
 
 def li_sequence(

@@ -1,0 +1,270 @@
+"""The compiled forward loop of :func:`snrl.functional.lif_sequence` (``lif_kernel.c``).
+
+Built on first use with the system C compiler (``cc``, or ``$CC``) into snrl's cache
+directory (``$SNRL_CACHE_DIR``, else ``$XDG_CACHE_HOME/snrl``, else ``~/.cache/snrl``), under a
+name that hashes the source, the flags and the machine, and loaded with :mod:`ctypes`. It is
+an accelerator, never a requirement: without a compiler, on a build error, for tensors it does
+not take (not float32 on the CPU) or with ``SNRL_NATIVE=0`` in the environment, the torch loop
+of :mod:`snrl.functional.lif_sequence` runs instead, which is also the reference the kernel is
+tested against (``tests/functional/test_native.py``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+from importlib import resources
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+log = logging.getLogger(__name__)
+
+_FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-shared", "-fPIC")
+#: tried first: x86 compilers keep to 256-bit vectors unless told (AVX-512 machines gain 20 %
+#: in the backward); other compilers or machines refuse it, and the build runs without
+_WIDE = ("-mprefer-vector-width=512",)
+#: The kernel runs where it is faster than torch: up to this many rows (batch x layers side
+#: by side). Beyond, torch's matrix products (oneDNN/MKL) win: forward + backward of T = 32,
+#: N = 128 took 0.35-0.39x torch's time at 8 rows, 0.63-0.68x at 32, 0.85-0.99x at 64 and
+#: 0.8-1.3x at 128-256 (docs/benchmarks.md, issue 11).
+MAX_ROWS = 48
+_LOCK = threading.Lock()
+_STATE: dict[str, object] = {}  # "lib": the loaded library, or "failed": why not
+
+
+def enabled() -> bool:
+    """Whether the compiled kernel may be used (``SNRL_NATIVE=0`` turns it off)."""
+    return os.environ.get("SNRL_NATIVE", "1") != "0"
+
+
+def cache_dir() -> Path:
+    """Where compiled kernels are kept."""
+    if os.environ.get("SNRL_CACHE_DIR"):
+        return Path(os.environ["SNRL_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "snrl"
+
+
+def _cpu_id() -> str:
+    """The CPU model, so that a cache shared between machines never loads a kernel built
+    with another machine's instructions (``-march=native``)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("model name", "flags")):
+                return line
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _build(source: bytes, target: Path) -> None:
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        raise OSError("no C compiler (cc) found")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        src = Path(tmp) / "lif_kernel.c"
+        src.write_bytes(source)
+        out = Path(tmp) / target.name
+        for extra in (_WIDE, ()):
+            res = subprocess.run(
+                [cc, *_FLAGS, *extra, str(src), "-o", str(out)],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            if res.returncode == 0:
+                break
+        else:
+            raise OSError(f"{cc} failed: {res.stderr.strip()[:500]}")
+        os.replace(out, target)  # atomic: a parallel build of the same file is harmless
+
+
+def library() -> ctypes.CDLL | None:
+    """The loaded kernel library, built if needed; None when it cannot be had (the reason
+    is logged once at INFO)."""
+    if not enabled():
+        return None
+    lib = _STATE.get("lib")
+    if lib is not None or "failed" in _STATE:
+        return lib  # type: ignore[return-value]
+    with _LOCK:
+        if "lib" in _STATE or "failed" in _STATE:
+            return _STATE.get("lib")  # type: ignore[return-value]
+        try:
+            source = resources.files("snrl.functional").joinpath("lif_kernel.c").read_bytes()
+            key = hashlib.sha256(
+                source + repr((_FLAGS, _WIDE, platform.machine(), _cpu_id())).encode()
+            ).hexdigest()[:16]
+            target = cache_dir() / f"lif_kernel_{key}.so"
+            if not target.is_file():
+                _build(source, target)
+            lib = ctypes.CDLL(str(target))
+            ints, ptrs, flt = [ctypes.c_int] * 4, ctypes.c_void_p, ctypes.c_float
+            fwd, bwd = lib.snrl_lif_forward, lib.snrl_lif_backward
+            fwd.restype = bwd.restype = None
+            fwd.argtypes = [*ints, *[ptrs] * 5, flt, ctypes.c_int, *[ptrs] * 5]
+            bwd.argtypes = [*ints, *[ptrs] * 7, flt, ctypes.c_int, *[ptrs] * 4]
+            lib.snrl_lif_weight_grad.restype = None
+            lib.snrl_lif_weight_grad.argtypes = [*ints, *[ptrs] * 6]
+            _STATE["lib"] = lib
+        except (OSError, subprocess.SubprocessError) as e:
+            _STATE["failed"] = str(e)
+            log.info("compiled LIF kernel unavailable (%s); using the torch loop", e)
+            return None
+    return _STATE["lib"]  # type: ignore[return-value]
+
+
+def _ptr(x: Tensor | None) -> int | None:
+    return None if x is None else x.data_ptr()
+
+
+def lif_forward(
+    u: Tensor,
+    w: Tensor | None,
+    v0: Tensor,
+    z0: Tensor,
+    alpha: Tensor,
+    threshold: float,
+    reset: str,
+    starts: Tensor | None,
+    fv: Tensor | None,
+    fz: Tensor | None,
+) -> tuple[Tensor, Tensor] | None:
+    """``(zs, vs)`` of the LIF sequence (shapes of ``u``: (T, B, N), or (T, G, B, N) for a
+    group), or None when the kernel does not apply (then the caller runs the torch loop).
+
+    Arguments as in :func:`snrl.functional.lif_sequence._forward_loop` (``alpha``
+    broadcastable to (G, 1, N), ``fv``/``fz`` expanded to ``u``'s shape); nothing needs a
+    gradient here (the forward of the autograd function, or a no-grad call).
+    """
+    lib = _applies(u, w, v0, z0, alpha, fv, fz)
+    if lib is None:
+        return None
+    t, g, b, n = _dims(u)
+    vs = torch.empty(u.shape, dtype=torch.float32)
+    zs = torch.empty(u.shape, dtype=torch.float32)
+    # every tensor handed over is held in this list until the call returns (a temporary
+    # would be freed as soon as its address was taken)
+    keep = [
+        _flat(u, (t, g, b, n)),
+        _flat(w, (g, n, n)),
+        _flat(v0, (g, b, n)),
+        _flat(z0, (g, b, n)),
+        _alpha(alpha, g, n),
+    ]
+    tail = [_starts(starts), _flat(fv, (t, g, b, n)), _flat(fz, (t, g, b, n)), vs, zs]
+    flag = int(reset == "subtract")
+    lib.snrl_lif_forward(t, g, b, n, *map(_ptr, keep), float(threshold), flag, *map(_ptr, tail))
+    return zs, vs
+
+
+def lif_backward(
+    s: Tensor,
+    gz: Tensor | None,
+    gv: Tensor | None,
+    w_back_t: Tensor | None,
+    vs: Tensor,
+    zs: Tensor,
+    alpha: Tensor,
+    threshold: float,
+    reset: str,
+    starts: Tensor | None,
+) -> tuple[Tensor, Tensor] | None:
+    """``(dv, first)`` of the backward pass of :func:`snrl.functional.lif_sequence` (the loop
+    of ``_LIFSequence.backward``: ``dv`` shaped like ``vs``, ``first`` = dv_0 masked where
+    step 0 starts an episode, shaped like one step), or None when the kernel does not apply.
+
+    ``s`` is the surrogate derivative at ``vs - threshold``; ``w_back_t`` the transposed
+    ``W - threshold I`` (subtract) or ``W`` (zero), or None.
+    """
+    lib = _applies(vs, s, gz, gv, w_back_t, zs, alpha)
+    if lib is None:
+        return None
+    t, g, b, n = _dims(vs)
+    dv = torch.empty(vs.shape, dtype=torch.float32)
+    first = torch.empty(vs.shape[1:], dtype=torch.float32)
+    keep = [  # held until the call returns, as in lif_forward
+        _flat(s, (t, g, b, n)),
+        _flat(gz, (t, g, b, n)),
+        _flat(gv, (t, g, b, n)),
+        _flat(w_back_t, (g, n, n)),
+        _flat(vs, (t, g, b, n)),
+        _flat(zs, (t, g, b, n)),
+        _alpha(alpha, g, n),
+    ]
+    tail = [_starts(starts), dv, first, torch.empty(b, n, dtype=torch.float32)]
+    flag = int(reset == "subtract")
+    lib.snrl_lif_backward(t, g, b, n, *map(_ptr, keep), float(threshold), flag, *map(_ptr, tail))
+    return dv, first
+
+
+def lif_weight_grad(
+    z0: Tensor, zs: Tensor, starts: Tensor | None, fz: Tensor | None, dv: Tensor
+) -> Tensor | None:
+    """``sum_t z_{t-1}^T dv_t`` ((N, N), or (G, N, N) for a group), the spikes each step starts
+    from taken as in the forward pass (``fz`` where ``starts``), or None when the kernel does
+    not apply."""
+    lib = _applies(dv, z0, zs, fz)
+    if lib is None:
+        return None
+    t, g, b, n = _dims(dv)
+    dw = torch.empty((g, n, n) if dv.dim() == 4 else (n, n), dtype=torch.float32)
+    keep = [
+        _flat(z0, (g, b, n)),
+        _flat(zs, (t, g, b, n)),
+        _starts(starts),
+        None if starts is None else _flat(fz, (t, g, b, n)),
+        _flat(dv, (t, g, b, n)),
+        dw,
+    ]
+    lib.snrl_lif_weight_grad(t, g, b, n, *map(_ptr, keep))
+    return dw
+
+
+def applies(seq: Tensor) -> bool:
+    """Whether the kernel will take this (T, B, N) or (T, G, B, N) sequence (float32, CPU, at
+    most :data:`MAX_ROWS` rows, the library available)."""
+    return _applies(seq) is not None
+
+
+def _applies(seq: Tensor, *tensors: Tensor | None) -> ctypes.CDLL | None:
+    """The library, if ``seq`` (T, B, N) or (T, G, B, N) has at most :data:`MAX_ROWS` rows,
+    every tensor is float32 on the CPU and the library can be had."""
+    _, g, b, _ = _dims(seq)
+    if g * b > MAX_ROWS:
+        return None
+    tensors = (seq, *tensors)
+    if any(x is not None and (x.dtype != torch.float32 or x.device.type != "cpu") for x in tensors):
+        return None
+    return library()
+
+
+def _dims(x: Tensor) -> tuple[int, int, int, int]:
+    """(T, G, B, N) of a (T, B, N) sequence (G = 1) or a (T, G, B, N) group."""
+    t, b, n = x.shape[0], x.shape[-2], x.shape[-1]
+    return t, (x.shape[1] if x.dim() == 4 else 1), b, n
+
+
+def _flat(x: Tensor | None, shape: tuple[int, ...]) -> Tensor | None:
+    return None if x is None else x.detach().reshape(shape).contiguous()
+
+
+def _alpha(alpha: Tensor, g: int, n: int) -> Tensor:
+    """A decay given as a scalar, (1,), (N,) or (G, 1, N) tensor, as a (G, N) one."""
+    a = alpha.detach()
+    a = a.reshape(-1, 1, a.shape[-1]) if a.dim() else a
+    return torch.broadcast_to(a, (g, 1, n)).reshape(g, n).contiguous()
+
+
+def _starts(starts: Tensor | None) -> Tensor | None:
+    return None if starts is None else starts.to(torch.uint8).contiguous()
