@@ -12,7 +12,8 @@ import pytest
 from snrl.training.metrics import read_metrics
 from tests.cli_run import ENV, ROOT, assert_user_error, snrl, snrl_inproc
 
-FAST = ["--backbone", "mlp", "--hidden", "16", "--set", "eval_episodes=2"]
+# 8 envs x 32 steps = 256 env steps per update (PPO's default is 16 envs since issue 12)
+FAST = ["--backbone", "mlp", "--hidden", "16", "--n-envs", "8", "--set", "eval_episodes=2"]
 
 
 def test_train_then_eval(tmp_path):

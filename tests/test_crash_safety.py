@@ -34,6 +34,8 @@ ARGS = [
     "mlp",
     "--hidden",
     "16",
+    "--n-envs",
+    "8",
     "--set",
     "eval_interval=512",
     "--set",

@@ -23,7 +23,8 @@ from tests.cli_run import ctrl_c_works
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-FAST = ["--backbone", "mlp", "--hidden", "16", "--set", "eval_episodes=2"]
+# 8 envs x 32 steps = 256 env steps per update (PPO's default is 16 envs since issue 12)
+FAST = ["--backbone", "mlp", "--hidden", "16", "--n-envs", "8", "--set", "eval_episodes=2"]
 
 
 def snrl_cli(*args, cwd=ROOT, env=None, timeout=180):

@@ -73,13 +73,13 @@ def test_unknown_algo():
 def test_precedence_defaults_tuned_file_set(tmp_path):
     """defaults < tuned < base < --config file < --set, key by key."""
     assert PPOConfig().gamma == 0.98 and ENTRY.values["gamma"] == 0.9
-    assert PPOConfig().n_envs == 8 and ENTRY.values["n_envs"] == 16
+    assert PPOConfig().n_steps == 32 and ENTRY.values["n_steps"] == 128
     assert PPOConfig().gae_lambda == 0.8 and ENTRY.values["gae_lambda"] == 0.95
     env = {"env": "Pendulum-v1"}
     # tuned over the defaults
     cfg, entry = zoo.resolve(PPOConfig, "ppo", base=env)
     assert entry is ENTRY
-    assert (cfg.gamma, cfg.n_envs, cfg.gae_lambda, cfg.substeps) == (0.9, 16, 0.95, 2)
+    assert (cfg.gamma, cfg.n_steps, cfg.gae_lambda, cfg.substeps) == (0.9, 128, 0.95, 2)
     assert cfg.clip_coef == PPOConfig().clip_coef  # a key the entry does not set: the default
     # the file over the tuned values
     toml = tmp_path / "c.toml"

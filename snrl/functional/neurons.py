@@ -116,10 +116,8 @@ def _spike(
     v: Tensor, threshold: Tensor | float, spike_fn: SpikeFn | None, out: Tensor | None = None
 ) -> Tensor:
     """``H(v - threshold)``: a plain comparison when ``spike_fn`` is None (no graph)."""
-    if spike_fn is None:
-        if out is not None:
-            return torch.gt(v, threshold, out=out)
-        return (v > threshold).to(v.dtype)
+    if spike_fn is None:  # (a comparison written straight into a float tensor: one op)
+        return torch.gt(v, threshold, out=torch.empty_like(v) if out is None else out)
     z = spike_fn(v - threshold).to(v.dtype)  # snntorch's surrogates emit float32
     return z if out is None else out.copy_(z)
 

@@ -267,11 +267,18 @@ class RecurrentLayer(nn.Module):
         if not caching() or torch.is_grad_enabled() and w.requires_grad:
             return signed_weights(w, sign, mask)
         _CACHED_LAYERS.add(self)
-        parts = tuple(t for t in (w, sign, mask) if t is not None)
-        versions = tuple((t._version, t.data_ptr(), t.dtype, t.device) for t in parts)
+        parts = (w, sign, mask)
+        versions = [None if t is None else (t._version, t.data_ptr(), t.dtype, t.device)
+                    for t in parts]
         hit = self._weight_memo.get(name)
         # the memo holds the tensors themselves, so identity cannot be a reused address
-        if hit is None or hit[1] != versions or any(a is not b for a, b in zip(hit[0], parts)):
+        if (
+            hit is None
+            or hit[1] != versions
+            or hit[0][0] is not w
+            or hit[0][1] is not sign
+            or hit[0][2] is not mask
+        ):
             with torch.no_grad():
                 hit = (parts, versions, signed_weights(w, sign, mask))
             self._weight_memo[name] = hit
