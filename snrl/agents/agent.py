@@ -85,6 +85,36 @@ class ObsNormalizer(nn.Module):
         return torch.clamp((x - mean) / std, -self.clip, self.clip)
 
 
+class ReturnScaler:
+    """Reward scaling by the running std of the discounted return, for training only (as
+    Stable-Baselines3's ``VecNormalize(norm_reward=True)`` and gymnasium's ``NormalizeReward``
+    do): per env ``G_t = gamma G_{t-1} + r_t``, restarted after an episode ends; the reward
+    used for learning is ``clip(r_t / sqrt(Var[G] + eps), -clip, clip)``, its moments from
+    all envs' ``G`` so far (:class:`ObsNormalizer`'s update). Reported returns stay raw.
+    """
+
+    def __init__(self, n_envs: int, gamma: float, *, clip: float = 10.0, eps: float = 1e-8):
+        self.gamma, self.clip, self.eps = float(gamma), float(clip), float(eps)
+        self.moments = ObsNormalizer(1)
+        self.ret = np.zeros(int(n_envs))
+
+    def __call__(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
+        """The scaled rewards of one vector step (``done``: the episodes that ended at it)."""
+        reward = np.asarray(reward, dtype=np.float64)
+        self.ret = self.ret * self.gamma + reward
+        self.moments.update(torch.as_tensor(self.ret[:, None]))
+        std = float(torch.sqrt(self.moments.var[0] + self.eps))
+        self.ret[np.asarray(done, dtype=bool)] = 0.0
+        return np.clip(reward / std, -self.clip, self.clip)
+
+    def state_dict(self) -> dict[str, Tensor]:
+        """The return moments (the per-env running returns restart at 0 on resume)."""
+        return {k: v.clone() for k, v in self.moments.state_dict().items()}
+
+    def load_state_dict(self, state: dict[str, Tensor]) -> None:
+        self.moments.load_state_dict(state)
+
+
 class Agent(nn.Module):
     """What every agent shares: spaces, preprocessing, backbone state, env actions.
 

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from snrl.agents.agent import ActorCriticAgent
+from snrl.agents.agent import ActorCriticAgent, ReturnScaler
 from snrl.agents.base import (
     AgentConfig,
     Algorithm,
@@ -86,6 +86,10 @@ class PPOConfig(AgentConfig):
     to 415 without it."""
     norm_adv: bool = True
     """Normalize advantages per minibatch."""
+    normalize_reward: bool = False
+    """Scale the rewards used for learning by the running std of the discounted return
+    (clipped to +-10), as rl-baselines3-zoo's ``normalize: true`` does; returns in metrics and
+    evaluations stay raw. For long episodes of constant penalties (Acrobot, MountainCar)."""
     log_std_init: float = 0.0
     """Initial log-std of Gaussian (Box) policies."""
     rate_reg: float = 4.0
@@ -249,6 +253,7 @@ class PPO(Algorithm):
         self.best_eval = -math.inf
         self.generator = torch.Generator().manual_seed(cfg.seed)
         self._envs = None
+        self.reward_scaler = ReturnScaler(cfg.n_envs, cfg.gamma) if cfg.normalize_reward else None
 
     # ---- collection ----------------------------------------------------------------------
     def _start_envs(self) -> None:
@@ -309,6 +314,8 @@ class PPO(Algorithm):
             "down, e.g. with gymnasium.wrappers.TransformReward",
         )
         done = np.logical_or(term, trunc)
+        if self.reward_scaler is not None:  # learning sees scaled rewards (returns stay raw)
+            reward_t = torch.as_tensor(self.reward_scaler(reward, done), dtype=torch.float32)
         if trunc.any():
             idx = np.flatnonzero(trunc)
             final = np.stack([info["final_obs"][i] for i in idx])
@@ -343,6 +350,17 @@ class PPO(Algorithm):
         except NonFiniteError as e:
             return e
         return error
+
+    def extra_state(self) -> dict[str, Any]:
+        """The reward scaler's return moments (``normalize_reward``)."""
+        if self.reward_scaler is None:
+            return {}
+        return {"reward_scaler": self.reward_scaler.state_dict()}
+
+    def load_extra_state(self, extra: dict[str, Any]) -> None:
+        """Restore :meth:`extra_state`."""
+        if self.reward_scaler is not None and "reward_scaler" in extra:
+            self.reward_scaler.load_state_dict(extra["reward_scaler"])
 
     # ---- update --------------------------------------------------------------------------
     def _update(self, buf: RolloutBuffer) -> dict[str, float]:

@@ -420,7 +420,6 @@ class _LIFSequence(torch.autograd.Function):
         return du, dw, dv0, dz0, dalpha, None, None, None, None, None, dfresh, None
 
 
-
 def _backward_loop(
     gz: Tensor | None,
     gv: Tensor | None,
