@@ -379,7 +379,9 @@ def test_launch_limit_stop_keeps_the_run_resumable(client, runs):
     assert by_id(client)["long"]["status"] == "killed-resumable"
     log = (runs / LAUNCH_DIR / "long.log").read_text()
     assert "interrupted by Ctrl-C" in log and "--resume" in log
-    assert json.loads((runs / LAUNCH_DIR / "long.json").read_text())["returncode"] == 130
+    code = json.loads((runs / LAUNCH_DIR / "long.json").read_text())["returncode"]
+    output = (runs / LAUNCH_DIR / "long.log").read_text()[-4000:]  # again: after its exit
+    assert code == 130, f"return code {code}; the run's output:\n{output}"
     assert rec["algo"] == "ppo" and rec["config"]["hidden_size"] == 8
     assert client.post("/api/run/long/stop", headers=H).status_code == 409
     assert client.post("/api/run/crashed/resume", headers=H).status_code == 409
