@@ -3,8 +3,9 @@
 Both work with any :class:`snrl.agents.agent.Agent`: ``preprocess(raw_obs) -> x``,
 ``initial_state(B)``, ``reset_state(state, done)``, ``step(x, state, deterministic=...,
 train=...)`` (a result with ``action``, ``state``, ``outputs`` and ``activity``, an
-:class:`~snrl.networks.Activity`; ``train=False`` when nothing for learning is needed) and
-``env_action(action)``.
+:class:`~snrl.networks.Activity`) and ``env_action(action)``. Both call ``step`` with
+``train=False``: nothing for learning is needed, so an actor-critic agent skips its critic and
+log-probabilities.
 """
 
 from __future__ import annotations
@@ -68,7 +69,6 @@ def evaluate_agent(
         lengths = np.zeros(n_episodes, dtype=np.int64)
         finished = np.zeros(n_episodes, dtype=bool)
         while not finished.all():
-            # train=False: an actor-critic agent skips its critic and log-probabilities
             res = agent.step(
                 agent.preprocess(obs), state, deterministic=deterministic, train=False
             )
@@ -149,7 +149,9 @@ def record_trajectory(
         policy: dict[str, list] = {}
         t = 0
         while True:
-            res = agent.step(agent.preprocess(obs[None]), state, deterministic=deterministic)
+            res = agent.step(
+                agent.preprocess(obs[None]), state, deterministic=deterministic, train=False
+            )
             action = agent.env_action(res.action)[0]
             rows["obs"].append(np.asarray(obs))
             rows["act"].append(np.asarray(action))

@@ -1,4 +1,6 @@
-"""The compiled forward loop of :func:`snrl.functional.lif_sequence` (``lif_kernel.c``).
+"""The compiled LIF sequence kernel of :func:`snrl.functional.lif_sequence`
+(``lif_kernel.c``): the forward loop, the reverse walk of the backward pass and the weight
+gradient.
 
 Built on first use with the system C compiler (``cc``, or ``$CC``) into snrl's cache
 directory (``$SNRL_CACHE_DIR``, else ``$XDG_CACHE_HOME/snrl``, else ``~/.cache/snrl``), under a

@@ -1,5 +1,6 @@
-/* The forward loop of snrl.functional.lif_sequence in C (compiled on first use by
- * snrl/functional/_native.py; the torch loop in lif_sequence.py is the reference it is
+/* The LIF sequence kernel of snrl.functional.lif_sequence in C: the forward loop, the
+ * reverse walk of the backward pass and the weight gradient (compiled on first use by
+ * snrl/functional/_native.py; the torch loops in lif_sequence.py are the reference it is
  * tested against).
  *
  * Layout: everything float32 and C-contiguous. T steps, G layers side by side, B rows, N
@@ -69,16 +70,6 @@ void snrl_lif_forward(int T, int G, int B, int N, const float *u, const float *w
     }
 }
 
-/* The reverse walk of the backward pass of snrl.functional.lif_sequence (the adjoint of the
- * step above; equations in the docstring of lif_sequence.py):
- *   dv_t = gv_t + s_t gz_t + s_t back_t + decay_t dv_{t+1}
- *   back_t = dv_{t+1} Wb^T (Wb = W - threshold I for subtract), - alpha v_t dv_{t+1} for zero
- *   decay_t = alpha (subtract), alpha (1 - z_t) (zero)
- * where dv_{t+1} counts as 0 in a row whose episode starts at t + 1. s is the surrogate
- * derivative at v - threshold (T, G, B, N); gz, gv may be NULL (no gradient arriving); wbt is
- * Wb transposed, (G, N, N), or NULL; scratch holds B x N floats. Writes dv (T, G, B, N) and
- * first (G, B, N), dv_0 masked by the starts at step 0.
- */
 /* back += nxt Wt for one row: back[j] += sum_k nxt[k] Wt[k][j] (restrict: no aliasing, so
  * the compiler vectorizes the j loop). The remainder path of matmul_rows. */
 static void axpy_row(int N, const float *restrict nxt, const float *restrict wt,
@@ -129,6 +120,16 @@ static void matmul_rows(int B, int N, const float *restrict nxt, const float *re
     }
 }
 
+/* The reverse walk of the backward pass of snrl.functional.lif_sequence (the adjoint of the
+ * step above; equations in the docstring of lif_sequence.py):
+ *   dv_t = gv_t + s_t gz_t + s_t back_t + decay_t dv_{t+1}
+ *   back_t = dv_{t+1} Wb^T (Wb = W - threshold I for subtract), - alpha v_t dv_{t+1} for zero
+ *   decay_t = alpha (subtract), alpha (1 - z_t) (zero)
+ * where dv_{t+1} counts as 0 in a row whose episode starts at t + 1. s is the surrogate
+ * derivative at v - threshold (T, G, B, N); gz, gv may be NULL (no gradient arriving); wbt is
+ * Wb transposed, (G, N, N), or NULL; scratch holds B x N floats. Writes dv (T, G, B, N) and
+ * first (G, B, N), dv_0 masked by the starts at step 0.
+ */
 void snrl_lif_backward(int T, int G, int B, int N, const float *s, const float *gz,
                        const float *gv, const float *wbt, const float *vs, const float *zs,
                        const float *alpha, float threshold, int subtract,

@@ -364,8 +364,6 @@ class _LIFSequence(torch.autograd.Function):
         steps = vs.shape[0]
         subtract = reset == "subtract"
         derivative = derivative_fn(spike_fn)
-        marks = _start_steps(starts)
-        keep = None if starts is None else (~starts).to(vs.dtype).unsqueeze(-1)  # (T, B, 1)
         w_back_t = None  # dv_{t+1} -> dz_t is dv_{t+1} @ w_back_t (contiguous: torch.mm)
         if w is not None:
             w_back = w.detach().clone(memory_format=torch.contiguous_format)
@@ -381,7 +379,7 @@ class _LIFSequence(torch.autograd.Function):
             dv, nxt = native
         else:
             args = (gz, gv, w_back_t, vs, zs, alpha, threshold, subtract, derivative)
-            dv, nxt = _backward_loop(*args, marks, keep)
+            dv, nxt = _backward_loop(*args, starts)
         first = nxt if nxt is not None else torch.zeros_like(v0)  # dv_0, masked
         du = dv if need_u else None
         dw = dv0 = dz0 = dalpha = dfresh = None
@@ -430,13 +428,14 @@ def _backward_loop(
     threshold: float,
     subtract: bool,
     derivative: Callable[[Tensor], Tensor],
-    marks: list[bool],
-    keep: Tensor | None,
+    starts: Tensor | None,
 ) -> tuple[Tensor, Tensor | None]:
     """The reverse walk of :class:`_LIFSequence`'s backward in torch (the reference of the
     compiled one): ``(dv, dv_0 masked where step 0 starts an episode)``, the second None for
     an empty sequence."""
     steps = vs.shape[0]
+    marks = _start_steps(starts)
+    keep = None if starts is None else (~starts).to(vs.dtype).unsqueeze(-1)  # (T, B, 1)
     # Everything below works on (B, N) slices: large temporaries cost more than the
     # per-step dispatch (fresh pages), and dv is the only (T, B, N) buffer allocated.
     dv = torch.empty_like(vs)
