@@ -25,7 +25,9 @@ from torch import Tensor, nn
 from torch.distributions import Categorical, Normal
 
 from snrl.envs.spaces import ActionMap, ObsFlattener
+from snrl.errors import UserError
 from snrl.functional.state import State
+from snrl.networks.activity import Activity
 from snrl.networks.sequence import run_many_with_resets
 
 
@@ -228,7 +230,15 @@ class ActorCriticAgent(Agent):
             (``n`` logits, ``sum(nvec)`` logits, or the flattened action size for Box).
         critic: a recurrent-protocol module with output width 1.
         normalize_obs: keep running observation statistics and normalize with them.
-        log_std_init: initial log standard deviation of a Box policy.
+        log_std_init: initial log standard deviation of a Box policy (with ``use_sde``, of
+            every entry of the exploration matrices' scale).
+        use_sde: generalized state-dependent exploration (Raffin et al. 2022) for a Box
+            policy: the action noise is ``z(s) @ theta``, ``z`` the policy's last hidden
+            layer (``tanh(v / threshold)`` of a spiking layer, the activation of an ANN one;
+            no gradient)
+            and ``theta`` (F, A) a matrix per env drawn from N(0, exp(log_std)**2), held
+            until :meth:`reset_sde_noise`. The log-probabilities are those of
+            N(mean, sqrt(z**2 @ exp(log_std)**2 + 1e-6)), the noise's law over ``theta``.
     """
 
     state_type = AgentState
@@ -243,24 +253,32 @@ class ActorCriticAgent(Agent):
         critic: nn.Module,
         normalize_obs: bool = True,
         log_std_init: float = 0.0,
+        use_sde: bool = False,
         seed: int = 0,
     ):
         super().__init__(observation_space, action_space, normalize_obs=normalize_obs, seed=seed)
         self.head_size = self.actions.size
         self.policy = policy
         self.critic = critic
+        self.use_sde = bool(use_sde)
+        self.sde_noise: Tensor | None = None
+        if self.use_sde:
+            shape: tuple[int, ...] = (_sde_feature_size(policy, self.kind), self.head_size)
+        else:
+            shape = (self.head_size,)
         if self.kind == "box":
-            self.log_std = nn.Parameter(torch.full((self.head_size,), float(log_std_init)))
+            self.log_std = nn.Parameter(torch.full(shape, float(log_std_init)))
         self.nvec = self.actions.nvec
 
     # ---- distributions -----------------------------------------------------------------------
-    def distribution(self, out: Tensor):
-        """The action distribution for readout ``out`` (..., head_size)."""
+    def distribution(self, out: Tensor, features: Tensor | None = None):
+        """The action distribution for readout ``out`` (..., head_size); with ``use_sde``
+        also the policy's features ``z`` (..., F) (see :meth:`sde_features`)."""
         if self.kind == "discrete":
             return Categorical(logits=out)
-        return self._distribution(out)
+        return self._distribution(out, features)
 
-    def _distribution(self, out: Tensor):
+    def _distribution(self, out: Tensor, features: Tensor | None = None):
         """What the heads compute with: for Discrete the logits themselves (the log-probs,
         sample and entropy are a few tensor ops, see :func:`_categorical_log_prob_entropy`;
         a ``torch.distributions`` object costs more than the network step on the rollout
@@ -269,7 +287,39 @@ class ActorCriticAgent(Agent):
             return out
         if self.kind == "multidiscrete":
             return [Categorical(logits=p) for p in torch.split(out, self.nvec, dim=-1)]
+        if self.use_sde:
+            if features is None:
+                raise ValueError("use_sde: the policy's features are needed for its std")
+            var = (features**2) @ (self.log_std.exp() ** 2)
+            return Normal(out, torch.sqrt(var + SDE_EPS))
         return Normal(out, self.log_std.exp().expand_as(out))
+
+    # ---- state-dependent exploration (use_sde) ---------------------------------------------
+    def sde_features(self, activity: Activity, out: Tensor) -> Tensor:
+        """``z``, the features the exploration noise is a function of: the last hidden layer
+        of the policy (``tanh(v / threshold)`` of a spiking layer's membranes, which range
+        over tens of thresholds; the activation of an ANN layer) after the env step's last
+        neuron step, (..., F) as ``out`` (..., A); detached
+        (the noise does not train the features, as SB3's default ``learn_features=False``)."""
+        layer = [a for a in activity if a.kind != "readout"][-1]
+        if layer.kind == "spiking":  # membranes range over tens of thresholds: squash them
+            z = torch.tanh(layer.v / float(layer.threshold))
+        else:
+            z = layer.extra["h"]
+        if z.dim() > out.dim():  # one env step of several neuron steps: (substeps, B, F)
+            z = z[-1]
+        elif z.dim() == 3 and z.shape[0] != out.shape[0]:  # (T * substeps, B, F)
+            z = z.reshape(out.shape[0], -1, *z.shape[1:])[:, -1]
+        return z.detach()
+
+    @torch.no_grad()
+    def reset_sde_noise(self, batch_size: int) -> None:
+        """Draw a new exploration matrix per env, (batch_size, F, A), from N(0,
+        exp(log_std)**2) with the agent's generator (PPO: once per rollout, or every
+        ``sde_sample_freq`` env steps)."""
+        std = self.log_std.exp()
+        eps = torch.randn((batch_size, *std.shape), generator=self.generator)
+        self.sde_noise = eps.to(std.device) * std
 
     def _log_prob_entropy(self, dist, action: Tensor) -> tuple[Tensor, Tensor]:
         if self.kind == "discrete":
@@ -280,8 +330,9 @@ class ActorCriticAgent(Agent):
             return lp, ent
         return dist.log_prob(action).sum(-1), dist.entropy().sum(-1)
 
-    def _sample(self, dist, deterministic: bool) -> Tensor:
-        """The mode, or a draw from the agent's own generator."""
+    def _sample(self, dist, deterministic: bool, features: Tensor | None = None) -> Tensor:
+        """The mode, or a draw from the agent's own generator (with ``use_sde``, the held
+        exploration matrix applied to ``features``)."""
 
         def categorical(d) -> Tensor:
             if deterministic:
@@ -309,13 +360,23 @@ class ActorCriticAgent(Agent):
             return torch.stack([categorical(d) for d in dist], dim=-1)
         if deterministic:
             return dist.mean
+        if self.use_sde:
+            return dist.mean + self._sde_noise(features)
         noise = torch.randn(dist.mean.shape, generator=self.generator, dtype=dist.mean.dtype)
         return dist.mean + dist.stddev * noise.to(dist.mean.device)
 
-    def head_outputs(self, out: Tensor) -> dict[str, Tensor]:
+    def _sde_noise(self, z: Tensor) -> Tensor:
+        """``z @ theta`` per env for features ``z`` (B, F), with a fresh matrix per env when
+        none is held for this batch size (evaluation, ``predict``)."""
+        if self.sde_noise is None or self.sde_noise.shape[0] != z.shape[0]:
+            self.reset_sde_noise(z.shape[0])
+        return torch.bmm(z.unsqueeze(1), self.sde_noise).squeeze(1)
+
+    def head_outputs(self, out: Tensor, dist: Any = None) -> dict[str, Tensor]:
         """Policy outputs for trajectories: ``probs`` or ``mean``/``std``."""
         if self.kind == "box":
-            return {"mean": out, "std": self.log_std.exp().expand_as(out)}
+            std = dist.stddev if self.use_sde else self.log_std.exp().expand_as(out)
+            return {"mean": out, "std": std}
         if self.kind == "discrete":
             return {"probs": torch.softmax(out, -1)}
         parts = torch.split(out, self.nvec, dim=-1)
@@ -336,8 +397,9 @@ class ActorCriticAgent(Agent):
             val, critic_state = self.critic(x, state.critic)
         else:
             val, critic_state = None, state.critic
-        dist = self._distribution(pol.out)
-        action = self._sample(dist, deterministic)
+        z = self.sde_features(pol.activity, pol.out) if self.use_sde else None
+        dist = self._distribution(pol.out, z)
+        action = self._sample(dist, deterministic, z)
         if not train:
             log_prob = None
         elif self.kind == "discrete":  # (no entropy on the rollout path)
@@ -350,7 +412,7 @@ class ActorCriticAgent(Agent):
             log_prob,
             None if val is None else val[..., 0],
             AgentState(pol.state, critic_state),
-            self.head_outputs(pol.out),
+            self.head_outputs(pol.out, dist),
             pol.activity,
         )
 
@@ -385,9 +447,31 @@ class ActorCriticAgent(Agent):
             starts,
             [fresh_p, fresh_c],
         )
-        dist = self._distribution(pol.out)
+        z = self.sde_features(pol.activity, pol.out) if self.use_sde else None
+        dist = self._distribution(pol.out, z)
         log_prob, entropy = self._log_prob_entropy(dist, actions)
         return log_prob, entropy, val.out[..., 0], pol.activity
+
+
+SDE_EPS = 1e-6
+"""Added to the state-dependent variance (SB3's gSDE epsilon)."""
+
+
+def _sde_feature_size(policy: nn.Module, kind: str) -> int:
+    """F, the width of the policy's last hidden layer (what ``use_sde`` multiplies)."""
+    if kind != "box":
+        raise UserError(
+            f"use_sde needs a Box (continuous) action space, not a {kind} one (state-dependent "
+            "exploration perturbs continuous actions; set use_sde=false)"
+        )
+    infos = getattr(policy, "layer_info", None)
+    hidden = [i for i in infos() if i.kind != "readout"] if callable(infos) else []
+    if not hidden:
+        raise UserError(
+            "use_sde needs a backbone whose layer_info() names its hidden layers (the built-in "
+            f"ones do; {type(policy).__name__} does not)"
+        )
+    return int(hidden[-1].size)
 
 
 def _categorical_log_prob_entropy(logits: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:

@@ -265,6 +265,13 @@ class AgentConfig:
     substeps: int = 1
     """Neuron steps per env step (spiking backbones; ANN backbones ignore it): each
     observation is held for ``substeps`` steps of ``dt``. Old name: ``sim_steps``."""
+    rate_reg: float = 0.0
+    """Firing-rate regularization: adds ``rate_reg`` times the mean over the acting network's
+    spiking neurons of ``(r_j - clip(r_j, *rate_range))**2`` to the loss, ``r_j`` the
+    neuron's spikes per step over the minibatch: no pull inside the range (0: off; ANN
+    backbones ignore it)."""
+    rate_range: tuple[float, float] = (0.02, 0.2)
+    """Spikes per neuron per network step that the rate regularization leaves alone."""
     n_envs: int = 8
     """Parallel envs."""
     asynchronous: bool = False
@@ -357,6 +364,13 @@ class AgentConfig:
             f"hh_init={self.hh_init!r} (zeros | random | learned for agents)",
         )
         check(self.eval_interval >= 0, f"eval_interval={self.eval_interval} (must be >= 0)")
+        check(self.rate_reg >= 0, f"rate_reg={self.rate_reg} (must be >= 0)")
+        lo, hi = self.rate_range
+        check(
+            0 <= lo <= hi <= 1,
+            f"rate_range={self.rate_range} (must be (low, high) with 0 <= low <= high <= 1"
+            " spikes per step)",
+        )
         check(
             self.max_episode_steps is None or self.max_episode_steps >= 1,
             f"max_episode_steps={self.max_episode_steps} (must be an integer >= 1, or none)",

@@ -81,6 +81,7 @@ from snrl.envs import finished_episodes
 from snrl.envs.spaces import ActionMap, ObsFlattener
 from snrl.errors import UserError
 from snrl.functional.state import State, detach_state, map_state, mask_state
+from snrl.networks.activity import Activity
 from snrl.networks.sequence import run_with_resets
 from snrl.training.metrics import trial_columns
 from snrl.training.rundir import prepare_run_dir
@@ -110,6 +111,10 @@ class DQNConfig(AgentConfig):
     """Discount per env step."""
     loss: str = "huber"
     """TD loss: huber | mse."""
+    reward_scale: float = 1.0
+    """Rewards are multiplied by this in the TD targets, so the Q-values (the readout's
+    membranes) are in these units: a spiking readout reaches Q of 100 (CartPole) only with
+    large weights or rates. Greedy actions do not change; returns in metrics stay raw."""
     lr: float = 5e-4
     """Adam learning rate."""
     max_grad_norm: float = 10.0
@@ -185,6 +190,7 @@ class DQNConfig(AgentConfig):
             f"exploration={self.exploration!r} ({' | '.join(EXPLORATIONS)})",
         )
         check(self.lr > 0, f"lr={self.lr} (must be > 0)")
+        check(self.reward_scale > 0, f"reward_scale={self.reward_scale} (must be > 0)")
         check(0 < self.gamma <= 1, f"gamma={self.gamma} (must be in (0, 1])")
         check(0 < self.tau <= 1, f"tau={self.tau} (must be in (0, 1]; 1 is a hard copy)")
         check(self.max_grad_norm > 0, f"max_grad_norm={self.max_grad_norm} (must be > 0)")
@@ -573,9 +579,12 @@ class DQN(Algorithm):
         return finished_episodes(info)[1].tolist()
 
     # ---- learning ------------------------------------------------------------------------
-    def _unroll(self, net: nn.Module, obs: Tensor, state: State, starts: Tensor) -> Tensor:
+    def _unroll(
+        self, net: nn.Module, obs: Tensor, state: State, starts: Tensor
+    ) -> tuple[Tensor, Activity]:
         """Readout (T, B, O) of ``net`` over a window from its stored ``state``: the first
-        ``burn_in`` steps without gradient, the state reset where an episode starts."""
+        ``burn_in`` steps without gradient, the state reset where an episode starts; and the
+        activity of the steps after the burn-in."""
         bi = min(self.config.burn_in, obs.shape[0] - 1)
         fresh = [state] * obs.shape[0] if self.agent.random_reset else None
         outs = []
@@ -593,24 +602,32 @@ class DQN(Algorithm):
                 state = net.reset_state(state, starts[bi])
         rest = run_with_resets(net, obs[bi:], state, starts[bi:], fresh)
         outs.append(rest.out)
-        return torch.cat(outs, dim=0)
+        return torch.cat(outs, dim=0), rest.activity
 
     def sequence_q(self, batch: dict[str, Any], *, target: bool = False) -> Tensor:
         """Q-values (T + 1, B, A) over a sampled window's ``seq_obs``, from its stored state
         (online net with gradient after the burn-in, or the target net without)."""
+        return self._sequence_q(batch, target=target)[0]
+
+    def _sequence_q(self, batch: dict[str, Any], *, target: bool) -> tuple[Tensor, Activity]:
+        """:meth:`sequence_q` and the activity after the burn-in."""
         obs = self.agent.preprocess(batch["seq_obs"], self.device)
         starts = torch.as_tensor(batch["seq_starts"], device=self.device)
         state = map_state(lambda t: t.to(self.device), batch["state"]).q_net
         net = self.target_net if target else self.agent.q_net
-        if target:
-            with torch.no_grad():
-                return self.agent.q_values(self._unroll(net, obs, state, starts))
-        return self.agent.q_values(self._unroll(net, obs, state, starts))
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not target):
+            out, activity = self._unroll(net, obs, state, starts)
+            return self.agent.q_values(out), activity
+
+    def _rate_term(self, activity: Activity) -> Tensor | float:
+        """``rate_reg`` times the online net's firing-rate penalty (0 when off)."""
+        cfg = self.config
+        return cfg.rate_reg * activity.rate_penalty(*cfg.rate_range) if cfg.rate_reg > 0 else 0.0
 
     def _sequence_loss(self, batch: dict[str, Any]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """(loss, TD errors (T', B), mask (T', B), Q of the taken actions) of a window batch."""
         cfg, dev = self.config, self.device
-        q_all = self.sequence_q(batch)  # (T + 1, B, A)
+        q_all, activity = self._sequence_q(batch, target=False)  # (T + 1, B, A)
         q_tgt = self.sequence_q(batch, target=True)
         with torch.no_grad():
             if cfg.double:
@@ -620,7 +637,7 @@ class DQN(Algorithm):
                 boot = q_tgt[1:].max(-1).values
             mask = torch.as_tensor(batch["mask"], device=dev)
             y = sequence_nstep_targets(
-                torch.as_tensor(batch["rewards"], device=dev),
+                torch.as_tensor(batch["rewards"], device=dev) * cfg.reward_scale,
                 torch.as_tensor(batch["dones"], device=dev),
                 mask,
                 boot,
@@ -634,6 +651,7 @@ class DQN(Algorithm):
         if cfg.prioritized:
             w = torch.as_tensor(batch["weights"], device=dev).expand_as(q[bi:])
         loss = td_loss(q[bi:], y[bi:], cfg.loss, weights=w, mask=mask[bi:])
+        loss = loss + self._rate_term(activity)
         return loss, ((y - q)[bi:] * mask[bi:]).detach(), mask[bi:], q[bi:].detach()
 
     def _transition_loss(self, batch: dict[str, Any]) -> tuple[Tensor, Tensor, None, Tensor]:
@@ -650,7 +668,7 @@ class DQN(Algorithm):
             if cfg.double:
                 q_next_o = agent.q_values(net(x_next, net.initial_state(b, device=dev))[0])
             y = double_dqn_target(
-                torch.as_tensor(batch["rewards"], device=dev),
+                torch.as_tensor(batch["rewards"], device=dev) * cfg.reward_scale,
                 torch.as_tensor(batch["discounts"], device=dev),
                 torch.as_tensor(batch["dones"], device=dev),
                 q_next_o,

@@ -91,14 +91,21 @@ class PPOConfig(AgentConfig):
     (clipped to +-10), as rl-baselines3-zoo's ``normalize: true`` does; returns in metrics and
     evaluations stay raw. For long episodes of constant penalties (Acrobot, MountainCar)."""
     log_std_init: float = 0.0
-    """Initial log-std of Gaussian (Box) policies."""
+    """Initial log-std of Gaussian (Box) policies (with use_sde: of each entry of the
+    exploration matrix's scale)."""
+    use_sde: bool = False
+    """Generalized state-dependent exploration (Box actions; SB3's ``use_sde``): the action
+    noise is a random linear function of the policy's last hidden layer (``tanh(v /
+    threshold)`` of a spiking layer's membranes), held fixed between draws, so that
+    exploration is coherent over time and a function of the state (rl-zoo uses it for
+    Pendulum and MountainCarContinuous)."""
+    sde_sample_freq: int = -1
+    """With use_sde: env steps between new exploration matrices (-1: one per rollout)."""
     rate_reg: float = 4.0
     """Firing-rate regularization: adds ``rate_reg`` times the mean over the policy's spiking
     neurons of ``(r_j - clip(r_j, *rate_range))**2`` to the loss, ``r_j`` the neuron's spikes
     per step over the minibatch: no pull inside the range (0: off; ANN backbones ignore it).
     Without it, 2 of 5 CartPole seeds ended above 0.3 spikes per step (docs/benchmarks.md)."""
-    rate_range: tuple[float, float] = (0.02, 0.2)
-    """Spikes per neuron per network step that the rate regularization leaves alone."""
 
     positive_ints: ClassVar[tuple[str, ...]] = (
         *AgentConfig.positive_ints,
@@ -124,12 +131,9 @@ class PPOConfig(AgentConfig):
         )
         check(self.ent_coef >= 0, f"ent_coef={self.ent_coef} (must be >= 0)")
         check(self.vf_coef >= 0, f"vf_coef={self.vf_coef} (must be >= 0)")
-        check(self.rate_reg >= 0, f"rate_reg={self.rate_reg} (must be >= 0)")
-        lo, hi = self.rate_range
         check(
-            0 <= lo <= hi <= 1,
-            f"rate_range={self.rate_range} (must be (low, high) with 0 <= low <= high <= 1"
-            " spikes per step)",
+            self.sde_sample_freq == -1 or self.sde_sample_freq >= 1,
+            f"sde_sample_freq={self.sde_sample_freq} (must be -1 (once per rollout) or >= 1)",
         )
         check(
             -20 <= self.log_std_init <= 5,
@@ -168,6 +172,7 @@ def build_agent(
         critic=critic,
         normalize_obs=cfg.normalize_obs,
         log_std_init=getattr(cfg, "log_std_init", 0.0),
+        use_sde=getattr(cfg, "use_sde", False),
         seed=cfg.seed + 31,
     )
 
@@ -298,6 +303,8 @@ class PPO(Algorithm):
         B = cfg.n_envs
         raw.append(self._obs)
         x = agent.preprocess(self._obs)
+        if agent.use_sde and (t == 0 if cfg.sde_sample_freq < 0 else t % cfg.sde_sample_freq == 0):
+            agent.reset_sde_noise(B)
         try:
             res = agent.step(x, self._state)
         except ValueError as e:  # torch's distribution refuses non-finite logits

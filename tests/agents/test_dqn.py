@@ -1,5 +1,6 @@
 """DQN: sequence replay rebuilds the actor's Q-values, targets, save/load, learning, errors."""
 
+import dataclasses
 import json
 import math
 
@@ -76,12 +77,15 @@ def test_sequence_replay_rebuilds_actor_q_from_stored_state(backbone, extra):
     algo.close()
 
 
-def test_sequence_loss_masks_padding_and_respects_termination():
-    """The trained steps' targets: 0 on padding; a terminated last step is its reward only."""
+@pytest.mark.parametrize("reward_scale", [1.0, 0.5])
+def test_sequence_loss_masks_padding_and_respects_termination(reward_scale):
+    """The trained steps' targets: 0 on padding; a terminated last step is its (scaled)
+    reward only."""
     algo = DQN(
         "CartPole-v1",
         backbone="lif",
         seed=1,
+        reward_scale=reward_scale,
         normalize_obs=False,
         n_step=3,
         seq_len=6,
@@ -97,7 +101,7 @@ def test_sequence_loss_masks_padding_and_respects_termination():
     assert torch.all(td[mask == 0] == 0)
     y = td + q  # target = TD error + Q(s, a) on valid steps
     dones = torch.as_tensor(batch["dones"][bi:])
-    rewards = torch.as_tensor(batch["rewards"][bi:])
+    rewards = torch.as_tensor(batch["rewards"][bi:]) * reward_scale
     terminal = (dones == 1) & (mask == 1)
     assert terminal.any()
     torch.testing.assert_close(y[terminal], rewards[terminal])
@@ -105,8 +109,12 @@ def test_sequence_loss_masks_padding_and_respects_termination():
     algo.close()
 
 
-def test_transition_target_is_double_dqn_of_the_two_nets():
-    algo = DQN("CartPole-v1", backbone="mlp", seed=2, learning_starts=300, **TINY)
+@pytest.mark.parametrize("reward_scale", [1.0, 0.1])
+def test_transition_target_is_double_dqn_of_the_two_nets(reward_scale):
+    algo = DQN(
+        "CartPole-v1", backbone="mlp", seed=2, learning_starts=300, reward_scale=reward_scale,
+        **TINY,
+    )
     algo.learn(400, progress=False)
     # make the target net differ from the online one
     with torch.no_grad():
@@ -119,7 +127,8 @@ def test_transition_target_is_double_dqn_of_the_two_nets():
     q_target = algo.target_net(x_next, ())[0]
     a_star = q_online.argmax(-1)
     boot = q_target[torch.arange(16), a_star]
-    expected = torch.as_tensor(batch["rewards"]) + torch.as_tensor(batch["discounts"]) * boot * (
+    rewards = torch.as_tensor(batch["rewards"]) * reward_scale
+    expected = rewards + torch.as_tensor(batch["discounts"]) * boot * (
         1 - torch.as_tensor(batch["dones"])
     )
     torch.testing.assert_close(td + q, expected.detach())
@@ -454,3 +463,35 @@ def test_cli_train_eval_render_a_dqn_run(tmp_path):
         "burn_in=5",
     )
     assert res.returncode == 2 and "shorter than burn_in" in res.stderr
+
+
+def test_rate_regularization_is_added_and_lowers_the_rates():
+    """``rate_reg`` adds rate_reg * mean_j (r_j - clip(r_j, lo, hi))**2 over the online net's
+    trained (post-burn-in) steps to the TD loss, and gradient steps on it lower the rates."""
+    kw = dict(TINY, learning_starts=400, batch_size=8, seq_len=8, burn_in=2, rate_range=(0, 0.01))
+    kw["lr"] = 3e-3
+    rates = {}
+    for c in (0.0, 200.0):
+        algo = DQN("CartPole-v1", backbone="lif", seed=0, rate_reg=c, **kw)
+        algo.learn(400, progress=False)
+        batch = algo.buffer.sample(8, step=algo.env_step)
+        cfg = algo.config
+        algo.config = dataclasses.replace(cfg, rate_reg=0.0)
+        loss0 = algo._sequence_loss(batch)[0]
+        algo.config = cfg
+        loss_c = algo._sequence_loss(batch)[0]
+        _, activity = algo._sequence_q(batch, target=False)
+        spikes = activity["lif0"].spikes  # the seq_len + 1 steps after the burn-in
+        assert spikes.shape[0] == 8 + 1
+        r = spikes.reshape(-1, spikes.shape[-1]).mean(0)
+        penalty = ((r - r.clamp(0, 0.01)) ** 2).mean()
+        torch.testing.assert_close(loss_c - loss0, c * penalty)
+        before = float(r.mean())
+        stats = snrl.agents.dqn._Stats()
+        for _ in range(30):
+            algo._gradient_step(stats)
+        _, activity = algo._sequence_q(batch, target=False)
+        rates[c] = (before, float(activity["lif0"].spikes.mean()))
+        algo.close()
+    assert rates[200.0][1] < 0.7 * rates[200.0][0], rates
+    assert rates[200.0][1] < 0.5 * rates[0.0][1], rates
