@@ -284,6 +284,22 @@ class RecurrentLayer(nn.Module):
             self._weight_memo[name] = hit
         return hit[2]
 
+    def _frozen(self) -> tuple[Tensor, Tensor | None, tuple]:
+        """(input weights, recurrent weights, :meth:`_constants`) for no-grad steps inside
+        :func:`cached_weights`: computed once and reused while every parameter and buffer of
+        the layer is the same tensor at the same version and storage (one check per step
+        where the parts would make one each)."""
+        own = (*self._parameters.values(), *self._buffers.values())
+        tensors = [t for t in own if t is not None]
+        key = [self.dt, *((t._version, t.data_ptr()) for t in tensors)]
+        hit = self._weight_memo.get("step")
+        if hit is None or hit[1] != key or any(a is not b for a, b in zip(hit[0], tensors)):
+            _CACHED_LAYERS.add(self)
+            parts = (self.forward_weights, self._rec_weights(), self._constants())
+            hit = (tensors, key, parts)
+            self._weight_memo["step"] = hit
+        return hit[2]
+
     @property
     def recurrent_weights(self) -> Tensor:
         """(output_size, output_size) effective recurrent weights (zeros without recurrence).
@@ -538,6 +554,10 @@ class RecurrentLayer(nn.Module):
             after each step (shaped like ``out``).
         """
         state = self._check(x, state)
+        if starts is None and x.dim() == 2 and not torch.is_grad_enabled() and caching():
+            w_in, w_rec, consts = self._frozen()  # a rollout step: one memo check
+            u = torch.addmm(self.bias, x, w_in)
+            return self._integrate(u, w_rec, state, consts, None)
         u = self._project(x)
         if starts is not None:
             starts = torch.as_tensor(starts, device=u.device).bool()

@@ -75,6 +75,52 @@ def test_cached_effective_weights_follow_every_parameter_change(foreach):
     assert torch.equal(out_cached.out, out_nograd.out)
 
 
+@pytest.mark.parametrize("name", ["LIFLayer", "ALIFLayer", "SpyLIFLayer", "LILayer"])
+def test_a_cached_rollout_step_follows_every_change(name):
+    """Inside a block a no-grad step takes its weights and decays from one memo: it equals the
+    uncached step after in-place writes, a replaced parameter, a new dt and a new tau."""
+    import snrl.layers as layers
+
+    cls = getattr(layers, name)
+    kw = {} if name == "LILayer" else {"force_dale_law": True}
+    layer = cls(3, 6, seed=0, **kw)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 3, generator=g) * 4
+    s = layer.initial_state(4)
+    s = type(s)(*(torch.rand(t.shape, generator=g) for t in s))
+
+    def reference():  # autograd on: never the memo, also inside a block
+        with torch.enable_grad():
+            res = layer.run(x, s)
+        return type(res)(res.out.detach(), type(res.state)(*(t.detach() for t in res.state)),
+                         res.v.detach())
+
+    def check():
+        ref = reference()  # outside the block: nothing cached
+        with cached_weights(), torch.no_grad():
+            got = layer.run(x, s)
+            assert layer._weight_memo  # the step used the memo
+            for a, b in zip((got.out, got.v, *got.state), (ref.out, ref.v, *ref.state)):
+                torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+    check()
+    with cached_weights(), torch.no_grad():
+        first = layer.run(x, s).out
+        layer.weight_in.mul_(-1.5)  # in place, inside the block
+        layer.bias.add_(0.3)
+        changed = layer.run(x, s).out
+        torch.testing.assert_close(changed, reference().out, rtol=0, atol=0)
+        assert not torch.equal(first, changed)
+        layer.weight_in = torch.nn.Parameter(torch.ones(3, 6))  # a replaced parameter
+        torch.testing.assert_close(layer.run(x, s).out, reference().out, rtol=0, atol=0)
+        layer.dt = layer.dt * 3  # a new time step: new decays
+        torch.testing.assert_close(layer.run(x, s).v, reference().v, rtol=0, atol=0)
+        other = cls(3, 6, seed=1, tau_m=0.05, **kw)  # load_state_dict: new weights and tau
+        layer.load_state_dict(other.state_dict())
+        torch.testing.assert_close(layer.run(x, s).v, reference().v, rtol=0, atol=0)
+    check()
+
+
 def test_a_copy_does_not_inherit_the_weight_memo():
     import copy
 
