@@ -235,9 +235,8 @@ class ActorCriticAgent(Agent):
         use_sde: generalized state-dependent exploration (Raffin et al. 2022) for a Box
             policy: the action noise is ``z(s) @ theta``, ``z`` the policy's last hidden
             layer (``tanh(v / threshold)`` of a spiking layer, the activation of an ANN one;
-            no gradient)
-            and ``theta`` (F, A) a matrix per env drawn from N(0, exp(log_std)**2), held
-            until :meth:`reset_sde_noise`. The log-probabilities are those of
+            no gradient) and ``theta`` (F, A) a matrix per env drawn from N(0,
+            exp(log_std)**2), held until :meth:`reset_sde_noise`. The log-probabilities are those of
             N(mean, sqrt(z**2 @ exp(log_std)**2 + 1e-6)), the noise's law over ``theta``.
     """
 
@@ -299,8 +298,8 @@ class ActorCriticAgent(Agent):
         """``z``, the features the exploration noise is a function of: the last hidden layer
         of the policy (``tanh(v / threshold)`` of a spiking layer's membranes, which range
         over tens of thresholds; the activation of an ANN layer) after the env step's last
-        neuron step, (..., F) as ``out`` (..., A); detached
-        (the noise does not train the features, as SB3's default ``learn_features=False``)."""
+        neuron step, (..., F) as ``out`` (..., A); detached (the noise does not train the
+        features, as SB3's default ``learn_features=False``)."""
         layer = [a for a in activity if a.kind != "readout"][-1]
         if layer.kind == "spiking":  # membranes range over tens of thresholds: squash them
             z = torch.tanh(layer.v / float(layer.threshold))
