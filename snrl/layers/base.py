@@ -291,14 +291,15 @@ class RecurrentLayer(nn.Module):
         where the parts would make one each)."""
         own = (*self._parameters.values(), *self._buffers.values())
         tensors = [t for t in own if t is not None]
-        key = [self.dt, *((t._version, t.data_ptr()) for t in tensors)]
+        # ids are safe: the memo holds the tensors, so no other tensor can reuse their ids
+        key = [self.dt, *[(id(t), t._version, t.data_ptr()) for t in tensors]]
         hit = self._weight_memo.get("step")
-        if hit is None or hit[1] != key or any(a is not b for a, b in zip(hit[0], tensors)):
+        if hit is None or hit[0] != key:
             _CACHED_LAYERS.add(self)
             parts = (self.forward_weights, self._rec_weights(), self._constants())
-            hit = (tensors, key, parts)
+            hit = (key, parts, tensors)
             self._weight_memo["step"] = hit
-        return hit[2]
+        return hit[1]
 
     @property
     def recurrent_weights(self) -> Tensor:
