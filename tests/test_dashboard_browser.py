@@ -163,8 +163,16 @@ def test_launch_from_the_form_watch_it_learn_and_finish(page, server):
     )
     expect(page.locator("#run-status [data-status]")).to_have_text("finished", timeout=90_000)
     assert page.evaluate("window.__same_page") is True
-    final = page.evaluate("document.getElementById('plot-return').data[0].x.length")
-    assert final == int(count.get_attribute("data-rows")) > first
+    # a plot is drawn while on screen and catches up when it comes into view (app.js); once in
+    # view it holds every row
+    page.locator("#plot-return").scroll_into_view_if_needed()
+    both = (
+        "[document.getElementById('plot-return').data[0].x.length,"
+        " Number(document.getElementById('rowcount').dataset.rows)]"
+    )
+    page.wait_for_function(f"(([a, b]) => a === b)({both})", timeout=10_000)
+    final, rows = page.evaluate(both)
+    assert final == rows > first
     evals = page.evaluate("document.getElementById('plot-return').data[1].x.length")
     assert evals >= 2  # the periodic evaluations, as markers
     assert (server["root"] / "from-form" / "checkpoints" / "last.pt").is_file()

@@ -141,10 +141,15 @@ def test_fused_adam_steps_between_rollouts_are_seen():
     # not outlive the block it was made in.
     layer = LIFLayer(3, 5, force_dale_law=True, seed=0)
     opt = torch.optim.Adam(layer.parameters(), lr=0.1, fused=True)
+    g = torch.Generator().manual_seed(0)
     for _ in range(2):
         with cached_weights(), torch.no_grad():
             before = layer._rec_weights().clone()
-        layer.run(torch.randn(6, 4, 3), layer.initial_state(4)).out.sum().backward()
+        # strong input, so that the layer spikes and W_rec gets a gradient (without spikes
+        # dW_rec is 0 and Adam leaves it as it was: the check below would be void)
+        x = torch.randn(6, 4, 3, generator=g) * 5
+        layer.run(x, layer.initial_state(4)).out.sum().backward()
+        assert layer.weight_rec.grad.abs().sum() > 0
         opt.step()
         with cached_weights(), torch.no_grad():
             after = layer._rec_weights()
