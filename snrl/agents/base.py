@@ -381,6 +381,14 @@ class AgentConfig:
             "setting, or none for the policy)",
         )
 
+    def rate_term(self, activity: Any) -> Any:
+        """``rate_reg`` times the firing-rate penalty of ``activity`` (an
+        :class:`~snrl.networks.Activity`), 0 when off: the loss term PPO adds for its policy
+        and DQN for its online Q-network."""
+        if self.rate_reg <= 0:
+            return 0.0
+        return self.rate_reg * activity.rate_penalty(*self.rate_range)
+
     def memory_bytes(self, obs_size: int, head_size: int) -> dict[str, int]:
         """Rough bytes of what a run of this config allocates, by part (the subclasses add
         their buffers): parameters, gradients and Adam moments of the backbones."""

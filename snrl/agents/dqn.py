@@ -619,11 +619,6 @@ class DQN(Algorithm):
             out, activity = self._unroll(net, obs, state, starts)
             return self.agent.q_values(out), activity
 
-    def _rate_term(self, activity: Activity) -> Tensor | float:
-        """``rate_reg`` times the online net's firing-rate penalty (0 when off)."""
-        cfg = self.config
-        return cfg.rate_reg * activity.rate_penalty(*cfg.rate_range) if cfg.rate_reg > 0 else 0.0
-
     def _sequence_loss(self, batch: dict[str, Any]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """(loss, TD errors (T', B), mask (T', B), Q of the taken actions) of a window batch."""
         cfg, dev = self.config, self.device
@@ -651,7 +646,7 @@ class DQN(Algorithm):
         if cfg.prioritized:
             w = torch.as_tensor(batch["weights"], device=dev).expand_as(q[bi:])
         loss = td_loss(q[bi:], y[bi:], cfg.loss, weights=w, mask=mask[bi:])
-        loss = loss + self._rate_term(activity)
+        loss = loss + cfg.rate_term(activity)
         return loss, ((y - q)[bi:] * mask[bi:]).detach(), mask[bi:], q[bi:].detach()
 
     def _transition_loss(self, batch: dict[str, Any]) -> tuple[Tensor, Tensor, None, Tensor]:

@@ -410,8 +410,7 @@ class PPO(Algorithm):
                         v_loss = 0.5 * ((values - mb.returns) ** 2).mean()
                     ent = entropy.mean()
                     loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
-                    if cfg.rate_reg > 0:
-                        loss = loss + cfg.rate_reg * activity.rate_penalty(*cfg.rate_range)
+                    loss = loss + cfg.rate_term(activity)
                     for name, value in (
                         ("value loss", v_loss),
                         ("policy loss", pg_loss),
