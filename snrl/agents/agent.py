@@ -238,6 +238,11 @@ class ActorCriticAgent(Agent):
             no gradient) and ``theta`` (F, A) a matrix per env drawn from N(0,
             exp(log_std)**2), held until :meth:`reset_sde_noise`. The log-probabilities are those of
             N(mean, sqrt(z**2 @ exp(log_std)**2 + 1e-6)), the noise's law over ``theta``.
+            For a Discrete policy the same noise ``z(s) @ theta`` is added to the logits when
+            sampling (a random, state-dependent policy per env, coherent in time), with a
+            fixed scale ``exp(log_std_init)``; the offsets are returned in
+            ``outputs["logit_noise"]`` and the log-probabilities are those of the perturbed
+            logits, so an update given the same offsets reproduces them exactly.
     """
 
     state_type = AgentState
@@ -267,12 +272,15 @@ class ActorCriticAgent(Agent):
             shape = (self.head_size,)
         if self.kind == "box":
             self.log_std = nn.Parameter(torch.full(shape, float(log_std_init)))
+        elif self.use_sde:  # Discrete: the logit noise's scale is fixed (saved with the agent)
+            self.register_buffer("log_std", torch.full(shape, float(log_std_init)))
         self.nvec = self.actions.nvec
 
     # ---- distributions -----------------------------------------------------------------------
     def distribution(self, out: Tensor, features: Tensor | None = None):
         """The action distribution for readout ``out`` (..., head_size); with ``use_sde``
-        also the policy's features ``z`` (..., F) (see :meth:`sde_features`)."""
+        also the policy's features ``z`` (..., F) (see :meth:`sde_features`; for a Discrete
+        policy, the logits given here are those without the exploration offsets)."""
         if self.kind == "discrete":
             return Categorical(logits=out)
         return self._distribution(out, features)
@@ -397,7 +405,11 @@ class ActorCriticAgent(Agent):
         else:
             val, critic_state = None, state.critic
         z = self.sde_features(pol.activity, pol.out) if self.use_sde else None
-        dist = self._distribution(pol.out, z)
+        logit_noise = None
+        if z is not None and self.kind == "discrete" and not deterministic:
+            logit_noise = self._sde_noise(z)
+        out = pol.out if logit_noise is None else pol.out + logit_noise
+        dist = self._distribution(out, z)
         action = self._sample(dist, deterministic, z)
         if not train:
             log_prob = None
@@ -406,12 +418,15 @@ class ActorCriticAgent(Agent):
             log_prob = logp.gather(-1, action.unsqueeze(-1)).squeeze(-1)
         else:
             log_prob, _ = self._log_prob_entropy(dist, action)
+        outputs = self.head_outputs(out, dist)
+        if logit_noise is not None:
+            outputs["logit_noise"] = logit_noise
         return StepResult(
             action,
             log_prob,
             None if val is None else val[..., 0],
             AgentState(pol.state, critic_state),
-            self.head_outputs(pol.out, dist),
+            outputs,
             pol.activity,
         )
 
@@ -426,11 +441,14 @@ class ActorCriticAgent(Agent):
         actions: Tensor,
         starts: Tensor,
         states: list[AgentState],
+        logit_noise: Tensor | None = None,
     ) -> tuple[Tensor, Tensor, Tensor, dict[str, Tensor]]:
         """Log-probs, entropies and values of a whole (T, b) sequence, with gradients.
 
         The state is rebuilt from ``states[0]`` (the state recorded before the first step) and
         re-initialized where an episode starts inside the sequence, exactly as in the rollout.
+        ``logit_noise`` (T, b, A): the exploration offsets the rollout added to the logits
+        (Discrete ``use_sde``), added again.
 
         Returns:
             (log_probs, entropy, values), each (T, b), and the policy's activity.
@@ -447,7 +465,8 @@ class ActorCriticAgent(Agent):
             [fresh_p, fresh_c],
         )
         z = self.sde_features(pol.activity, pol.out) if self.use_sde else None
-        dist = self._distribution(pol.out, z)
+        out = pol.out if logit_noise is None else pol.out + logit_noise
+        dist = self._distribution(out, z)
         log_prob, entropy = self._log_prob_entropy(dist, actions)
         return log_prob, entropy, val.out[..., 0], pol.activity
 
@@ -458,10 +477,10 @@ SDE_EPS = 1e-6
 
 def _sde_feature_size(policy: nn.Module, kind: str) -> int:
     """F, the width of the policy's last hidden layer (what ``use_sde`` multiplies)."""
-    if kind != "box":
+    if kind not in ("box", "discrete"):
         raise UserError(
-            f"use_sde needs a Box (continuous) action space, not a {kind} one (state-dependent "
-            "exploration perturbs continuous actions; set use_sde=false)"
+            f"use_sde needs a Box or Discrete action space, not a {kind} one (state-dependent "
+            "exploration perturbs continuous actions or one set of logits; set use_sde=false)"
         )
     infos = getattr(policy, "layer_info", None)
     hidden = [i for i in infos() if i.kind != "readout"] if callable(infos) else []

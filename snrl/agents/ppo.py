@@ -92,13 +92,15 @@ class PPOConfig(AgentConfig):
     evaluations stay raw. For long episodes of constant penalties (Acrobot, MountainCar)."""
     log_std_init: float = 0.0
     """Initial log-std of Gaussian (Box) policies (with use_sde: of each entry of the
-    exploration matrix's scale)."""
+    exploration matrix's scale; for Discrete actions with use_sde, that scale, fixed)."""
     use_sde: bool = False
     """Generalized state-dependent exploration (Box actions; SB3's ``use_sde``): the action
     noise is a random linear function of the policy's last hidden layer (``tanh(v /
     threshold)`` of a spiking layer's membranes), held fixed between draws, so that
     exploration is coherent over time and a function of the state (rl-zoo uses it for
-    Pendulum and MountainCarContinuous)."""
+    Pendulum and MountainCarContinuous). With Discrete actions (snrl's extension) the noise
+    is added to the logits while collecting: each env acts by a random state-dependent policy
+    between draws; the offsets are stored with the rollout and added again in the update."""
     sde_sample_freq: int = -1
     """With use_sde: env steps between new exploration matrices (-1: one per rollout)."""
     rate_reg: float = 4.0
@@ -338,6 +340,7 @@ class PPO(Algorithm):
             reward=reward_t,
             terminated=torch.as_tensor(term),
             done=torch.as_tensor(done),
+            logit_noise=res.outputs.get("logit_noise"),
         )
         episode_returns.extend(finished_episodes(info)[1].tolist())
         done_t = torch.as_tensor(done, device=self.device)
@@ -386,7 +389,7 @@ class PPO(Algorithm):
                 for t0, t1 in chunks:
                     mb = buf.minibatch(idx, t0, t1)
                     logp, entropy, values, activity = agent.evaluate_sequence(
-                        mb.obs, mb.actions, mb.starts, mb.states
+                        mb.obs, mb.actions, mb.starts, mb.states, mb.logit_noise
                     )
                     log_ratio = logp - mb.log_probs
                     ratio = log_ratio.exp()

@@ -71,6 +71,8 @@ class Minibatch(NamedTuple):
     """The recurrent state before step t (T entries, batch b) for the first step and the steps
     where some row starts an episode; None elsewhere (never read). Selected when read: an
     update of a backbone whose resets are fixed reads only the first."""
+    logit_noise: Tensor | None = None
+    """(T, b, A): the exploration offsets added to the logits (Discrete ``use_sde``), or None."""
 
 
 class RolloutBuffer:
@@ -108,14 +110,22 @@ class RolloutBuffer:
         self.dones = z(T, B, dtype=torch.bool)
         self.starts = z(T, B, dtype=torch.bool)
         self.states: list[Any] = [None] * T
+        self.logit_noise: Tensor | None = None  # (T, B, A), made by the first add that has it
         self.advantages = z(T, B)
         self.returns = z(T, B)
         self.t = 0
 
-    def add(self, *, obs, state, start, action, log_prob, value, reward, terminated, done) -> None:
+    def add(
+        self, *, obs, state, start, action, log_prob, value, reward, terminated, done,
+        logit_noise=None,
+    ) -> None:  # fmt: skip
         """Store step ``t``: what the agent saw (obs, state, whether it starts an episode),
-        what it did, and what followed."""
+        what it did (with the offsets it added to its logits, if any), and what followed."""
         t = self.t
+        if logit_noise is not None:
+            if self.logit_noise is None:
+                self.logit_noise = self.obs.new_zeros(self.n_steps, *logit_noise.shape)
+            self.logit_noise[t] = logit_noise
         self.obs[t] = obs
         self.states[t] = state
         self.starts[t] = start
@@ -158,6 +168,7 @@ class RolloutBuffer:
             self.returns[sl],
             starts,
             states,
+            None if self.logit_noise is None else self.logit_noise[sl],
         )
 
     def reset(self) -> None:
