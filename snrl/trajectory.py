@@ -121,8 +121,9 @@ class Trajectory:
         layers: only with a deprecated flat ``activity`` mapping: the layers' ``LayerInfo``
             (or plain dicts, see :func:`layer_dicts`). An ``Activity`` carries its own.
         policy: ``name -> (T, K)`` per-step policy outputs: ``"probs"`` (Discrete action
-            probabilities), ``"q_values"`` (DQN), ``"mean"``/``"std"`` (Box). A 1-D array
-            is taken as (T, 1).
+            probabilities), ``"q_values"`` (DQN), ``"mean"``/``"std"`` (Box),
+            ``"logit_noise"`` (the exploration offsets of a Discrete ``use_sde`` policy acting
+            stochastically). A 1-D array is taken as (T, 1).
         meta: JSON-able extra information (algo, backbone, ...).
         task: ``name -> (T, ...)`` per-step task arrays (``"gt"``, ``"new_trial"``,
             ``"performance"``) of a trial task, or ``None``.

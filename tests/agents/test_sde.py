@@ -199,6 +199,11 @@ def test_discrete_sde_trains_saves_and_loads(tmp_path):
     r1 = algo.rollout(seed=5, record=False, deterministic=False)
     r2 = loaded.rollout(seed=5, record=False, deterministic=False)
     assert np.array_equal(r1.actions, r2.actions)
+    # a stochastic rollout records the offsets it acted with, held for the whole rollout
+    noise = r1.policy["logit_noise"]
+    assert noise.shape == (len(r1.actions), 2) and np.abs(noise).max() > 0
+    det = algo.rollout(seed=5, record=False, deterministic=True)
+    assert "logit_noise" not in det.policy
     algo.close()
     loaded.close()
 
