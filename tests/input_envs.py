@@ -1,5 +1,5 @@
-"""Tiny misbehaving envs for tests/test_reliability_inputs.py, loaded as
-``tests.input_envs:<Class>``."""
+"""Tiny envs for the tests (most of them misbehaving, for tests/test_reliability_inputs.py),
+loaded as ``tests.input_envs:<Class>``."""
 
 import gymnasium as gym
 import numpy as np
@@ -67,6 +67,12 @@ class NanObsAt3Env(_Base):
 
     def obs(self):
         return np.full(2, np.nan if self.t >= 3 else 0.0, dtype=np.float32)
+
+
+class MultiDiscreteEnv(_Base):
+    """A 1-D MultiDiscrete action space (a valid one)."""
+
+    action_space = gym.spaces.MultiDiscrete([2, 3])
 
 
 class MultiDiscrete2DEnv(_Base):

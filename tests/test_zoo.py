@@ -49,6 +49,7 @@ def test_the_files_hold_the_verified_entries():
         ("ppo", "Pendulum-v1"),
         ("ppo", "LunarLander-v3"),
         ("ppo", "MountainCarContinuous-v0"),
+        ("ppo", "MountainCar-v0"),
         ("dqn", "CartPole-v1"),
         ("dqn", "Acrobot-v1"),
     ]:

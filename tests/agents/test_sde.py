@@ -3,7 +3,6 @@ exploration matrix, the rollout/update agreement, save/load and errors."""
 
 import math
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -11,22 +10,6 @@ import torch
 import snrl
 from snrl.agents.ppo import PPO
 from snrl.errors import UserError
-
-
-class _MultiDiscreteEnv(gym.Env):
-    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), dtype=np.float32)
-    action_space = gym.spaces.MultiDiscrete([2, 3])
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        return np.zeros(2, np.float32), {}
-
-    def step(self, action):
-        return np.zeros(2, np.float32), 0.0, False, True, {}
-
-
-if "SnrlSdeMultiDiscrete-v0" not in gym.registry:
-    gym.register("SnrlSdeMultiDiscrete-v0", entry_point=_MultiDiscreteEnv)
 
 SMALL = dict(hidden_size=16, n_envs=4, n_steps=48, eval_episodes=2, eval_interval=0, tuned=False)
 
@@ -210,6 +193,6 @@ def test_discrete_sde_trains_saves_and_loads(tmp_path):
 
 def test_sde_errors():
     with pytest.raises(UserError, match="Box or Discrete"):
-        PPO("SnrlSdeMultiDiscrete-v0", backbone="lif", use_sde=True, **SMALL)
+        PPO("tests.input_envs:MultiDiscreteEnv", backbone="lif", use_sde=True, **SMALL)
     with pytest.raises(UserError, match="sde_sample_freq"):
         PPO("Pendulum-v1", backbone="lif", use_sde=True, sde_sample_freq=0, **SMALL)
