@@ -535,15 +535,104 @@ def report(
     return "\n".join(lines)
 
 
+def bench_kernel_parts(repeats: int, batches: tuple[int, ...]) -> str:
+    """The compiled kernel's three parts against the torch loops, per batch size (T=64,
+    N=128, this benchmark's weights and inputs): the forward loop, the backward walk and dW.
+    This is what ``snrl.functional._native.MAX_ROWS`` (the walk's row limit) rests on."""
+    from snrl.functional import _native
+    from snrl.functional import lif_sequence as ls
+    from snrl.functional.surrogate import derivative_fn
+
+    if _native.library() is None:
+        return f"kernel parts: no compiled kernel here ({_native._STATE.get('failed')})"
+    w = make_weights()
+    alpha = torch.full((N,), ALPHA)
+    derivative = derivative_fn(_spike_fn())
+    w_back = w.w_rec.clone()
+    w_back.diagonal().sub_(THRESHOLD)
+    w_back_t = w_back.t().contiguous()
+
+    def torch_only(fn):  # SNRL_NATIVE=0 for the call: the torch loop runs
+        def call():
+            os.environ["SNRL_NATIVE"] = "0"
+            try:
+                return fn()
+            finally:
+                os.environ.pop("SNRL_NATIVE")
+
+        return call
+
+    lines = [
+        f"kernel vs torch loop, T={TRAIN_T}, N={N} (ratios: kernel time / torch time)",
+        f"{'B':>5}{'spikes':>8}{'forward':>9}{'walk':>7}{'dW':>7}",
+    ]
+    for b in batches:
+        x, _ = _inputs(TRAIN_T, b)
+        u = torch.addmm(w.b, x.reshape(-1, F_IN), w.w_in).reshape(TRAIN_T, b, N)
+        v0 = z0 = torch.zeros(b, N)
+        gz = torch.randn(TRAIN_T, b, N, generator=torch.Generator().manual_seed(2))
+
+        def forward(u=u, v0=v0, z0=z0):
+            return ls._forward_loop(u, w.w_rec, v0, z0, alpha, THRESHOLD, "subtract", None)
+
+        zs, vs = forward()
+        walk_args = (gz, None, w_back_t, vs, zs, alpha, THRESHOLD)
+
+        def walk_kernel(a=walk_args):
+            return _native.lif_backward(derivative, *a, "subtract", None)
+
+        def walk_torch(a=walk_args):
+            return ls._backward_loop(*a, True, derivative, None)
+
+        dv = walk_torch()[0]
+
+        def dw_torch(zs=zs, dv=dv, z0=z0):
+            dw = ls._outer_sum(z0.unsqueeze(0), dv[:1])
+            return dw.add_(ls._outer_sum(zs[:-1], dv[1:]))
+
+        def dw_kernel(zs=zs, dv=dv, z0=z0):
+            return _native.lif_weight_grad(z0, zs, None, None, dv)
+
+        fns = {
+            "fwd kernel": forward,
+            "fwd torch": torch_only(forward),
+            "walk kernel": walk_kernel,
+            "walk torch": walk_torch,
+            "dw kernel": dw_kernel,
+            "dw torch": dw_torch,
+        }
+        old_rows = _native.MAX_ROWS
+        _native.MAX_ROWS = 10**9  # the walk in the kernel at every size, for the comparison
+        try:
+            t = _median_times(fns, repeats)
+        finally:
+            _native.MAX_ROWS = old_rows
+        ratio = {k: t[f"{k} kernel"].wall / t[f"{k} torch"].wall for k in ("fwd", "walk", "dw")}
+        lines.append(
+            f"{b:>5}{zs.mean().item():>8.3f}{ratio['fwd']:>8.2f}x{ratio['walk']:>6.2f}x"
+            f"{ratio['dw']:>6.2f}x"
+        )
+    lines.append(f"(the walk runs in the kernel up to MAX_ROWS = {_native.MAX_ROWS} rows)")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=15, help="timed repeats (median)")
     parser.add_argument("--profile", action="store_true", help="profile LIFLayer's step")
     parser.add_argument("--rounds", type=int, default=1, help="whole measurements in a row")
+    parser.add_argument(
+        "--kernel-parts",
+        action="store_true",
+        help="only the compiled kernel's parts against the torch loops, B = 8 to 256",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, snntorch {snn.__version__}, 1 thread")
+    if args.kernel_parts:
+        print(bench_kernel_parts(args.repeats, (8, 16, 32, 48, 64, 96, 128, 256)))
+        return 0
     print("agreement with RLeaky:", check_agreement())
     for k in range(args.rounds):
         load = " ".join(f"{x:.2f}" for x in os.getloadavg())

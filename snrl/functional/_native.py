@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
@@ -34,11 +35,16 @@ _FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-shared", "-fPIC")
 #: tried first: x86 compilers keep to 256-bit vectors unless told (AVX-512 machines gain 20 %
 #: in the backward); other compilers or machines refuse it, and the build runs without
 _WIDE = ("-mprefer-vector-width=512",)
-#: The kernel runs where it is faster than torch: up to this many rows (batch x layers side
-#: by side). Beyond, torch's matrix products (oneDNN/MKL) win: forward + backward of T = 32,
-#: N = 128 took 0.35-0.39x torch's time at 8 rows, 0.63-0.68x at 32, 0.85-0.99x at 64 and
-#: 0.8-1.3x at 128-256 (docs/benchmarks.md, issue 11).
+#: The backward walk runs in the kernel up to this many rows (batch x layers side by side).
+#: Its product dv_{t+1} W^T is dense, and beyond this torch's (oneDNN/MKL) is as fast: at
+#: T = 64, N = 128 the kernel's walk took 0.29-0.35x torch's time at 8 rows, 0.69-0.99x at 48
+#: and 0.75-1.08x at 64-256 (three runs). The forward loop and dW take the kernel at any
+#: number of rows, for there the product is a sum over the spikes, which are sparse: forward
+#: 0.15x at 8 rows and 0.44-0.79x at 64-256, dW 0.70-1.0x (``benchmarks/bench_layers.py
+#: --kernel-parts``; docs/benchmarks.md, issue 11).
 MAX_ROWS = 48
+#: Floats per chunk of the backward walk's surrogate derivatives (1 MB).
+_CHUNK_FLOATS = 1 << 18
 _LOCK = threading.Lock()
 _STATE: dict[str, object] = {}  # "lib": the loaded library, or "failed": why not
 
@@ -114,10 +120,10 @@ def library() -> ctypes.CDLL | None:
             ints, ptrs, flt = [ctypes.c_int] * 4, ctypes.c_void_p, ctypes.c_float
             fwd, bwd = lib.snrl_lif_forward, lib.snrl_lif_backward
             fwd.restype = bwd.restype = None
-            fwd.argtypes = [*ints, *[ptrs] * 5, flt, ctypes.c_int, *[ptrs] * 5]
-            bwd.argtypes = [*ints, *[ptrs] * 7, flt, ctypes.c_int, *[ptrs] * 4]
+            fwd.argtypes = [*ints, *[ptrs] * 5, flt, ctypes.c_int, *[ptrs] * 7]
+            bwd.argtypes = [*ints, *[ptrs] * 7, flt, ctypes.c_int, *[ptrs] * 4, ctypes.c_int]
             lib.snrl_lif_weight_grad.restype = None
-            lib.snrl_lif_weight_grad.argtypes = [*ints, *[ptrs] * 6]
+            lib.snrl_lif_weight_grad.argtypes = [*ints, *[ptrs] * 8]
             _STATE["lib"] = lib
         except (OSError, subprocess.SubprocessError) as e:
             _STATE["failed"] = str(e)
@@ -149,7 +155,7 @@ def lif_forward(
     broadcastable to (G, 1, N), ``fv``/``fz`` expanded to ``u``'s shape); nothing needs a
     gradient here (the forward of the autograd function, or a no-grad call).
     """
-    lib = _applies(u, w, v0, z0, alpha, fv, fz)
+    lib = _applies(u, w, v0, z0, alpha, fv, fz, rows=None)
     if lib is None:
         return None
     t, g, b, n = _dims(u)
@@ -165,13 +171,14 @@ def lif_forward(
         _alpha(alpha, g, n),
     ]
     tail = [_starts(starts), _flat(fv, (t, g, b, n)), _flat(fz, (t, g, b, n)), vs, zs]
+    tail += [torch.empty(n, dtype=torch.int32), torch.empty(n, dtype=torch.float32)]
     flag = int(reset == "subtract")
     lib.snrl_lif_forward(t, g, b, n, *map(_ptr, keep), float(threshold), flag, *map(_ptr, tail))
     return zs, vs
 
 
 def lif_backward(
-    s: Tensor,
+    derivative: Callable[[Tensor], Tensor],
     gz: Tensor | None,
     gv: Tensor | None,
     w_back_t: Tensor | None,
@@ -186,27 +193,40 @@ def lif_backward(
     of ``_LIFSequence.backward``: ``dv`` shaped like ``vs``, ``first`` = dv_0 masked where
     step 0 starts an episode, shaped like one step), or None when the kernel does not apply.
 
-    ``s`` is the surrogate derivative at ``vs - threshold``; ``w_back_t`` the transposed
-    ``W - threshold I`` (subtract) or ``W`` (zero), or None.
+    ``derivative`` maps ``v - threshold`` to the surrogate's derivative; ``w_back_t`` is the
+    transposed ``W - threshold I`` (subtract) or ``W`` (zero), or None. The walk runs in
+    chunks of steps of about :data:`_CHUNK_FLOATS` floats, last chunk first, each with its
+    own derivative: small temporaries that stay in cache, where one for the whole sequence
+    would be two more allocations of its size (fresh pages cost more than the calls).
     """
-    lib = _applies(vs, s, gz, gv, w_back_t, zs, alpha)
+    lib = _applies(vs, gz, gv, w_back_t, zs, alpha, rows=MAX_ROWS)
     if lib is None:
         return None
     t, g, b, n = _dims(vs)
     dv = torch.empty(vs.shape, dtype=torch.float32)
     first = torch.empty(vs.shape[1:], dtype=torch.float32)
-    keep = [  # held until the call returns, as in lif_forward
-        _flat(s, (t, g, b, n)),
-        _flat(gz, (t, g, b, n)),
-        _flat(gv, (t, g, b, n)),
-        _flat(w_back_t, (g, n, n)),
-        _flat(vs, (t, g, b, n)),
-        _flat(zs, (t, g, b, n)),
-        _alpha(alpha, g, n),
-    ]
-    tail = [_starts(starts), dv, first, torch.empty(b, n, dtype=torch.float32)]
+    flat = {
+        "gz": _flat(gz, (t, g, b, n)),
+        "gv": _flat(gv, (t, g, b, n)),
+        "vs": _flat(vs, (t, g, b, n)),
+        "zs": _flat(zs, (t, g, b, n)),
+    }
+    w_flat, a_flat = _flat(w_back_t, (g, n, n)), _alpha(alpha, g, n)
+    st, scratch = _starts(starts), torch.empty(b, n, dtype=torch.float32)
     flag = int(reset == "subtract")
-    lib.snrl_lif_backward(t, g, b, n, *map(_ptr, keep), float(threshold), flag, *map(_ptr, tail))
+    steps = max(1, _CHUNK_FLOATS // (g * b * n))
+    for t1 in range(t, 0, -steps):
+        t0 = max(0, t1 - steps)
+        # held until the call returns, as in lif_forward
+        s = derivative(flat["vs"][t0:t1] - threshold).to(torch.float32).contiguous()
+        gzc, gvc, vsc, zsc = (None if x is None else x[t0:t1] for x in flat.values())
+        keep = [s, gzc, gvc, w_flat, vsc, zsc, a_flat]
+        tail = [None if st is None else st[t0:], dv[t0:], first if t0 == 0 else None, scratch]
+        lib.snrl_lif_backward(
+            t1 - t0, g, b, n, *map(_ptr, keep), float(threshold), flag, *map(_ptr, tail), t1 < t
+        )
+    if t == 0:
+        first.zero_()
     return dv, first
 
 
@@ -216,7 +236,7 @@ def lif_weight_grad(
     """``sum_t z_{t-1}^T dv_t`` ((N, N), or (G, N, N) for a group), the spikes each step starts
     from taken as in the forward pass (``fz`` where ``starts``), or None when the kernel does
     not apply."""
-    lib = _applies(dv, z0, zs, fz)
+    lib = _applies(dv, z0, zs, fz, rows=None)
     if lib is None:
         return None
     t, g, b, n = _dims(dv)
@@ -228,22 +248,18 @@ def lif_weight_grad(
         None if starts is None else _flat(fz, (t, g, b, n)),
         _flat(dv, (t, g, b, n)),
         dw,
+        torch.empty(n, dtype=torch.int32),
+        torch.empty(n, dtype=torch.float32),
     ]
     lib.snrl_lif_weight_grad(t, g, b, n, *map(_ptr, keep))
     return dw
 
 
-def applies(seq: Tensor) -> bool:
-    """Whether the kernel will take this (T, B, N) or (T, G, B, N) sequence (float32, CPU, at
-    most :data:`MAX_ROWS` rows, the library available)."""
-    return _applies(seq) is not None
-
-
-def _applies(seq: Tensor, *tensors: Tensor | None) -> ctypes.CDLL | None:
-    """The library, if ``seq`` (T, B, N) or (T, G, B, N) has at most :data:`MAX_ROWS` rows,
-    every tensor is float32 on the CPU and the library can be had."""
+def _applies(seq: Tensor, *tensors: Tensor | None, rows: int | None) -> ctypes.CDLL | None:
+    """The library, if ``seq`` (T, B, N) or (T, G, B, N) has at most ``rows`` rows (None: any
+    number), every tensor is float32 on the CPU and the library can be had."""
     _, g, b, _ = _dims(seq)
-    if g * b > MAX_ROWS:
+    if rows is not None and g * b > rows:
         return None
     tensors = (seq, *tensors)
     if any(x is not None and (x.dtype != torch.float32 or x.device.type != "cpu") for x in tensors):

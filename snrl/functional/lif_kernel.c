@@ -22,10 +22,66 @@
 #include <stddef.h>
 #include <string.h>
 
+typedef float v16 __attribute__((vector_size(64)));
+
+/* v = ut + sum_k val[k] W[idx[k], :] for one row of N: the rows of W of the m neurons that
+ * spiked, added in the order of idx. Columns go in tiles of 64 (four 16-float registers, one
+ * AVX-512 register or two AVX ones each) whose sums stay in registers while the spikes run:
+ * one load of W and one multiply-add per 16 floats and spike, where adding into v in memory
+ * would also load and store v for every spike. (memcpy is an unaligned load or store.) */
+static void drive_row(int N, int m, const int *restrict idx, const float *restrict val,
+                      const float *restrict w, const float *restrict ut, float *restrict v) {
+    const size_t row = (size_t)N;
+    int j0 = 0;
+    if (N % 16 == 0) {
+        for (; j0 + 64 <= N; j0 += 64) {
+            v16 a0, a1, a2, a3, x;
+            memcpy(&a0, ut + j0, sizeof a0);
+            memcpy(&a1, ut + j0 + 16, sizeof a1);
+            memcpy(&a2, ut + j0 + 32, sizeof a2);
+            memcpy(&a3, ut + j0 + 48, sizeof a3);
+            for (int k = 0; k < m; k++) {
+                const float *wr = w + (size_t)idx[k] * row + j0;
+                const float c = val[k];
+                memcpy(&x, wr, sizeof x);
+                a0 += c * x;
+                memcpy(&x, wr + 16, sizeof x);
+                a1 += c * x;
+                memcpy(&x, wr + 32, sizeof x);
+                a2 += c * x;
+                memcpy(&x, wr + 48, sizeof x);
+                a3 += c * x;
+            }
+            memcpy(v + j0, &a0, sizeof a0);
+            memcpy(v + j0 + 16, &a1, sizeof a1);
+            memcpy(v + j0 + 32, &a2, sizeof a2);
+            memcpy(v + j0 + 48, &a3, sizeof a3);
+        }
+        for (; j0 < N; j0 += 16) {
+            v16 a0, x;
+            memcpy(&a0, ut + j0, sizeof a0);
+            for (int k = 0; k < m; k++) {
+                memcpy(&x, w + (size_t)idx[k] * row + j0, sizeof x);
+                a0 += val[k] * x;
+            }
+            memcpy(v + j0, &a0, sizeof a0);
+        }
+        return;
+    }
+    for (int j = 0; j < N; j++) v[j] = ut[j];
+    for (int k = 0; k < m; k++) {
+        const float c = val[k];
+        const float *restrict wr = w + (size_t)idx[k] * row;
+        for (int j = 0; j < N; j++) v[j] += c * wr[j];
+    }
+}
+
+/* The forward loop. idx and val are scratch for N ints and N floats (the spikes of a row:
+ * z_{t-1} W is the sum of the rows of W whose neuron spiked). */
 void snrl_lif_forward(int T, int G, int B, int N, const float *u, const float *w,
                       const float *v0, const float *z0, const float *alpha, float threshold,
                       int subtract, const unsigned char *starts, const float *fv,
-                      const float *fz, float *vs, float *zs) {
+                      const float *fz, float *vs, float *zs, int *idx, float *val) {
     const size_t row = (size_t)N;
     const size_t layer = (size_t)B * row;
     const size_t step = (size_t)G * layer;
@@ -49,16 +105,15 @@ void snrl_lif_forward(int T, int G, int B, int N, const float *u, const float *w
                 float *v = vs + here;
                 float *z = zs + here;
                 const float *ut = u + here;
-                for (int j = 0; j < N; j++) v[j] = ut[j];
+                int m = 0;
                 if (wg) {
-                    for (int i = 0; i < N; i++) {
-                        float zi = zp[i];
-                        if (zi != 0.0f) {
-                            const float *wr = wg + (size_t)i * row;
-                            for (int j = 0; j < N; j++) v[j] += zi * wr[j];
-                        }
+                    for (int i = 0; i < N; i++) { /* no branch: spikes are unpredictable */
+                        idx[m] = i;
+                        val[m] = zp[i];
+                        m += zp[i] != 0.0f;
                     }
                 }
+                drive_row(N, m, idx, val, wg, ut, v);
                 if (subtract) {
                     for (int j = 0; j < N; j++) v[j] = (v[j] + a[j] * vp[j]) - threshold * zp[j];
                 } else {
@@ -86,7 +141,6 @@ static void axpy_row(int N, const float *restrict nxt, const float *restrict wt,
  * sums stay in four vector registers while k runs: one load of Wt and four multiply-adds per
  * k, instead of a load and a store of back as well. (GCC/Clang vector extension: 16 floats,
  * one AVX-512 register or two AVX ones; memcpy is an unaligned load or store.) */
-typedef float v16 __attribute__((vector_size(64)));
 static void matmul_rows(int B, int N, const float *restrict nxt, const float *restrict wt,
                         float *restrict back) {
     const size_t row = (size_t)N;
@@ -128,17 +182,20 @@ static void matmul_rows(int B, int N, const float *restrict nxt, const float *re
  * where dv_{t+1} counts as 0 in a row whose episode starts at t + 1. s is the surrogate
  * derivative at v - threshold (T, G, B, N); gz, gv may be NULL (no gradient arriving); wbt is
  * Wb transposed, (G, N, N), or NULL; scratch holds B x N floats. Writes dv (T, G, B, N) and
- * first (G, B, N), dv_0 masked by the starts at step 0.
+ * first (G, B, N), dv_0 masked by the starts at step 0 (unless first is NULL).
+ * With more = 1 the sequence is a chunk of a longer one: dv and starts continue in memory
+ * past step T - 1 (dv of step T already computed), and step T - 1 takes it as dv_{t+1}.
  */
 void snrl_lif_backward(int T, int G, int B, int N, const float *s, const float *gz,
                        const float *gv, const float *wbt, const float *vs, const float *zs,
                        const float *alpha, float threshold, int subtract,
-                       const unsigned char *starts, float *dv, float *first, float *scratch) {
+                       const unsigned char *starts, float *dv, float *first, float *scratch,
+                       int more) {
     const size_t row = (size_t)N;
     const size_t layer = (size_t)B * row;
     const size_t step = (size_t)G * layer;
     for (int t = T - 1; t >= 0; t--) {
-        int has_next = t + 1 < T;
+        int has_next = t + 1 < T || more;
         for (int g = 0; g < G; g++) {
             const float *a = alpha + (size_t)g * row;
             size_t base = (size_t)t * step + (size_t)g * layer;
@@ -179,6 +236,7 @@ void snrl_lif_backward(int T, int G, int B, int N, const float *s, const float *
             }
         }
     }
+    if (!first) return;
     for (int g = 0; g < G; g++) {
         for (int b = 0; b < B; b++) {
             size_t here = (size_t)g * layer + (size_t)b * row;
@@ -188,14 +246,64 @@ void snrl_lif_backward(int T, int G, int B, int N, const float *s, const float *
     }
 }
 
+/* dw[i, :] += val[k] d for the m spikes i = idx[k] of one row: d in registers (tiles of 64
+ * columns), the rows of dw loaded, added to and stored once per spike. */
+static void outer_row(int N, int m, const int *restrict idx, const float *restrict val,
+                      const float *restrict d, float *restrict dw) {
+    const size_t row = (size_t)N;
+    int j0 = 0;
+    if (N % 16 == 0) {
+        for (; j0 + 64 <= N; j0 += 64) {
+            v16 d0, d1, d2, d3, x;
+            memcpy(&d0, d + j0, sizeof d0);
+            memcpy(&d1, d + j0 + 16, sizeof d1);
+            memcpy(&d2, d + j0 + 32, sizeof d2);
+            memcpy(&d3, d + j0 + 48, sizeof d3);
+            for (int k = 0; k < m; k++) {
+                float *o = dw + (size_t)idx[k] * row + j0;
+                const float c = val[k];
+                memcpy(&x, o, sizeof x);
+                x += c * d0;
+                memcpy(o, &x, sizeof x);
+                memcpy(&x, o + 16, sizeof x);
+                x += c * d1;
+                memcpy(o + 16, &x, sizeof x);
+                memcpy(&x, o + 32, sizeof x);
+                x += c * d2;
+                memcpy(o + 32, &x, sizeof x);
+                memcpy(&x, o + 48, sizeof x);
+                x += c * d3;
+                memcpy(o + 48, &x, sizeof x);
+            }
+        }
+        for (; j0 < N; j0 += 16) {
+            v16 d0, x;
+            memcpy(&d0, d + j0, sizeof d0);
+            for (int k = 0; k < m; k++) {
+                float *o = dw + (size_t)idx[k] * row + j0;
+                memcpy(&x, o, sizeof x);
+                x += val[k] * d0;
+                memcpy(o, &x, sizeof x);
+            }
+        }
+        return;
+    }
+    for (int k = 0; k < m; k++) {
+        const float c = val[k];
+        float *restrict o = dw + (size_t)idx[k] * row;
+        for (int j = 0; j < N; j++) o[j] += c * d[j];
+    }
+}
+
 /* dW = sum over steps and rows of z_{t-1}^T dv_t, (G, N, N), the spikes each step starts from
  * being z0 at t = 0, zs[t - 1] after, and fz[t] where the row's episode starts at t (as in
  * the forward pass). Binary, sparse spikes make this a few row additions per spike instead of
- * a dense (N, T B) x (T B, N) product. fz may be NULL when starts is NULL.
+ * a dense (N, T B) x (T B, N) product. fz may be NULL when starts is NULL; idx and val are
+ * scratch for N ints and N floats, as in the forward loop.
  */
 void snrl_lif_weight_grad(int T, int G, int B, int N, const float *z0, const float *zs,
                           const unsigned char *starts, const float *fz, const float *dv,
-                          float *dw) {
+                          float *dw, int *idx, float *val) {
     const size_t row = (size_t)N;
     const size_t layer = (size_t)B * row;
     const size_t step = (size_t)G * layer;
@@ -212,13 +320,13 @@ void snrl_lif_weight_grad(int T, int G, int B, int N, const float *z0, const flo
                     zp = z0 + (size_t)g * layer + (size_t)b * row;
                 else
                     zp = zs + here - step;
-                const float *restrict d = dv + here;
-                for (int i = 0; i < N; i++) {
-                    const float zi = zp[i];
-                    if (zi == 0.0f) continue;
-                    float *restrict out = dwg + (size_t)i * row;
-                    for (int j = 0; j < N; j++) out[j] += zi * d[j];
+                int m = 0;
+                for (int i = 0; i < N; i++) { /* no branch, as in the forward loop */
+                    idx[m] = i;
+                    val[m] = zp[i];
+                    m += zp[i] != 0.0f;
                 }
+                outer_row(N, m, idx, val, dv + here, dwg);
             }
         }
     }

@@ -371,9 +371,8 @@ class _LIFSequence(torch.autograd.Function):
                 w_back.diagonal(dim1=-2, dim2=-1).sub_(threshold)
             w_back_t = w_back.transpose(-2, -1).contiguous()
         native = None
-        if steps and _native.applies(vs):  # the compiled walk (same equations), one call
-            s_all = derivative(vs - threshold)
-            args = (s_all, gz, gv, w_back_t, vs, zs, alpha, threshold, reset, starts)
+        if steps:  # the compiled walk (same equations) where it applies
+            args = (derivative, gz, gv, w_back_t, vs, zs, alpha, threshold, reset, starts)
             native = _native.lif_backward(*args)
         if native is not None:
             dv, nxt = native
@@ -384,7 +383,7 @@ class _LIFSequence(torch.autograd.Function):
         du = dv if need_u else None
         dw = dv0 = dz0 = dalpha = dfresh = None
         zp = vp = None
-        if need_w and w is not None and native is not None:  # dW by the kernel (sparse z)
+        if need_w and w is not None:  # dW by the kernel (sparse z) where it applies
             dw = _native.lif_weight_grad(z0, zs, starts, fz, dv)
         dense_w = need_w and w is not None and dw is None
         if starts is not None and (dense_w or need_alpha or need_fresh):

@@ -16,9 +16,9 @@ from snrl.functional.neurons import LIFState
 from snrl.functional.surrogate import default_spike_grad
 
 
-def _inputs(group: bool, recurrent: bool, seed: int):
+def _inputs(group: bool, recurrent: bool, seed: int, b: int = 5, n: int = 24):
     g = torch.Generator().manual_seed(seed)
-    t, grp, b, n = 12, 2, 5, 24
+    t, grp = 12, 2
     lead = (t, grp, b, n) if group else (t, b, n)
     u = (torch.randn(*lead, generator=g) * 0.7 + 0.3).requires_grad_()
     w = None
@@ -36,9 +36,9 @@ def _inputs(group: bool, recurrent: bool, seed: int):
     return u, w, v0, z0, alpha, starts, fresh_v
 
 
-def _run(native: bool, monkeypatch, group, recurrent, reset, seed):
+def _run(native: bool, monkeypatch, group, recurrent, reset, seed, b=5, n=24):
     monkeypatch.setenv("SNRL_NATIVE", "1" if native else "0")
-    u, w, v0, z0, alpha, starts, fresh_v = _inputs(group, recurrent, seed)
+    u, w, v0, z0, alpha, starts, fresh_v = _inputs(group, recurrent, seed, b, n)
     fn = lif_sequence_group if group else lif_sequence
     fresh = LIFState(fresh_v, torch.zeros(()))
     spike_fn = default_spike_grad()
@@ -69,6 +69,34 @@ def test_kernel_equals_the_torch_loop(monkeypatch, group, recurrent, reset):
     for a, b in zip(g, g_ref, strict=True):
         assert a.abs().sum() > 0
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+@needs_kernel
+@pytest.mark.parametrize(
+    ("group", "b", "n", "max_rows", "chunk"),
+    [
+        (False, 5, 80, 48, 1 << 18),  # N in tiles of 64 and 16 columns (24 above: scalar)
+        (False, 60, 80, 48, 1 << 18),  # more rows than MAX_ROWS: torch's backward walk
+        (False, 60, 128, 10**6, 3 * 60 * 128),  # the kernel's walk in chunks of 3 steps
+        (True, 7, 64, 48, 2 * 2 * 7 * 64 + 1),  # a group, chunks of 2 steps
+    ],
+)
+@pytest.mark.parametrize("reset", ["subtract", "zero"])
+def test_kernel_tiles_rows_and_chunks_equal_the_torch_loop(
+    monkeypatch, group, b, n, max_rows, chunk, reset
+):
+    monkeypatch.setattr(_native, "MAX_ROWS", max_rows)
+    monkeypatch.setattr(_native, "_CHUNK_FLOATS", chunk)
+    z_ref, v_ref, g_ref = _run(False, monkeypatch, group, True, reset, 5, b, n)
+    z, v, g = _run(True, monkeypatch, group, True, reset, 5, b, n)
+    assert 0.02 < z_ref.mean() < 0.9
+    torch.testing.assert_close(z, z_ref, rtol=0, atol=0)
+    torch.testing.assert_close(v, v_ref, rtol=1e-5, atol=1e-5)
+    for a, r in zip(g, g_ref, strict=True):
+        assert a.abs().sum() > 0
+        # sums over up to T x B = 720 rows in another order: float32 rounding grows with the
+        # size of the terms (both are ~4e-4 from a float64 loop where dW reaches ~190)
+        torch.testing.assert_close(a, r, rtol=1e-4, atol=1e-5 * float(r.abs().max()))
 
 
 @needs_kernel
