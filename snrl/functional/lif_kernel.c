@@ -24,6 +24,24 @@
 
 typedef float v16 __attribute__((vector_size(64)));
 
+/* The neurons of a row that spiked (zp != 0): their indices and values in idx and val, their
+ * number returned. No branch: spikes are unpredictable, and mispredictions cost more than the
+ * stores. */
+static int spike_list(int N, const float *restrict zp, int *restrict idx, float *restrict val) {
+    int m = 0;
+    for (int i = 0; i < N; i++) {
+        idx[m] = i;
+        val[m] = zp[i];
+        m += zp[i] != 0.0f;
+    }
+    return m;
+}
+
+/* Four 16-float registers from p[0..64). */
+static inline void load4(v16 r[4], const float *p) {
+    for (int q = 0; q < 4; q++) memcpy(&r[q], p + 16 * q, sizeof r[q]);
+}
+
 /* v = ut + sum_k val[k] W[idx[k], :] for one row of N: the rows of W of the m neurons that
  * spiked, added in the order of idx. Columns go in tiles of 64 (four 16-float registers, one
  * AVX-512 register or two AVX ones each) whose sums stay in registers while the spikes run:
@@ -35,27 +53,14 @@ static void drive_row(int N, int m, const int *restrict idx, const float *restri
     int j0 = 0;
     if (N % 16 == 0) {
         for (; j0 + 64 <= N; j0 += 64) {
-            v16 a0, a1, a2, a3, x;
-            memcpy(&a0, ut + j0, sizeof a0);
-            memcpy(&a1, ut + j0 + 16, sizeof a1);
-            memcpy(&a2, ut + j0 + 32, sizeof a2);
-            memcpy(&a3, ut + j0 + 48, sizeof a3);
+            v16 a[4], x[4];
+            load4(a, ut + j0);
             for (int k = 0; k < m; k++) {
-                const float *wr = w + (size_t)idx[k] * row + j0;
                 const float c = val[k];
-                memcpy(&x, wr, sizeof x);
-                a0 += c * x;
-                memcpy(&x, wr + 16, sizeof x);
-                a1 += c * x;
-                memcpy(&x, wr + 32, sizeof x);
-                a2 += c * x;
-                memcpy(&x, wr + 48, sizeof x);
-                a3 += c * x;
+                load4(x, w + (size_t)idx[k] * row + j0);
+                for (int q = 0; q < 4; q++) a[q] += c * x[q];
             }
-            memcpy(v + j0, &a0, sizeof a0);
-            memcpy(v + j0 + 16, &a1, sizeof a1);
-            memcpy(v + j0 + 32, &a2, sizeof a2);
-            memcpy(v + j0 + 48, &a3, sizeof a3);
+            memcpy(v + j0, a, sizeof a);
         }
         for (; j0 < N; j0 += 16) {
             v16 a0, x;
@@ -105,14 +110,7 @@ void snrl_lif_forward(int T, int G, int B, int N, const float *u, const float *w
                 float *v = vs + here;
                 float *z = zs + here;
                 const float *ut = u + here;
-                int m = 0;
-                if (wg) {
-                    for (int i = 0; i < N; i++) { /* no branch: spikes are unpredictable */
-                        idx[m] = i;
-                        val[m] = zp[i];
-                        m += zp[i] != 0.0f;
-                    }
-                }
+                int m = wg ? spike_list(N, zp, idx, val) : 0;
                 drive_row(N, m, idx, val, wg, ut, v);
                 if (subtract) {
                     for (int j = 0; j < N; j++) v[j] = (v[j] + a[j] * vp[j]) - threshold * zp[j];
@@ -254,26 +252,17 @@ static void outer_row(int N, int m, const int *restrict idx, const float *restri
     int j0 = 0;
     if (N % 16 == 0) {
         for (; j0 + 64 <= N; j0 += 64) {
-            v16 d0, d1, d2, d3, x;
-            memcpy(&d0, d + j0, sizeof d0);
-            memcpy(&d1, d + j0 + 16, sizeof d1);
-            memcpy(&d2, d + j0 + 32, sizeof d2);
-            memcpy(&d3, d + j0 + 48, sizeof d3);
+            v16 dd[4];
+            load4(dd, d + j0);
             for (int k = 0; k < m; k++) {
                 float *o = dw + (size_t)idx[k] * row + j0;
                 const float c = val[k];
-                memcpy(&x, o, sizeof x);
-                x += c * d0;
-                memcpy(o, &x, sizeof x);
-                memcpy(&x, o + 16, sizeof x);
-                x += c * d1;
-                memcpy(o + 16, &x, sizeof x);
-                memcpy(&x, o + 32, sizeof x);
-                x += c * d2;
-                memcpy(o + 32, &x, sizeof x);
-                memcpy(&x, o + 48, sizeof x);
-                x += c * d3;
-                memcpy(o + 48, &x, sizeof x);
+                for (int q = 0; q < 4; q++) {
+                    v16 x;
+                    memcpy(&x, o + 16 * q, sizeof x);
+                    x += c * dd[q];
+                    memcpy(o + 16 * q, &x, sizeof x);
+                }
             }
         }
         for (; j0 < N; j0 += 16) {
@@ -320,12 +309,7 @@ void snrl_lif_weight_grad(int T, int G, int B, int N, const float *z0, const flo
                     zp = z0 + (size_t)g * layer + (size_t)b * row;
                 else
                     zp = zs + here - step;
-                int m = 0;
-                for (int i = 0; i < N; i++) { /* no branch, as in the forward loop */
-                    idx[m] = i;
-                    val[m] = zp[i];
-                    m += zp[i] != 0.0f;
-                }
+                int m = spike_list(N, zp, idx, val);
                 outer_row(N, m, idx, val, dv + here, dwg);
             }
         }
