@@ -554,11 +554,15 @@ def bench_kernel_parts(repeats: int, batches: tuple[int, ...]) -> str:
 
     def torch_only(fn):  # SNRL_NATIVE=0 for the call: the torch loop runs
         def call():
+            before = os.environ.get("SNRL_NATIVE")
             os.environ["SNRL_NATIVE"] = "0"
             try:
                 return fn()
             finally:
-                os.environ.pop("SNRL_NATIVE")
+                if before is None:
+                    os.environ.pop("SNRL_NATIVE")
+                else:
+                    os.environ["SNRL_NATIVE"] = before
 
         return call
 
