@@ -171,7 +171,7 @@ def lif_forward(
         _alpha(alpha, g, n),
     ]
     tail = [_starts(starts), _flat(fv, (t, g, b, n)), _flat(fz, (t, g, b, n)), vs, zs]
-    tail += [torch.empty(n, dtype=torch.int32), torch.empty(n, dtype=torch.float32)]
+    tail += _spike_scratch(n)
     flag = int(reset == "subtract")
     lib.snrl_lif_forward(t, g, b, n, *map(_ptr, keep), float(threshold), flag, *map(_ptr, tail))
     return zs, vs
@@ -205,12 +205,7 @@ def lif_backward(
     t, g, b, n = _dims(vs)
     dv = torch.empty(vs.shape, dtype=torch.float32)
     first = torch.empty(vs.shape[1:], dtype=torch.float32)
-    flat = {
-        "gz": _flat(gz, (t, g, b, n)),
-        "gv": _flat(gv, (t, g, b, n)),
-        "vs": _flat(vs, (t, g, b, n)),
-        "zs": _flat(zs, (t, g, b, n)),
-    }
+    seqs = [_flat(x, (t, g, b, n)) for x in (gz, gv, vs, zs)]
     w_flat, a_flat = _flat(w_back_t, (g, n, n)), _alpha(alpha, g, n)
     st, scratch = _starts(starts), torch.empty(b, n, dtype=torch.float32)
     flag = int(reset == "subtract")
@@ -218,8 +213,8 @@ def lif_backward(
     for t1 in range(t, 0, -steps):
         t0 = max(0, t1 - steps)
         # held until the call returns, as in lif_forward
-        s = derivative(flat["vs"][t0:t1] - threshold).to(torch.float32).contiguous()
-        gzc, gvc, vsc, zsc = (None if x is None else x[t0:t1] for x in flat.values())
+        gzc, gvc, vsc, zsc = (None if x is None else x[t0:t1] for x in seqs)
+        s = derivative(vsc - threshold).to(torch.float32).contiguous()
         keep = [s, gzc, gvc, w_flat, vsc, zsc, a_flat]
         tail = [None if st is None else st[t0:], dv[t0:], first if t0 == 0 else None, scratch]
         lib.snrl_lif_backward(
@@ -248,8 +243,7 @@ def lif_weight_grad(
         None if starts is None else _flat(fz, (t, g, b, n)),
         _flat(dv, (t, g, b, n)),
         dw,
-        torch.empty(n, dtype=torch.int32),
-        torch.empty(n, dtype=torch.float32),
+        *_spike_scratch(n),
     ]
     lib.snrl_lif_weight_grad(t, g, b, n, *map(_ptr, keep))
     return dw
@@ -265,6 +259,11 @@ def _applies(seq: Tensor, *tensors: Tensor | None, rows: int | None) -> ctypes.C
     if any(x is not None and (x.dtype != torch.float32 or x.device.type != "cpu") for x in tensors):
         return None
     return library()
+
+
+def _spike_scratch(n: int) -> list[Tensor]:
+    """The kernel's room for one row's spike list: N indices and N values."""
+    return [torch.empty(n, dtype=torch.int32), torch.empty(n, dtype=torch.float32)]
 
 
 def _dims(x: Tensor) -> tuple[int, int, int, int]:
