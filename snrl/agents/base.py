@@ -42,6 +42,7 @@ from snrl.envs.spaces import ObsFlattener
 from snrl.envs.timing import env_time_step
 from snrl.envs.trials import TrialTracker
 from snrl.errors import NonFiniteError, UserError, first_line
+from snrl.networks.ann import ACTIVATIONS
 from snrl.networks.factory import BACKBONES, ENCODERS, SPIKING, build_backbone
 from snrl.training.checkpoint import (
     corrupt_checkpoint,
@@ -262,6 +263,9 @@ class AgentConfig:
     """Initial hidden state of spiking layers: zeros | random | learned."""
     encoder: str = "direct"
     """Input encoding of spiking backbones: direct | population."""
+    activation: str = "tanh"
+    """Hidden nonlinearity of an mlp backbone: tanh (as SB3's PPO) | relu (as SB3's DQN);
+    the other backbones ignore it."""
     substeps: int = 1
     """Neuron steps per env step (spiking backbones; ANN backbones ignore it): each
     observation is held for ``substeps`` steps of ``dt``. Old name: ``sim_steps``."""
@@ -319,6 +323,10 @@ class AgentConfig:
         check_values(self)  # types, finite numbers: every field of every algorithm's config
         check(self.backbone in BACKBONES, f"backbone={self.backbone!r} (one of {BACKBONES})")
         check(self.encoder in ENCODERS, f"encoder={self.encoder!r} (one of {ENCODERS})")
+        check(
+            self.activation in ACTIVATIONS,
+            f"activation={self.activation!r} (one of {tuple(ACTIVATIONS)})",
+        )
         check(
             0 <= self.seed <= MAX_SEED, f"seed={self.seed} (must be an integer in [0, {MAX_SEED}])"
         )
@@ -455,6 +463,7 @@ class AgentConfig:
             encoder=self.encoder,
             substeps=self.substeps,
             readout_tau_m=self.readout_tau_m,
+            activation=self.activation,
             seed=seed,
             layer_kwargs=layer_kwargs,
         )

@@ -36,8 +36,12 @@ def _check_batch(x: Tensor, h: Tensor) -> None:
         )
 
 
+#: hidden-layer nonlinearities of :class:`MLP`
+ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu}
+
+
 class MLP(nn.Module):
-    """Feed-forward tanh network; its recurrent state is ``()``.
+    """Feed-forward network (tanh or ReLU hidden layers); its recurrent state is ``()``.
 
     Args:
         input_size: observation features F.
@@ -45,6 +49,8 @@ class MLP(nn.Module):
             or a sequence of ints (one per layer).
         output_size: width of the final linear layer, or None to output the last hidden layer.
         n_layers: hidden layers (default: 1 for an int ``hidden_size``, else its length).
+        activation: ``"tanh"`` (SB3's PPO default) or ``"relu"`` (SB3's DQN default) after
+            each hidden layer.
 
     Deprecated (one release, with a ``DeprecationWarning``): ``hidden_sizes=`` for
     ``hidden_size=``.
@@ -57,10 +63,17 @@ class MLP(nn.Module):
         output_size: int | None = None,
         *,
         n_layers: int | None = None,
+        activation: str = "tanh",
         hidden_sizes: Sequence[int] = MISSING,
     ) -> None:
         super().__init__()
+        if activation not in ACTIVATIONS:
+            raise UserError(
+                f"unknown activation {activation!r} (choose one of {', '.join(ACTIVATIONS)})"
+            )
         hidden_size = renamed("hidden_sizes", hidden_sizes, "hidden_size", hidden_size, "MLP")
+        self.activation = activation
+        self._act = ACTIVATIONS[activation]
         widths = layer_widths(hidden_size, n_layers, "MLP")
         self.input_size = input_size
         self.hidden_size = widths
@@ -81,7 +94,7 @@ class MLP(nn.Module):
         layers = []
         h = x
         for i, layer in enumerate(self.hidden):
-            h = torch.tanh(layer(h))
+            h = self._act(layer(h))
             layers.append(LayerActivity(f"mlp{i}", "ann", layer.out_features, extra={"h": h}))
         out = self.head(h) if self.head is not None else h
         return BackboneOutput(out, (), Activity(layers))

@@ -10,7 +10,7 @@ from torch import nn
 from snrl.config import NEURON_DEFAULTS
 from snrl.errors import UserError
 from snrl.networks._args import MISSING, layer_widths, renamed
-from snrl.networks.ann import GRU, LSTM, MLP
+from snrl.networks.ann import ACTIVATIONS, GRU, LSTM, MLP
 from snrl.networks.encoders import EncodedBackbone, PopulationEncoder
 from snrl.networks.spiking import NEURONS, SpikingBackbone
 
@@ -32,6 +32,7 @@ def build_backbone(
     population_k: int = 8,
     substeps: int = 1,
     readout_tau_m: float = NEURON_DEFAULTS["readout_tau_m"],
+    activation: str = "tanh",
     seed: int | None = None,
     layer_kwargs: dict[str, Any] | None = None,
     sim_steps: int = MISSING,
@@ -53,6 +54,8 @@ def build_backbone(
         substeps: neuron steps per env step (spiking backbones; ANN backbones have no
             neuron time and ignore it, as they ignore ``force_dale_law``).
         readout_tau_m: membrane time constant of the LI readout, seconds.
+        activation: hidden nonlinearity of an ``mlp``: ``tanh`` or ``relu`` (the other
+            backbones ignore it).
         seed: seeds the layers' own generators.
         layer_kwargs: extra keyword arguments for every spiking layer (tau_m, dt, hh_init, ...).
 
@@ -61,6 +64,10 @@ def build_backbone(
     substeps = renamed("sim_steps", sim_steps, "substeps", substeps, "build_backbone", 1)
     if name not in BACKBONES:
         raise UserError(f"unknown backbone {name!r} (choose one of {', '.join(BACKBONES)})")
+    if activation not in ACTIVATIONS:
+        raise UserError(
+            f"unknown activation {activation!r} (choose one of {', '.join(ACTIVATIONS)})"
+        )
     if encoder not in ENCODERS:
         raise UserError(f"unknown encoder {encoder!r} (choose one of {', '.join(ENCODERS)})")
     if name in ("gru", "lstm"):
@@ -74,7 +81,7 @@ def build_backbone(
         return cls(input_size, hidden_size, output_size)
     widths = layer_widths(hidden_size, n_layers, "build_backbone")
     if name == "mlp":
-        return MLP(input_size, widths, output_size)
+        return MLP(input_size, widths, output_size, activation=activation)
     enc: nn.Module = nn.Identity()
     n_in = input_size
     if encoder == "population":

@@ -270,6 +270,31 @@ def test_save_load_acts_identically(tmp_path):
     loaded.close()
 
 
+def test_relu_mlp_saves_and_loads_with_its_activation(tmp_path):
+    """``activation="relu"`` (SB3's DQN network) reaches the Q-network and survives a reload."""
+    algo = DQN(
+        "CartPole-v1",
+        backbone="mlp",
+        activation="relu",
+        seed=1,
+        learning_starts=100,
+        batch_size=4,
+        **TINY,
+    )
+    assert algo.agent.q_net.activation == algo.target_net.activation == "relu"
+    algo.learn(300, progress=False)
+    algo.save(tmp_path / "r.pt")
+    loaded = DQN.load(tmp_path / "r.pt")
+    assert loaded.config.activation == "relu" and loaded.agent.q_net.activation == "relu"
+    a, b = algo.rollout(seed=3, record=False), loaded.rollout(seed=3, record=False)
+    np.testing.assert_array_equal(a.policy["q_values"], b.policy["q_values"])
+    x = algo.agent.preprocess(np.array([[0.1, -0.2, 0.03, 0.4]], dtype=np.float32))
+    h = algo.agent.q_net.run(x).activity["mlp0"].extra["h"]
+    assert (h >= 0).all() and (h == 0).any()
+    algo.close()
+    loaded.close()
+
+
 def test_same_seed_same_learning_curve():
     def run():
         algo = DQN("CartPole-v1", backbone="lif", seed=7, learning_starts=100, batch_size=4, **TINY)
@@ -310,6 +335,8 @@ def test_bad_inputs_are_user_errors():
         DQNConfig(dueling="mean")
     with pytest.raises(UserError, match="unknown DQN option"):
         DQN("CartPole-v1", gama=0.9)
+    with pytest.raises(UserError, match="activation='gelu'"):
+        DQNConfig(backbone="mlp", activation="gelu")
     # sequence replay: too few windows when learning starts
     algo = DQN("CartPole-v1", backbone="lif", learning_starts=8, batch_size=500, **TINY)
     with pytest.raises(UserError, match="batch_size=500 is larger"):

@@ -150,6 +150,26 @@ def test_mlp_and_gru_take_one_width_name() -> None:
         build_backbone("lstm", 3, 1, hidden_size=[4, 4])
 
 
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_mlp_activation_by_hand(activation: str) -> None:
+    torch.manual_seed(0)
+    net = build_backbone("mlp", 3, 2, hidden_size=[5, 4], activation=activation)
+    x = _x(6, 3)
+    f = torch.tanh if activation == "tanh" else (lambda t: t.clamp_min(0))
+    h = x
+    for layer in net.hidden:
+        h = f(h @ layer.weight.T + layer.bias)
+    out, state = net(x)
+    assert state == () and torch.allclose(out, h @ net.head.weight.T + net.head.bias, atol=1e-6)
+    assert torch.allclose(net.run(x).activity["mlp1"].extra["h"], h, atol=1e-6)
+    if activation == "relu":  # ReLU zeroes some units of a random input; tanh none
+        assert (net.run(x).activity["mlp0"].extra["h"] == 0).any()
+    with pytest.raises(ValueError, match="unknown activation 'gelu'"):
+        build_backbone("mlp", 3, 2, activation="gelu")
+    with pytest.raises(ValueError, match="unknown activation 'gelu'"):
+        MLP(3, 4, 2, activation="gelu")
+
+
 def test_build_backbone_takes_per_layer_widths() -> None:
     net = build_backbone("alif", 3, 2, hidden_size=[7, 5], seed=0)
     assert isinstance(net, SpikingBackbone) and net.backbone == "alif"
