@@ -209,7 +209,8 @@ class Agent(nn.Module):
 
     def update_obs_stats(self, obs: Any) -> None:
         """Fold raw observations (*batch, *space.shape) into the normalization statistics."""
-        self.obs_norm.update(torch.as_tensor(self.flattener(obs)))
+        if self.obs_norm.enabled:  # else nothing to fold (and no copy to make)
+            self.obs_norm.update(torch.as_tensor(self.flattener(obs)))
 
     def env_action(self, action: Tensor | np.ndarray) -> np.ndarray:
         """Agent actions (B, ...) -> env actions: ``start`` added to discrete indices, Box

@@ -271,7 +271,8 @@ def test_save_load_acts_identically(tmp_path):
 
 
 def test_relu_mlp_saves_and_loads_with_its_activation(tmp_path):
-    """``activation="relu"`` (SB3's DQN network) reaches the Q-network and survives a reload."""
+    """``activation="relu"`` (SB3's DQN network) reaches the Q-network and survives a reload;
+    the Q-network's parameters live in the optimizer's flat buffer."""
     algo = DQN(
         "CartPole-v1",
         backbone="mlp",
@@ -283,6 +284,11 @@ def test_relu_mlp_saves_and_loads_with_its_activation(tmp_path):
     )
     assert algo.agent.q_net.activation == algo.target_net.activation == "relu"
     algo.learn(300, progress=False)
+    # the Q-network trains through one flat buffer (FlatAdam); the target net is its own copy
+    flat = algo.optimizer.flat.untyped_storage().data_ptr()
+    assert all(p.untyped_storage().data_ptr() == flat for p in algo.agent.q_net.parameters())
+    assert all(p.untyped_storage().data_ptr() != flat for p in algo.target_net.parameters())
+    assert int(algo.optimizer.state[algo.optimizer.flat]["step"]) == algo.n_grad_steps > 0
     algo.save(tmp_path / "r.pt")
     loaded = DQN.load(tmp_path / "r.pt")
     assert loaded.config.activation == "relu" and loaded.agent.q_net.activation == "relu"
