@@ -8,7 +8,8 @@ Tasks, each measured in one run on one machine:
     states and burn-in), 100k env steps, 5 seeds. Target: deterministic evaluation of the
     best checkpoint >= 475 on at least 4 of 5 seeds.
   - ``mlp``: snrl DQN with the rl-zoo CartPole-v1 DQN settings on single transitions
-    (``backbone=mlp, n_layers=2, hidden_size=256, lr=2.3e-3, batch 64, buffer 100k,
+    (``backbone=mlp, n_layers=2, hidden_size=256, activation=relu`` (SB3's DQN network),
+    ``lr=2.3e-3, batch 64, buffer 100k,
     learning_starts 1000, gamma 0.99, target_update_interval 10, train_freq 256,
     gradient_steps 128, epsilon 1 -> 0.04 over 16% of the run``, one env, 1-step targets,
     plain (not double) DQN, no observation normalization), 50k env steps.
@@ -32,8 +33,9 @@ checkpoint (snrl runs with periodic evaluation) and of the last model. Per-run r
 ``--speed`` (issue 11): wall time only, CartPole-v1, ``--steps`` (default 100k) env steps per
 run, one run at a time, the three cartpole variants alternated over ``--repeats`` rounds (all
 at the same step count): Dale-LIF DQN wall (snrl defaults, with its periodic evaluations) vs
-SB3 DQN's (target <= 1.0x), and snrl MLP DQN env steps/s vs SB3 DQN's (target >= 1.5x), each
-ratio taken within a round, the median over rounds reported.
+SB3 DQN's (target <= 1.0x), and snrl MLP DQN env steps/s vs SB3 DQN's (target >= 1.5x; the
+ReLU network of SB3's, and ``mlp_tanh``: the same with snrl's default tanh), each ratio taken
+within a round, the median over rounds reported.
 
 Usage::
 
@@ -101,6 +103,7 @@ def rl_zoo_snrl(steps: int) -> dict[str, Any]:
     z = RL_ZOO
     return {
         "backbone": "mlp",
+        "activation": "relu",  # SB3's DQN MlpPolicy (its PPO's is tanh, snrl's default)
         "n_layers": 2,
         "hidden_size": z["net_arch"][0],
         "lr": z["lr"],
@@ -347,13 +350,16 @@ def speed(args: argparse.Namespace) -> str:
     steps = args.steps or 100_000
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     runs = {r["variant"]: r for r in RUNS if r["task"] == "cartpole"}
-    names = ["lif", "mlp", "sb3"]
+    runs["mlp_tanh"] = {**runs["mlp"], "variant": "mlp_tanh"}
+    names = ["lif", "mlp", "mlp_tanh", "sb3"]
     rounds, loads = [], [_load()]
     for k in range(args.repeats):
         got = {}
         for name in names if k % 2 == 0 else names[::-1]:
             run = runs[name]
             overrides = rl_zoo_snrl(steps) if run["overrides"] == "rl_zoo" else {}
+            if name == "mlp_tanh":
+                overrides["activation"] = "tanh"
             spec = {
                 **run,
                 "steps": steps,
@@ -390,6 +396,13 @@ def speed(args: argparse.Namespace) -> str:
         ("same, CPU time", "lif", "cpu_s", "", False),
         ("MLP DQN env steps/s / SB3 DQN's", "mlp", "wall_s", ">= 1.5x", True),
         ("same, per CPU second", "mlp", "cpu_s", "", True),
+        (
+            "MLP DQN with tanh (snrl's default) env steps/s / SB3 DQN's",
+            "mlp_tanh",
+            "wall_s",
+            "",
+            True,
+        ),
     ]
     for label, name, key, target, inverse in rows:
         xs = [r[name][key] / r["sb3"][key] for r in rounds]

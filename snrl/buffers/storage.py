@@ -53,8 +53,10 @@ class RingStorage:
         """
         k = len(next(iter(items.values())))
         idx = (self.pos + np.arange(k)) % self.capacity
+        # rows that do not wrap around are one slice (a copy, not a gather-scatter)
+        rows = slice(self.pos, self.pos + k) if self.pos + k <= self.capacity else idx
         for name, arr in self.fields.items():
-            arr[idx] = items[name]
+            arr[rows] = items[name]
         self.pos = int((self.pos + k) % self.capacity)
         self.size = min(self.size + k, self.capacity)
         return idx.astype(np.int64)
