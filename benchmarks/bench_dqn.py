@@ -37,9 +37,16 @@ SB3 DQN's (target <= 1.0x), and snrl MLP DQN env steps/s vs SB3 DQN's (target >=
 ReLU network of SB3's, and ``mlp_tanh``: the same with snrl's default tanh), each ratio taken
 within a round, the median over rounds reported.
 
+``--parts``: where the MLP rows' time goes, per operation, in one process, alternated over
+``--repeats`` rounds (medians): one gradient step of snrl's MLP DQN (rl-zoo settings, ReLU)
+against one of SB3's (``model.train``) and against a minimal step in plain torch with the same
+math (sample, target net's max, Huber loss, backward, clip, fused Adam: the floor of any
+library), and one acting step (act, env step, store) of each library.
+
 Usage::
 
     python benchmarks/bench_dqn.py --speed --repeats 3  # issue 11's speed table
+    python benchmarks/bench_dqn.py --parts              # per-operation times of the MLP rows
     python benchmarks/bench_dqn.py                      # the full table
     python benchmarks/bench_dqn.py --quick              # a smoke test of every path
     python benchmarks/bench_dqn.py --only cartpole/lif --seeds 2 --steps 50000 \\
@@ -414,6 +421,127 @@ def speed(args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
+def _minimal_step(seed: int):
+    """A gradient step of plain DQN in bare torch on random CartPole-like transitions: the
+    same network (4-256-256-2, ReLU), batch 64, Huber loss, clip at 10, fused Adam."""
+    import copy
+
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    torch.manual_seed(seed)
+    net = nn.Sequential(
+        nn.Linear(4, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 2)
+    )
+    tgt = copy.deepcopy(net).requires_grad_(False)
+    opt = torch.optim.Adam(net.parameters(), lr=RL_ZOO["lr"], fused=True)
+    rng = np.random.default_rng(seed)
+    n = 50_000
+    obs, nxt = rng.normal(size=(2, n, 4)).astype(np.float32)
+    act, rew, done = rng.integers(0, 2, n), np.ones(n, np.float32), np.zeros(n, np.float32)
+
+    def step() -> None:
+        i = rng.integers(0, n, 64)
+        with torch.no_grad():
+            q_next = tgt(torch.from_numpy(nxt[i])).max(-1).values
+            y = torch.from_numpy(rew[i]) + 0.99 * (1 - torch.from_numpy(done[i])) * q_next
+        q = net(torch.from_numpy(obs[i])).gather(1, torch.from_numpy(act[i])[:, None])
+        loss = F.smooth_l1_loss(q.squeeze(1), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(net.parameters(), 10.0)
+        opt.step()
+
+    return step
+
+
+def parts(args: argparse.Namespace) -> str:
+    """Per-operation times of the MLP rows (see the module docstring)."""
+    import torch
+    from stable_baselines3 import DQN as SB3DQN
+
+    import snrl
+    from snrl.agents.dqn import _Stats
+
+    torch.set_num_threads(1)
+    z = RL_ZOO
+    algo = snrl.DQN("CartPole-v1", seed=0, **rl_zoo_snrl(50_000))
+    algo.learn(3_000, progress=False)  # fills the buffer past learning_starts
+    stats = _Stats()
+    sb3 = SB3DQN(
+        "MlpPolicy",
+        "CartPole-v1",
+        learning_rate=z["lr"],
+        batch_size=z["batch_size"],
+        buffer_size=z["buffer_size"],
+        learning_starts=z["learning_starts"],
+        gamma=z["gamma"],
+        target_update_interval=z["target_update_interval"],
+        train_freq=z["train_freq"],
+        gradient_steps=0,  # learn() below only acts; train() is timed on its own
+        exploration_fraction=z["exploration_fraction"],
+        exploration_final_eps=z["exploration_final_eps"],
+        policy_kwargs={"net_arch": z["net_arch"]},
+        seed=0,
+        device="cpu",
+    )
+    sb3.learn(3_000)
+    minimal = _minimal_step(0)
+    n_grad, n_act = 1_000, 3_000
+
+    def snrl_grad() -> None:
+        for _ in range(n_grad):
+            algo._gradient_step(stats)
+
+    def sb3_grad() -> None:
+        sb3.train(gradient_steps=n_grad, batch_size=z["batch_size"])
+
+    def minimal_grad() -> None:
+        for _ in range(n_grad):
+            minimal()
+
+    def snrl_act() -> None:
+        for _ in range(n_act):
+            algo._act_and_store(stats)
+
+    def sb3_act() -> None:
+        sb3.learn(n_act, reset_num_timesteps=False)
+
+    timed = {
+        "gradient step: snrl": (snrl_grad, n_grad),
+        "gradient step: SB3": (sb3_grad, n_grad),
+        "gradient step: minimal torch": (minimal_grad, n_grad),
+        "acting step: snrl": (snrl_act, n_act),
+        "acting step: SB3": (sb3_act, n_act),
+    }
+    for fn, _ in timed.values():
+        fn()  # warm-up
+    times: dict[str, list[float]] = {k: [] for k in timed}
+    for _ in range(args.repeats):
+        for name, (fn, n) in timed.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append((time.perf_counter() - t0) / n * 1e6)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    lines = [
+        f"CartPole-v1, rl-zoo DQN settings, {args.repeats} rounds (medians), one torch "
+        f"thread; machine load before: {_load()}",
+        "",
+        "| operation | us, per round | median us | SB3's / this |",
+        "|---|---|---|---|",
+    ]
+    for name, v in times.items():
+        base = med["gradient step: SB3" if name.startswith("gradient") else "acting step: SB3"]
+        lines.append(
+            f"| {name} | {', '.join(f'{x:.0f}' for x in v)} | {med[name]:.0f} | "
+            f"{base / med[name]:.2f}x |"
+        )
+    algo.close()
+    return "\n".join(lines)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="runs/bench_dqn")
@@ -426,9 +554,13 @@ def main() -> None:
     p.add_argument("--skip-started", action="store_true", help="skip runs whose directory exists")
     p.add_argument("--table", action="store_true", help="only rebuild the table from results")
     p.add_argument("--speed", action="store_true", help="issue 11's wall-time table only")
+    p.add_argument("--parts", action="store_true", help="per-operation times of the MLP rows")
     p.add_argument("--repeats", type=int, default=3, help="--speed: rounds (default 3)")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.parts:
+        print(parts(args))
+        return
     if args.speed:
         text = speed(args)
         (Path(args.out) / "speed").mkdir(parents=True, exist_ok=True)
