@@ -82,6 +82,17 @@ RL_ZOO = {
     "net_arch": [256, 256],
 }
 
+SAME_NAMES = (
+    "batch_size",
+    "buffer_size",
+    "learning_starts",
+    "gamma",
+    "target_update_interval",
+    "train_freq",
+    "gradient_steps",
+)
+"""The rl-zoo keys that snrl's DQNConfig and SB3's DQN both name as rl-zoo does."""
+
 RUNS: list[dict[str, Any]] = [
     {"task": "cartpole", "variant": "lif", "kind": "snrl", "env_id": "CartPole-v1",
      "steps": 100_000, "seeds": 5, "threshold": 475.0, "overrides": {}},
@@ -114,13 +125,7 @@ def rl_zoo_snrl(steps: int) -> dict[str, Any]:
         "n_layers": 2,
         "hidden_size": z["net_arch"][0],
         "lr": z["lr"],
-        "batch_size": z["batch_size"],
-        "buffer_size": z["buffer_size"],
-        "learning_starts": z["learning_starts"],
-        "gamma": z["gamma"],
-        "target_update_interval": z["target_update_interval"],
-        "train_freq": z["train_freq"],
-        "gradient_steps": z["gradient_steps"],
+        **{k: z[k] for k in SAME_NAMES},
         "eps_start": 1.0,
         "eps_end": z["exploration_final_eps"],
         "eps_decay_steps": int(z["exploration_fraction"] * steps),
@@ -134,6 +139,22 @@ def rl_zoo_snrl(steps: int) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- one run
+def sb3_dqn(env_id: str, seed: int, **changes: Any):
+    """SB3's DQN with the rl-zoo settings (``changes`` override them)."""
+    from stable_baselines3 import DQN as SB3DQN
+
+    z = RL_ZOO
+    kwargs = {
+        "learning_rate": z["lr"],
+        **{k: z[k] for k in SAME_NAMES},
+        "exploration_fraction": z["exploration_fraction"],
+        "exploration_final_eps": z["exploration_final_eps"],
+        "policy_kwargs": {"net_arch": z["net_arch"]},
+        **changes,
+    }
+    return SB3DQN("MlpPolicy", env_id, seed=seed, device="cpu", verbose=0, **kwargs)
+
+
 def _eval_sb3(model, env_id: str) -> dict[str, Any]:
     import gymnasium as gym
     import numpy as np
@@ -163,27 +184,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     steps, seed = spec["steps"], spec["seed"]
     res: dict[str, Any] = {k: spec[k] for k in ("task", "variant", "seed", "steps", "env_id")}
     if spec["kind"] == "sb3":
-        from stable_baselines3 import DQN as SB3DQN
-
-        z = RL_ZOO
-        model = SB3DQN(
-            "MlpPolicy",
-            spec["env_id"],
-            learning_rate=z["lr"],
-            batch_size=z["batch_size"],
-            buffer_size=z["buffer_size"],
-            learning_starts=z["learning_starts"],
-            gamma=z["gamma"],
-            target_update_interval=z["target_update_interval"],
-            train_freq=z["train_freq"],
-            gradient_steps=z["gradient_steps"],
-            exploration_fraction=z["exploration_fraction"],
-            exploration_final_eps=z["exploration_final_eps"],
-            policy_kwargs={"net_arch": z["net_arch"]},
-            seed=seed,
-            device="cpu",
-            verbose=0,
-        )
+        model = sb3_dqn(spec["env_id"], seed)
         w0, c0 = time.perf_counter(), time.process_time()
         model.learn(total_timesteps=steps)
         res["wall_s"], res["cpu_s"] = time.perf_counter() - w0, time.process_time() - c0
@@ -460,7 +461,6 @@ def _minimal_step(seed: int):
 def parts(args: argparse.Namespace) -> str:
     """Per-operation times of the MLP rows (see the module docstring)."""
     import torch
-    from stable_baselines3 import DQN as SB3DQN
 
     import snrl
     from snrl.agents.dqn import _Stats
@@ -470,23 +470,7 @@ def parts(args: argparse.Namespace) -> str:
     algo = snrl.DQN("CartPole-v1", seed=0, **rl_zoo_snrl(50_000))
     algo.learn(3_000, progress=False)  # fills the buffer past learning_starts
     stats = _Stats()
-    sb3 = SB3DQN(
-        "MlpPolicy",
-        "CartPole-v1",
-        learning_rate=z["lr"],
-        batch_size=z["batch_size"],
-        buffer_size=z["buffer_size"],
-        learning_starts=z["learning_starts"],
-        gamma=z["gamma"],
-        target_update_interval=z["target_update_interval"],
-        train_freq=z["train_freq"],
-        gradient_steps=0,  # learn() below only acts; train() is timed on its own
-        exploration_fraction=z["exploration_fraction"],
-        exploration_final_eps=z["exploration_final_eps"],
-        policy_kwargs={"net_arch": z["net_arch"]},
-        seed=0,
-        device="cpu",
-    )
+    sb3 = sb3_dqn("CartPole-v1", 0, gradient_steps=0)  # learn() only acts; train() is timed
     sb3.learn(3_000)
     minimal = _minimal_step(0)
     n_grad, n_act = 1_000, 3_000
