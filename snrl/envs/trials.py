@@ -292,6 +292,17 @@ class TrialTracker:
         Returns:
             The trials completed at this step (dicts with :data:`TRIAL_KEYS`).
         """
+        if (
+            not self.active  # no env runs a trial, and none starts one at this step:
+            and terminated is None
+            and truncated is None
+            and isinstance(infos, Mapping)
+            and "_final_info" not in infos
+            and "new_trial" not in infos
+        ):
+            for i in range(self.n_envs):  # the short way of every step of a non-trial env
+                self._steps[i] += 1
+            return []
         acts = np.asarray(actions)
         if self.n_envs == 1 and (acts.ndim == 0 or acts.shape[0] != 1):
             acts = acts[None]
