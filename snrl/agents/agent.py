@@ -205,7 +205,8 @@ class Agent(nn.Module):
         (*batch, F): flattened (one-hot for Discrete) and normalized with the running
         statistics (on ``device``, by default the agent's)."""
         dev = self.obs_norm.mean.device if device is None else device
-        return self.obs_norm(torch.as_tensor(self.flattener(obs), device=dev))
+        x = torch.as_tensor(self.flattener(obs), device=dev)
+        return self.obs_norm(x) if self.obs_norm.enabled else x
 
     def update_obs_stats(self, obs: Any) -> None:
         """Fold raw observations (*batch, *space.shape) into the normalization statistics."""
