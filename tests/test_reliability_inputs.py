@@ -19,7 +19,7 @@ import torch
 
 import snrl
 from snrl.agents import DQN, PPO, DQNConfig, PPOConfig
-from snrl.agents.base import MAX_ENVS, check_parameters
+from snrl.agents.base import MAX_ENVS, check_finite, check_parameters
 from snrl.errors import EnvError, NonFiniteError, UserError
 from tests.cli_run import snrl as snrl_cli
 from tests.cli_run import snrl_inproc as cli_inproc
@@ -133,6 +133,27 @@ def test_dqn_td_loss_overflow_stops():
     with pytest.raises(NonFiniteError, match=r"the TD loss is inf .*likely cause: TD targets"):
         algo.learn(2000, progress=False)
     algo.close()
+
+
+@pytest.mark.parametrize(
+    "value, bad",
+    [
+        (1.5, None),
+        (math.nan, "nan"),
+        (np.array([0.5, 2.0], dtype=np.float32), None),
+        (np.array([0.5, -np.inf], dtype=np.float32), "-inf"),
+        (np.array([1, 2]), None),
+        (np.array([True, False]), None),
+        (torch.tensor([0.0, math.inf]), "inf"),
+        (torch.tensor([1.0]), None),
+    ],
+)
+def test_check_finite_on_floats_arrays_and_tensors(value, bad):
+    if bad is None:
+        check_finite(value, "reward", env_step=3, cause="c")
+        return
+    with pytest.raises(NonFiniteError, match=rf"env step 3: the reward is {bad} \(likely cause: c"):
+        check_finite(value, "reward", env_step=3, cause="c")
 
 
 def test_nan_parameters_are_named_instead_of_torch_distribution_text():

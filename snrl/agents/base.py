@@ -200,10 +200,12 @@ def check_finite(value: Any, quantity: str, *, env_step: int, cause: str) -> Non
         env_step: The env step of the run where it happened.
         cause: The likely cause and its fix, named in the message.
     """
-    if isinstance(value, np.ndarray) and value.dtype.kind in "biu":
+    # the short ways (the env's rewards are checked every step)
+    if isinstance(value, float) and math.isfinite(value):
         return
-    if isinstance(value, np.ndarray | float) and np.isfinite(value).all():
-        return  # the short way for the env's rewards, checked every step
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        if value.dtype.kind != "f" or np.isfinite(value).all():
+            return
     t = torch.as_tensor(value)
     if t.is_floating_point() and not bool(torch.isfinite(t).all()):
         bad = t[~torch.isfinite(t)].flatten()[0].item()

@@ -85,7 +85,6 @@ class FlatAdam(torch.optim.Adam):
                     grad[o : o + k].copy_(p.grad.reshape(-1))
                 p.data = data[o : o + k].view_as(p)
                 p.grad = grad[o : o + k].view_as(p)
-        self._ptrs = self._current_ptrs()
 
     def _current_ptrs(self) -> list[tuple[int, int]]:
         return [(p.data_ptr(), -1 if p.grad is None else p.grad.data_ptr()) for p in self.params]
