@@ -8,8 +8,8 @@ env: ``n_timesteps`` in hyperparams/ppo.yml and dqn.yml):
 algo   env                       target    rl-zoo steps  our budget
 =====  ========================  ========  ============  =================================
 ppo    CartPole-v1               500       100k          the defaults (no entry): 100k
-ppo    Acrobot-v1                >= -100   1M            the entry's ``total_steps``
-ppo    MountainCar-v0            >= -120   1M            (100k without an entry)
+ppo    Acrobot-v1                >= -100   1M            each entry's ``total_steps``
+ppo    MountainCar-v0            >= -120   1M
 ppo    Pendulum-v1               >= -250   100k
 ppo    LunarLander-v3            >= 200    1M (v2)
 ppo    MountainCarContinuous-v0  >= 90     20k
