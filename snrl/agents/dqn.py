@@ -686,19 +686,20 @@ class DQN(Algorithm):
             loss, td, mask, q = self._sequence_loss(batch)
         else:
             loss, td, mask, q = self._transition_loss(batch)
-        check_finite(loss, "TD loss", env_step=self.env_step, cause=_LOSS_CAUSE)
+        loss_value = loss.item()  # one read: checked as a float, kept for the metrics
+        check_finite(loss_value, "TD loss", env_step=self.env_step, cause=_LOSS_CAUSE)
         self.optimizer.zero_grad()
         loss.backward()
-        grad_norm = self.optimizer.clip_grad_norm_(cfg.max_grad_norm)
+        grad_norm = float(self.optimizer.clip_grad_norm_(cfg.max_grad_norm))
         check_finite(grad_norm, "gradient norm", env_step=self.env_step, cause=_LOSS_CAUSE)
         self.optimizer.step()
         self.n_grad_steps += 1
         if cfg.prioritized:
             self.buffer.update_priorities(batch["indices"], td, mask)
-        stats.add("loss", loss.item())
+        stats.add("loss", loss_value)
         q_mean = q.mean() if mask is None else (q * mask).sum() / mask.sum().clamp_min(1)
         stats.add("q_mean", q_mean.item())
-        stats.add("grad_norm", float(grad_norm))
+        stats.add("grad_norm", grad_norm)
 
     # ---- the loop ------------------------------------------------------------------------
     def _learn(self, total: int, *, progress: bool) -> dict[str, list]:

@@ -85,21 +85,17 @@ class FlatAdam(torch.optim.Adam):
                     grad[o : o + k].copy_(p.grad.reshape(-1))
                 p.data = data[o : o + k].view_as(p)
                 p.grad = grad[o : o + k].view_as(p)
-
-    def _current_ptrs(self) -> list[tuple[int, int]]:
-        return [(p.data_ptr(), -1 if p.grad is None else p.grad.data_ptr()) for p in self.params]
-
-    def _expected_ptrs(self) -> list[tuple[int, int]]:
-        size = self.flat.element_size()
-        d, g = self.flat.data.data_ptr(), self.flat.grad.data_ptr()
-        return [(d + o * size, g + o * size) for _, o, _ in self._slices()]
+        # where each parameter and gradient must start (checked before every use)
+        self._addresses = [(p.data_ptr(), p.grad.data_ptr()) for p in self.params]
 
     def _ensure_bound(self) -> None:
         """Rebuild the views if a parameter or its gradient was rebound since the last step
         (``p.grad = None``, ``p.data = ...``, a device move): the step would otherwise read
         stale gradients and write values no module sees."""
-        if self._current_ptrs() != self._expected_ptrs():
-            self._bind()
+        for p, (d, g) in zip(self.params, self._addresses):
+            if p.data_ptr() != d or p.grad is None or p.grad.data_ptr() != g:
+                self._bind()
+                return
 
     # ---- the optimizer -----------------------------------------------------------------
     def zero_grad(self, set_to_none: bool = True) -> None:
