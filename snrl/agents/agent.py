@@ -185,10 +185,13 @@ class Agent(nn.Module):
             *(getattr(self, n).initial_state(batch_size, device=device) for n in self.backbones)
         )
 
-    def reset_state(self, state, done: Tensor):
-        """Re-initialize the rows of every backbone's state where ``done``."""
+    def reset_state(self, state, done: Tensor | np.ndarray):
+        """Re-initialize the rows of every backbone's state where ``done`` ((B,) bool, a
+        tensor or a numpy array: converted, onto the agent's device, only when a row is
+        done)."""
         if not bool(done.any()):
             return state
+        done = torch.as_tensor(done, device=self.obs_norm.mean.device)
         return self.state_type(
             *(getattr(self, n).reset_state(s, done) for n, s in zip(self.backbones, state))
         )

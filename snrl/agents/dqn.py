@@ -561,11 +561,7 @@ class DQN(Algorithm):
             true_next[i] = info["final_obs"][i]
         self.buffer.add(obs, action, reward, true_next, term, trunc, state=self._state)
         agent.update_obs_stats(obs)
-        self._state = (
-            agent.reset_state(next_state, torch.as_tensor(done, device=self.device))
-            if done.any()
-            else next_state
-        )
+        self._state = agent.reset_state(next_state, done)
         self._obs = next_obs
         self.env_step += self.config.n_envs
         self._buffer_steps += self.config.n_envs
