@@ -735,8 +735,7 @@ class Algorithm:
                     f"episode_start has {starts.size} values for {n} observation(s) (pass one "
                     "bool per observation)"
                 )
-            if starts.any():
-                state = agent.reset_state(state, torch.as_tensor(starts, device=self.device))
+            state = agent.reset_state(state, starts)
         with torch.no_grad():
             res = agent.step(agent.preprocess(batch), state, deterministic=bool(deterministic))
         action = agent.env_action(res.action)

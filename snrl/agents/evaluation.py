@@ -85,7 +85,7 @@ def evaluate_agent(
             lengths[live] += 1
             done = np.logical_or(term, trunc)
             finished |= done
-            state = agent.reset_state(res.state, torch.as_tensor(done))
+            state = agent.reset_state(res.state, done)
     finally:
         envs.close()
     out = {
