@@ -37,11 +37,11 @@ SB3 DQN's (target <= 1.0x), and snrl MLP DQN env steps/s vs SB3 DQN's (target >=
 ReLU network of SB3's, and ``mlp_tanh``: the same with snrl's default tanh), each ratio taken
 within a round, the median over rounds reported.
 
-``--parts``: where the MLP rows' time goes, per operation, in one process, alternated over
-``--repeats`` rounds (medians): one gradient step of snrl's MLP DQN (rl-zoo settings, ReLU)
-against one of SB3's (``model.train``) and against a minimal step in plain torch with the same
-math (sample, target net's max, Huber loss, backward, clip, fused Adam: the floor of any
-library), and one acting step (act, env step, store) of each library.
+``--parts``: where the MLP rows' time goes, per operation, in one process, the operations
+interleaved in each of ``--repeats`` rounds (medians): one gradient step of snrl's MLP DQN
+(rl-zoo settings, ReLU) against one of SB3's (``model.train``) and against a minimal step in plain
+torch with the same math (sample, target net's max, Huber loss, backward, clip, fused Adam: the
+floor of any library), and one acting step (act, env step, store) of each library.
 
 Usage::
 
@@ -447,12 +447,13 @@ def _minimal_step(seed: int):
         i = rng.integers(0, n, 64)
         with torch.no_grad():
             q_next = tgt(torch.from_numpy(nxt[i])).max(-1).values
-            y = torch.from_numpy(rew[i]) + 0.99 * (1 - torch.from_numpy(done[i])) * q_next
+            not_done = 1 - torch.from_numpy(done[i])
+            y = torch.from_numpy(rew[i]) + RL_ZOO["gamma"] * not_done * q_next
         q = net(torch.from_numpy(obs[i])).gather(1, torch.from_numpy(act[i])[:, None])
         loss = F.smooth_l1_loss(q.squeeze(1), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        nn.utils.clip_grad_norm_(net.parameters(), 10.0)
+        nn.utils.clip_grad_norm_(net.parameters(), 10.0)  # SB3's max_grad_norm
         opt.step()
 
     return step
