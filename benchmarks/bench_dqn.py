@@ -480,6 +480,13 @@ def parts(args: argparse.Namespace) -> str:
         for _ in range(n_grad):
             algo._gradient_step(stats)
 
+    def snrl_autograd() -> None:
+        algo.manual_grad = False
+        try:
+            snrl_grad()
+        finally:
+            algo.manual_grad = True
+
     def sb3_grad() -> None:
         sb3.train(gradient_steps=n_grad, batch_size=z["batch_size"])
 
@@ -496,6 +503,7 @@ def parts(args: argparse.Namespace) -> str:
 
     timed = {
         "gradient step: snrl": (snrl_grad, n_grad),
+        "gradient step: snrl by autograd": (snrl_autograd, n_grad),
         "gradient step: SB3": (sb3_grad, n_grad),
         "gradient step: minimal torch": (minimal_grad, n_grad),
         "acting step: snrl": (snrl_act, n_act),

@@ -67,6 +67,7 @@ from snrl.agents.dqn_math import (
     polyak_update,
     sequence_nstep_targets,
     td_loss,
+    td_loss_grad,
 )
 from snrl.agents.exploration import EXPLORATIONS, make_exploration
 from snrl.agents.optim import FlatAdam
@@ -83,6 +84,7 @@ from snrl.envs.spaces import ActionMap, ObsFlattener
 from snrl.errors import UserError
 from snrl.functional.state import State, detach_state, map_state, mask_state
 from snrl.networks.activity import Activity
+from snrl.networks.ann import MLP
 from snrl.networks.sequence import run_with_resets
 from snrl.training.metrics import trial_columns
 from snrl.training.rundir import prepare_run_dir
@@ -414,6 +416,9 @@ class DQN(Algorithm):
     algo_name = "dqn"
     discrete_actions = True
     space_hint = "use --algo ppo / snrl.PPO for Box and MultiDiscrete actions"
+    #: take an ``mlp`` Q-network's gradient by hand (:meth:`MLP.backward_into`, the same math
+    #: as autograd, tested against it); False: autograd for every network (a comparison)
+    manual_grad: bool = True
 
     def __init__(
         self,
@@ -640,20 +645,24 @@ class DQN(Algorithm):
         loss = loss + cfg.rate_term(activity)
         return loss, ((y - q)[bi:] * mask[bi:]).detach(), mask[bi:], q[bi:].detach()
 
-    def _transition_loss(self, batch: dict[str, Any]) -> tuple[Tensor, Tensor, None, Tensor]:
-        """(loss, TD errors (B,), None, Q of the taken actions) of a transition batch."""
+    def _transition_targets(self, batch: dict[str, Any]) -> Tensor:
+        """TD targets (B,) of a transition batch, without gradient."""
         cfg, dev, agent = self.config, self.device, self.agent
         b = batch["obs"].shape[0]
-        x, x_next = agent.preprocess(batch["obs"], dev), agent.preprocess(batch["next_obs"], dev)
-        net = agent.q_net
-        q_all = agent.q_values(net(x, net.initial_state(b, device=dev))[0])
+        x_next = agent.preprocess(batch["next_obs"], dev)
+        if self._manual_grad():  # the MLP's lean forward (no activity record)
+
+            def q_of(net: nn.Module) -> Tensor:
+                return net.forward_saved(x_next)[-1]
+        else:
+
+            def q_of(net: nn.Module) -> Tensor:
+                return agent.q_values(net(x_next, net.initial_state(b, device=dev))[0])
+
         with torch.no_grad():
-            tgt = self.target_net
-            q_next_t = agent.q_values(tgt(x_next, tgt.initial_state(b, device=dev))[0])
-            q_next_o = None
-            if cfg.double:
-                q_next_o = agent.q_values(net(x_next, net.initial_state(b, device=dev))[0])
-            y = double_dqn_target(
+            q_next_t = q_of(self.target_net)
+            q_next_o = q_of(agent.q_net) if cfg.double else None
+            return double_dqn_target(
                 torch.as_tensor(batch["rewards"], device=dev) * cfg.reward_scale,
                 torch.as_tensor(batch["discounts"], device=dev),
                 torch.as_tensor(batch["dones"], device=dev),
@@ -661,11 +670,46 @@ class DQN(Algorithm):
                 q_next_t,
                 double=cfg.double,
             )
+
+    def _transition_loss(self, batch: dict[str, Any]) -> tuple[Tensor, Tensor, None, Tensor]:
+        """(loss, TD errors (B,), None, Q of the taken actions) of a transition batch."""
+        cfg, dev, agent = self.config, self.device, self.agent
+        b = batch["obs"].shape[0]
+        x = agent.preprocess(batch["obs"], dev)
+        net = agent.q_net
+        q_all = agent.q_values(net(x, net.initial_state(b, device=dev))[0])
+        y = self._transition_targets(batch)
         actions = torch.as_tensor(batch["actions"], device=dev).long()
         q = q_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         w = torch.as_tensor(batch["weights"], device=dev) if cfg.prioritized else None
         loss = td_loss(q, y, cfg.loss, weights=w)
         return loss, (y - q).detach(), None, q.detach()
+
+    def _manual_grad(self) -> bool:
+        """Whether a gradient step takes the MLP's gradient by hand (:meth:`MLP.backward_into`)
+        instead of autograd: an ``mlp`` Q-network without dueling, on transitions."""
+        return (
+            self.manual_grad
+            and type(self.agent.q_net) is MLP
+            and self.agent.dueling == "none"
+            and self.config.replay_kind == "transition"
+        )
+
+    def _transition_grad(self, batch: dict[str, Any]) -> tuple[Tensor, Tensor, None, Tensor]:
+        """:meth:`_transition_loss` with its gradient added into the Q-network's ``.grad``
+        by hand (the same math as its ``backward()``); the loss carries no graph."""
+        cfg, dev, agent = self.config, self.device, self.agent
+        x = agent.preprocess(batch["obs"], dev)
+        net = agent.q_net
+        saved = net.forward_saved(x)
+        q_all = saved[-1]
+        y = self._transition_targets(batch)
+        actions = torch.as_tensor(batch["actions"], device=dev).long().unsqueeze(-1)
+        q = q_all.gather(-1, actions).squeeze(-1)
+        w = torch.as_tensor(batch["weights"], device=dev) if cfg.prioritized else None
+        loss, dq = td_loss_grad(q, y, cfg.loss, weights=w)
+        net.backward_into(saved, torch.zeros_like(q_all).scatter_(-1, actions, dq.unsqueeze(-1)))
+        return loss, y - q, None, q
 
     def _gradient_step(self, stats: _Stats) -> None:
         """Sample, compute the TD loss, step the optimizer, refresh priorities."""
@@ -678,17 +722,23 @@ class DQN(Algorithm):
                 "batch_size)"
             )
         batch = self.buffer.sample(cfg.batch_size, step=self.env_step)
-        if cfg.replay_kind == "sequence":
-            loss, td, mask, q = self._sequence_loss(batch)
+        if self._manual_grad():
+            self.optimizer.zero_grad()
+            loss, td, mask, q = self._transition_grad(batch)
+            loss_value = loss.item()
+            check_finite(loss_value, "TD loss", env_step=self.env_step, cause=_LOSS_CAUSE)
         else:
-            loss, td, mask, q = self._transition_loss(batch)
-        loss_value = loss.item()  # one read: checked as a float, kept for the metrics
-        check_finite(loss_value, "TD loss", env_step=self.env_step, cause=_LOSS_CAUSE)
-        self.optimizer.zero_grad()
-        loss.backward()
+            if cfg.replay_kind == "sequence":
+                loss, td, mask, q = self._sequence_loss(batch)
+            else:
+                loss, td, mask, q = self._transition_loss(batch)
+            loss_value = loss.item()  # one read: checked as a float, kept for the metrics
+            check_finite(loss_value, "TD loss", env_step=self.env_step, cause=_LOSS_CAUSE)
+            self.optimizer.zero_grad()
+            loss.backward()
         grad_norm = float(self.optimizer.clip_grad_norm_(cfg.max_grad_norm))
         check_finite(grad_norm, "gradient norm", env_step=self.env_step, cause=_LOSS_CAUSE)
-        self.optimizer.step()
+        self.optimizer.update()
         self.n_grad_steps += 1
         if cfg.prioritized:
             self.buffer.update_priorities(batch["indices"], td, mask)

@@ -202,6 +202,23 @@ def td_loss(
     return (loss * mask).sum() / mask.sum().clamp_min(1.0)
 
 
+def td_loss_grad(
+    q: Tensor, target: Tensor, kind: str = "huber", weights: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """:func:`td_loss` without a mask, and its gradient with respect to ``q`` in closed
+    form: ``(loss, d loss / d q)``, neither with an autograd graph.
+
+    Huber (delta 1): ``d l / d q = clamp(q - y, -1, 1)``; MSE: ``2 (q - y)``; each times the
+    weight, over the number of entries (the mean)."""
+    with torch.no_grad():
+        loss = td_loss(q, target, kind, weights=weights)
+        d = q - target
+        grad = d.clamp(-1.0, 1.0) if kind == "huber" else 2.0 * d
+        if weights is not None:
+            grad = grad * weights.to(grad.dtype)
+        return loss, grad.div_(max(d.numel(), 1))
+
+
 def polyak_update(
     target_params: nn.Module | Iterable[Tensor],
     online_params: nn.Module | Iterable[Tensor],

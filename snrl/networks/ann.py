@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from snrl.errors import UserError
@@ -34,6 +35,13 @@ def _check_batch(x: Tensor, h: Tensor) -> None:
             f"batch size of input {tuple(x.shape)} does not match the state {tuple(h.shape)} "
             "(build the state with initial_state(batch_size) for this batch)"
         )
+
+
+def _grad(p: Tensor) -> Tensor:
+    """``p.grad``, created as zeros where there is none."""
+    if p.grad is None:
+        p.grad = torch.zeros_like(p)
+    return p.grad
 
 
 #: hidden-layer nonlinearities of :class:`MLP`
@@ -89,19 +97,71 @@ class MLP(nn.Module):
     def reset_state(self, state: tuple, done: Tensor, **_: object) -> tuple:
         return state
 
-    def run(self, x: Tensor, state: tuple = ()) -> BackboneOutput:
+    def _linears(self) -> list[nn.Linear]:
+        return [*self.hidden, *([self.head] if self.head is not None else [])]
+
+    def _outputs(self, x: Tensor) -> list[Tensor]:
+        """Every layer's output for ``x``: the hidden layers' (after the nonlinearity), then
+        the head's. The one forward of the MLP, with or without a graph (the linear layers are
+        applied as functions: the module call's hook machinery cost as much as the product on
+        one row)."""
         _check_input(x, self.input_size)
-        layers = []
+        outs = []
         h = x
-        for i, layer in enumerate(self.hidden):
-            h = self._act(layer(h))
-            layers.append(LayerActivity(f"mlp{i}", "ann", layer.out_features, extra={"h": h}))
-        out = self.head(h) if self.head is not None else h
-        return BackboneOutput(out, (), Activity(layers))
+        for layer in self._linears():
+            h = F.linear(h, layer.weight, layer.bias)
+            if layer is not self.head:
+                h = self._act(h)
+            outs.append(h)
+        return outs
+
+    def run(self, x: Tensor, state: tuple = ()) -> BackboneOutput:
+        outs = self._outputs(x)
+        layers = [
+            LayerActivity(f"mlp{i}", "ann", layer.out_features, extra={"h": h})
+            for i, (layer, h) in enumerate(zip(self.hidden, outs))
+        ]
+        return BackboneOutput(outs[-1], (), Activity(layers))
 
     def forward(self, x: Tensor, state: tuple = ()) -> tuple[Tensor, tuple]:
         out, state, _ = self.run(x, state)
         return out, state
+
+    # ---- the gradient by hand (DQN's transition step) ------------------------------------
+    @torch.no_grad()
+    def forward_saved(self, x: Tensor) -> list[Tensor]:
+        """The output of :meth:`run` for a batch ``x`` (B, F), computed without an autograd
+        graph: ``[x, h_1, ..., h_L, out]`` (``out`` is ``h_L`` without a head), what
+        :meth:`backward_into` needs.
+
+        A small network's autograd graph costs as much bookkeeping as arithmetic; this pair
+        runs the same products without it (tested against autograd in float64)."""
+        if x.dim() != 2:
+            raise ValueError(f"forward_saved takes a batch (B, F), got {tuple(x.shape)}")
+        outs = self._outputs(x)
+        return [x, *outs, outs[-1]] if self.head is None else [x, *outs]
+
+    @torch.no_grad()
+    def backward_into(self, saved: list[Tensor], grad_out: Tensor) -> None:
+        """Add the gradient of ``sum(grad_out * out)`` with respect to every trainable
+        parameter into its ``.grad``, as ``out.backward(grad_out)`` would after :meth:`run`;
+        ``saved`` is what :meth:`forward_saved` returned for the same parameters."""
+        layers = self._linears()
+        g = grad_out
+        for k in range(len(layers) - 1, -1, -1):
+            layer, inp = layers[k], saved[k]
+            if layer is not self.head:  # through the nonlinearity that made saved[k + 1]
+                h = saved[k + 1]
+                # ReLU: h >= 0, so sign(h) is its derivative (0 or 1; a product with a
+                # boolean mask costs four times as much); tanh: 1 - h^2
+                g = g * h.sign() if self.activation == "relu" else g * (1 - h * h)
+            w, b = layer.weight, layer.bias
+            if w.requires_grad:
+                _grad(w).addmm_(g.t(), inp)
+            if b is not None and b.requires_grad:
+                _grad(b).add_(g.sum(0))
+            if k > 0:
+                g = g @ w
 
     def layer_info(self) -> list[LayerInfo]:
         infos = []

@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch import nn
 
+from snrl.agents import optim
 from snrl.agents.optim import FlatAdam
 
 
@@ -44,8 +45,14 @@ def _assert_same(a: nn.Module, b: nn.Module, atol: float = 1e-6) -> None:
         torch.testing.assert_close(p, q, atol=atol, rtol=0, msg=name)
 
 
+def test_the_probe_finds_torchs_fused_kernel():
+    assert optim._fused_kernel_works() == hasattr(torch, "_fused_adam_")
+
+
+@pytest.mark.parametrize("kernel", [True, False])  # torch's fused kernel / the public path
 @pytest.mark.parametrize("max_norm", [0.05, 100.0])  # clipping on every step / never
-def test_flat_adam_steps_as_torch_adam_with_the_clip(max_norm):
+def test_flat_adam_steps_as_torch_adam_with_the_clip(max_norm, kernel, monkeypatch):
+    monkeypatch.setattr(optim, "_fused_kernel_works", lambda: kernel)
     ref, net = _net(), _net()
     ro = torch.optim.Adam(ref.parameters(), lr=1e-2, eps=1e-8)
     fo = FlatAdam(net.parameters(), lr=1e-2)
