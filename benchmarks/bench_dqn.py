@@ -39,9 +39,10 @@ within a round, the median over rounds reported.
 
 ``--parts``: where the MLP rows' time goes, per operation, in one process, the operations
 interleaved in each of ``--repeats`` rounds (medians): one gradient step of snrl's MLP DQN
-(rl-zoo settings, ReLU) against one of SB3's (``model.train``) and against a minimal step in plain
-torch with the same math (sample, target net's max, Huber loss, backward, clip, fused Adam: the
-floor of any library), and one acting step (act, env step, store) of each library.
+(rl-zoo settings, ReLU; its gradient by hand, and the same step by autograd with
+``DQN.manual_grad = False``) against one of SB3's (``model.train``) and against a minimal step
+in plain torch with the same math (sample, target net's max, Huber loss, autograd's backward,
+clip, fused Adam), and one acting step (act, env step, store) of each library.
 
 Usage::
 
