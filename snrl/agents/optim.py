@@ -38,54 +38,34 @@ from snrl.errors import UserError
 _MOMENTS = ("exp_avg", "exp_avg_sq")
 
 
+def _adam_step(
+    p: Tensor, g: Tensor, m: Tensor, v: Tensor, step: Tensor, *, fused: bool, **hyper: float
+) -> None:
+    """One Adam step of ``p`` in place (moments ``m``, ``v``; ``step`` a float tensor, counted
+    up): torch's fused kernel, or torch's public functional ``adam`` (single-tensor)."""
+    args = ([p], [g], [m], [v], [], [step])
+    if fused:
+        step += 1  # the kernel reads the step; torch's own wrapper counts it up
+        torch._fused_adam_(*args, amsgrad=False, maximize=False, **hyper)
+    else:
+        adam(*args, foreach=False, fused=False, amsgrad=False, maximize=False, **hyper)
+
+
 @functools.cache
 def _fused_kernel_works() -> bool:
     """Whether ``torch._fused_adam_`` (torch's private fused kernel, ~30 us on a 2x256 MLP
     against ~100 us for the public functional Adam) exists here and steps a small tensor as
     the public functional Adam does; :class:`FlatAdam` falls back to the latter if not."""
+    hyper = dict(lr=0.1, beta1=0.9, beta2=0.999, weight_decay=0.0, eps=1e-8)
     try:
         g = torch.linspace(-1.0, 1.0, 37)
         outs = []
         for fused in (True, False):
-            p, m, v = torch.linspace(0.5, -0.5, 37), torch.zeros(37), torch.zeros(37)
-            t = torch.tensor(0.0)
+            state = (torch.linspace(0.5, -0.5, 37), torch.zeros(37), torch.zeros(37))
+            step = torch.tensor(0.0)
             for _ in range(3):
-                if fused:
-                    t += 1
-                    torch._fused_adam_(
-                        [p],
-                        [g],
-                        [m],
-                        [v],
-                        [],
-                        [t],
-                        amsgrad=False,
-                        lr=0.1,
-                        beta1=0.9,
-                        beta2=0.999,
-                        weight_decay=0.0,
-                        eps=1e-8,
-                        maximize=False,
-                    )
-                else:
-                    adam(
-                        [p],
-                        [g],
-                        [m],
-                        [v],
-                        [],
-                        [t],
-                        foreach=False,
-                        fused=False,
-                        amsgrad=False,
-                        lr=0.1,
-                        beta1=0.9,
-                        beta2=0.999,
-                        weight_decay=0.0,
-                        eps=1e-8,
-                        maximize=False,
-                    )
-            outs.append((p, m, v, t))
+                _adam_step(state[0], g, *state[1:], step, fused=fused, **hyper)
+            outs.append((*state, step))
         return all(torch.allclose(a, b, atol=1e-6) for a, b in zip(*outs))
     except Exception:  # absent, renamed, or a new signature: the public path
         return False
@@ -192,21 +172,19 @@ class FlatAdam(torch.optim.Adam):
             state["exp_avg"] = torch.zeros_like(p)
             state["exp_avg_sq"] = torch.zeros_like(p)
         beta1, beta2 = group["betas"]
-        args = ([p], [p.grad], [state["exp_avg"]], [state["exp_avg_sq"]], [], [state["step"]])
-        kw = dict(
-            amsgrad=False,
+        _adam_step(
+            p,
+            p.grad,
+            state["exp_avg"],
+            state["exp_avg_sq"],
+            state["step"],
+            fused=p.device.type == "cpu" and _fused_kernel_works(),
             lr=float(group["lr"]),
             beta1=beta1,
             beta2=beta2,
             weight_decay=group["weight_decay"],
             eps=group["eps"],
-            maximize=False,
         )
-        if p.device.type == "cpu" and _fused_kernel_works():
-            state["step"] += 1  # the kernel reads the step; torch's wrapper increments it
-            torch._fused_adam_(*args, **kw)
-        else:
-            adam(*args, foreach=False, fused=False, **kw)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Load a flat state dict, or a per-tensor one of ``torch.optim.Adam`` over the same
