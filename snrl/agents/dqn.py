@@ -687,10 +687,12 @@ class DQN(Algorithm):
 
     def _manual_grad(self) -> bool:
         """Whether a gradient step takes the MLP's gradient by hand (:meth:`MLP.backward_into`)
-        instead of autograd: an ``mlp`` Q-network without dueling, on transitions."""
+        instead of autograd: an ``mlp`` Q-network of bare linear layers (no pruning hooks or
+        parametrizations) without dueling, on transitions."""
         return (
             self.manual_grad
             and type(self.agent.q_net) is MLP
+            and self.agent.q_net.plain()
             and self.agent.dueling == "none"
             and self.config.replay_kind == "transition"
         )

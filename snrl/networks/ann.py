@@ -44,6 +44,12 @@ def _grad(p: Tensor) -> Tensor:
     return p.grad
 
 
+def _plain(layer: nn.Module) -> bool:
+    """A bare ``nn.Linear``: no forward hooks (pruning adds one) and not a parametrized
+    subclass, so ``F.linear`` with its ``weight`` and ``bias`` is its whole forward."""
+    return type(layer) is nn.Linear and not (layer._forward_hooks or layer._forward_pre_hooks)
+
+
 #: hidden-layer nonlinearities of :class:`MLP`
 ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu}
 
@@ -109,14 +115,17 @@ class MLP(nn.Module):
         applied as functions: the module call's hook machinery cost as much as the product on
         one row)."""
         _check_input(x, self.input_size)
-        # the parameters read from the layers' dicts: nn.Module.__getattr__ cost ~1 us a
-        # read, a third of a one-row forward of a 2x256 network with the module calls
         layers = self._linears()
         n_hidden = len(self.hidden._modules)
         act, outs, h = self._act, [], x
         for k, layer in enumerate(layers):
-            p = layer._parameters
-            h = F.linear(h, p["weight"], p["bias"])
+            if _plain(layer):
+                # the parameters read from the layer's dict: nn.Module.__getattr__ and the
+                # module call cost ~20 us of a 45 us one-row forward of a 2x256 network
+                p = layer._parameters
+                h = F.linear(h, p["weight"], p["bias"])
+            else:  # hooks (pruning), a parametrization, another module: its own call
+                h = layer(h)
             if k < n_hidden:
                 h = act(h)
             outs.append(h)
@@ -135,6 +144,11 @@ class MLP(nn.Module):
         return out, state
 
     # ---- the gradient by hand (DQN's transition step) ------------------------------------
+    def plain(self) -> bool:
+        """Whether every layer is a bare ``nn.Linear`` (no hooks, e.g. from pruning, and no
+        parametrization): what :meth:`backward_into` can differentiate by hand."""
+        return all(_plain(layer) for layer in self._linears())
+
     @torch.no_grad()
     def forward_saved(self, x: Tensor) -> list[Tensor]:
         """The output of :meth:`run` for a batch ``x`` (B, F), computed without an autograd
@@ -153,6 +167,11 @@ class MLP(nn.Module):
         """Add the gradient of ``sum(grad_out * out)`` with respect to every trainable
         parameter into its ``.grad``, as ``out.backward(grad_out)`` would after :meth:`run`;
         ``saved`` is what :meth:`forward_saved` returned for the same parameters."""
+        if not self.plain():
+            raise ValueError(
+                "backward_into needs bare nn.Linear layers (a layer has hooks or a "
+                "parametrization): use autograd"
+            )
         layers = self._linears()
         n_hidden = len(self.hidden._modules)
         g = grad_out

@@ -131,3 +131,53 @@ def test_dqn_takes_autograd_where_the_hand_gradient_does_not_apply():
     assert not DQN("CartPole-v1", backbone="mlp", dueling="avg", **kw)._manual_grad()
     assert not DQN("CartPole-v1", backbone="lif", **kw)._manual_grad()
     assert not DQN("CartPole-v1", backbone="gru", **kw)._manual_grad()
+
+
+def test_pruned_or_parametrized_layers_keep_their_forward_and_take_autograd():
+    """A pruning hook or a parametrization on a layer is honoured by the forward (the layer's
+    own call), and such a network's gradient is left to autograd."""
+    from torch.nn.utils import parametrize, prune
+
+    class Negated(torch.nn.Module):
+        def forward(self, w):
+            return -w
+
+    torch.manual_seed(2)
+    net = MLP(4, [8, 8], 2, activation="relu")
+    prune.l1_unstructured(net.hidden[1], "weight", amount=0.5)
+    parametrize.register_parametrization(net.head, "weight", Negated())
+    x = torch.randn(5, 4)
+
+    def by_hand():
+        (l0, l1), head = net.hidden, net.head
+        w1 = l1.weight_orig * l1.weight_mask
+        h = torch.relu(x @ l0.weight.T + l0.bias)
+        h = torch.relu(h @ w1.T + l1.bias)
+        return h @ (-head.parametrizations.weight.original).T + head.bias
+
+    torch.testing.assert_close(net(x)[0], by_hand())
+    with torch.no_grad():  # the pruning hook recomputes the weight on every call
+        net.hidden[1].weight_orig.mul_(2.0)
+    torch.testing.assert_close(net(x)[0], by_hand())
+    assert not net.plain() and MLP(4, 8, 2).plain()
+    with pytest.raises(ValueError, match="use autograd"):
+        net.backward_into(net.forward_saved(x), torch.ones(5, 2))
+    algo = DQN(
+        "CartPole-v1",
+        policy=net,
+        backbone="mlp",  # the config's name for what policy= is
+        replay="transition",
+        n_envs=2,
+        eval_interval=0,
+        learning_starts=100,
+        batch_size=16,
+        seed=0,
+    )
+    assert not algo._manual_grad()
+    mask = net.hidden[1].weight_mask.clone()
+    before = net.hidden[1].weight_orig.detach().clone()
+    algo.learn(300, progress=False)
+    assert algo.n_grad_steps > 0
+    assert not torch.equal(net.hidden[1].weight_orig, before)  # trained by autograd
+    assert (net.hidden[1].weight[mask == 0] == 0).all()  # pruned weights stay at zero
+    algo.close()
