@@ -645,19 +645,17 @@ class DQN(Algorithm):
         loss = loss + cfg.rate_term(activity)
         return loss, ((y - q)[bi:] * mask[bi:]).detach(), mask[bi:], q[bi:].detach()
 
-    def _transition_targets(self, batch: dict[str, Any]) -> Tensor:
-        """TD targets (B,) of a transition batch, without gradient."""
+    def _transition_targets(self, batch: dict[str, Any], *, lean: bool) -> Tensor:
+        """TD targets (B,) of a transition batch, without gradient; ``lean``: the networks
+        are MLPs without dueling, run by :meth:`MLP.forward_saved` (no activity record)."""
         cfg, dev, agent = self.config, self.device, self.agent
         b = batch["obs"].shape[0]
         x_next = agent.preprocess(batch["next_obs"], dev)
-        if self._manual_grad():  # the MLP's lean forward (no activity record)
 
-            def q_of(net: nn.Module) -> Tensor:
+        def q_of(net: nn.Module) -> Tensor:
+            if lean:
                 return net.forward_saved(x_next)[-1]
-        else:
-
-            def q_of(net: nn.Module) -> Tensor:
-                return agent.q_values(net(x_next, net.initial_state(b, device=dev))[0])
+            return agent.q_values(net(x_next, net.initial_state(b, device=dev))[0])
 
         with torch.no_grad():
             q_next_t = q_of(self.target_net)
@@ -678,7 +676,7 @@ class DQN(Algorithm):
         x = agent.preprocess(batch["obs"], dev)
         net = agent.q_net
         q_all = agent.q_values(net(x, net.initial_state(b, device=dev))[0])
-        y = self._transition_targets(batch)
+        y = self._transition_targets(batch, lean=False)
         actions = torch.as_tensor(batch["actions"], device=dev).long()
         q = q_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         w = torch.as_tensor(batch["weights"], device=dev) if cfg.prioritized else None
@@ -705,7 +703,7 @@ class DQN(Algorithm):
         net = agent.q_net
         saved = net.forward_saved(x)
         q_all = saved[-1]
-        y = self._transition_targets(batch)
+        y = self._transition_targets(batch, lean=True)
         actions = torch.as_tensor(batch["actions"], device=dev).long().unsqueeze(-1)
         q = q_all.gather(-1, actions).squeeze(-1)
         w = torch.as_tensor(batch["weights"], device=dev) if cfg.prioritized else None
@@ -724,18 +722,17 @@ class DQN(Algorithm):
                 "batch_size)"
             )
         batch = self.buffer.sample(cfg.batch_size, step=self.env_step)
-        if self._manual_grad():
+        by_hand = self._manual_grad()
+        if by_hand:  # the gradient is added into .grad with the loss
             self.optimizer.zero_grad()
             loss, td, mask, q = self._transition_grad(batch)
-            loss_value = loss.item()
-            check_finite(loss_value, "TD loss", env_step=self.env_step, cause=_LOSS_CAUSE)
+        elif cfg.replay_kind == "sequence":
+            loss, td, mask, q = self._sequence_loss(batch)
         else:
-            if cfg.replay_kind == "sequence":
-                loss, td, mask, q = self._sequence_loss(batch)
-            else:
-                loss, td, mask, q = self._transition_loss(batch)
-            loss_value = loss.item()  # one read: checked as a float, kept for the metrics
-            check_finite(loss_value, "TD loss", env_step=self.env_step, cause=_LOSS_CAUSE)
+            loss, td, mask, q = self._transition_loss(batch)
+        loss_value = loss.item()  # one read: checked as a float, kept for the metrics
+        check_finite(loss_value, "TD loss", env_step=self.env_step, cause=_LOSS_CAUSE)
+        if not by_hand:
             self.optimizer.zero_grad()
             loss.backward()
         grad_norm = float(self.optimizer.clip_grad_norm_(cfg.max_grad_norm))

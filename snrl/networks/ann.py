@@ -111,9 +111,7 @@ class MLP(nn.Module):
 
     def _outputs(self, x: Tensor) -> list[Tensor]:
         """Every layer's output for ``x``: the hidden layers' (after the nonlinearity), then
-        the head's. The one forward of the MLP, with or without a graph (the linear layers are
-        applied as functions: the module call's hook machinery cost as much as the product on
-        one row)."""
+        the head's. The one forward of the MLP, with or without a graph."""
         _check_input(x, self.input_size)
         layers = self._linears()
         n_hidden = len(self.hidden._modules)
