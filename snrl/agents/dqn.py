@@ -259,6 +259,9 @@ class DQNConfig(AgentConfig):
         return self.seq_stride or self.seq_len
 
 
+_NO_ACTIVITY = Activity()
+
+
 class QState(NamedTuple):
     """Recurrent state of a Q-agent's one backbone."""
 
@@ -335,10 +338,21 @@ class QAgent(Agent):
         return dueling_aggregate(out[..., :1], out[..., 1:], self.dueling)
 
     @torch.no_grad()
-    def q_step(self, x: Tensor, state: QState) -> tuple[Tensor, QState, dict[str, Tensor]]:
+    def q_step(self, x: Tensor, state: QState) -> tuple[Tensor, QState, Activity]:
         """One env step: ``(Q (B, A), next state, activity)`` for preprocessed ``x`` (B, F)."""
-        res = self.q_net.run(x, state.q_net)
-        return self.q_values(res.out), QState(res.state), res.activity
+        return self._q_step(x, state, activity=True)
+
+    def _q_step(
+        self, x: Tensor, state: QState, *, activity: bool
+    ) -> tuple[Tensor, QState, Activity]:
+        """:meth:`q_step` for a caller already under ``no_grad``; ``activity=False`` runs the
+        backbone's ``forward`` and returns an empty activity (an acting step that records
+        nothing: an MLP's record costs a third of its one-row forward)."""
+        if activity:
+            res = self.q_net.run(x, state.q_net)
+            return self.q_values(res.out), QState(res.state), res.activity
+        out, new_state = self.q_net.forward(x, state.q_net)
+        return self.q_values(out), QState(new_state), _NO_ACTIVITY
 
     @torch.no_grad()
     def step(
@@ -447,6 +461,8 @@ class DQN(Algorithm):
         self.env_step = 0
         self.n_updates = 0
         self.n_grad_steps = 0
+        self._spiking_of: nn.Module | None = None  # see _record_spikes
+        self._spiking = False
         self.best_eval = -math.inf
         self.generator = torch.Generator().manual_seed(cfg.seed)
         self.buffer: Any = None
@@ -524,6 +540,16 @@ class DQN(Algorithm):
         self._buffer_steps = max(self._buffer_steps, self.config.learning_starts)
 
     # ---- acting --------------------------------------------------------------------------
+    @property
+    def _record_spikes(self) -> bool:
+        """Whether the Q-network has spiking layers, whose rates an acting step records
+        (checked again only when ``agent.q_net`` is another module)."""
+        net = self.agent.q_net
+        if self._spiking_of is not net:
+            self._spiking = any(info.kind == "spiking" for info in net.layer_info())
+            self._spiking_of = net
+        return self._spiking
+
     def _start_envs(self) -> None:
         self._open_envs()
         if self.buffer is None:
@@ -544,7 +570,9 @@ class DQN(Algorithm):
         Returns the returns of the episodes that ended on this step."""
         agent = self.agent
         obs = self._obs
-        q, next_state, activity = agent.q_step(agent.preprocess(obs), self._state)
+        q, next_state, activity = agent._q_step(
+            agent.preprocess(obs), self._state, activity=self._record_spikes
+        )
         action = self.exploration.select(q, self.env_step)
         if self.config.exploration == "pass_through":
             action = q.argmax(-1).cpu().numpy()
@@ -657,11 +685,14 @@ class DQN(Algorithm):
                 return net.forward_saved(x_next)[-1]
             return agent.q_values(net(x_next, net.initial_state(b, device=dev))[0])
 
+        rewards = torch.as_tensor(batch["rewards"], device=dev)
+        if cfg.reward_scale != 1.0:
+            rewards = rewards * cfg.reward_scale
         with torch.no_grad():
             q_next_t = q_of(self.target_net)
             q_next_o = q_of(agent.q_net) if cfg.double else None
             return double_dqn_target(
-                torch.as_tensor(batch["rewards"], device=dev) * cfg.reward_scale,
+                rewards,
                 torch.as_tensor(batch["discounts"], device=dev),
                 torch.as_tensor(batch["dones"], device=dev),
                 q_next_o,
@@ -708,7 +739,13 @@ class DQN(Algorithm):
         q = q_all.gather(-1, actions).squeeze(-1)
         w = torch.as_tensor(batch["weights"], device=dev) if cfg.prioritized else None
         loss, dq = td_loss_grad(q, y, cfg.loss, weights=w)
-        net.backward_into(saved, torch.zeros_like(q_all).scatter_(-1, actions, dq.unsqueeze(-1)))
+        # written over .grad when it covers every parameter of the optimizer (all trainable);
+        # else zeroed first, so that a frozen parameter is stepped with a zero gradient
+        whole = all(p.requires_grad for p in self.optimizer.params)
+        if not whole:
+            self.optimizer.zero_grad()
+        grad_out = torch.zeros_like(q_all).scatter_(-1, actions, dq.unsqueeze(-1))
+        net.backward_into(saved, grad_out, accumulate=not whole)
         return loss, y - q, None, q
 
     def _gradient_step(self, stats: _Stats) -> None:
@@ -723,8 +760,7 @@ class DQN(Algorithm):
             )
         batch = self.buffer.sample(cfg.batch_size, step=self.env_step)
         by_hand = self._manual_grad()
-        if by_hand:  # the gradient is added into .grad with the loss
-            self.optimizer.zero_grad()
+        if by_hand:  # the gradient is written into .grad with the loss
             loss, td, mask, q = self._transition_grad(batch)
         elif cfg.replay_kind == "sequence":
             loss, td, mask, q = self._sequence_loss(batch)

@@ -60,17 +60,18 @@ class Greedy:
 class _EpsilonBase(Greedy):
     """Epsilon-greedy given per-row epsilons."""
 
-    def _epsilons(self, step: int, batch: int) -> np.ndarray:
-        return np.full(batch, self.epsilon(step))
+    def _epsilons(self, step: int, batch: int) -> float | np.ndarray:
+        """Epsilon of each of ``batch`` rows: one float for all of them, or (batch,)."""
+        return self.epsilon(step)
 
     def select(self, q_values: Any, step: int) -> np.ndarray:
         """(B,) int64 actions: uniform with probability epsilon per row, else greedy."""
         q = _check_q(q_values)
         b, n_actions = q.shape
-        greedy = q.argmax(axis=1).astype(np.int64)
+        greedy = q.argmax(axis=1)
         explore = self.rng.random(b) < self._epsilons(step, b)
         random_actions = self.rng.integers(0, n_actions, size=b)
-        return np.where(explore, random_actions, greedy).astype(np.int64)
+        return np.where(explore, random_actions, greedy).astype(np.int64, copy=False)
 
 
 class EpsGreedy(_EpsilonBase):

@@ -138,8 +138,8 @@ class MLP(nn.Module):
         return BackboneOutput(outs[-1], (), Activity(layers))
 
     def forward(self, x: Tensor, state: tuple = ()) -> tuple[Tensor, tuple]:
-        out, state, _ = self.run(x, state)
-        return out, state
+        """``(out, state)``: :meth:`run` without building the activity record."""
+        return self._outputs(x)[-1], state
 
     # ---- the gradient by hand (DQN's transition step) ------------------------------------
     def plain(self) -> bool:
@@ -161,10 +161,15 @@ class MLP(nn.Module):
         return [x, *outs, outs[-1]] if self.head is None else [x, *outs]
 
     @torch.no_grad()
-    def backward_into(self, saved: list[Tensor], grad_out: Tensor) -> None:
+    def backward_into(
+        self, saved: list[Tensor], grad_out: Tensor, *, accumulate: bool = True
+    ) -> None:
         """Add the gradient of ``sum(grad_out * out)`` with respect to every trainable
         parameter into its ``.grad``, as ``out.backward(grad_out)`` would after :meth:`run`;
-        ``saved`` is what :meth:`forward_saved` returned for the same parameters."""
+        ``saved`` is what :meth:`forward_saved` returned for the same parameters.
+
+        ``accumulate=False`` writes the gradients over what ``.grad`` held instead (no
+        zeroing needed before; a parameter without ``requires_grad`` is left as it is)."""
         if not self.plain():
             raise ValueError(
                 "backward_into needs bare nn.Linear layers (a layer has hooks or a "
@@ -181,10 +186,13 @@ class MLP(nn.Module):
                 # boolean mask costs four times as much); tanh: 1 - h^2
                 g = g * h.sign() if self.activation == "relu" else g * (1 - h * h)
             w, b = layers[k]._parameters["weight"], layers[k]._parameters["bias"]
-            if w.requires_grad:
-                _grad(w).addmm_(g.t(), inp)
+            if w.requires_grad:  # beta 0: the old .grad is ignored (NaN included)
+                _grad(w).addmm_(g.t(), inp, beta=1 if accumulate else 0)
             if b is not None and b.requires_grad:
-                _grad(b).add_(g.sum(0))
+                if accumulate:
+                    _grad(b).add_(g.sum(0))
+                else:
+                    torch.sum(g, 0, out=_grad(b))
             if k > 0:
                 g = g @ w
 

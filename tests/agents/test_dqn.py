@@ -13,6 +13,7 @@ import snrl
 from snrl.agents.dqn import DQN, DQNConfig
 from snrl.buffers import SequenceWriter
 from snrl.errors import UserError
+from snrl.functional.state import state_leaves
 from snrl.training.metrics import read_metrics
 from tests.cli_run import snrl as _snrl
 
@@ -20,17 +21,18 @@ TINY = dict(hidden_size=16, n_envs=2, eval_interval=0, eval_episodes=2, log_inte
 
 
 def _record_actor(algo: DQN) -> dict[bytes, torch.Tensor]:
-    """Wrap the actor's q_step so that every (raw observation -> Q) it computes is kept."""
+    """Wrap the actor's Q step (``_q_step``, what acting calls) so that every (raw
+    observation -> Q) it computes is kept."""
     seen: dict[bytes, torch.Tensor] = {}
-    q_step = algo.agent.q_step
+    q_step = algo.agent._q_step
 
-    def recording(x, state):
-        q, new_state, activity = q_step(x, state)
+    def recording(x, state, **kw):
+        q, new_state, activity = q_step(x, state, **kw)
         for row, qrow in zip(x, q):
             seen[row.numpy().astype(np.float32).tobytes()] = qrow.clone()
         return q, new_state, activity
 
-    algo.agent.q_step = recording
+    algo.agent._q_step = recording
     return seen
 
 
@@ -112,7 +114,11 @@ def test_sequence_loss_masks_padding_and_respects_termination(reward_scale):
 @pytest.mark.parametrize("reward_scale", [1.0, 0.1])
 def test_transition_target_is_double_dqn_of_the_two_nets(reward_scale):
     algo = DQN(
-        "CartPole-v1", backbone="mlp", seed=2, learning_starts=300, reward_scale=reward_scale,
+        "CartPole-v1",
+        backbone="mlp",
+        seed=2,
+        learning_starts=300,
+        reward_scale=reward_scale,
         **TINY,
     )
     algo.learn(400, progress=False)
@@ -528,3 +534,25 @@ def test_rate_regularization_is_added_and_lowers_the_rates():
         algo.close()
     assert rates[200.0][1] < 0.7 * rates[200.0][0], rates
     assert rates[200.0][1] < 0.5 * rates[0.0][1], rates
+
+
+@pytest.mark.parametrize("backbone", ["mlp", "gru", "lif"])
+def test_acting_without_a_record_gives_the_recorded_q_values_and_state(backbone):
+    """An acting step of a Q-network without spiking layers skips the activity record
+    (``forward`` instead of ``run``): the same Q-values and next state as ``q_step``; a
+    spiking network's acting step keeps its record for the spike-rate metrics."""
+    algo = DQN("CartPole-v1", backbone=backbone, seed=2, **TINY)
+    agent = algo.agent
+    x = torch.randn(3, 4)
+    state = agent.initial_state(3)
+    for _ in range(3):  # a few steps, so that a recurrent state is not the initial one
+        q, nxt, act = agent.q_step(x, state)
+        with torch.no_grad():
+            q2, nxt2, act2 = agent._q_step(x, state, activity=False)
+        torch.testing.assert_close(q2, q, rtol=0, atol=0)
+        for a, b in zip(state_leaves(nxt2), state_leaves(nxt), strict=True):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+        assert len(act) > 0 and len(act2) == 0
+        state = nxt
+    assert algo._record_spikes == (backbone == "lif")
+    algo.close()

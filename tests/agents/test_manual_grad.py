@@ -37,6 +37,12 @@ def test_mlp_backward_into_equals_autograd_in_float64(activation, head):
     net.backward_into(saved, g)
     for a, b in zip(_grads(ref), _grads(net)):
         torch.testing.assert_close(b, 2 * a, rtol=1e-12, atol=1e-12)
+    # accumulate=False writes over whatever .grad held, NaN included
+    for p in net.parameters():
+        p.grad.fill_(float("nan"))
+    net.backward_into(saved, g, accumulate=False)
+    for a, b in zip(_grads(ref), _grads(net)):
+        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-12)
 
 
 def test_mlp_backward_into_skips_frozen_parameters_and_refuses_sequences():
@@ -79,11 +85,16 @@ def test_td_loss_grad_is_the_gradient_of_td_loss(kind, weighted):
         dict(activation="relu"),
         dict(activation="tanh", double=True, loss="mse"),
         dict(activation="relu", prioritized=True, n_layers=2),
+        dict(activation="relu", freeze=True),
     ],
 )
 def test_dqn_steps_by_hand_as_by_autograd(changes):
     """Two copies of one DQN take the same gradient steps on the same batches, one by hand and
-    one by autograd: the parameters, losses and TD errors agree."""
+    one by autograd: the parameters, losses and TD errors agree. The hand path writes over the
+    gradients (here NaN before each step); a layer frozen after the optimizer was made gets
+    a zero gradient, as after autograd's zero_grad."""
+    changes = dict(changes)
+    freeze = changes.pop("freeze", False)
     kw = dict(
         backbone="mlp",
         hidden_size=32,
@@ -99,6 +110,8 @@ def test_dqn_steps_by_hand_as_by_autograd(changes):
         algo = DQN("CartPole-v1", **kw)
         algo.manual_grad = manual
         algo.learn(300, progress=False)  # the same seed: the same buffer and parameters
+        if freeze:
+            algo.agent.q_net.hidden[0].weight.requires_grad_(False)
         algos.append(algo)
     by_hand, by_autograd = algos
     assert by_hand._manual_grad() and not by_autograd._manual_grad()
@@ -109,7 +122,8 @@ def test_dqn_steps_by_hand_as_by_autograd(changes):
         with torch.no_grad():  # one starting point per step: rounding does not add up
             for p, q in zip(by_autograd.agent.q_net.parameters(), by_hand.agent.q_net.parameters()):
                 p.copy_(q)
-        by_hand.optimizer.zero_grad()
+        for p in by_hand.optimizer.params:  # what the last step left, and then some
+            p.grad.fill_(float("nan"))
         loss_h, td_h, _, _ = by_hand._transition_grad(batch)
         loss_a, td_a, _, _ = by_autograd._transition_loss(batch)
         by_autograd.optimizer.zero_grad()
@@ -119,6 +133,8 @@ def test_dqn_steps_by_hand_as_by_autograd(changes):
         for p, q in zip(by_hand.agent.q_net.parameters(), by_autograd.agent.q_net.parameters()):
             assert p.grad.abs().sum() > 0 or q.grad.abs().sum() == 0
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6)
+        if freeze:
+            assert by_hand.agent.q_net.hidden[0].weight.grad.abs().sum() == 0
         by_hand.optimizer.update()
         by_autograd.optimizer.update()
     for algo in algos:
