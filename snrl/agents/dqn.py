@@ -82,6 +82,7 @@ from snrl.config import override
 from snrl.envs import finished_episodes
 from snrl.envs.spaces import ActionMap, ObsFlattener
 from snrl.errors import UserError
+from snrl.functional.grad import lazy_no_grad
 from snrl.functional.state import State, detach_state, map_state, mask_state
 from snrl.networks.activity import Activity
 from snrl.networks.ann import MLP
@@ -337,7 +338,7 @@ class QAgent(Agent):
             return out
         return dueling_aggregate(out[..., :1], out[..., 1:], self.dueling)
 
-    @torch.no_grad()
+    @lazy_no_grad
     def q_step(self, x: Tensor, state: QState) -> tuple[Tensor, QState, Activity]:
         """One env step: ``(Q (B, A), next state, activity)`` for preprocessed ``x`` (B, F)."""
         return self._q_step(x, state, activity=True)
@@ -354,7 +355,7 @@ class QAgent(Agent):
         out, new_state = self.q_net.forward(x, state.q_net)
         return self.q_values(out), QState(new_state), _NO_ACTIVITY
 
-    @torch.no_grad()
+    @lazy_no_grad
     def step(
         self, x: Tensor, state: QState, *, deterministic: bool = False, train: bool = True
     ) -> QStep:
@@ -563,7 +564,7 @@ class DQN(Algorithm):
         self.buffer = None
         self._buffer_steps = 0
 
-    @torch.no_grad()
+    @lazy_no_grad
     def _act_and_store(self, stats: _Stats) -> list[float]:
         """One vector-env step: act (explore), store the transition, carry/reset the state.
 
@@ -673,6 +674,7 @@ class DQN(Algorithm):
         loss = loss + cfg.rate_term(activity)
         return loss, ((y - q)[bi:] * mask[bi:]).detach(), mask[bi:], q[bi:].detach()
 
+    @lazy_no_grad
     def _transition_targets(self, batch: dict[str, Any], *, lean: bool) -> Tensor:
         """TD targets (B,) of a transition batch, without gradient; ``lean``: the networks
         are MLPs without dueling, run by :meth:`MLP.forward_saved` (no activity record)."""
@@ -688,17 +690,16 @@ class DQN(Algorithm):
         rewards = torch.as_tensor(batch["rewards"], device=dev)
         if cfg.reward_scale != 1.0:
             rewards = rewards * cfg.reward_scale
-        with torch.no_grad():
-            q_next_t = q_of(self.target_net)
-            q_next_o = q_of(agent.q_net) if cfg.double else None
-            return double_dqn_target(
-                rewards,
-                torch.as_tensor(batch["discounts"], device=dev),
-                torch.as_tensor(batch["dones"], device=dev),
-                q_next_o,
-                q_next_t,
-                double=cfg.double,
-            )
+        q_next_t = q_of(self.target_net)
+        q_next_o = q_of(agent.q_net) if cfg.double else None
+        return double_dqn_target(
+            rewards,
+            torch.as_tensor(batch["discounts"], device=dev),
+            torch.as_tensor(batch["dones"], device=dev),
+            q_next_o,
+            q_next_t,
+            double=cfg.double,
+        )
 
     def _transition_loss(self, batch: dict[str, Any]) -> tuple[Tensor, Tensor, None, Tensor]:
         """(loss, TD errors (B,), None, Q of the taken actions) of a transition batch."""
@@ -761,7 +762,8 @@ class DQN(Algorithm):
         batch = self.buffer.sample(cfg.batch_size, step=self.env_step)
         by_hand = self._manual_grad()
         if by_hand:  # the gradient is written into .grad with the loss
-            loss, td, mask, q = self._transition_grad(batch)
+            with torch.no_grad():  # once: what it calls enters no_grad only if not in it
+                loss, td, mask, q = self._transition_grad(batch)
         elif cfg.replay_kind == "sequence":
             loss, td, mask, q = self._sequence_loss(batch)
         else:

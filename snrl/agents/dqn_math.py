@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from snrl.errors import UserError
+from snrl.functional.grad import lazy_no_grad
 
 DUELING_MODES = ("avg", "max", "naive")
 LOSS_KINDS = ("huber", "mse")
@@ -59,6 +60,7 @@ def dueling_aggregate(value: Tensor, advantages: Tensor, mode: str = "avg") -> T
     raise UserError(f"unknown dueling mode {mode!r} (use one of {', '.join(DUELING_MODES)})")
 
 
+@lazy_no_grad
 def double_dqn_target(
     rewards: Tensor,
     discounts: Tensor | float,
@@ -83,21 +85,20 @@ def double_dqn_target(
     Returns:
         (...) targets ``y``, detached.
     """
-    with torch.no_grad():
-        if double:
-            if q_next_online is None:
-                raise UserError("double DQN needs q_next_online (pass it, or double=False)")
-            if q_next_online.shape != q_next_target.shape:
-                raise UserError(
-                    f"q_next_online {tuple(q_next_online.shape)} and q_next_target "
-                    f"{tuple(q_next_target.shape)} differ (pass Q-values of the same batch)"
-                )
-            best = q_next_online.argmax(dim=-1, keepdim=True)
-            q_next = q_next_target.gather(-1, best).squeeze(-1)
-        else:
-            q_next = q_next_target.max(dim=-1).values
-        not_done = 1.0 - dones.to(q_next.dtype)
-        return rewards.to(q_next.dtype) + discounts * not_done * q_next
+    if double:
+        if q_next_online is None:
+            raise UserError("double DQN needs q_next_online (pass it, or double=False)")
+        if q_next_online.shape != q_next_target.shape:
+            raise UserError(
+                f"q_next_online {tuple(q_next_online.shape)} and q_next_target "
+                f"{tuple(q_next_target.shape)} differ (pass Q-values of the same batch)"
+            )
+        best = q_next_online.argmax(dim=-1, keepdim=True)
+        q_next = q_next_target.gather(-1, best).squeeze(-1)
+    else:
+        q_next = q_next_target.max(dim=-1).values
+    not_done = 1.0 - dones.to(q_next.dtype)
+    return rewards.to(q_next.dtype) + discounts * not_done * q_next
 
 
 def sequence_nstep_targets(
@@ -202,6 +203,7 @@ def td_loss(
     return (loss * mask).sum() / mask.sum().clamp_min(1.0)
 
 
+@lazy_no_grad
 def td_loss_grad(
     q: Tensor, target: Tensor, kind: str = "huber", weights: Tensor | None = None
 ) -> tuple[Tensor, Tensor]:
@@ -210,13 +212,12 @@ def td_loss_grad(
 
     Huber (delta 1): ``d l / d q = clamp(q - y, -1, 1)``; MSE: ``2 (q - y)``; each times the
     weight, over the number of entries (the mean)."""
-    with torch.no_grad():
-        loss = td_loss(q, target, kind, weights=weights)
-        d = q - target
-        grad = d.clamp(-1.0, 1.0) if kind == "huber" else 2.0 * d
-        if weights is not None:
-            grad = grad * weights.to(grad.dtype)
-        return loss, grad.div_(max(d.numel(), 1))
+    loss = td_loss(q, target, kind, weights=weights)
+    d = q - target
+    grad = d.clamp(-1.0, 1.0) if kind == "huber" else 2.0 * d
+    if weights is not None:
+        grad = grad * weights.to(grad.dtype)
+    return loss, grad.div_(max(d.numel(), 1))
 
 
 def polyak_update(

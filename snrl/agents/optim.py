@@ -34,6 +34,7 @@ from torch import Tensor, nn
 from torch.optim.adam import adam
 
 from snrl.errors import UserError
+from snrl.functional.grad import lazy_no_grad
 
 _MOMENTS = ("exp_avg", "exp_avg_sq")
 
@@ -156,7 +157,7 @@ class FlatAdam(torch.optim.Adam):
         self.update()
         return loss
 
-    @torch.no_grad()
+    @lazy_no_grad
     def update(self) -> None:
         """:meth:`step` without ``torch.optim``'s per-call wrapper (profiler record, step
         hooks: ~40 us a call, more than the arithmetic here); DQN's gradient step calls this.

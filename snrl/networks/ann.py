@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from snrl.errors import UserError
+from snrl.functional.grad import lazy_no_grad
 from snrl.functional.state import mask_state
 from snrl.networks._args import MISSING, layer_widths, renamed
 from snrl.networks.activity import Activity, LayerActivity
@@ -147,7 +148,7 @@ class MLP(nn.Module):
         parametrization): what :meth:`backward_into` can differentiate by hand."""
         return all(_plain(layer) for layer in self._linears())
 
-    @torch.no_grad()
+    @lazy_no_grad
     def forward_saved(self, x: Tensor) -> list[Tensor]:
         """The output of :meth:`run` for a batch ``x`` (B, F), computed without an autograd
         graph: ``[x, h_1, ..., h_L, out]`` (``out`` is ``h_L`` without a head), what
@@ -160,7 +161,7 @@ class MLP(nn.Module):
         outs = self._outputs(x)
         return [x, *outs, outs[-1]] if self.head is None else [x, *outs]
 
-    @torch.no_grad()
+    @lazy_no_grad
     def backward_into(
         self, saved: list[Tensor], grad_out: Tensor, *, accumulate: bool = True
     ) -> None:
