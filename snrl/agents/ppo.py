@@ -90,8 +90,8 @@ class PPOConfig(AgentConfig):
     """Scale the rewards used for learning by the running std of the discounted return
     (clipped to +-10), as rl-baselines3-zoo's ``normalize: true`` does; returns in metrics and
     evaluations stay raw. For long episodes of constant penalties (Acrobot, MountainCar) and
-    for large rewards (LunarLander's +-100: the critic's gradient otherwise dominates the one
-    global clip, and the policy's step shrinks with it)."""
+    for large rewards (LunarLander's +-100, where the critic's gradient otherwise dominates the
+    one global clip)."""
     log_std_init: float = 0.0
     """Initial log-std of Gaussian (Box) policies (with use_sde: of each entry of the
     exploration matrix's scale; for Discrete actions with use_sde, that scale, fixed)."""
