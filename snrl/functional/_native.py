@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import logging
+import math
 import os
 import platform
 import shutil
@@ -29,20 +30,18 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from snrl.functional import _buffers
+from snrl.functional.surrogate import Surrogate, derivative_fn
+
 log = logging.getLogger(__name__)
 
 _FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-shared", "-fPIC")
 #: tried first: x86 compilers keep to 256-bit vectors unless told (AVX-512 machines gain 20 %
 #: in the backward); other compilers or machines refuse it, and the build runs without
 _WIDE = ("-mprefer-vector-width=512",)
-#: The backward walk runs in the kernel up to this many rows (batch x layers side by side).
-#: Its product dv_{t+1} W^T is dense, and beyond this torch's (oneDNN/MKL) is as fast: at
-#: T = 64, N = 128 the kernel's walk took 0.29-0.35x torch's time at 8 rows, 0.69-0.99x at 48
-#: and 0.75-1.08x at 64-256 (three runs). The forward loop and dW take the kernel at any
-#: number of rows, for there the product is a sum over the spikes, which are sparse: forward
-#: 0.15x at 8 rows and 0.44-0.79x at 64-256, dW 0.70-1.0x (``benchmarks/bench_layers.py
-#: --kernel-parts``; docs/benchmarks.md, issue 11).
-MAX_ROWS = 48
+#: The surrogates whose derivative the kernel's backward walk computes itself (their codes in
+#: ``surrogate_row``, lif_kernel.c); for the other kinds (and any callable) it arrives computed.
+_KINDS = {"fast_sigmoid": 1, "atan": 2, "triangular": 3, "straight_through": 4}
 #: Floats per chunk of the backward walk's surrogate derivatives (1 MB).
 _CHUNK_FLOATS = 1 << 18
 _LOCK = threading.Lock()
@@ -121,7 +120,8 @@ def library() -> ctypes.CDLL | None:
             fwd, bwd = lib.snrl_lif_forward, lib.snrl_lif_backward
             fwd.restype = bwd.restype = None
             fwd.argtypes = [*ints, *[ptrs] * 5, flt, ctypes.c_int, *[ptrs] * 7]
-            bwd.argtypes = [*ints, *[ptrs] * 7, flt, ctypes.c_int, *[ptrs] * 4, ctypes.c_int]
+            bwd.argtypes = [*ints, ptrs, ctypes.c_int, flt, flt, *[ptrs] * 6, flt, ctypes.c_int]
+            bwd.argtypes += [*[ptrs] * 4, ctypes.c_int]
             lib.snrl_lif_weight_grad.restype = None
             lib.snrl_lif_weight_grad.argtypes = [*ints, *[ptrs] * 8]
             _STATE["lib"] = lib
@@ -155,12 +155,12 @@ def lif_forward(
     broadcastable to (G, 1, N), ``fv``/``fz`` expanded to ``u``'s shape); nothing needs a
     gradient here (the forward of the autograd function, or a no-grad call).
     """
-    lib = _applies(u, w, v0, z0, alpha, fv, fz, rows=None)
+    lib = _applies(u, w, v0, z0, alpha, fv, fz)
     if lib is None:
         return None
     t, g, b, n = _dims(u)
-    vs = torch.empty(u.shape, dtype=torch.float32)
-    zs = torch.empty(u.shape, dtype=torch.float32)
+    vs = _buffers.empty(tuple(u.shape))  # large ones reused, not faulted in again
+    zs = _buffers.empty(tuple(u.shape))
     # every tensor handed over is held in this list until the call returns (a temporary
     # would be freed as soon as its address was taken)
     keep = [
@@ -178,7 +178,7 @@ def lif_forward(
 
 
 def lif_backward(
-    derivative: Callable[[Tensor], Tensor],
+    spike_fn: Callable[[Tensor], Tensor],
     gz: Tensor | None,
     gv: Tensor | None,
     w_back_t: Tensor | None,
@@ -193,36 +193,67 @@ def lif_backward(
     of ``_LIFSequence.backward``: ``dv`` shaped like ``vs``, ``first`` = dv_0 masked where
     step 0 starts an episode, shaped like one step), or None when the kernel does not apply.
 
-    ``derivative`` maps ``v - threshold`` to the surrogate's derivative; ``w_back_t`` is the
-    transposed ``W - threshold I`` (subtract) or ``W`` (zero), or None. The walk runs in
-    chunks of steps of about :data:`_CHUNK_FLOATS` floats, last chunk first, each with its
-    own derivative: small temporaries that stay in cache, where one for the whole sequence
-    would be two more allocations of its size (fresh pages cost more than the calls).
+    ``spike_fn`` is the layer's surrogate: the kernel computes the derivatives of the
+    :class:`~snrl.functional.surrogate.Surrogate` kinds in :data:`_KINDS` itself, row by row,
+    in one call for the whole sequence. For any other spike function the derivative comes from
+    :func:`~snrl.functional.surrogate.derivative_fn`, and the walk runs in chunks of steps of
+    about :data:`_CHUNK_FLOATS` floats, last chunk first, each with its own derivative: small
+    temporaries that stay in cache, where one for the whole sequence would be two more
+    allocations of its size (fresh pages cost more than the calls). ``w_back_t`` is the
+    transposed ``W - threshold I`` (subtract) or ``W`` (zero), or None.
     """
-    lib = _applies(vs, gz, gv, w_back_t, zs, alpha, rows=MAX_ROWS)
+    lib = _applies(vs, gz, gv, w_back_t, zs, alpha)
     if lib is None:
         return None
     t, g, b, n = _dims(vs)
-    dv = torch.empty(vs.shape, dtype=torch.float32)
+    dv = _buffers.empty(tuple(vs.shape))
     first = torch.empty(vs.shape[1:], dtype=torch.float32)
     seqs = [_flat(x, (t, g, b, n)) for x in (gz, gv, vs, zs)]
     w_flat, a_flat = _flat(w_back_t, (g, n, n)), _alpha(alpha, g, n)
-    st, scratch = _starts(starts), torch.empty(b, n, dtype=torch.float32)
+    st, scratch = _starts(starts), torch.empty(b + 1, n, dtype=torch.float32)
     flag = int(reset == "subtract")
-    steps = max(1, _CHUNK_FLOATS // (g * b * n))
+    kind = _kind(spike_fn)
+    derivative = derivative_fn(spike_fn) if kind is None else None
+    steps = t if kind is not None else max(1, _CHUNK_FLOATS // (g * b * n))
     for t1 in range(t, 0, -steps):
         t0 = max(0, t1 - steps)
         # held until the call returns, as in lif_forward
         gzc, gvc, vsc, zsc = (None if x is None else x[t0:t1] for x in seqs)
-        s = derivative(vsc - threshold).to(torch.float32).contiguous()
-        keep = [s, gzc, gvc, w_flat, vsc, zsc, a_flat]
+        s = None
+        if derivative is not None:
+            s = derivative(vsc - threshold).to(torch.float32).contiguous()
+        code, p1, p2 = kind or (0, 0.0, 0.0)
+        keep = [gzc, gvc, w_flat, vsc, zsc, a_flat]
         tail = [None if st is None else st[t0:], dv[t0:], first if t0 == 0 else None, scratch]
         lib.snrl_lif_backward(
-            t1 - t0, g, b, n, *map(_ptr, keep), float(threshold), flag, *map(_ptr, tail), t1 < t
+            t1 - t0,
+            g,
+            b,
+            n,
+            _ptr(s),
+            code,
+            p1,
+            p2,
+            *map(_ptr, keep),
+            float(threshold),
+            flag,
+            *map(_ptr, tail),
+            t1 < t,
         )
     if t == 0:
         first.zero_()
     return dv, first
+
+
+def _kind(spike_fn: Callable[[Tensor], Tensor]) -> tuple[int, float, float] | None:
+    """The kernel's code and parameters of a surrogate whose derivative it computes itself
+    (``surrogate_row`` in lif_kernel.c), or None."""
+    if not isinstance(spike_fn, Surrogate) or spike_fn.kind not in _KINDS:
+        return None
+    k = float(spike_fn.slope or 0.0)
+    if spike_fn.kind == "atan":
+        return _KINDS["atan"], math.pi / 2 * k, k / 2
+    return _KINDS[spike_fn.kind], k, 0.0
 
 
 def lif_weight_grad(
@@ -231,7 +262,7 @@ def lif_weight_grad(
     """``sum_t z_{t-1}^T dv_t`` ((N, N), or (G, N, N) for a group), the spikes each step starts
     from taken as in the forward pass (``fz`` where ``starts``), or None when the kernel does
     not apply."""
-    lib = _applies(dv, z0, zs, fz, rows=None)
+    lib = _applies(dv, z0, zs, fz)
     if lib is None:
         return None
     t, g, b, n = _dims(dv)
@@ -249,12 +280,8 @@ def lif_weight_grad(
     return dw
 
 
-def _applies(seq: Tensor, *tensors: Tensor | None, rows: int | None) -> ctypes.CDLL | None:
-    """The library, if ``seq`` (T, B, N) or (T, G, B, N) has at most ``rows`` rows (None: any
-    number), every tensor is float32 on the CPU and the library can be had."""
-    _, g, b, _ = _dims(seq)
-    if rows is not None and g * b > rows:
-        return None
+def _applies(seq: Tensor, *tensors: Tensor | None) -> ctypes.CDLL | None:
+    """The library, if every tensor is float32 on the CPU and the library can be had."""
     tensors = (seq, *tensors)
     if any(x is not None and (x.dtype != torch.float32 or x.device.type != "cpu") for x in tensors):
         return None
@@ -262,8 +289,9 @@ def _applies(seq: Tensor, *tensors: Tensor | None, rows: int | None) -> ctypes.C
 
 
 def _spike_scratch(n: int) -> list[Tensor]:
-    """The kernel's room for one row's spike list: N indices and N values."""
-    return [torch.empty(n, dtype=torch.int32), torch.empty(n, dtype=torch.float32)]
+    """The kernel's room for one row's spike list: N indices and N values, and one vector
+    (16) more that its vector path writes past the last spike."""
+    return [torch.empty(n + 16, dtype=torch.int32), torch.empty(n + 16, dtype=torch.float32)]
 
 
 def _dims(x: Tensor) -> tuple[int, int, int, int]:

@@ -20,16 +20,49 @@
  * six torch operations per step.
  */
 #include <stddef.h>
-#include <string.h>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 typedef float v16 __attribute__((vector_size(64)));
+/* The same 16 floats at any address, aliasing float data: loads and stores through it are
+ * single unaligned vector moves. (An earlier version copied with memcpy into v16 arrays; GCC
+ * then moved them through the stack in two halves and read them back whole, a store-forwarding
+ * stall on every spike: the forward loop ran at a quarter of its speed.) */
+typedef float v16u __attribute__((vector_size(64), aligned(4), may_alias));
+
+static inline v16 ld(const float *p) { return *(const v16u *)p; }
+static inline void st(float *p, v16 x) { *(v16u *)p = x; }
+
+/* Columns per register tile: 128 (eight 16-float sums) where there are 32 vector registers
+ * (AVX-512), else 64, so that the sums, a row of W and the factor fit without spilling. */
+#if defined(__AVX512F__)
+#define WIDE 128
+#else
+#define WIDE 64
+#endif
 
 /* The neurons of a row that spiked (zp != 0): their indices and values in idx and val, their
- * number returned. No branch: spikes are unpredictable, and mispredictions cost more than the
- * stores. */
+ * number returned; idx and val have room for N + 16 entries (the vector path writes whole
+ * vectors past the last spike). No branch: spikes are unpredictable, and mispredictions cost
+ * more than the stores. With AVX-512, 16 neurons at a time: a compare gives the mask of those
+ * that spiked, and a compress packs their indices and values (compressed in registers, then
+ * stored whole: a compressing store to memory is slow on some of these CPUs). */
 static int spike_list(int N, const float *restrict zp, int *restrict idx, float *restrict val) {
-    int m = 0;
-    for (int i = 0; i < N; i++) {
+    int m = 0, i = 0;
+#if defined(__AVX512F__)
+    __m512i ids = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i sixteen = _mm512_set1_epi32(16);
+    for (; i + 16 <= N; i += 16) {
+        const __m512 z = _mm512_loadu_ps(zp + i);
+        const __mmask16 k = _mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_NEQ_UQ);
+        _mm512_storeu_si512((void *)(idx + m), _mm512_maskz_compress_epi32(k, ids));
+        _mm512_storeu_ps(val + m, _mm512_maskz_compress_ps(k, z));
+        m += __builtin_popcount((unsigned)k);
+        ids = _mm512_add_epi32(ids, sixteen);
+    }
+#endif
+    for (; i < N; i++) {
         idx[m] = i;
         val[m] = zp[i];
         m += zp[i] != 0.0f;
@@ -37,39 +70,34 @@ static int spike_list(int N, const float *restrict zp, int *restrict idx, float 
     return m;
 }
 
-/* Four 16-float registers from p[0..64). */
-static inline void load4(v16 r[4], const float *p) {
-    for (int q = 0; q < 4; q++) memcpy(&r[q], p + 16 * q, sizeof r[q]);
-}
-
 /* v = ut + sum_k val[k] W[idx[k], :] for one row of N: the rows of W of the m neurons that
- * spiked, added in the order of idx. Columns go in tiles of 64 (four 16-float registers, one
- * AVX-512 register or two AVX ones each) whose sums stay in registers while the spikes run:
- * one load of W and one multiply-add per 16 floats and spike, where adding into v in memory
- * would also load and store v for every spike. (memcpy is an unaligned load or store.) */
+ * spiked, added in the order of idx. Columns go in tiles of WIDE (then 16) whose sums stay in
+ * registers while the spikes run: one load of W and one multiply-add per 16 floats and spike,
+ * where adding into v in memory would also load and store v for every spike. The sums of a
+ * tile are independent chains, enough of them to keep both multiply-add units busy. */
 static void drive_row(int N, int m, const int *restrict idx, const float *restrict val,
                       const float *restrict w, const float *restrict ut, float *restrict v) {
     const size_t row = (size_t)N;
     int j0 = 0;
     if (N % 16 == 0) {
-        for (; j0 + 64 <= N; j0 += 64) {
-            v16 a[4], x[4];
-            load4(a, ut + j0);
+        enum { R = WIDE / 16 };
+        for (; j0 + WIDE <= N; j0 += WIDE) {
+            v16 a[R];
+#pragma GCC unroll 8
+            for (int q = 0; q < R; q++) a[q] = ld(ut + j0 + 16 * q);
             for (int k = 0; k < m; k++) {
                 const float c = val[k];
-                load4(x, w + (size_t)idx[k] * row + j0);
-                for (int q = 0; q < 4; q++) a[q] += c * x[q];
+                const float *p = w + (size_t)idx[k] * row + j0;
+#pragma GCC unroll 8
+                for (int q = 0; q < R; q++) a[q] += c * ld(p + 16 * q);
             }
-            memcpy(v + j0, a, sizeof a);
+#pragma GCC unroll 8
+            for (int q = 0; q < R; q++) st(v + j0 + 16 * q, a[q]);
         }
         for (; j0 < N; j0 += 16) {
-            v16 a0, x;
-            memcpy(&a0, ut + j0, sizeof a0);
-            for (int k = 0; k < m; k++) {
-                memcpy(&x, w + (size_t)idx[k] * row + j0, sizeof x);
-                a0 += val[k] * x;
-            }
-            memcpy(v + j0, &a0, sizeof a0);
+            v16 a0 = ld(ut + j0);
+            for (int k = 0; k < m; k++) a0 += val[k] * ld(w + (size_t)idx[k] * row + j0);
+            st(v + j0, a0);
         }
         return;
     }
@@ -123,6 +151,47 @@ void snrl_lif_forward(int T, int G, int B, int N, const float *u, const float *w
     }
 }
 
+/* Rows x vectors of a tile of the product below: 8 rows x 32 columns (16 sums) with 32 vector
+ * registers (AVX-512), else 4 rows x 16 columns (the sums of one vector are two AVX
+ * registers), so that the sums stay in registers with room for a row of Wt and a factor. */
+#if defined(__AVX512F__)
+#define MM_ROWS 8
+#define MM_VECS 2
+#else
+#define MM_ROWS 4
+#define MM_VECS 1
+#endif
+
+/* out[r, j0 + 16 c ...] = sum_k x[r, k] Wt[k, j0 + 16 c ...] for r < rows, c < vecs (both
+ * constants where it is inlined, so the sums are registers): one load of Wt per vector and
+ * k, then a multiply-add per row. */
+static inline __attribute__((always_inline)) void mm_tile(int rows, int vecs, int N,
+                                                          const float *restrict x,
+                                                          const float *restrict wt, int j0,
+                                                          float *restrict out) {
+    const size_t row = (size_t)N;
+    v16 acc[MM_ROWS][MM_VECS];
+#pragma GCC unroll 8
+    for (int r = 0; r < rows; r++)
+#pragma GCC unroll 2
+        for (int c = 0; c < vecs; c++) acc[r][c] = (v16){0};
+    for (int k = 0; k < N; k++) {
+        v16 w[MM_VECS];
+#pragma GCC unroll 2
+        for (int c = 0; c < vecs; c++) w[c] = ld(wt + (size_t)k * row + j0 + 16 * c);
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++) {
+            const float xr = x[(size_t)r * row + k];
+#pragma GCC unroll 2
+            for (int c = 0; c < vecs; c++) acc[r][c] += xr * w[c];
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < rows; r++)
+#pragma GCC unroll 2
+        for (int c = 0; c < vecs; c++) st(out + (size_t)r * row + j0 + 16 * c, acc[r][c]);
+}
+
 /* back += nxt Wt for one row: back[j] += sum_k nxt[k] Wt[k][j] (restrict: no aliasing, so
  * the compiler vectorizes the j loop). The remainder path of matmul_rows. */
 static void axpy_row(int N, const float *restrict nxt, const float *restrict wt,
@@ -135,40 +204,67 @@ static void axpy_row(int N, const float *restrict nxt, const float *restrict wt,
     }
 }
 
-/* back = nxt Wt for B rows of N ((B, N) x (N, N)), in tiles of 4 rows x 16 columns whose 64
- * sums stay in four vector registers while k runs: one load of Wt and four multiply-adds per
- * k, instead of a load and a store of back as well. (GCC/Clang vector extension: 16 floats,
- * one AVX-512 register or two AVX ones; memcpy is an unaligned load or store.) */
+/* back = nxt Wt for B rows of N ((B, N) x (N, N)) in register tiles of MM_ROWS rows (mm_tile).
+ * Columns are the outer loop: a slab of Wt (N x 32 floats, 16 kB at N = 128) stays in the
+ * first-level cache while every tile of rows passes over it. Rows past the last whole tile
+ * (and every row when N is not a multiple of 16) take axpy_row. */
 static void matmul_rows(int B, int N, const float *restrict nxt, const float *restrict wt,
                         float *restrict back) {
     const size_t row = (size_t)N;
-    int b = 0;
+    int tiled = 0;
     if (N % 16 == 0) {
-        for (; b + 4 <= B; b += 4) {
-            const float *x0 = nxt + (size_t)b * row, *x1 = x0 + row, *x2 = x1 + row,
-                        *x3 = x2 + row;
-            for (int j0 = 0; j0 < N; j0 += 16) {
-                v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
-                for (int k = 0; k < N; k++) {
-                    v16 w;
-                    memcpy(&w, wt + (size_t)k * row + j0, sizeof w);
-                    a0 += x0[k] * w;
-                    a1 += x1[k] * w;
-                    a2 += x2[k] * w;
-                    a3 += x3[k] * w;
-                }
-                float *out = back + (size_t)b * row + j0;
-                memcpy(out, &a0, sizeof a0);
-                memcpy(out + row, &a1, sizeof a1);
-                memcpy(out + 2 * row, &a2, sizeof a2);
-                memcpy(out + 3 * row, &a3, sizeof a3);
-            }
-        }
+        tiled = B - B % MM_ROWS;
+        const int slab = 16 * MM_VECS;
+        int j0 = 0;
+        for (; j0 + slab <= N; j0 += slab)
+            for (int b = 0; b < tiled; b += MM_ROWS)
+                mm_tile(MM_ROWS, MM_VECS, N, nxt + (size_t)b * row, wt, j0, back + (size_t)b * row);
+        for (; j0 < N; j0 += 16)
+            for (int b = 0; b < tiled; b += MM_ROWS)
+                mm_tile(MM_ROWS, 1, N, nxt + (size_t)b * row, wt, j0, back + (size_t)b * row);
     }
-    for (; b < B; b++) {
+    for (int b = tiled; b < B; b++) {
         float *restrict out = back + (size_t)b * row;
         for (int j = 0; j < N; j++) out[j] = 0.0f;
         axpy_row(N, nxt + (size_t)b * row, wt, out);
+    }
+}
+
+/* The surrogate derivatives the backward walk computes itself, per row, from the membranes
+ * (codes of snrl/functional/_native.py's _KINDS; formulas of snrl.functional.surrogate):
+ *   1 fast_sigmoid       s = 1 / (1 + p1 |x|)^2            p1 = slope
+ *   2 atan               s = p2 / (1 + (p1 x)^2)           p1 = pi slope / 2, p2 = slope / 2
+ *   3 triangular         s = -p1 for x >= 0, p1 for x < 0  p1 = slope
+ *   4 straight_through   s = 1
+ * at x = v - threshold. Any other surrogate's derivative arrives computed (s in the walk).
+ * Each operation rounds as in Surrogate.derivative's torch ops, in the same order, and none is
+ * fused into a multiply-add: the walk gets the derivatives torch would give, bit for bit. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("fp-contract=off")))
+#endif
+static void surrogate_row(int N, int kind, float p1, float p2, float threshold,
+                          const float *restrict v, float *restrict s) {
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+    switch (kind) {
+    case 1:
+        for (int j = 0; j < N; j++) {
+            const float t = __builtin_fabsf(v[j] - threshold) * p1 + 1.0f;
+            s[j] = 1.0f / (t * t);
+        }
+        break;
+    case 2:
+        for (int j = 0; j < N; j++) {
+            const float y = (v[j] - threshold) * p1;
+            s[j] = (1.0f / (y * y + 1.0f)) * p2;
+        }
+        break;
+    case 3:
+        for (int j = 0; j < N; j++) s[j] = v[j] - threshold >= 0.0f ? -p1 : p1;
+        break;
+    default:
+        for (int j = 0; j < N; j++) s[j] = 1.0f;
     }
 }
 
@@ -178,20 +274,22 @@ static void matmul_rows(int B, int N, const float *restrict nxt, const float *re
  *   back_t = dv_{t+1} Wb^T (Wb = W - threshold I for subtract), - alpha v_t dv_{t+1} for zero
  *   decay_t = alpha (subtract), alpha (1 - z_t) (zero)
  * where dv_{t+1} counts as 0 in a row whose episode starts at t + 1. s is the surrogate
- * derivative at v - threshold (T, G, B, N); gz, gv may be NULL (no gradient arriving); wbt is
- * Wb transposed, (G, N, N), or NULL; scratch holds B x N floats. Writes dv (T, G, B, N) and
+ * derivative at v - threshold (T, G, B, N), or NULL: then each row's is computed here by
+ * surrogate_row (kind, p1, p2). gz, gv may be NULL (no gradient arriving); wbt is Wb
+ * transposed, (G, N, N), or NULL; scratch holds (B + 1) x N floats. Writes dv (T, G, B, N) and
  * first (G, B, N), dv_0 masked by the starts at step 0 (unless first is NULL).
  * With more = 1 the sequence is a chunk of a longer one: dv and starts continue in memory
  * past step T - 1 (dv of step T already computed), and step T - 1 takes it as dv_{t+1}.
  */
-void snrl_lif_backward(int T, int G, int B, int N, const float *s, const float *gz,
-                       const float *gv, const float *wbt, const float *vs, const float *zs,
-                       const float *alpha, float threshold, int subtract,
+void snrl_lif_backward(int T, int G, int B, int N, const float *s, int kind, float p1, float p2,
+                       const float *gz, const float *gv, const float *wbt, const float *vs,
+                       const float *zs, const float *alpha, float threshold, int subtract,
                        const unsigned char *starts, float *dv, float *first, float *scratch,
                        int more) {
     const size_t row = (size_t)N;
     const size_t layer = (size_t)B * row;
     const size_t step = (size_t)G * layer;
+    float *srow = scratch + (size_t)B * row; /* s of one row, when computed here */
     for (int t = T - 1; t >= 0; t--) {
         int has_next = t + 1 < T || more;
         for (int g = 0; g < G; g++) {
@@ -203,7 +301,8 @@ void snrl_lif_backward(int T, int G, int B, int N, const float *s, const float *
             for (int b = 0; b < B; b++) {
                 size_t here = base + (size_t)b * row;
                 float *d = dv + here;
-                const float *st = s + here;
+                const float *st = s ? s + here : srow;
+                if (!s) surrogate_row(N, kind, p1, p2, threshold, vs + here, srow);
                 for (int j = 0; j < N; j++) d[j] = 0.0f;
                 if (gz) {
                     const float *gzt = gz + here;
@@ -244,35 +343,30 @@ void snrl_lif_backward(int T, int G, int B, int N, const float *s, const float *
     }
 }
 
-/* dw[i, :] += val[k] d for the m spikes i = idx[k] of one row: d in registers (tiles of 64
- * columns), the rows of dw loaded, added to and stored once per spike. */
+/* dw[i, :] += val[k] d for the m spikes i = idx[k] of one row: d in registers (tiles of WIDE
+ * columns, then 16), the rows of dw loaded, added to and stored once per spike. */
 static void outer_row(int N, int m, const int *restrict idx, const float *restrict val,
                       const float *restrict d, float *restrict dw) {
     const size_t row = (size_t)N;
     int j0 = 0;
     if (N % 16 == 0) {
-        for (; j0 + 64 <= N; j0 += 64) {
-            v16 dd[4];
-            load4(dd, d + j0);
+        enum { R = WIDE / 16 };
+        for (; j0 + WIDE <= N; j0 += WIDE) {
+            v16 dd[R];
+#pragma GCC unroll 8
+            for (int q = 0; q < R; q++) dd[q] = ld(d + j0 + 16 * q);
             for (int k = 0; k < m; k++) {
                 float *o = dw + (size_t)idx[k] * row + j0;
                 const float c = val[k];
-                for (int q = 0; q < 4; q++) {
-                    v16 x;
-                    memcpy(&x, o + 16 * q, sizeof x);
-                    x += c * dd[q];
-                    memcpy(o + 16 * q, &x, sizeof x);
-                }
+#pragma GCC unroll 8
+                for (int q = 0; q < R; q++) st(o + 16 * q, ld(o + 16 * q) + c * dd[q]);
             }
         }
         for (; j0 < N; j0 += 16) {
-            v16 d0, x;
-            memcpy(&d0, d + j0, sizeof d0);
+            const v16 d0 = ld(d + j0);
             for (int k = 0; k < m; k++) {
                 float *o = dw + (size_t)idx[k] * row + j0;
-                memcpy(&x, o, sizeof x);
-                x += val[k] * d0;
-                memcpy(o, &x, sizeof x);
+                st(o, ld(o) + val[k] * d0);
             }
         }
         return;

@@ -363,7 +363,6 @@ class _LIFSequence(torch.autograd.Function):
         threshold, reset, spike_fn = ctx.threshold, ctx.reset, ctx.spike_fn
         steps = vs.shape[0]
         subtract = reset == "subtract"
-        derivative = derivative_fn(spike_fn)
         w_back_t = None  # dv_{t+1} -> dz_t is dv_{t+1} @ w_back_t (contiguous: torch.mm)
         if w is not None:
             w_back = w.detach().clone(memory_format=torch.contiguous_format)
@@ -372,11 +371,12 @@ class _LIFSequence(torch.autograd.Function):
             w_back_t = w_back.transpose(-2, -1).contiguous()
         native = None
         if steps:  # the compiled walk (same equations) where it applies
-            args = (derivative, gz, gv, w_back_t, vs, zs, alpha, threshold, reset, starts)
+            args = (spike_fn, gz, gv, w_back_t, vs, zs, alpha, threshold, reset, starts)
             native = _native.lif_backward(*args)
         if native is not None:
             dv, nxt = native
         else:
+            derivative = derivative_fn(spike_fn)
             args = (gz, gv, w_back_t, vs, zs, alpha, threshold, subtract, derivative)
             dv, nxt = _backward_loop(*args, starts)
         first = nxt if nxt is not None else torch.zeros_like(v0)  # dv_0, masked

@@ -9,11 +9,12 @@ import shutil
 
 import pytest
 import torch
+from snntorch.surrogate import fast_sigmoid as snntorch_fast_sigmoid
 
-from snrl.functional import _native
+from snrl.functional import _buffers, _native
 from snrl.functional.lif_sequence import lif_sequence, lif_sequence_group
 from snrl.functional.neurons import LIFState
-from snrl.functional.surrogate import default_spike_grad
+from snrl.functional.surrogate import Surrogate, default_spike_grad
 
 
 def _inputs(group: bool, recurrent: bool, seed: int, b: int = 5, n: int = 24):
@@ -36,12 +37,12 @@ def _inputs(group: bool, recurrent: bool, seed: int, b: int = 5, n: int = 24):
     return u, w, v0, z0, alpha, starts, fresh_v
 
 
-def _run(native: bool, monkeypatch, group, recurrent, reset, seed, b=5, n=24):
+def _run(native: bool, monkeypatch, group, recurrent, reset, seed, b=5, n=24, spike_fn=None):
     monkeypatch.setenv("SNRL_NATIVE", "1" if native else "0")
     u, w, v0, z0, alpha, starts, fresh_v = _inputs(group, recurrent, seed, b, n)
     fn = lif_sequence_group if group else lif_sequence
     fresh = LIFState(fresh_v, torch.zeros(()))
-    spike_fn = default_spike_grad()
+    spike_fn = default_spike_grad() if spike_fn is None else spike_fn
     z, v = fn(u, w, LIFState(v0, z0), alpha, 1.0, reset, spike_fn, starts=starts, fresh=fresh)
     g = torch.Generator().manual_seed(seed + 1)
     loss = (v * torch.randn(v.shape, generator=g)).sum() + (
@@ -64,10 +65,13 @@ def test_kernel_equals_the_torch_loop(monkeypatch, group, recurrent, reset):
     _assert_kernel_equals_torch(monkeypatch, group, recurrent, reset, 3, 5, 24, atol=lambda r: 1e-4)
 
 
-def _assert_kernel_equals_torch(monkeypatch, group, recurrent, reset, seed, b, n, atol):
+def _assert_kernel_equals_torch(
+    monkeypatch, group, recurrent, reset, seed, b, n, atol, spike_fn=None
+):
     """Spikes exactly, membranes to 1e-5 and every gradient to rtol 1e-4 and ``atol(ref)``."""
-    z_ref, v_ref, g_ref = _run(False, monkeypatch, group, recurrent, reset, seed, b, n)
-    z, v, g = _run(True, monkeypatch, group, recurrent, reset, seed, b, n)
+    args = (monkeypatch, group, recurrent, reset, seed, b, n, spike_fn)
+    z_ref, v_ref, g_ref = _run(False, *args)
+    z, v, g = _run(True, *args)
     assert 0.02 < z_ref.mean() < 0.9  # the inputs make the layer spike (and not always)
     torch.testing.assert_close(z, z_ref, rtol=0, atol=0)
     torch.testing.assert_close(v, v_ref, rtol=1e-5, atol=1e-5)
@@ -78,24 +82,50 @@ def _assert_kernel_equals_torch(monkeypatch, group, recurrent, reset, seed, b, n
 
 @needs_kernel
 @pytest.mark.parametrize(
-    ("group", "b", "n", "max_rows", "chunk"),
+    ("group", "b", "n", "kind", "chunk"),
     [
-        (False, 5, 80, 48, 1 << 18),  # N in tiles of 64 and 16 columns (24 above: scalar)
-        (False, 60, 80, 48, 1 << 18),  # more rows than MAX_ROWS: torch's backward walk
-        (False, 60, 128, 10**6, 3 * 60 * 128),  # the kernel's walk in chunks of 3 steps
-        (True, 7, 64, 48, 2 * 2 * 7 * 64 + 1),  # a group, chunks of 2 steps
+        (False, 5, 80, None, 1 << 18),  # N in tiles of 16 columns (24 above: scalar)
+        (False, 60, 80, None, 1 << 18),  # rows in tiles of 8 and 4 single rows
+        (False, 9, 256, None, 1 << 18),  # two whole tiles of 128 columns
+        # a surrogate the kernel does not compute itself: the walk in chunks of 3 steps
+        (False, 60, 128, "sigmoid", 3 * 60 * 128),
+        (True, 7, 64, "sigmoid", 2 * 2 * 7 * 64 + 1),  # a group, chunks of 2 steps
     ],
 )
 @pytest.mark.parametrize("reset", ["subtract", "zero"])
 def test_kernel_tiles_rows_and_chunks_equal_the_torch_loop(
-    monkeypatch, group, b, n, max_rows, chunk, reset
+    monkeypatch, group, b, n, kind, chunk, reset
 ):
-    monkeypatch.setattr(_native, "MAX_ROWS", max_rows)
     monkeypatch.setattr(_native, "_CHUNK_FLOATS", chunk)
+    monkeypatch.setattr(_buffers, "MIN_BYTES", 1)  # every output from the pool of blocks
+    calls = []
+    derivative_fn = _native.derivative_fn
+    monkeypatch.setattr(_native, "derivative_fn", lambda f: calls.append(f) or derivative_fn(f))
+    spike_fn = None if kind is None else Surrogate(kind, 5.0)
     # sums over up to T x B = 720 rows in another order: float32 rounding grows with the size
     # of the terms (both paths are ~4e-4 from a float64 loop where dW reaches ~190)
     _assert_kernel_equals_torch(
-        monkeypatch, group, True, reset, 5, b, n, atol=lambda r: 1e-5 * float(r.abs().max())
+        monkeypatch, group, True, reset, 5, b, n, lambda r: 1e-5 * float(r.abs().max()), spike_fn
+    )
+    assert len(calls) == (kind is not None)  # the kernel's own derivative, else torch's
+
+
+@needs_kernel
+@pytest.mark.parametrize(
+    "spike_fn",
+    [
+        Surrogate("fast_sigmoid", 3.0),
+        Surrogate("atan", 2.0),
+        Surrogate("triangular", 0.5),
+        Surrogate("straight_through"),
+        snntorch_fast_sigmoid(slope=4.0),  # any callable: derivative by autograd, in torch
+    ],
+    ids=["fast_sigmoid", "atan", "triangular", "straight_through", "snntorch"],
+)
+@pytest.mark.parametrize("reset", ["subtract", "zero"])
+def test_kernel_derivatives_of_every_surrogate_equal_the_torch_loop(monkeypatch, spike_fn, reset):
+    _assert_kernel_equals_torch(
+        monkeypatch, False, True, reset, 7, 9, 32, lambda r: 1e-5 * float(r.abs().max()), spike_fn
     )
 
 
@@ -166,3 +196,23 @@ def test_a_build_lands_atomically_in_the_cache(monkeypatch, tmp_path):
     assert _native.library() is not None
     built = list(tmp_path.iterdir())
     assert len(built) == 1 and built[0].name.startswith("lif_kernel_") and built[0].suffix == ".so"
+
+
+@needs_kernel
+@pytest.mark.parametrize("kind", sorted(_native._KINDS))
+def test_the_kernels_own_derivative_is_torchs_bit_for_bit(monkeypatch, kind):
+    """The walk computing a Surrogate's derivative itself gives exactly what it gives when
+    handed ``Surrogate.derivative``'s torch result (same roundings, no fused multiply-add)."""
+    g = torch.Generator().manual_seed(11)
+    t, b, n = 6, 5, 40
+    vs = torch.randn(t, b, n, generator=g) * 2
+    zs = (vs > 1).float()
+    gz = torch.randn(t, b, n, generator=g)
+    w_back_t = torch.randn(n, n, generator=g) * 0.2
+    alpha = torch.full((n,), 0.9)
+    spike_fn = Surrogate(kind) if kind == "straight_through" else Surrogate(kind, 3.7)
+    args = (spike_fn, gz, None, w_back_t, vs, zs, alpha, 1.0, "subtract", None)
+    own = _native.lif_backward(*args)
+    monkeypatch.setattr(_native, "_KINDS", {})  # now the derivative arrives from torch
+    given = _native.lif_backward(*args)
+    assert torch.equal(own[0], given[0]) and torch.equal(own[1], given[1])

@@ -173,7 +173,11 @@ def test_batch_rows_are_independent(cls) -> None:
         full = layer.run(x, layer.initial_state(4))
         for b in range(4):
             one = layer.run(x[:, b : b + 1], layer.initial_state(1))
-            assert torch.equal(one.out[:, 0], full.out[:, b])
+            if cls is LILayer:  # the output is the membrane: a BLAS may round a product of
+                # one row differently from the same row among four (MKL on some CPUs does)
+                torch.testing.assert_close(one.out[:, 0], full.out[:, b], rtol=1e-6, atol=1e-6)
+            else:  # spikes: exactly the same
+                assert torch.equal(one.out[:, 0], full.out[:, b])
             assert torch.allclose(one.v[:, 0], full.v[:, b], atol=1e-5)
 
 
