@@ -133,6 +133,31 @@ def torch_threads(n: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+def denormals_flushed() -> bool:
+    """Whether float arithmetic on this thread flushes subnormal numbers to zero."""
+    return bool((torch.full((1,), 1e-38) * 0.01)[0] == 0)  # 1e-40 is subnormal
+
+
+@contextlib.contextmanager
+def flush_denormals(on: bool) -> Iterator[None]:
+    """Run the block with subnormal floats flushed to zero (``torch.set_flush_denormal``)
+    when ``on``, and turn it off again afterwards unless it was on before: a library call
+    never leaves the setting changed. Where the CPU does not support it, nothing changes.
+
+    Why: on some CPUs (Intel's) an operation on a subnormal number (below 1.2e-38 in float32)
+    takes ~100x longer, and Adam's state for weights whose gradient stays near zero decays into
+    that range. A ReLU MLP DQN spent a quarter of its time in Adam's kernel because of it
+    (docs/benchmarks.md, issue 11). Values that small change nothing in training.
+    """
+    if not on or denormals_flushed() or not torch.set_flush_denormal(True):
+        yield
+        return
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)
+
+
 # ---- small budgets for smoke runs (docs/cli.md, "Small budgets") ---------------------------
 #: Environment variables that cap what one call may run: ``SNRL_MAX_STEPS`` caps
 #: ``learn(total_steps)`` and the length of a ``rollout``; ``SNRL_MAX_EPISODES`` caps
@@ -304,6 +329,10 @@ class AgentConfig:
     threads: int | None = None
     """Torch threads while learn/evaluate/rollout run (restored afterwards); none: the
     policy (1 up to 512 neurons per layer, measured); 0: leave torch's setting alone."""
+    flush_denormals: bool = True
+    """Flush subnormal floats (below 1.2e-38) to zero while learn/evaluate/rollout run
+    (restored afterwards): some CPUs take ~100x longer on them, and Adam's state decays into
+    that range for weights whose gradient stays near zero. False: leave them."""
     curriculum: Curriculum | None = None
     """Lessons of increasing difficulty (snrl.Curriculum; [[curriculum.lesson]] tables in
     TOML): env options merged over env_kwargs and a promotion criterion each
@@ -627,14 +656,18 @@ class Algorithm:
         """What evaluation and rollouts make their own envs from (an id, or a factory)."""
         return self.config.env if self._env_source is None else env_factory(self._env_source)
 
-    def _threads(self) -> contextlib.AbstractContextManager[None]:
+    @contextlib.contextmanager
+    def _runtime(self) -> Iterator[None]:
         """The torch thread count of this algorithm's runs (:func:`policy_threads` of its
-        widest layer, custom backbones included), for the duration of a ``with`` block."""
+        widest layer, custom backbones included) and its denormal flushing
+        (:func:`flush_denormals`), for the duration of a ``with`` block."""
         agent = self.agent
         widths = [
             info.size for name in agent.backbones for info in getattr(agent, name).layer_info()
         ]
-        return torch_threads(policy_threads(self.config, max(widths, default=None)))
+        threads = policy_threads(self.config, max(widths, default=None))
+        with torch_threads(threads), flush_denormals(self.config.flush_denormals):
+            yield
 
     # ---- the public surface ----------------------------------------------------------------
     def learn(self, total_steps: int | None = None, *, progress: bool = True) -> dict[str, list]:
@@ -645,7 +678,8 @@ class Algorithm:
         rows, ``checkpoints/best.pt`` whenever a periodic deterministic evaluation is at
         least as good as the best so far, and ``learning_curve.png`` at the end.
 
-        Runs on the torch thread count of ``config.threads`` (restored afterwards); the
+        Runs on the torch thread count of ``config.threads``, with subnormal floats flushed
+        to zero unless ``config.flush_denormals`` is False (both restored afterwards); the
         environment variable ``SNRL_MAX_STEPS`` caps ``total_steps``. ``progress``: a bar on
         a terminal (tqdm.auto's widget in a notebook), one line every 10 s or 10 % when
         stderr is a file or pipe; False for silence.
@@ -657,7 +691,7 @@ class Algorithm:
             MAX_TOTAL_STEPS,
         )
         total = capped(total, "SNRL_MAX_STEPS", "total_steps")
-        with self._threads():
+        with self._runtime():
             if self._envs is None:
                 self._start_envs()
             return self._learn(total, progress=bool(progress))
@@ -795,7 +829,7 @@ class Algorithm:
         )
         self.agent.eval()
         try:
-            with self._threads():
+            with self._runtime():
                 res = evaluate_agent(
                     self.agent,
                     self._fresh_env(),
@@ -833,7 +867,7 @@ class Algorithm:
             "backbone": self.config.backbone,
             "force_dale_law": self.config.force_dale_law,
         }
-        with self._threads():
+        with self._runtime():
             return record_trajectory(
                 self.agent,
                 self._fresh_env(),

@@ -112,6 +112,33 @@ def test_library_calls_restore_the_thread_count():
         torch.set_num_threads(before)
 
 
+def test_library_calls_flush_denormals_and_restore_the_setting():
+    from snrl.agents.base import denormals_flushed, flush_denormals
+
+    assert not denormals_flushed()  # torch's default
+    if not torch.set_flush_denormal(True):
+        pytest.skip("this CPU cannot flush denormals")
+    try:
+        assert denormals_flushed()  # the probe sees the setting
+    finally:
+        torch.set_flush_denormal(False)
+    seen = []
+    for on in (True, False):
+        algo = snrl.PPO("CartPole-v1", seed=0, flush_denormals=on, **SMALL)
+        original = algo._collect
+        algo._collect = lambda o=original: (seen.append(denormals_flushed()), o())[1]
+        algo.learn(16, progress=False)
+        assert not denormals_flushed()  # given back as it was
+    assert seen == [True, False]
+    torch.set_flush_denormal(True)  # a caller's own setting is left on
+    try:
+        with flush_denormals(True):
+            assert denormals_flushed()
+        assert denormals_flushed()
+    finally:
+        torch.set_flush_denormal(False)
+
+
 def test_misspelled_keyword_says_did_you_mean():
     with pytest.raises(UserError, match=r"did you mean 'hidden_size'\?"):
         snrl.DQN("CartPole-v1", hiden_size=64)
@@ -131,7 +158,7 @@ def test_thread_policy_follows_the_widest_layer_and_the_key():
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        with algo._threads():
+        with algo._runtime():
             assert torch.get_num_threads() == 2  # a 600-neuron policy: torch's count
     finally:
         torch.set_num_threads(before)
