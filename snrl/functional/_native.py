@@ -214,7 +214,8 @@ def lif_backward(
     flag = int(reset == "subtract")
     kind = _kind(spike_fn)
     derivative = derivative_fn(spike_fn) if kind is None else None
-    steps = t if kind is not None else max(1, _CHUNK_FLOATS // (g * b * n))
+    steps = max(1, t if kind is not None else _CHUNK_FLOATS // (g * b * n))
+    code, p1, p2 = kind or (0, 0.0, 0.0)
     for t1 in range(t, 0, -steps):
         t0 = max(0, t1 - steps)
         # held until the call returns, as in lif_forward
@@ -222,24 +223,11 @@ def lif_backward(
         s = None
         if derivative is not None:
             s = derivative(vsc - threshold).to(torch.float32).contiguous()
-        code, p1, p2 = kind or (0, 0.0, 0.0)
+        head = (t1 - t0, g, b, n, _ptr(s), code, p1, p2)
         keep = [gzc, gvc, w_flat, vsc, zsc, a_flat]
         tail = [None if st is None else st[t0:], dv[t0:], first if t0 == 0 else None, scratch]
-        lib.snrl_lif_backward(
-            t1 - t0,
-            g,
-            b,
-            n,
-            _ptr(s),
-            code,
-            p1,
-            p2,
-            *map(_ptr, keep),
-            float(threshold),
-            flag,
-            *map(_ptr, tail),
-            t1 < t,
-        )
+        mid = (float(threshold), flag)
+        lib.snrl_lif_backward(*head, *map(_ptr, keep), *mid, *map(_ptr, tail), t1 < t)
     if t == 0:
         first.zero_()
     return dv, first
