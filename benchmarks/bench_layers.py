@@ -574,7 +574,8 @@ def bench_kernel_parts(repeats: int, batches: tuple[int, ...]) -> str:
         return f"kernel parts: no compiled kernel here ({_native._STATE.get('failed')})"
     w = make_weights()
     alpha = torch.full((N,), ALPHA)
-    derivative = derivative_fn(_spike_fn())
+    spike_fn = _spike_fn()
+    derivative = derivative_fn(spike_fn)
     w_back = w.w_rec.clone()
     w_back.diagonal().sub_(THRESHOLD)
     w_back_t = w_back.t().contiguous()
@@ -610,7 +611,7 @@ def bench_kernel_parts(repeats: int, batches: tuple[int, ...]) -> str:
         walk_args = (gz, None, w_back_t, vs, zs, alpha, THRESHOLD)
 
         def walk_kernel(a=walk_args):
-            return _native.lif_backward(_spike_fn(), *a, "subtract", None)
+            return _native.lif_backward(spike_fn, *a, "subtract", None)
 
         def walk_torch(a=walk_args):
             return ls._backward_loop(*a, True, derivative, None)
