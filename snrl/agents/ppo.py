@@ -36,6 +36,7 @@ from snrl.agents.base import (
     check_finite,
     check_parameters,
 )
+from snrl.agents.optim import FlatAdam
 from snrl.buffers.rollout import RolloutBuffer
 from snrl.envs import ActionMap, ObsFlattener, finished_episodes
 from snrl.errors import NonFiniteError
@@ -255,7 +256,7 @@ class PPO(Algorithm):
             self._check_output_width("policy", policy, self.agent.head_size)
         if critic is not None:
             self._check_output_width("critic", critic, 1)
-        self.optimizer = torch.optim.Adam(self.agent.parameters(), lr=cfg.lr, eps=1e-5)
+        self.optimizer = FlatAdam(self.agent.parameters(), cfg.lr, eps=1e-5, fused=False)
         self.run_dir = None if run_dir is None else prepare_run_dir(run_dir, force=overwrite)
         self.env_step = 0
         self.n_updates = 0
@@ -422,11 +423,11 @@ class PPO(Algorithm):
                         ("entropy", ent),
                     ):
                         check_finite(value, name, env_step=env_step, cause=_LOSS_CAUSE)
-                    self.optimizer.zero_grad(set_to_none=True)
+                    self.optimizer.zero_grad()
                     loss.backward()
-                    grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
+                    grad_norm = self.optimizer.clip_grad_norm_(cfg.max_grad_norm)
                     check_finite(grad_norm, "gradient norm", env_step=env_step, cause=_LOSS_CAUSE)
-                    self.optimizer.step()
+                    self.optimizer.update()
                     with torch.no_grad():
                         approx_kl = ((ratio - 1) - log_ratio).mean().item()
                         clipfrac = ((ratio - 1).abs() > cfg.clip_coef).float().mean().item()

@@ -1,6 +1,7 @@
 """The compiled LIF sequence kernel of :func:`snrl.functional.lif_sequence`
 (``lif_kernel.c``): the forward loop, the reverse walk of the backward pass and the weight
-gradient.
+gradient; and the leaky-integrator readout's loop and reverse scan
+(:func:`snrl.functional.lif_sequence.li_sequence`).
 
 Built on first use with the system C compiler (``cc``, or ``$CC``) into snrl's cache
 directory (``$SNRL_CACHE_DIR``, else ``$XDG_CACHE_HOME/snrl``, else ``~/.cache/snrl``), under a
@@ -117,13 +118,17 @@ def library() -> ctypes.CDLL | None:
                 _build(source, target)
             lib = ctypes.CDLL(str(target))
             ints, ptrs, flt = [ctypes.c_int] * 4, ctypes.c_void_p, ctypes.c_float
+            long = ctypes.c_long
             fwd, bwd = lib.snrl_lif_forward, lib.snrl_lif_backward
-            fwd.restype = bwd.restype = None
-            fwd.argtypes = [*ints, *[ptrs] * 5, flt, ctypes.c_int, *[ptrs] * 7]
+            dw, li_fwd, li_bwd = lib.snrl_lif_weight_grad, lib.snrl_li_forward, lib.snrl_li_backward
+            fwd.restype = bwd.restype = dw.restype = li_fwd.restype = li_bwd.restype = None
+            fwd.argtypes = [*ints, *[ptrs] * 5, flt, ctypes.c_int, *[ptrs] * 3, long]
+            fwd.argtypes += [ptrs] * 4
             bwd.argtypes = [*ints, ptrs, ctypes.c_int, flt, flt, *[ptrs] * 6, flt, ctypes.c_int]
             bwd.argtypes += [*[ptrs] * 4, ctypes.c_int]
-            lib.snrl_lif_weight_grad.restype = None
-            lib.snrl_lif_weight_grad.argtypes = [*ints, *[ptrs] * 8]
+            dw.argtypes = [*ints, *[ptrs] * 4, long, *[ptrs] * 4]
+            li_fwd.argtypes = [*ints[:3], *[ptrs] * 5, long, ptrs]
+            li_bwd.argtypes = [*ints[:3], *[ptrs] * 4]
             _STATE["lib"] = lib
         except (OSError, subprocess.SubprocessError) as e:
             _STATE["failed"] = str(e)
@@ -170,10 +175,12 @@ def lif_forward(
         _flat(z0, (g, b, n)),
         _alpha(alpha, g, n),
     ]
-    tail = [_starts(starts), _flat(fv, (t, g, b, n)), _flat(fz, (t, g, b, n)), vs, zs]
-    tail += _spike_scratch(n)
+    (fv, fstep), (fz, _) = _fresh(fv, (t, g, b, n)), _fresh(fz, (t, g, b, n))
+    resets = [_starts(starts), fv, fz]
+    tail = [vs, zs, *_spike_scratch(n)]
     flag = int(reset == "subtract")
-    lib.snrl_lif_forward(t, g, b, n, *map(_ptr, keep), float(threshold), flag, *map(_ptr, tail))
+    head = (t, g, b, n, *map(_ptr, keep), float(threshold), flag)
+    lib.snrl_lif_forward(*head, *map(_ptr, resets), fstep, *map(_ptr, tail))
     return zs, vs
 
 
@@ -255,17 +262,42 @@ def lif_weight_grad(
         return None
     t, g, b, n = _dims(dv)
     dw = torch.empty((g, n, n) if dv.dim() == 4 else (n, n), dtype=torch.float32)
-    keep = [
-        _flat(z0, (g, b, n)),
-        _flat(zs, (t, g, b, n)),
-        _starts(starts),
-        None if starts is None else _flat(fz, (t, g, b, n)),
-        _flat(dv, (t, g, b, n)),
-        dw,
-        *_spike_scratch(n),
-    ]
-    lib.snrl_lif_weight_grad(t, g, b, n, *map(_ptr, keep))
+    fz, fstep = _fresh(None if starts is None else fz, (t, g, b, n))
+    keep = [_flat(z0, (g, b, n)), _flat(zs, (t, g, b, n)), _starts(starts), fz]
+    tail = [_flat(dv, (t, g, b, n)), dw, *_spike_scratch(n)]
+    lib.snrl_lif_weight_grad(t, g, b, n, *map(_ptr, keep), fstep, *map(_ptr, tail))
     return dw
+
+
+def li_forward(
+    u: Tensor, v0: Tensor, alpha: Tensor, starts: Tensor | None, fv: Tensor | None
+) -> Tensor | None:
+    """The membranes (T, B, N) of the leaky integrator ``v_t = u_t + alpha v_{t-1}`` (the loop
+    of :func:`snrl.functional.lif_sequence._li_loop`, bit for bit), or None when the kernel
+    does not apply. ``fv``: the fresh membranes expanded to ``u``'s shape, where ``starts``."""
+    lib = _applies(u, v0, alpha, fv)
+    if lib is None or u.dim() != 3:
+        return None
+    t, _, b, n = _dims(u)
+    vs = torch.empty(tuple(u.shape), dtype=torch.float32)
+    fv, fstep = _fresh(fv, (t, 1, b, n))
+    keep = [_flat(u, (t, b, n)), _flat(v0, (b, n)), _alpha(alpha, 1, n), _starts(starts), fv]
+    lib.snrl_li_forward(t, b, n, *map(_ptr, keep), fstep, vs.data_ptr())
+    return vs
+
+
+def li_backward(g: Tensor, alpha: Tensor, starts: Tensor | None) -> Tensor | None:
+    """``dv`` (T, B, N) of the leaky integrator's reverse scan (``_LISequence.backward``'s
+    loop, bit for bit) for the gradient ``g`` of the membranes, or None when the kernel does
+    not apply."""
+    lib = _applies(g, alpha)
+    if lib is None or g.dim() != 3:
+        return None
+    t, _, b, n = _dims(g)
+    dv = torch.empty(tuple(g.shape), dtype=torch.float32)
+    keep = [_flat(g, (t, b, n)), _alpha(alpha, 1, n), _starts(starts), dv]
+    lib.snrl_li_backward(t, b, n, *map(_ptr, keep))
+    return dv
 
 
 def _applies(seq: Tensor, *tensors: Tensor | None) -> ctypes.CDLL | None:
@@ -297,6 +329,19 @@ def _alpha(alpha: Tensor, g: int, n: int) -> Tensor:
     a = alpha.detach()
     a = a.reshape(-1, 1, a.shape[-1]) if a.dim() else a
     return torch.broadcast_to(a, (g, 1, n)).reshape(g, n).contiguous()
+
+
+def _fresh(f: Tensor | None, shape: tuple[int, int, int, int]) -> tuple[Tensor | None, int]:
+    """A fresh-state sequence (broadcast to ``shape``, (T, G, B, N)) as the kernel takes it,
+    with its floats per step: one (G, B, N) block for every step when it is the same at each
+    (an expanded tensor, e.g. the default zeros: no copy of T steps), else (T, G, B, N)."""
+    if f is None:
+        return None, 0
+    t, g, b, n = shape
+    f = f.detach().reshape(shape)
+    if t > 0 and f.stride(0) == 0:
+        return f[0].contiguous(), 0
+    return f.contiguous(), g * b * n
 
 
 def _starts(starts: Tensor | None) -> Tensor | None:

@@ -4,8 +4,9 @@
  * tested against).
  *
  * Layout: everything float32 and C-contiguous. T steps, G layers side by side, B rows, N
- * neurons. u, vs, zs, fv, fz are (T, G, B, N); w is (G, N, N) with row i the presynaptic
- * neuron i; v0, z0 are (G, B, N); alpha is (G, N); starts is (T, B) bytes or NULL.
+ * neurons. u, vs, zs are (T, G, B, N); w is (G, N, N) with row i the presynaptic neuron i;
+ * v0, z0 are (G, B, N); alpha is (G, N); starts is (T, B) bytes or NULL. The fresh states fv,
+ * fz are (T, G, B, N) when fstep is G B N, or one (G, B, N) for every step when fstep is 0.
  *
  * Per step (the equations of snrl.functional.neurons.lif_step):
  *   I_t = u_t + z_{t-1} W
@@ -114,7 +115,7 @@ static void drive_row(int N, int m, const int *restrict idx, const float *restri
 void snrl_lif_forward(int T, int G, int B, int N, const float *u, const float *w,
                       const float *v0, const float *z0, const float *alpha, float threshold,
                       int subtract, const unsigned char *starts, const float *fv,
-                      const float *fz, float *vs, float *zs, int *idx, float *val) {
+                      const float *fz, long fstep, float *vs, float *zs, int *idx, float *val) {
     const size_t row = (size_t)N;
     const size_t layer = (size_t)B * row;
     const size_t step = (size_t)G * layer;
@@ -126,8 +127,9 @@ void snrl_lif_forward(int T, int G, int B, int N, const float *u, const float *w
                 size_t here = (size_t)t * step + (size_t)g * layer + (size_t)b * row;
                 const float *vp, *zp;
                 if (starts && starts[(size_t)t * B + b]) {
-                    vp = fv + here;
-                    zp = fz + here;
+                    size_t f = (size_t)t * fstep + (size_t)g * layer + (size_t)b * row;
+                    vp = fv + f;
+                    zp = fz + f;
                 } else if (t == 0) {
                     vp = v0 + (size_t)g * layer + (size_t)b * row;
                     zp = z0 + (size_t)g * layer + (size_t)b * row;
@@ -381,12 +383,12 @@ static void outer_row(int N, int m, const int *restrict idx, const float *restri
 /* dW = sum over steps and rows of z_{t-1}^T dv_t, (G, N, N), the spikes each step starts from
  * being z0 at t = 0, zs[t - 1] after, and fz[t] where the row's episode starts at t (as in
  * the forward pass). Binary, sparse spikes make this a few row additions per spike instead of
- * a dense (N, T B) x (T B, N) product. fz may be NULL when starts is NULL; idx and val are
- * scratch for N ints and N floats, as in the forward loop.
+ * a dense (N, T B) x (T B, N) product. fz may be NULL when starts is NULL (fstep as in the
+ * forward loop); idx and val are scratch for N ints and N floats, as in the forward loop.
  */
 void snrl_lif_weight_grad(int T, int G, int B, int N, const float *z0, const float *zs,
-                          const unsigned char *starts, const float *fz, const float *dv,
-                          float *dw, int *idx, float *val) {
+                          const unsigned char *starts, const float *fz, long fstep,
+                          const float *dv, float *dw, int *idx, float *val) {
     const size_t row = (size_t)N;
     const size_t layer = (size_t)B * row;
     const size_t step = (size_t)G * layer;
@@ -398,13 +400,87 @@ void snrl_lif_weight_grad(int T, int G, int B, int N, const float *z0, const flo
                 size_t here = (size_t)t * step + (size_t)g * layer + (size_t)b * row;
                 const float *zp;
                 if (starts && starts[(size_t)t * B + b])
-                    zp = fz + here;
+                    zp = fz + (size_t)t * fstep + (size_t)g * layer + (size_t)b * row;
                 else if (t == 0)
                     zp = z0 + (size_t)g * layer + (size_t)b * row;
                 else
                     zp = zs + here - step;
                 int m = spike_list(N, zp, idx, val);
                 outer_row(N, m, idx, val, dv + here, dwg);
+            }
+        }
+    }
+}
+
+/* a + b c as torch.addcmul computes it on this CPU: one fused multiply-add (one rounding)
+ * where the CPU has them (torch's vectorized kernels use them), else a product and a sum. */
+#if defined(__FMA__) || defined(__AVX512F__)
+#define ADDCMUL(a, b, c) __builtin_fmaf((b), (c), (a))
+#else
+#define ADDCMUL(a, b, c) ((a) + (b) * (c))
+#endif
+
+/* The leaky-integrator readout of snrl.functional.lif_sequence.li_sequence, v_t = u_t +
+ * alpha v_{t-1}, over a whole sequence: u, vs are (T, B, N), v0 is (B, N), alpha is (N); the
+ * membrane before step t is the fresh one (fv, with fstep as for the LIF loop, G = 1) where
+ * the row starts an episode at t. Each step rounds as the torch loop's torch.addcmul (the
+ * test compares them bit for bit), so a run does not depend on whether the kernel built; the
+ * loop of about three torch ops per step cost ~250 us per call on PPO's sequences. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("fp-contract=off")))
+#endif
+void snrl_li_forward(int T, int B, int N, const float *u, const float *v0, const float *alpha,
+                     const unsigned char *starts, const float *fv, long fstep, float *vs) {
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+    const size_t row = (size_t)N;
+    const size_t step = (size_t)B * row;
+    for (int t = 0; t < T; t++) {
+        for (int b = 0; b < B; b++) {
+            size_t here = (size_t)t * step + (size_t)b * row;
+            const float *vp;
+            if (starts && starts[(size_t)t * B + b])
+                vp = fv + (size_t)t * fstep + (size_t)b * row;
+            else if (t == 0)
+                vp = v0 + (size_t)b * row;
+            else
+                vp = vs + here - step;
+            const float *ut = u + here;
+            float *v = vs + here;
+            for (int j = 0; j < N; j++) v[j] = ADDCMUL(ut[j], alpha[j], vp[j]);
+        }
+    }
+}
+
+/* Its backward scan: dv_t = g_t + alpha (keep_{t+1} dv_{t+1}), keep_{t+1} 0 for a row that
+ * starts an episode at t + 1 (its state before that step was replaced) and 1 otherwise, as a
+ * product (so that a non-finite gradient stays one, as in torch); g and dv are (T, B, N).
+ * Rounded as the torch loop's tensor.addcmul_. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("fp-contract=off")))
+#endif
+void snrl_li_backward(int T, int B, int N, const float *g, const float *alpha,
+                      const unsigned char *starts, float *dv) {
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+    const size_t row = (size_t)N;
+    const size_t step = (size_t)B * row;
+    for (int t = T - 1; t >= 0; t--) {
+        for (int b = 0; b < B; b++) {
+            size_t here = (size_t)t * step + (size_t)b * row;
+            const float *gt = g + here;
+            float *d = dv + here;
+            if (t == T - 1) {
+                for (int j = 0; j < N; j++) d[j] = gt[j];
+                continue;
+            }
+            const float *nxt = d + step;
+            if (starts && starts[(size_t)(t + 1) * B + b]) {
+                for (int j = 0; j < N; j++) d[j] = ADDCMUL(gt[j], alpha[j], nxt[j] * 0.0f);
+            } else {
+                for (int j = 0; j < N; j++) d[j] = ADDCMUL(gt[j], alpha[j], nxt[j]);
             }
         }
     }

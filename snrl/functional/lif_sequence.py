@@ -511,6 +511,11 @@ def li_sequence(
 def _li_loop(
     u: Tensor, v0: Tensor, alpha: Tensor, starts: Tensor | None, fv: Tensor | None
 ) -> Tensor:
+    """The membranes of :func:`li_sequence`: the compiled loop where it applies (the same
+    roundings), else one ``addcmul`` per step."""
+    done = _native.li_forward(u, v0, alpha, starts, fv)
+    if done is not None:
+        return done
     u, alpha, v = u.detach(), alpha.detach(), v0.detach()
     marks = _start_steps(starts)
     vs = torch.empty_like(u, memory_format=torch.contiguous_format)
@@ -536,10 +541,13 @@ class _LISequence(torch.autograd.Function):
         v0, alpha, vs, starts, fv = ctx.saved_tensors
         need_u, need_v0, need_alpha, _, need_fresh = ctx.needs_input_grad
         marks = _start_steps(starts)
-        dv = g.clone(memory_format=torch.contiguous_format)
-        for t in range(vs.shape[0] - 2, -1, -1):
-            nxt = dv[t + 1] if not (marks and marks[t + 1]) else dv[t + 1] * ~starts[t + 1, :, None]
-            dv[t].addcmul_(alpha, nxt)
+        dv = _native.li_backward(g, alpha, starts)  # the compiled scan where it applies
+        if dv is None:
+            dv = g.clone(memory_format=torch.contiguous_format)
+            for t in range(vs.shape[0] - 2, -1, -1):
+                keep = marks and marks[t + 1]
+                nxt = dv[t + 1] if not keep else dv[t + 1] * ~starts[t + 1, :, None]
+                dv[t].addcmul_(alpha, nxt)
         first = dv[0] if not (marks and marks[0]) else dv[0] * ~starts[0, :, None]
         dv0 = alpha * first if need_v0 else None
         dalpha = dfresh = None

@@ -1,4 +1,5 @@
-"""FlatAdam: the same steps as torch's Adam with the global-norm clip, over one flat buffer."""
+"""FlatAdam: the same steps as torch's Adam with the global-norm clip, over one flat buffer
+(with ``fused=False``, PPO's: bit for bit)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,21 @@ def _flat_step(net, opt, x, max_norm):
     norm = opt.clip_grad_norm_(max_norm)
     opt.step()
     return norm
+
+
+def test_unfused_flat_adam_steps_bit_for_bit_as_torch_adam_with_the_clip():
+    """PPO's optimizer: torch.optim.Adam's and clip_grad_norm_'s own arithmetic, so a run
+    steps exactly as with them (clipping on some steps and not on others)."""
+    ref, net = _net(), _net()
+    ro = torch.optim.Adam(ref.parameters(), lr=1e-2, eps=1e-5)
+    fo = FlatAdam(net.parameters(), lr=1e-2, eps=1e-5, fused=False)
+    clipped = []
+    for x in _batches(30):
+        rn, fn = _ref_step(ref, ro, x, 0.2), _flat_step(net, fo, x, 0.2)
+        assert torch.equal(fn, rn)
+        clipped.append(bool(rn > 0.2))
+    assert any(clipped) and not all(clipped)
+    _assert_same(ref, net, atol=0)
 
 
 def _assert_same(a: nn.Module, b: nn.Module, atol: float = 1e-6) -> None:

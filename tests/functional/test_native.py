@@ -1,6 +1,7 @@
 """The compiled LIF loop (snrl/functional/lif_kernel.c) against the torch loop it replaces:
 forward spikes and membranes, and every gradient, for both resets, one layer and a group,
-with and without recurrence, with episode starts inside the sequence."""
+with and without recurrence, with episode starts inside the sequence; and the compiled
+leaky-integrator loop, which must equal its torch loop bit for bit."""
 
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ import torch
 from snntorch.surrogate import fast_sigmoid as snntorch_fast_sigmoid
 
 from snrl.functional import _buffers, _native
-from snrl.functional.lif_sequence import lif_sequence, lif_sequence_group
+from snrl.functional.lif_sequence import li_sequence, lif_sequence, lif_sequence_group
 from snrl.functional.neurons import LIFState
 from snrl.functional.surrogate import Surrogate, default_spike_grad
 
 
-def _inputs(group: bool, recurrent: bool, seed: int, b: int = 5, n: int = 24):
+def _inputs(group: bool, recurrent: bool, seed: int, b: int = 5, n: int = 24, steps=False):
     g = torch.Generator().manual_seed(seed)
     t, grp = 12, 2
     lead = (t, grp, b, n) if group else (t, b, n)
@@ -33,15 +34,20 @@ def _inputs(group: bool, recurrent: bool, seed: int, b: int = 5, n: int = 24):
     alpha.requires_grad_()
     starts = torch.rand(t, b, generator=g) < 0.15
     starts[0, 0] = starts[4, 1] = True
-    fresh_v = (torch.rand(n, generator=g) * 0.5).requires_grad_()
+    # one fresh membrane for every step (the kernel takes it once), or one per step
+    fresh_v = (torch.rand(*(lead if steps else (n,)), generator=g) * 0.5).requires_grad_()
     return u, w, v0, z0, alpha, starts, fresh_v
 
 
-def _run(native: bool, monkeypatch, group, recurrent, reset, seed, b=5, n=24, spike_fn=None):
+def _run(
+    native: bool, monkeypatch, group, recurrent, reset, seed, b=5, n=24, spike_fn=None, steps=False
+):
     monkeypatch.setenv("SNRL_NATIVE", "1" if native else "0")
-    u, w, v0, z0, alpha, starts, fresh_v = _inputs(group, recurrent, seed, b, n)
+    u, w, v0, z0, alpha, starts, fresh_v = _inputs(group, recurrent, seed, b, n, steps)
     fn = lif_sequence_group if group else lif_sequence
-    fresh = LIFState(fresh_v, torch.zeros(()))
+    gen = torch.Generator().manual_seed(seed + 7)
+    fz = (torch.rand(fresh_v.shape, generator=gen) < 0.3).float() if steps else torch.zeros(())
+    fresh = LIFState(fresh_v, fz)
     spike_fn = default_spike_grad() if spike_fn is None else spike_fn
     z, v = fn(u, w, LIFState(v0, z0), alpha, 1.0, reset, spike_fn, starts=starts, fresh=fresh)
     g = torch.Generator().manual_seed(seed + 1)
@@ -61,15 +67,18 @@ needs_kernel = pytest.mark.skipif(
 @pytest.mark.parametrize("group", [False, True])
 @pytest.mark.parametrize("recurrent", [False, True])
 @pytest.mark.parametrize("reset", ["subtract", "zero"])
-def test_kernel_equals_the_torch_loop(monkeypatch, group, recurrent, reset):
-    _assert_kernel_equals_torch(monkeypatch, group, recurrent, reset, 3, 5, 24, atol=lambda r: 1e-4)
+@pytest.mark.parametrize("steps", [False, True])  # fresh state: one for all steps, or per step
+def test_kernel_equals_the_torch_loop(monkeypatch, group, recurrent, reset, steps):
+    _assert_kernel_equals_torch(
+        monkeypatch, group, recurrent, reset, 3, 5, 24, atol=lambda r: 1e-4, steps=steps
+    )
 
 
 def _assert_kernel_equals_torch(
-    monkeypatch, group, recurrent, reset, seed, b, n, atol, spike_fn=None
+    monkeypatch, group, recurrent, reset, seed, b, n, atol, spike_fn=None, steps=False
 ):
     """Spikes exactly, membranes to 1e-5 and every gradient to rtol 1e-4 and ``atol(ref)``."""
-    args = (monkeypatch, group, recurrent, reset, seed, b, n, spike_fn)
+    args = (monkeypatch, group, recurrent, reset, seed, b, n, spike_fn, steps)
     z_ref, v_ref, g_ref = _run(False, *args)
     z, v, g = _run(True, *args)
     assert 0.02 < z_ref.mean() < 0.9  # the inputs make the layer spike (and not always)
@@ -216,3 +225,44 @@ def test_the_kernels_own_derivative_is_torchs_bit_for_bit(monkeypatch, kind):
     monkeypatch.setattr(_native, "_KINDS", {})  # now the derivative arrives from torch
     given = _native.lif_backward(*args)
     assert torch.equal(own[0], given[0]) and torch.equal(own[1], given[1])
+
+
+def _li_run(native: bool, monkeypatch, n: int, fresh: str, seed: int = 4):
+    monkeypatch.setenv("SNRL_NATIVE", "1" if native else "0")
+    g = torch.Generator().manual_seed(seed)
+    t, b = 12, 5
+    u = torch.randn(t, b, n, generator=g).requires_grad_()
+    v0 = torch.randn(b, n, generator=g).requires_grad_()
+    alpha = (0.5 + 0.45 * torch.rand(n, generator=g)).requires_grad_()
+    starts = torch.rand(t, b, generator=g) < 0.2
+    starts[0, 1] = starts[5, 2] = True
+    shape = {"zeros": None, "vector": (n,), "steps": (t, b, n)}[fresh]
+    fv = None if shape is None else torch.randn(*shape, generator=g).requires_grad_()
+    v = li_sequence(u, v0, alpha, starts=starts, fresh=fv)
+    loss = (v * torch.randn(v.shape, generator=g)).sum()
+    leaves = [x for x in (u, v0, alpha, fv) if x is not None]
+    return v.detach(), torch.autograd.grad(loss, leaves)
+
+
+@needs_kernel
+@pytest.mark.parametrize("n", [3, 37])  # PPO's readouts (3 wide: scalar), and vectors + tail
+@pytest.mark.parametrize("fresh", ["zeros", "vector", "steps"])
+def test_li_kernel_equals_the_torch_loop_bit_for_bit(monkeypatch, n, fresh):
+    """The readout's compiled loop and scan round as the torch loop does: the same membranes
+    and gradients exactly (so a run's results do not depend on whether the kernel built)."""
+    v_ref, g_ref = _li_run(False, monkeypatch, n, fresh)
+    calls = []
+    for name in ("li_forward", "li_backward"):
+        real = getattr(_native, name)
+        monkeypatch.setattr(_native, name, lambda *a, f=real: calls.append(f) or f(*a))
+    v, grads = _li_run(True, monkeypatch, n, fresh)
+    assert len(calls) == 2 and v.abs().sum() > 0
+    assert torch.equal(v, v_ref)
+    for a, r in zip(grads, g_ref, strict=True):
+        assert a.abs().sum() > 0
+        assert torch.equal(a, r)
+    # float64, or the kernel switched off: not taken (the torch loop runs)
+    u = torch.ones(2, 1, n)
+    assert _native.li_forward(u.double(), u[0].double(), u[0, 0].double(), None, None) is None
+    monkeypatch.setenv("SNRL_NATIVE", "0")
+    assert _native.li_forward(u, u[0], u[0, 0], None, None) is None
