@@ -175,7 +175,7 @@ def lif_forward(
         _flat(z0, (g, b, n)),
         _alpha(alpha, g, n),
     ]
-    (fv, fstep), (fz, _) = _fresh(fv, (t, g, b, n)), _fresh(fz, (t, g, b, n))
+    (fv, fz), fstep = _fresh((fv, fz), (t, g, b, n))
     resets = [_starts(starts), fv, fz]
     tail = [vs, zs, *_spike_scratch(n)]
     flag = int(reset == "subtract")
@@ -262,7 +262,7 @@ def lif_weight_grad(
         return None
     t, g, b, n = _dims(dv)
     dw = torch.empty((g, n, n) if dv.dim() == 4 else (n, n), dtype=torch.float32)
-    fz, fstep = _fresh(None if starts is None else fz, (t, g, b, n))
+    (fz,), fstep = _fresh((None if starts is None else fz,), (t, g, b, n))
     keep = [_flat(z0, (g, b, n)), _flat(zs, (t, g, b, n)), _starts(starts), fz]
     tail = [_flat(dv, (t, g, b, n)), dw, *_spike_scratch(n)]
     lib.snrl_lif_weight_grad(t, g, b, n, *map(_ptr, keep), fstep, *map(_ptr, tail))
@@ -280,7 +280,7 @@ def li_forward(
         return None
     t, _, b, n = _dims(u)
     vs = torch.empty(tuple(u.shape), dtype=torch.float32)
-    fv, fstep = _fresh(fv, (t, 1, b, n))
+    (fv,), fstep = _fresh((fv,), (t, 1, b, n))
     keep = [_flat(u, (t, b, n)), _flat(v0, (b, n)), _alpha(alpha, 1, n), _starts(starts), fv]
     lib.snrl_li_forward(t, b, n, *map(_ptr, keep), fstep, vs.data_ptr())
     return vs
@@ -331,17 +331,18 @@ def _alpha(alpha: Tensor, g: int, n: int) -> Tensor:
     return torch.broadcast_to(a, (g, 1, n)).reshape(g, n).contiguous()
 
 
-def _fresh(f: Tensor | None, shape: tuple[int, int, int, int]) -> tuple[Tensor | None, int]:
-    """A fresh-state sequence (broadcast to ``shape``, (T, G, B, N)) as the kernel takes it,
-    with its floats per step: one (G, B, N) block for every step when it is the same at each
-    (an expanded tensor, e.g. the default zeros: no copy of T steps), else (T, G, B, N)."""
-    if f is None:
-        return None, 0
+def _fresh(
+    fields: tuple[Tensor | None, ...], shape: tuple[int, int, int, int]
+) -> tuple[list[Tensor | None], int]:
+    """Fresh-state sequences (each broadcast to ``shape``, (T, G, B, N)) as the kernel takes
+    them, with their floats per step: one (G, B, N) block each when every one is the same at
+    each step (expanded tensors, e.g. the default zeros: no copy of T steps), else
+    (T, G, B, N) each."""
     t, g, b, n = shape
-    f = f.detach().reshape(shape)
-    if t > 0 and f.stride(0) == 0:
-        return f[0].contiguous(), 0
-    return f.contiguous(), g * b * n
+    fs = [None if f is None else f.detach().reshape(shape) for f in fields]
+    if t > 0 and all(f is None or f.stride(0) == 0 for f in fs):
+        return [None if f is None else f[0].contiguous() for f in fs], 0
+    return [None if f is None else f.contiguous() for f in fs], g * b * n
 
 
 def _starts(starts: Tensor | None) -> Tensor | None:

@@ -46,7 +46,9 @@ def _run(
     u, w, v0, z0, alpha, starts, fresh_v = _inputs(group, recurrent, seed, b, n, steps)
     fn = lif_sequence_group if group else lif_sequence
     gen = torch.Generator().manual_seed(seed + 7)
-    fz = (torch.rand(fresh_v.shape, generator=gen) < 0.3).float() if steps else torch.zeros(())
+    fz = torch.zeros(())  # steps "v": membranes per step, spikes the same zeros at every step
+    if steps is True:
+        fz = (torch.rand(fresh_v.shape, generator=gen) < 0.3).float()
     fresh = LIFState(fresh_v, fz)
     spike_fn = default_spike_grad() if spike_fn is None else spike_fn
     z, v = fn(u, w, LIFState(v0, z0), alpha, 1.0, reset, spike_fn, starts=starts, fresh=fresh)
@@ -67,7 +69,8 @@ needs_kernel = pytest.mark.skipif(
 @pytest.mark.parametrize("group", [False, True])
 @pytest.mark.parametrize("recurrent", [False, True])
 @pytest.mark.parametrize("reset", ["subtract", "zero"])
-@pytest.mark.parametrize("steps", [False, True])  # fresh state: one for all steps, or per step
+# the fresh state: one for all steps, per step, or membranes per step and spikes not
+@pytest.mark.parametrize("steps", [False, True, "v"])
 def test_kernel_equals_the_torch_loop(monkeypatch, group, recurrent, reset, steps):
     _assert_kernel_equals_torch(
         monkeypatch, group, recurrent, reset, 3, 5, 24, atol=lambda r: 1e-4, steps=steps
