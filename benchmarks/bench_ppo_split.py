@@ -42,8 +42,10 @@ def timed(name):
     setattr(ppo.PPO, name, run)
 for name in spent:
     timed(name)
-overrides = json.loads(sys.argv[4])
-algo = snrl.PPO("CartPole-v1", backbone="lif", seed=int(sys.argv[3]), **overrides)
+from snrl.config import load_config
+base = {{"env": "CartPole-v1", "backbone": "lif", "seed": int(sys.argv[3])}}
+cfg = load_config(ppo.PPOConfig, sets=json.loads(sys.argv[4]), base=base)
+algo = snrl.PPO(config=cfg)
 t = time.perf_counter()
 algo.learn(int(sys.argv[2]), progress=False)
 wall = time.perf_counter() - t
@@ -52,18 +54,15 @@ print(json.dumps({{"wall": wall, **spent, "return": ret, "file": snrl.__file__}}
 """
 
 
-def _value(text: str):
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
-def _run(tree: Path, steps: int, seed: int, overrides: dict) -> dict:
+def _run(tree: Path, steps: int, seed: int, sets: list[str]) -> dict:
+    """One run in a fresh process importing snrl from ``tree``; ``sets``: ``--set`` items,
+    converted by the config's own types (snrl.config.load_config)."""
     code = _CHILD.format(parts=PARTS)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    args = [sys.executable, "-c", code, str(tree), str(steps), str(seed), json.dumps(overrides)]
-    out = subprocess.run(args, capture_output=True, text=True, env=env, check=True)
+    args = [sys.executable, "-c", code, str(tree), str(steps), str(seed), json.dumps(sets)]
+    out = subprocess.run(args, capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise SystemExit(f"{tree}: the run failed:\n{out.stderr.strip()[-2000:]}")
     res = json.loads(out.stdout.strip().splitlines()[-1])
     if not Path(res["file"]).resolve().is_relative_to(tree.resolve()):
         raise SystemExit(f"{tree}: imported snrl from {res['file']} (not a checkout of snrl?)")
@@ -78,12 +77,6 @@ def main() -> None:
     p.add_argument("--against", type=Path, help="another checkout of snrl: the baseline")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args()
-    overrides = {}
-    for kv in args.set:
-        key, sep, value = kv.partition("=")
-        if not sep:
-            raise SystemExit(f"--set {kv!r}: expected KEY=VALUE")
-        overrides[key] = _value(value)
     trees = {"this": HERE}
     if args.against is not None:
         if not (args.against / "snrl" / "__init__.py").is_file():
@@ -93,7 +86,7 @@ def main() -> None:
     for r in range(args.rounds):
         order = list(trees) if r % 2 == 0 else list(trees)[::-1]
         for name in order:
-            res = _run(trees[name], args.steps, args.seed, overrides)
+            res = _run(trees[name], args.steps, args.seed, args.set)
             rows[name].append(res)
             parts = ", ".join(f"{k.strip('_')} {res[k]:.2f} s" for k in PARTS)
             print(f"round {r} {name}: wall {res['wall']:.2f} s ({parts}), return {res['return']}")
