@@ -545,8 +545,8 @@ class _LISequence(torch.autograd.Function):
         if dv is None:
             dv = g.clone(memory_format=torch.contiguous_format)
             for t in range(vs.shape[0] - 2, -1, -1):
-                keep = marks and marks[t + 1]
-                nxt = dv[t + 1] if not keep else dv[t + 1] * ~starts[t + 1, :, None]
+                cut = marks and marks[t + 1]  # some row starts an episode at t + 1
+                nxt = dv[t + 1] if not cut else dv[t + 1] * ~starts[t + 1, :, None]
                 dv[t].addcmul_(alpha, nxt)
         first = dv[0] if not (marks and marks[0]) else dv[0] * ~starts[0, :, None]
         dv0 = alpha * first if need_v0 else None
