@@ -41,6 +41,16 @@ to stdout and ``OUT/<task>/table.md``.
   run for ``--rppo-steps`` only (it is slow: ~7 min per 100k on a quiet machine) and compared
   per env step. The table gives the median over rounds of each ratio measured within a round.
 
+* ``--against DIR``: every snrl variant also runs from the snrl checkout ``DIR`` (e.g. ``git
+  worktree add /tmp/old <commit>``; its workers import ``snrl`` from there), on the same seeds
+  with the same ``--set`` items, right after the same run of this tree, as ``<variant>@baseline``.
+  An ``info`` line per variant compares the two: the medians of the env steps to the first
+  periodic evaluation >= the threshold, the probability that a run of this tree gets there
+  later than one of the baseline (0.5: no difference) with the two-sided Mann-Whitney U test,
+  and the best and last models at the threshold. A change that only reorders float sums sends
+  every seed down another trajectory, so "learning did not get worse" is a statement about
+  many seeds, not about one.
+
 Usage::
 
     python benchmarks/bench_ppo.py --speed --repeats 3        # issue 11's speed table
@@ -48,6 +58,8 @@ Usage::
     python benchmarks/bench_ppo.py --task all --quick         # a smoke test of every path
     python benchmarks/bench_ppo.py --task pendulum --seeds 1 --steps 150000 \\
         --set lr=5e-4 --out runs/tune_pendulum                # tuning
+    python benchmarks/bench_ppo.py --task cartpole --variants lif --seeds 20 \\
+        --against /tmp/old --out runs/learn_ab                # learning, this tree vs another
 """
 
 from __future__ import annotations
@@ -66,6 +78,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "benchmarks" / "configs"
 EVAL_EPISODES, EVAL_SEED = 20, 123
+AGAINST = "@baseline"  # suffix of the variants run from the checkout given by --against
 
 TASKS: dict[str, dict[str, Any]] = {
     "cartpole": {
@@ -365,12 +378,19 @@ def worker(spec: dict[str, Any]) -> None:
     import torch
 
     torch.set_num_threads(1)
+    if spec.get("tree"):  # --against: each arm must import snrl from its own checkout
+        import snrl
+
+        if not Path(snrl.__file__).resolve().is_relative_to(Path(spec["tree"]).resolve()):
+            raise SystemExit(f"imported snrl from {snrl.__file__}, not from {spec['tree']}")
     Path(spec["run_dir"]).mkdir(parents=True, exist_ok=True)
     if spec["kind"] == "speed":
         res = _run_speed(spec)
     else:
         res = _run_sb3(spec) if spec["kind"] == "sb3" else _run_snrl(spec)
     res.update({k: spec[k] for k in ("task", "variant", "seed", "steps")})
+    if spec.get("tree"):
+        res["tree"] = spec["tree"]
     out = Path(spec["run_dir"]) / "result.json"
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(res, indent=1))
@@ -404,6 +424,18 @@ def _jobs(args: argparse.Namespace, task: str) -> list[dict[str, Any]]:
                     "run_dir": str(Path(args.out) / task / name / f"seed{seed}"),
                 }
             )
+            if args.against is not None and v["kind"] == "snrl":
+                # the same run from the other checkout, right after this one (same load)
+                base = f"{name}{AGAINST}"
+                jobs[-1]["tree"] = str(ROOT)
+                jobs.append(
+                    {
+                        **jobs[-1],
+                        "variant": base,
+                        "tree": str(args.against),
+                        "run_dir": str(Path(args.out) / task / base / f"seed{seed}"),
+                    }
+                )
     return jobs
 
 
@@ -478,7 +510,11 @@ def _run_all(
             Path(spec["run_dir"]).mkdir(parents=True, exist_ok=True)
             log = open(Path(spec["run_dir"]) / "worker.log", "w")
             cmd = [sys.executable, script, "--worker", json.dumps(spec)]
-            proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+            run_env = env
+            if spec.get("tree"):  # import snrl from that checkout (--against)
+                path = os.pathsep.join(x for x in (spec["tree"], env.get("PYTHONPATH")) if x)
+                run_env = {**env, "PYTHONPATH": path}
+            proc = subprocess.Popen(cmd, env=run_env, stdout=log, stderr=subprocess.STDOUT)
             print(f"started {spec['task']}/{spec['variant']}/seed{spec['seed']}", flush=True)
             running.append((proc, spec, log))
         time.sleep(0.5)
@@ -523,6 +559,53 @@ def _verdict(ok: bool) -> str:
 
 def _per_seed(xs: list[Any], fmt: str = "{:.1f}") -> str:
     return " / ".join("never" if x is None else fmt.format(x) for x in xs)
+
+
+def compare_reach(this: list[int | None], base: list[int | None]) -> dict[str, float]:
+    """Compare two arms' env steps to the threshold (one entry per seed, ``None`` for a seed
+    that never got there, counted as +inf): both medians, ``later`` = the probability that a
+    run of ``this`` gets there later than a run of ``base`` (ties count half: 0.5 is no
+    difference; Mann-Whitney's U over ``len(this) * len(base)``), and the two-sided
+    Mann-Whitney U test's p-value."""
+    from scipy.stats import mannwhitneyu
+
+    a = [math.inf if x is None else float(x) for x in this]
+    b = [math.inf if x is None else float(x) for x in base]
+    later = sum((x > y) + 0.5 * (x == y) for x in a for y in b) / (len(a) * len(b))
+    return {
+        "median": statistics.median(a),
+        "median_base": statistics.median(b),
+        "later": later,
+        "p_value": float(mannwhitneyu(a, b, alternative="two-sided").pvalue),
+    }
+
+
+def _against_lines(by: dict[str, list[dict[str, Any]]], thr: float) -> list[str]:
+    """One line per variant that also ran from the ``--against`` checkout: learning of this
+    tree against that one, seed for seed the same runs."""
+    lines = []
+    for name, rs in by.items():
+        base = by.get(f"{name}{AGAINST}")
+        if name.endswith(AGAINST) or not base:
+            continue
+        c = compare_reach(
+            [r["steps_to_threshold"] for r in rs], [r["steps_to_threshold"] for r in base]
+        )
+        n, m = len(rs), len(base)
+
+        def count(runs: list[dict[str, Any]], key: str) -> int:
+            return sum(r[key] >= thr for r in runs)
+
+        lines.append(
+            f"info: {name} (this tree) against {name}{AGAINST} ({base[0].get('tree', '?')}), "
+            f"{n} and {m} seeds: env steps to first periodic eval >= {thr:g}, median "
+            f"{c['median']:.0f} vs {c['median_base']:.0f}; P(a run of this tree gets there "
+            f"later) = {c['later']:.2f} (0.5: no difference), Mann-Whitney U two-sided p = "
+            f"{c['p_value']:.2f}; best >= {thr:g} on {count(rs, 'best_return')}/{n} vs "
+            f"{count(base, 'best_return')}/{m}; last >= {thr:g} on "
+            f"{count(rs, 'last_return')}/{n} vs {count(base, 'last_return')}/{m}"
+        )
+    return lines
 
 
 def table(task: str, results: list[dict[str, Any]]) -> str:
@@ -577,6 +660,7 @@ def table(task: str, results: list[dict[str, Any]]) -> str:
             f"{_per_seed(reach, '{}')} |"
         )
     lines.append("")
+    lines += _against_lines(by, thr)
     lif, mlp, sb3 = summary.get("lif"), summary.get("mlp"), summary.get("sb3")
     if lif:
         n, nb = len(lif["best"]), sum(b >= thr for b in lif["best"])
@@ -745,6 +829,14 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="run nothing: tabulate finished runs and evaluate the checkpoints of unfinished ones",
     )
+    p.add_argument(
+        "--against",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also run every snrl variant from the snrl checkout DIR (e.g. a git worktree of "
+        "an older commit) on the same seeds and --set items, and compare learning",
+    )
     p.add_argument("--speed", action="store_true", help="issue 11's wall-time table only")
     p.add_argument("--repeats", type=int, default=3, help="--speed: rounds (default 3)")
     p.add_argument(
@@ -758,6 +850,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.worker is not None:
         worker(json.loads(args.worker))
         return
+    if args.against is not None:
+        if args.speed:
+            p.error("--against compares learning; for speed use benchmarks/bench_ppo_split.py")
+        if not (args.against / "snrl" / "__init__.py").is_file():
+            p.error(f"--against {args.against}: not an snrl checkout (no snrl/__init__.py)")
+        args.against = args.against.resolve()
     if args.speed:
         text = speed(args)
         print("\n" + text)

@@ -1,0 +1,108 @@
+"""benchmarks/bench_ppo.py's --against: the learning comparison of two snrl checkouts."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_ppo", ROOT / "benchmarks" / "bench_ppo.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_compare_reach_counts_ties_half_and_never_as_latest(bench):
+    # this: 10, 20, never; baseline: 10, 30, 40. Pairs where this is later: (10, 10) half,
+    # (20, 10) one, (never, *) three: 4.5 of 9.
+    c = bench.compare_reach([10, 20, None], [10, 30, 40])
+    assert c["later"] == pytest.approx(0.5)
+    assert c["median"] == 20 and c["median_base"] == 30
+    c = bench.compare_reach([None, None], [5, 6])
+    assert c["later"] == 1.0 and math.isinf(c["median"])
+
+
+def test_compare_reach_p_value_of_two_separated_arms(bench):
+    # 8 runs each, every run of this tree sooner: exact two-sided p = 2 / C(16, 8)
+    c = bench.compare_reach(list(range(1, 9)), list(range(11, 19)))
+    assert c["later"] == 0.0
+    assert c["p_value"] == pytest.approx(2 / math.comb(16, 8), rel=1e-6)
+
+
+def _args(tmp_path, against):
+    return argparse.Namespace(
+        steps=None,
+        quick=True,
+        seeds=2,
+        seed_start=7,
+        variants=["lif", "sb3"],
+        config=None,
+        set=["n_envs=8"],
+        out=str(tmp_path),
+        against=against,
+    )
+
+
+def test_against_runs_each_snrl_run_from_both_checkouts(bench, tmp_path):
+    other = tmp_path / "old"
+    jobs = bench._jobs(_args(tmp_path, other), "cartpole")
+    assert [(j["variant"], j["seed"]) for j in jobs] == [
+        ("lif", 7),
+        ("lif@baseline", 7),
+        ("sb3", 7),
+        ("lif", 8),
+        ("lif@baseline", 8),
+        ("sb3", 8),
+    ]
+    by = {(j["variant"], j["seed"]): j for j in jobs}
+    assert by[("lif", 7)]["tree"] == str(bench.ROOT)
+    assert by[("lif@baseline", 7)]["tree"] == str(other)
+    assert "tree" not in by[("sb3", 7)]
+    assert by[("lif@baseline", 8)]["sets"] == ["n_envs=8"]  # the same recipe on both
+    assert by[("lif@baseline", 8)]["run_dir"] == str(
+        tmp_path / "cartpole" / "lif@baseline" / "seed8"
+    )
+    assert all("tree" not in j for j in bench._jobs(_args(tmp_path, None), "cartpole"))
+
+
+def test_against_a_directory_without_snrl_is_refused(bench, tmp_path, capsys):
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as e:
+        bench.main(["--against", str(tmp_path), "--quick", "--out", str(out)])
+    assert e.value.code == 2
+    assert "not an snrl checkout" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_against_lines_compare_the_two_arms(bench):
+    def run(variant, seed, reach, best, last):
+        return {
+            "variant": variant,
+            "seed": seed,
+            "steps_to_threshold": reach,
+            "best_return": best,
+            "last_return": last,
+            "tree": "/x/old",
+        }
+
+    by = {
+        "lif": [run("lif", 0, 100, 500, 500), run("lif", 1, None, 400, 300)],
+        "lif@baseline": [
+            run("lif@baseline", 0, 200, 500, 480),
+            run("lif@baseline", 1, 300, 500, 500),
+        ],
+    }
+    (line,) = bench._against_lines(by, 475.0)
+    assert "lif@baseline (/x/old)" in line
+    assert "median inf vs 250" in line
+    assert "later) = 0.50" in line  # (100 vs 200, 300): 0; (never vs both): 2 -> 2 of 4
+    assert "best >= 475 on 1/2 vs 2/2" in line
+    assert "last >= 475 on 1/2 vs 2/2" in line
