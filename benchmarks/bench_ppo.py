@@ -443,7 +443,9 @@ def partial_result(spec: dict[str, Any]) -> dict[str, Any] | None:
     """A row for an snrl run that has not finished (still running or stopped): its
     ``metrics.csv`` (env steps reached, wall time, periodic evaluations) and the final
     evaluations of ``checkpoints/best.pt`` and ``checkpoints/last.pt`` (written every
-    ``checkpoint_interval`` updates). CPU times are unknown (NaN). None without checkpoints."""
+    ``checkpoint_interval`` updates). CPU times are unknown (NaN). None without checkpoints,
+    and for a run of another checkout (``--against``): this process would evaluate its
+    checkpoints with this tree's code."""
     import csv
 
     import torch
@@ -452,7 +454,9 @@ def partial_result(spec: dict[str, Any]) -> dict[str, Any] | None:
 
     run_dir = _snrl_run_dir(spec)
     ckpt = run_dir / "checkpoints"
-    if spec["kind"] != "snrl" or not (ckpt / "best.pt").exists():
+    if spec["kind"] != "snrl" or spec.get("tree", str(ROOT)) != str(ROOT):
+        return None
+    if not (ckpt / "best.pt").exists():
         return None
     torch.set_num_threads(1)
     with open(run_dir / "metrics.csv", newline="") as f:

@@ -106,3 +106,15 @@ def test_against_lines_compare_the_two_arms(bench):
     assert "later) = 0.50" in line  # (100 vs 200, 300): 0; (never vs both): 2 -> 2 of 4
     assert "best >= 475 on 1/2 vs 2/2" in line
     assert "last >= 475 on 1/2 vs 2/2" in line
+
+
+def test_partial_does_not_evaluate_the_other_checkouts_runs(bench, tmp_path):
+    (spec,) = [
+        j
+        for j in bench._jobs(_args(tmp_path, tmp_path / "old"), "cartpole")
+        if j["variant"] == "lif@baseline" and j["seed"] == 7
+    ]
+    ckpt = bench._snrl_run_dir(spec) / "checkpoints"
+    ckpt.mkdir(parents=True)
+    (ckpt / "best.pt").write_bytes(b"not read")  # this tree's code would load and evaluate it
+    assert bench.partial_result(spec) is None
