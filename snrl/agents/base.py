@@ -42,6 +42,7 @@ from snrl.envs.spaces import ObsFlattener
 from snrl.envs.timing import env_time_step
 from snrl.envs.trials import TrialTracker
 from snrl.errors import NonFiniteError, UserError, first_line
+from snrl.layers.base import cached_weights
 from snrl.networks.ann import ACTIVATIONS
 from snrl.networks.factory import BACKBONES, ENCODERS, SPIKING, build_backbone
 from snrl.training.checkpoint import (
@@ -829,7 +830,8 @@ class Algorithm:
         )
         self.agent.eval()
         try:
-            with self._runtime():
+            # no parameter changes while evaluating: signed weights once, not once per step
+            with self._runtime(), cached_weights():
                 res = evaluate_agent(
                     self.agent,
                     self._fresh_env(),
@@ -867,7 +869,7 @@ class Algorithm:
             "backbone": self.config.backbone,
             "force_dale_law": self.config.force_dale_law,
         }
-        with self._runtime():
+        with self._runtime(), cached_weights():
             return record_trajectory(
                 self.agent,
                 self._fresh_env(),

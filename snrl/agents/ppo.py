@@ -493,12 +493,9 @@ class PPO(Algorithm):
                 self._trial_log = []
                 evaluated = False
                 if next_eval is not None and self.env_step >= next_eval or self.env_step >= total:
-                    with cached_weights():  # no parameter changes while evaluating
-                        res = self.evaluate(
-                            n_episodes=cfg.eval_episodes,
-                            seed=cfg.seed + 10_000,
-                            lesson=self.lesson,
-                        )
+                    res = self.evaluate(
+                        n_episodes=cfg.eval_episodes, seed=cfg.seed + 10_000, lesson=self.lesson
+                    )
                     row["eval_return_mean"] = res["mean_return"]
                     if "accuracy" in res:
                         row["eval_trial_accuracy"] = res["accuracy"]

@@ -92,8 +92,9 @@ def test_a_cached_rollout_step_follows_every_change(name):
     def reference():  # autograd on: never the memo, also inside a block
         with torch.enable_grad():
             res = layer.run(x, s)
-        return type(res)(res.out.detach(), type(res.state)(*(t.detach() for t in res.state)),
-                         res.v.detach())
+        return type(res)(
+            res.out.detach(), type(res.state)(*(t.detach() for t in res.state)), res.v.detach()
+        )
 
     def check():
         ref = reference()  # outside the block: nothing cached
@@ -210,3 +211,25 @@ def test_step_for_evaluation_skips_the_critic_and_acts_the_same():
         for s0, sb in zip(fast.critic, b.state.critic, strict=True):
             assert s0 is sb
         full, fast = a.state, b.state
+
+
+@pytest.mark.parametrize("algo_name", ["PPO", "DQN"])
+def test_evaluate_and_rollout_compute_the_signed_weights_once(algo_name, monkeypatch):
+    import snrl
+    import snrl.layers.base as layer_base
+
+    calls = []
+    real = layer_base.signed_weights
+    monkeypatch.setattr(layer_base, "signed_weights", lambda *a: calls.append(1) or real(*a))
+    algo = getattr(snrl, algo_name)("CartPole-v1", backbone="lif", seed=0, n_envs=1)
+    calls.clear()  # the balanced init's
+    try:
+        res = algo.evaluate(n_episodes=2, seed=5)
+        # many steps; the actor's one Dale layer has signed input and recurrent weights
+        assert res["mean_length"] > 5
+        assert 1 <= len(calls) <= 2
+        calls.clear()
+        traj = algo.rollout(seed=5, record=False)
+        assert len(traj.rewards) > 5 and 1 <= len(calls) <= 2
+    finally:
+        algo.close()
