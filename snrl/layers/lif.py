@@ -114,7 +114,12 @@ class LIFLayer(SpikingLayer):
         fresh: Any = None,
     ) -> LayerOutput:
         if u.dim() == 2 and starts is None:  # one step (rollouts): no per-step lists
-            cur = u if w_rec is None else torch.addmm(u, state.z, w_rec)
+            if w_rec is None:
+                cur = u
+            elif spike_fn is None and not torch.is_grad_enabled():
+                cur = u.addmm_(state.z, w_rec)  # u is this call's own projection (run)
+            else:
+                cur = torch.addmm(u, state.z, w_rec)
             z, new = lif_step(cur, state, consts[0], self.threshold, spike_fn, self.reset)
             return LayerOutput(z, new, new.v)
         if _lif_sequence is not None and u.dim() == 3 and torch.is_grad_enabled():
