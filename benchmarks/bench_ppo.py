@@ -320,7 +320,9 @@ def _run_speed(spec: dict[str, Any]) -> dict[str, Any]:
     if spec["variant"] == "lif":
         from snrl.agents.ppo import PPO
 
-        algo = PPO(env_id, seed=seed, run_dir=_snrl_run_dir(spec))  # the `snrl train` defaults
+        # the `snrl train` defaults; a rerun of --speed times again, replacing the files its
+        # earlier timing run wrote there (only those: the run's manifest lists them)
+        algo = PPO(env_id, seed=seed, run_dir=_snrl_run_dir(spec), overwrite=True)
         eval_s = _time_evaluations(algo)  # wall, CPU
         t0, c0 = time.perf_counter(), time.process_time()
         algo.learn(steps, progress=False)

@@ -1,4 +1,4 @@
-"""benchmarks/bench_ppo.py's --against: the learning comparison of two snrl checkouts."""
+"""benchmarks/bench_ppo.py: --against (learning, two snrl checkouts) and a rerun of --speed."""
 
 from __future__ import annotations
 
@@ -118,3 +118,26 @@ def test_partial_does_not_evaluate_the_other_checkouts_runs(bench, tmp_path):
     ckpt.mkdir(parents=True)
     (ckpt / "best.pt").write_bytes(b"not read")  # this tree's code would load and evaluate it
     assert bench.partial_result(spec) is None
+
+
+def test_speed_runs_again_into_the_same_out(tmp_path):
+    """The documented --speed command, run twice: the second times again (it replaced its own
+    earlier timing run, not refused it), and a file it did not write stays."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "bench"
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_ppo.py"), "--speed", "--repeats", "1",
+           "--variants", "lif", "--steps", "256", "--out", str(out)]
+    tables = []
+    for i in range(2):
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert "FAILED" not in res.stdout, res.stdout
+        if i == 0:
+            (out / "speed" / "round0" / "lif" / "run" / "notes.txt").write_text("mine")
+        tables.append((out / "speed" / "table.md").read_text())
+    for table in tables:
+        row = next(line for line in table.splitlines() if line.startswith("| lif wall, s"))
+        assert math.isfinite(float(row.split("|")[2]))  # a time, not nan
+    assert (out / "speed" / "round0" / "lif" / "run" / "notes.txt").read_text() == "mine"
