@@ -195,7 +195,14 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         import snrl
 
         # snrl's own run directory: the benchmark's folder also holds its log and result
-        algo = snrl.DQN(spec["env_id"], seed=seed, run_dir=run_dir / "run", **spec["overrides"])
+        # (a --speed rerun replaces its own earlier timing run: the manifest's files only)
+        algo = snrl.DQN(
+            spec["env_id"],
+            seed=seed,
+            run_dir=run_dir / "run",
+            overwrite=spec.get("overwrite", False),
+            **spec["overrides"],
+        )
         res["config"] = dataclass_dict(algo.config)
         w0, c0 = time.perf_counter(), time.process_time()
         hist = algo.learn(steps, progress=False)
@@ -375,6 +382,7 @@ def speed(args: argparse.Namespace) -> str:
                 "seed": k,
                 "overrides": overrides,
                 "run_dir": str(Path(args.out) / "speed" / f"round{k}" / name),
+                "overwrite": True,  # --speed times again on every call
             }
             path = Path(spec["run_dir"]) / "result.json"
             if path.exists():
