@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import math
 from pathlib import Path
 
 import pytest
+
+from tests.bench_scripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_ppo", ROOT / "benchmarks" / "bench_ppo.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("bench_ppo")
 
 
 def test_compare_reach_counts_ties_half_and_never_as_latest(bench):
