@@ -80,7 +80,7 @@ def main() -> None:
     trees = {"this": HERE}
     if args.against is not None:
         if not (args.against / "snrl" / "__init__.py").is_file():
-            raise SystemExit(f"--against {args.against}: no snrl/__init__.py there")
+            p.error(f"--against {args.against}: not an snrl checkout (no snrl/__init__.py)")
         trees["baseline"] = args.against
     rows: dict[str, list[dict]] = {name: [] for name in trees}
     for r in range(args.rounds):
