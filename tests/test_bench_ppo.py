@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import argparse
 import math
-from pathlib import Path
 
 import pytest
 
-from tests.bench_scripts import load_benchmark
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.bench_scripts import ROOT, load_benchmark
 
 
 @pytest.fixture(scope="module")

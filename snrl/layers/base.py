@@ -308,7 +308,7 @@ class RecurrentLayer(nn.Module):
         versions = tuple(map(_version_of, tensors))
         ptrs = tuple(map(Tensor.data_ptr, tensors))
         parts = (self.forward_weights, self._rec_weights(), self._constants())
-        self._weight_memo["step"] = (ids, self.dt, tensors, versions, ptrs, parts, own)
+        self._weight_memo["step"] = (ids, self.dt, tensors, versions, ptrs, parts)
         return parts
 
     @property
