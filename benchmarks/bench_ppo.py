@@ -390,9 +390,8 @@ def worker(spec: dict[str, Any]) -> None:
         res = _run_speed(spec)
     else:
         res = _run_sb3(spec) if spec["kind"] == "sb3" else _run_snrl(spec)
-    res.update({k: spec[k] for k in ("task", "variant", "seed", "steps")})
-    if spec.get("tree"):
-        res["tree"] = spec["tree"]
+    # "tree": the checkout an --against run imported snrl from (absent otherwise)
+    res.update({k: spec[k] for k in ("task", "variant", "seed", "steps", "tree") if k in spec})
     out = Path(spec["run_dir"]) / "result.json"
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(res, indent=1))
