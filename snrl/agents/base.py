@@ -924,6 +924,7 @@ class Algorithm:
         run_dir: str | Path | None = None,
         env: Any = None,
         trust_env_module: bool = False,
+        device: str | None = None,
     ):
         """Restore an algorithm saved by :meth:`save`; pass ``policy``/``critic`` modules of
         the same architecture when it was built with custom backbones. ``run_dir``: continue
@@ -931,6 +932,9 @@ class Algorithm:
         named by the file is imported only with ``trust_env_module=True`` or when ``env``
         names the env (it replaces the saved ``env``; an env object is taken as by the
         constructor, and is needed for a run trained on an object without a registered id).
+        ``device``: where the loaded agent runs (``"cpu"``, ``"cuda"``, ``"cuda:N"``); None:
+        the device it was trained on when this machine has it, else the CPU (with a one-line
+        notice), so a checkpoint written on a GPU evaluates on a CPU-only machine.
 
         The file is checked against its schema before any of it is used."""
         d = read_algo_checkpoint(path)
@@ -953,6 +957,7 @@ class Algorithm:
                 source=f"checkpoint {path}",
                 trusted=trust_env_module,
             )
+        saved["device"] = _load_device(saved.get("device", "cpu"), device, path)
         try:
             cfg = config_from_dict(cls.Config, saved)
         except ValueError as e:
@@ -1074,6 +1079,23 @@ def _check_protocol(key: str, module: Any) -> None:
             "reset_state, run and layer_info, e.g. snrl.build_backbone('lif', ...), or "
             "choose a built one with backbone='lif')"
         )
+
+
+def _load_device(saved: Any, asked: str | None, path: str | Path) -> str:
+    """The device a loaded checkpoint runs on: ``asked`` when given (checked when the
+    algorithm is built), else the ``saved`` one when this machine has it, else ``"cpu"``
+    with a one-line notice."""
+    if asked is not None:
+        return str(asked)
+    try:
+        _available_device(str(saved))
+    except (UserError, RuntimeError, ValueError):
+        notice(
+            f"snrl: {path} was trained on device={saved!r}, which this machine does not have;"
+            " it runs on cpu (pass device= to choose)"
+        )
+        return "cpu"
+    return str(saved)
 
 
 def _available_device(name: str) -> torch.device:
