@@ -11,9 +11,9 @@ block runs:
   derived from a ``device`` tensor (a module's parameters and buffers after ``.to``).
 
 An operation that takes a ``device`` tensor and a ``host`` tensor of one or more dimensions
-fails, as it would on CUDA. What CUDA allows across devices is allowed here too: 0-d host
-tensors (scalars), copies into a slot (``__setitem__``, ``copy_``), and host index tensors
-in ``__getitem__``.
+fails, as it would on CUDA, and so does ``.numpy()`` of a ``device`` tensor. What CUDA
+allows across devices is allowed here too: 0-d host tensors (scalars), copies into a slot
+(``__setitem__``, ``copy_``), and host index tensors in ``__getitem__``.
 """
 
 from __future__ import annotations
@@ -34,10 +34,11 @@ _CROSS_OK = {
     torch.Tensor.copy_,
     torch.Tensor.to,
     torch.Tensor.cpu,
-    torch.Tensor.numpy,
     torch.Tensor.tolist,
     torch.Tensor.item,
 }
+#: operations that fail on a device tensor (CUDA has no numpy view): ``.cpu()`` first
+_HOST_ONLY = {torch.Tensor.numpy, torch.Tensor.__array__}
 
 
 class DeviceDiscipline(TorchFunctionMode):
@@ -83,10 +84,21 @@ class DeviceDiscipline(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         result = func(*args, **kwargs)
+        if func is torch.Tensor.cpu and args and result is args[0]:
+            # on a GPU ``.cpu()`` makes a new tensor; here it returns its input: give back a
+            # new view, so the copy is host and the original keeps its label
+            result = result.view_as(result)
         inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
         labels = [(t, self.label(t)) for t in inputs]
         has_device = any(lab == DEVICE for _, lab in labels)
         host_arrays = [t for t, lab in labels if lab == HOST and t.dim() > 0]
+        if func in _HOST_ONLY and labels and labels[0][1] == DEVICE:
+            name = getattr(func, "__name__", func)
+            where = "".join(traceback.format_stack(limit=8)[:-1])
+            msg = f"{name} of a device tensor (call .cpu() first) at:\n{where}"
+            self.violations.append(msg)
+            if self.strict:
+                raise AssertionError(msg)
         if has_device and host_arrays and func not in _CROSS_OK:
             where = "".join(traceback.format_stack(limit=8)[:-1])
             made = "".join(

@@ -141,3 +141,14 @@ def test_checkpoints_move_between_cpu_and_cuda(tmp_path, case):
         loaded = snrl.load(tmp_path / f"{src}.pt", device=dst)
         assert {p.device.type for p in loaded.agent.parameters()} == {dst}
         _same_actions(algo, loaded)
+
+
+def test_the_check_fails_on_numpy_of_a_device_tensor():
+    algo = _build("ppo")
+    check = DeviceDiscipline()
+    with check, pytest.raises(AssertionError, match=r"call \.cpu\(\) first"):
+        check.mark_module(algo.agent)
+        algo.agent.obs_norm.mean.numpy()
+    with DeviceDiscipline() as ok:
+        ok.mark_module(algo.agent)
+        algo.agent.obs_norm.mean.cpu().numpy()  # the way the recorders do it
