@@ -289,7 +289,7 @@ def test_toml_integer_too_large_through_the_cli(capsys, tmp_path):
 
 
 def test_os_errors_name_the_path_and_a_fix(capsys, tmp_path):
-    from snrl.cli import error_message
+    from snrl.errors import error_message
 
     e = OSError(errno.EACCES, "Permission denied", "/data/run/metrics.csv")
     assert error_message(e) == (

@@ -97,7 +97,7 @@ def test_train_a_neurogym_id_with_a_bad_task_option_is_a_one_line_error(tmp_path
 def test_eval_of_an_agent_that_never_answers_prints_accuracy_without_a_curve(tmp_path, capsys):
     # trials of a two-choice task at several coherences, none answered: no fit is possible,
     # and that must not turn the evaluation into an error
-    from snrl.cli import _psychometric
+    from snrl.cli.commands import _psychometric
 
     trials = [
         {"gt": gt, "choice": 0, "correct": False, "conditions": {"coh": coh, "ground_truth": gt}}

@@ -1,36 +1,28 @@
-"""The ``snrl`` command: demo, train, eval, render, analyze, serve-env, dashboard.
-
-Errors a user can cause end with exit code 2 and one line ``error: <what> (<how to fix>)`` on
-stderr, without a traceback: :func:`main` is the one place that turns them into that line
-(a ``ValueError``, which :class:`~snrl.errors.UserError` is, an ``OSError``, given the path
-and a hint by its errno, and ``MemoryError``). Anything else is a bug and keeps its
-traceback; ``SNRL_DEBUG=1`` shows the traceback of a user error too.
+"""The bodies of the ``snrl`` sub-commands: demo, train, eval, render, analyze, serve-env,
+dashboard (the parser that calls them is :mod:`snrl.cli.parser`; the entry point that turns
+user errors into one line is :func:`snrl.cli.main`).
 """
 
 from __future__ import annotations
 
 import argparse
-import errno
 import json
 import math
 import os
-import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from snrl.agents import ALGOS, load_algo
-from snrl.agents.base import MAX_ENVS, MAX_SEED, MAX_TOTAL_STEPS, check_int
+from snrl.agents.base import MAX_TOTAL_STEPS, check_int
 from snrl.config import config_from_dict, config_to_dict, load_config
 from snrl.errors import UserError, first_line
 from snrl.experiments.runner import train_run
 from snrl.io import write_json_atomic
-from snrl.networks.factory import BACKBONES, SPIKING
-from snrl.training.checkpoint import load_checkpoint
+from snrl.networks.factory import SPIKING
 from snrl.training.rundir import (
     DEMO_FILES,
-    MANIFEST,
     claim_files,
     is_run_dir,
     read_manifest,
@@ -39,74 +31,6 @@ from snrl.training.rundir import (
 from snrl.zoo import resolve as resolve_tuned
 
 VIDEO_EXTS = (".gif", ".mp4")
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
-        print(f"error: {_one_line(message)} (see `{self.prog} --help`)", file=sys.stderr)
-        raise SystemExit(2)
-
-
-def _int_in(lo: int, hi: int):
-    """An argparse type: an integer in ``[lo, hi]`` (``1e3``-style text is refused)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{text!r} is not an integer (pass one in [{lo}, {hi}])"
-            ) from None
-        if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"{value} is out of range (pass one in [{lo}, {hi}])")
-        return value
-
-    return parse
-
-
-SEED = _int_in(0, MAX_SEED)
-THREADS = _int_in(1, 1024)
-EPISODES = _int_in(1, MAX_ENVS)  # one env per episode is built at once
-FPS = _int_in(1, 1000)
-
-#: How to fix an OSError, by errno (the path is named in the message).
-_OS_HINTS = {
-    errno.ENOSPC: "the disk is full; free some space or choose another path",
-    errno.EDQUOT: "the disk quota is used up; free some space or choose another path",
-    errno.EACCES: "check its permissions or choose another path",
-    errno.EPERM: "check its permissions or choose another path",
-    errno.EROFS: "the file system is read-only; choose another path",
-    errno.ENOENT: "check that the path exists",
-    errno.ENOTDIR: "a part of the path is a file, not a directory; choose another path",
-    errno.EISDIR: "it is a directory; pass a file name",
-    errno.EEXIST: "remove it or choose another path",
-    errno.ENAMETOOLONG: "choose a shorter path",
-    errno.ENOTEMPTY: "the directory is not empty; choose another path",
-    errno.EMFILE: "too many open files; raise `ulimit -n` or lower n_envs",
-    errno.ENOMEM: "out of memory; lower n_envs, hidden_size or buffer_size",
-    errno.EPIPE: "a helper process (e.g. ffmpeg) stopped early; check free disk space",
-}
-
-
-def _one_line(text: str) -> str:
-    """``text`` with its lines joined, so a message is never cut at a newline."""
-    return " ".join(text.split())
-
-
-def error_message(e: BaseException) -> str:
-    """The one line ``snrl`` prints (after ``error: ``) for a user error ``e``.
-
-    An ``OSError`` with an errno becomes ``"<reason>: <path> (<hint>)"``, e.g.
-    ``"Permission denied: /data/run (check its permissions or choose another path)"``.
-    """
-    if isinstance(e, OSError) and e.errno is not None and e.strerror:
-        paths = [str(p) for p in (e.filename, e.filename2) if p is not None]
-        what = f"{e.strerror}: {' -> '.join(paths)}" if paths else e.strerror
-        hint = _OS_HINTS.get(e.errno, f"errno {errno.errorcode.get(e.errno, e.errno)}")
-        return f"{what} ({hint})"
-    if isinstance(e, MemoryError):
-        return "out of memory (lower n_envs, hidden_size, n_steps or buffer_size)"
-    return _one_line(str(e)) or type(e).__name__
 
 
 def _checkpoint_path(run_dir: str, which: str) -> Path:
@@ -530,276 +454,3 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # Ctrl-C / SIGTERM is how a server is stopped
         print("dashboard stopped", file=sys.stderr)
     return 0
-
-
-def _trust_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--trust-env-module",
-        action="store_true",
-        help="import the module:Class env that the run's checkpoint names (only for runs "
-        "you trust: importing a module runs its code)",
-    )
-
-
-def _env_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--env",
-        default=None,
-        help="the env to use instead of the run's (gymnasium id, or module:Class, which is "
-        "imported)",
-    )
-    _trust_flag(p)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="snrl", description="Reinforcement learning with spiking neural networks.")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    d = sub.add_parser("demo", help="train, evaluate, plot and render a Dale LIF agent on CartPole")
-    d.add_argument("--out", default="snrl-demo", help="run directory (default: snrl-demo)")
-    d.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a PPO hyperparameter (repeatable)",
-    )
-    d.add_argument("--no-video", action="store_true", help="skip demo.mp4 / demo.gif")
-    d.add_argument("--quiet", action="store_true", help="no progress bar or progress lines")
-    d.set_defaults(func=cmd_demo)
-
-    t = sub.add_parser("train", help="train an agent into a run directory")
-    t.add_argument("--algo", choices=sorted(ALGOS), default=None, help="default ppo")
-    t.add_argument("--env", default=None, help="gymnasium id or module:Class")
-    t.add_argument(
-        "--env-kwargs",
-        default=None,
-        metavar="JSON",
-        help="env options as a JSON object (config key env_kwargs), e.g. '{\"dt\": 100}'",
-    )
-    t.add_argument("--backbone", choices=BACKBONES, default=None)
-    t.add_argument("--hidden", type=int, default=None, help="neurons per hidden layer")
-    t.add_argument("--dale", dest="dale", action="store_true", default=None)
-    t.add_argument("--no-dale", dest="dale", action="store_false")
-    t.add_argument("--steps", type=int, default=None, help="total env steps")
-    t.add_argument(
-        "--no-tuned",
-        action="store_true",
-        help="skip snrl's tuned settings for the env and backbone (config key tuned)",
-    )
-    t.add_argument("--n-envs", type=int, default=None)
-    t.add_argument("--seed", type=SEED, default=None)
-    t.add_argument("--config", default=None, metavar="FILE.toml")
-    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    t.add_argument("--out", required=True, help="run directory")
-    g = t.add_mutually_exclusive_group()
-    g.add_argument("--resume", action="store_true", help="continue from checkpoints/last.pt")
-    g.add_argument(
-        "--force",
-        action="store_true",
-        help="replace the run in --out (deletes only the files snrl wrote there)",
-    )
-    _trust_flag(t)
-    t.add_argument(
-        "--threads",
-        type=THREADS,
-        default=None,
-        help="torch threads while training (config key threads; default: 1 up to 512 "
-        "neurons per layer, torch's own count above)",
-    )
-    t.add_argument("--quiet", action="store_true", help="no progress bar or progress lines")
-    t.set_defaults(func=cmd_train)
-
-    e = sub.add_parser("eval", help="deterministic evaluation of a run; prints one JSON object")
-    e.add_argument("run_dir")
-    e.add_argument("--episodes", type=EPISODES, default=20)
-    e.add_argument("--seed", type=SEED, default=123)
-    e.add_argument("--checkpoint", choices=("best", "last"), default="best")
-    e.add_argument(
-        "--lesson",
-        default=None,
-        metavar="N|NAME",
-        help="a run with a curriculum: evaluate on this lesson (number from 0, or name; "
-        "default: the final lesson)",
-    )
-    _env_flags(e)
-    e.set_defaults(func=cmd_eval)
-
-    r = sub.add_parser("render", help="roll out one episode of a run and write a video")
-    r.add_argument("run_dir")
-    r.add_argument("--out", required=True, metavar="FILE.gif|FILE.mp4")
-    r.add_argument("--seed", type=SEED, default=0)
-    r.add_argument("--fps", type=FPS, default=30)
-    r.add_argument("--no-activity", action="store_true", help="frames only, no network panel")
-    r.add_argument(
-        "--scale",
-        type=float,
-        default=1.0,
-        help="video size factor (1: at least 540 px high, text >= 14 px; 2: twice that)",
-    )
-    _env_flags(r)
-    r.set_defaults(func=cmd_render)
-
-    a = sub.add_parser(
-        "analyze",
-        help="spike-train statistics, E/I balance and figures of a run (or of a comparison)",
-    )
-    a.add_argument("run_dir", help="a run directory, or a comparison directory")
-    a.add_argument(
-        "--episodes",
-        type=_int_in(1, 10**6),  # one at a time, in constant memory: no env-count bound
-        default=20,
-        help="episodes (default 20)",
-    )
-    a.add_argument("--checkpoint", choices=("best", "last"), default="best")
-    a.add_argument("--seed", type=SEED, default=0, help="seed of the first episode (default 0)")
-    a.add_argument(
-        "--export",
-        choices=("nwb", "neo"),
-        default=None,
-        help="also write the spikes as NWB (spikes.nwb) or Neo (spikes_neo.mat); "
-        "needs pip install 'snrl[export]'",
-    )
-    a.add_argument(
-        "--out",
-        default="analysis",
-        metavar="SUBDIR",
-        help="output folder inside the directory (default analysis)",
-    )
-    a.add_argument("--svg", action="store_true", help="also write the figures as SVG")
-    _env_flags(a)
-    a.set_defaults(func=cmd_analyze)
-    v = sub.add_parser(
-        "serve-env", help="serve a gymnasium env over HTTP for `--env http://...` (docs/remote.md)"
-    )
-    v.add_argument("env_id", metavar="ENV_ID", help="gymnasium id or module:Class to serve")
-    v.add_argument(
-        "--host",
-        default="127.0.0.1",
-        help="address to bind (default 127.0.0.1: this machine only; another one warns)",
-    )
-    v.add_argument("--port", type=_int_in(0, 65535), default=8765, help="default 8765; 0: free")
-    v.add_argument(
-        "--token",
-        default=None,
-        help="the token clients send (default: $SNRL_ENV_TOKEN, else a new one, printed once)",
-    )
-    v.add_argument("--env-kwargs", default=None, metavar="JSON", help="options of every env")
-    v.add_argument(
-        "--max-body", type=_int_in(1024, 1 << 30), default=1 << 20, help="bytes (default 1 MiB)"
-    )
-    v.add_argument("--max-sessions", type=_int_in(1, 4096), default=64, help="default 64")
-    v.set_defaults(func=cmd_serve_env)
-
-    w = sub.add_parser(
-        "dashboard", help="a local web page to launch, watch and compare runs (docs/dashboard.md)"
-    )
-    w.add_argument("runs_dir", nargs="?", default="runs", metavar="RUNS_DIR", help="default runs")
-    w.add_argument(
-        "--host",
-        default="127.0.0.1",
-        help="address to bind (default 127.0.0.1: this machine only; another one warns)",
-    )
-    w.add_argument("--port", type=_int_in(0, 65535), default=8770, help="default 8770; 0: free")
-    w.add_argument("--token", default=None, help="the token of the URL (default: a new one)")
-    w.add_argument(
-        "--max-runs",
-        type=_int_in(1, 64),
-        default=2,
-        help="most runs (and renders) the page starts at once (default 2)",
-    )
-    w.set_defaults(func=cmd_dashboard)
-
-    from snrl.experiments.cli import add_parsers
-
-    add_parsers(sub)
-    return p
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, raised where the process was, so it unwinds like Ctrl-C (temp
-    files removed, metrics closed)."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _raise_interrupted(signum: int, frame: Any) -> None:
-    raise Interrupted(signum)
-
-
-def _install_signal_handlers() -> dict[int, Any]:
-    """SIGTERM/SIGHUP -> :class:`Interrupted`; returns the handlers to restore."""
-    previous: dict[int, Any] = {}
-    for name in ("SIGTERM", "SIGHUP"):
-        signum = getattr(signal, name, None)
-        if signum is None:
-            continue
-        try:
-            previous[signum] = signal.signal(signum, _raise_interrupted)
-        except (ValueError, OSError):  # not the main thread
-            pass
-    return previous
-
-
-def _where_the_run_is(out: Path, command: str) -> str:
-    """What an interrupted training left in ``out``, and what to do next."""
-    last = out / "checkpoints" / "last.pt"
-    try:
-        step = int(load_checkpoint(last)["counters"]["env_step"])
-    except (ValueError, OSError, KeyError, TypeError):
-        step = None
-    if step is not None:
-        if command == "demo":
-            return (
-                f"the run in {out} is consistent up to env step {step} (its last checkpoint); "
-                f"`snrl demo --out {out}` starts it again"
-            )
-        return (
-            f"the run in {out} is consistent and resumable from env step {step} (continue it "
-            f"with `snrl train --out {out} --resume`)"
-        )
-    if not is_run_dir(out):
-        return "nothing was written"
-    again = f"snrl demo --out {out}" if command == "demo" else f"snrl train ... --out {out} --force"
-    return (
-        f"no checkpoint was written yet, so there is nothing to resume (start again: `{again}` "
-        f"replaces the partial run, deleting only the files listed in {out / MANIFEST})"
-    )
-
-
-def _interrupt_message(args: argparse.Namespace, signum: int) -> str:
-    how = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-    if args.command in ("train", "demo"):
-        note = _where_the_run_is(Path(args.out), args.command)
-    elif args.command == "render":
-        note = f"{args.out} was not written"
-    elif args.command == "eval":
-        note = "nothing was written"
-    else:
-        note = "run the same command again"
-    return f"error: interrupted by {how} ({note})"
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    previous = _install_signal_handlers()
-    try:
-        return args.func(args)
-    except (ValueError, OSError, MemoryError) as e:
-        if os.environ.get("SNRL_DEBUG"):
-            raise
-        print(f"error: {error_message(e)}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as e:
-        signum = getattr(e, "signum", signal.SIGINT)
-        print(_interrupt_message(args, signum), file=sys.stderr)
-        return 128 + int(signum)
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

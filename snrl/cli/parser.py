@@ -1,0 +1,264 @@
+"""The parser of the ``snrl`` command: one ``_add_<command>`` per sub-command, each flag a
+documented alias of one config key (docs/cli.md). The bodies are in :mod:`snrl.cli.commands`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from snrl.agents import ALGOS
+from snrl.agents.base import MAX_ENVS, MAX_SEED
+from snrl.cli.commands import (
+    cmd_analyze,
+    cmd_dashboard,
+    cmd_demo,
+    cmd_eval,
+    cmd_render,
+    cmd_serve_env,
+    cmd_train,
+)
+from snrl.networks.factory import BACKBONES
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        print(f"error: {' '.join(message.split())} (see `{self.prog} --help`)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _int_in(lo: int, hi: int):
+    """An argparse type: an integer in ``[lo, hi]`` (``1e3``-style text is refused)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not an integer (pass one in [{lo}, {hi}])"
+            ) from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{value} is out of range (pass one in [{lo}, {hi}])")
+        return value
+
+    return parse
+
+
+SEED = _int_in(0, MAX_SEED)
+THREADS = _int_in(1, 1024)
+EPISODES = _int_in(1, MAX_ENVS)  # one env per episode is built at once
+FPS = _int_in(1, 1000)
+
+
+def _trust_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--trust-env-module",
+        action="store_true",
+        help="import the module:Class env that the run's checkpoint names (only for runs "
+        "you trust: importing a module runs its code)",
+    )
+
+
+def _env_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--env",
+        default=None,
+        help="the env to use instead of the run's (gymnasium id, or module:Class, which is "
+        "imported)",
+    )
+    _trust_flag(p)
+
+
+def _add_demo(sub: Any) -> None:
+    """``snrl demo``: train, evaluate, plot and render the demo agent."""
+    d = sub.add_parser("demo", help="train, evaluate, plot and render a Dale LIF agent on CartPole")
+    d.add_argument("--out", default="snrl-demo", help="run directory (default: snrl-demo)")
+    d.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a PPO hyperparameter (repeatable)",
+    )
+    d.add_argument("--no-video", action="store_true", help="skip demo.mp4 / demo.gif")
+    d.add_argument("--quiet", action="store_true", help="no progress bar or progress lines")
+    d.set_defaults(func=cmd_demo)
+
+
+def _add_train(sub: Any) -> None:
+    """``snrl train``: its flags, each an alias of one config key (docs/cli.md)."""
+    t = sub.add_parser("train", help="train an agent into a run directory")
+    t.add_argument("--algo", choices=sorted(ALGOS), default=None, help="default ppo")
+    t.add_argument("--env", default=None, help="gymnasium id or module:Class")
+    t.add_argument(
+        "--env-kwargs",
+        default=None,
+        metavar="JSON",
+        help="env options as a JSON object (config key env_kwargs), e.g. '{\"dt\": 100}'",
+    )
+    t.add_argument("--backbone", choices=BACKBONES, default=None)
+    t.add_argument("--hidden", type=int, default=None, help="neurons per hidden layer")
+    t.add_argument("--dale", dest="dale", action="store_true", default=None)
+    t.add_argument("--no-dale", dest="dale", action="store_false")
+    t.add_argument("--steps", type=int, default=None, help="total env steps")
+    t.add_argument(
+        "--no-tuned",
+        action="store_true",
+        help="skip snrl's tuned settings for the env and backbone (config key tuned)",
+    )
+    t.add_argument("--n-envs", type=int, default=None)
+    t.add_argument("--seed", type=SEED, default=None)
+    t.add_argument("--config", default=None, metavar="FILE.toml")
+    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    t.add_argument("--out", required=True, help="run directory")
+    g = t.add_mutually_exclusive_group()
+    g.add_argument("--resume", action="store_true", help="continue from checkpoints/last.pt")
+    g.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the run in --out (deletes only the files snrl wrote there)",
+    )
+    _trust_flag(t)
+    t.add_argument(
+        "--threads",
+        type=THREADS,
+        default=None,
+        help="torch threads while training (config key threads; default: 1 up to 512 "
+        "neurons per layer, torch's own count above)",
+    )
+    t.add_argument("--quiet", action="store_true", help="no progress bar or progress lines")
+    t.set_defaults(func=cmd_train)
+
+
+def _add_eval(sub: Any) -> None:
+    """``snrl eval``: a deterministic evaluation of a run."""
+    e = sub.add_parser("eval", help="deterministic evaluation of a run; prints one JSON object")
+    e.add_argument("run_dir")
+    e.add_argument("--episodes", type=EPISODES, default=20)
+    e.add_argument("--seed", type=SEED, default=123)
+    e.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    e.add_argument(
+        "--lesson",
+        default=None,
+        metavar="N|NAME",
+        help="a run with a curriculum: evaluate on this lesson (number from 0, or name; "
+        "default: the final lesson)",
+    )
+    _env_flags(e)
+    e.set_defaults(func=cmd_eval)
+
+
+def _add_render(sub: Any) -> None:
+    """``snrl render``: one episode of a run as a video."""
+    r = sub.add_parser("render", help="roll out one episode of a run and write a video")
+    r.add_argument("run_dir")
+    r.add_argument("--out", required=True, metavar="FILE.gif|FILE.mp4")
+    r.add_argument("--seed", type=SEED, default=0)
+    r.add_argument("--fps", type=FPS, default=30)
+    r.add_argument("--no-activity", action="store_true", help="frames only, no network panel")
+    r.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="video size factor (1: at least 540 px high, text >= 14 px; 2: twice that)",
+    )
+    _env_flags(r)
+    r.set_defaults(func=cmd_render)
+
+
+def _add_analyze(sub: Any) -> None:
+    """``snrl analyze``: spike-train statistics and figures of a run."""
+    a = sub.add_parser(
+        "analyze",
+        help="spike-train statistics, E/I balance and figures of a run (or of a comparison)",
+    )
+    a.add_argument("run_dir", help="a run directory, or a comparison directory")
+    a.add_argument(
+        "--episodes",
+        type=_int_in(1, 10**6),  # one at a time, in constant memory: no env-count bound
+        default=20,
+        help="episodes (default 20)",
+    )
+    a.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    a.add_argument("--seed", type=SEED, default=0, help="seed of the first episode (default 0)")
+    a.add_argument(
+        "--export",
+        choices=("nwb", "neo"),
+        default=None,
+        help="also write the spikes as NWB (spikes.nwb) or Neo (spikes_neo.mat); "
+        "needs pip install 'snrl[export]'",
+    )
+    a.add_argument(
+        "--out",
+        default="analysis",
+        metavar="SUBDIR",
+        help="output folder inside the directory (default analysis)",
+    )
+    a.add_argument("--svg", action="store_true", help="also write the figures as SVG")
+    _env_flags(a)
+    a.set_defaults(func=cmd_analyze)
+
+
+def _add_serve_env(sub: Any) -> None:
+    """``snrl serve-env``: an env served over HTTP (docs/remote.md)."""
+    v = sub.add_parser(
+        "serve-env", help="serve a gymnasium env over HTTP for `--env http://...` (docs/remote.md)"
+    )
+    v.add_argument("env_id", metavar="ENV_ID", help="gymnasium id or module:Class to serve")
+    v.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default 127.0.0.1: this machine only; another one warns)",
+    )
+    v.add_argument("--port", type=_int_in(0, 65535), default=8765, help="default 8765; 0: free")
+    v.add_argument(
+        "--token",
+        default=None,
+        help="the token clients send (default: $SNRL_ENV_TOKEN, else a new one, printed once)",
+    )
+    v.add_argument("--env-kwargs", default=None, metavar="JSON", help="options of every env")
+    v.add_argument(
+        "--max-body", type=_int_in(1024, 1 << 30), default=1 << 20, help="bytes (default 1 MiB)"
+    )
+    v.add_argument("--max-sessions", type=_int_in(1, 4096), default=64, help="default 64")
+    v.set_defaults(func=cmd_serve_env)
+
+
+def _add_dashboard(sub: Any) -> None:
+    """``snrl dashboard``: the local web dashboard (docs/dashboard.md)."""
+    w = sub.add_parser(
+        "dashboard", help="a local web page to launch, watch and compare runs (docs/dashboard.md)"
+    )
+    w.add_argument("runs_dir", nargs="?", default="runs", metavar="RUNS_DIR", help="default runs")
+    w.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default 127.0.0.1: this machine only; another one warns)",
+    )
+    w.add_argument("--port", type=_int_in(0, 65535), default=8770, help="default 8770; 0: free")
+    w.add_argument("--token", default=None, help="the token of the URL (default: a new one)")
+    w.add_argument(
+        "--max-runs",
+        type=_int_in(1, 64),
+        default=2,
+        help="most runs (and renders) the page starts at once (default 2)",
+    )
+    w.set_defaults(func=cmd_dashboard)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="snrl", description="Reinforcement learning with spiking neural networks.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _add_demo(sub)
+    _add_train(sub)
+    _add_eval(sub)
+    _add_render(sub)
+    _add_analyze(sub)
+    _add_serve_env(sub)
+    _add_dashboard(sub)
+
+    from snrl.experiments.cli import add_parsers
+
+    add_parsers(sub)
+    return p
