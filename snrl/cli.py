@@ -10,7 +10,6 @@ traceback; ``SNRL_DEBUG=1`` shows the traceback of a user error too.
 from __future__ import annotations
 
 import argparse
-import errno
 import json
 import math
 import os
@@ -23,7 +22,7 @@ from typing import Any
 from snrl.agents import ALGOS, load_algo
 from snrl.agents.base import MAX_ENVS, MAX_SEED, MAX_TOTAL_STEPS, check_int
 from snrl.config import config_from_dict, config_to_dict, load_config
-from snrl.errors import UserError, first_line
+from snrl.errors import UserError, error_message, first_line, one_line
 from snrl.experiments.runner import train_run
 from snrl.io import write_json_atomic
 from snrl.networks.factory import BACKBONES, SPIKING
@@ -43,7 +42,7 @@ VIDEO_EXTS = (".gif", ".mp4")
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2
-        print(f"error: {_one_line(message)} (see `{self.prog} --help`)", file=sys.stderr)
+        print(f"error: {one_line(message)} (see `{self.prog} --help`)", file=sys.stderr)
         raise SystemExit(2)
 
 
@@ -68,45 +67,6 @@ SEED = _int_in(0, MAX_SEED)
 THREADS = _int_in(1, 1024)
 EPISODES = _int_in(1, MAX_ENVS)  # one env per episode is built at once
 FPS = _int_in(1, 1000)
-
-#: How to fix an OSError, by errno (the path is named in the message).
-_OS_HINTS = {
-    errno.ENOSPC: "the disk is full; free some space or choose another path",
-    errno.EDQUOT: "the disk quota is used up; free some space or choose another path",
-    errno.EACCES: "check its permissions or choose another path",
-    errno.EPERM: "check its permissions or choose another path",
-    errno.EROFS: "the file system is read-only; choose another path",
-    errno.ENOENT: "check that the path exists",
-    errno.ENOTDIR: "a part of the path is a file, not a directory; choose another path",
-    errno.EISDIR: "it is a directory; pass a file name",
-    errno.EEXIST: "remove it or choose another path",
-    errno.ENAMETOOLONG: "choose a shorter path",
-    errno.ENOTEMPTY: "the directory is not empty; choose another path",
-    errno.EMFILE: "too many open files; raise `ulimit -n` or lower n_envs",
-    errno.ENOMEM: "out of memory; lower n_envs, hidden_size or buffer_size",
-    errno.EPIPE: "a helper process (e.g. ffmpeg) stopped early; check free disk space",
-}
-
-
-def _one_line(text: str) -> str:
-    """``text`` with its lines joined, so a message is never cut at a newline."""
-    return " ".join(text.split())
-
-
-def error_message(e: BaseException) -> str:
-    """The one line ``snrl`` prints (after ``error: ``) for a user error ``e``.
-
-    An ``OSError`` with an errno becomes ``"<reason>: <path> (<hint>)"``, e.g.
-    ``"Permission denied: /data/run (check its permissions or choose another path)"``.
-    """
-    if isinstance(e, OSError) and e.errno is not None and e.strerror:
-        paths = [str(p) for p in (e.filename, e.filename2) if p is not None]
-        what = f"{e.strerror}: {' -> '.join(paths)}" if paths else e.strerror
-        hint = _OS_HINTS.get(e.errno, f"errno {errno.errorcode.get(e.errno, e.errno)}")
-        return f"{what} ({hint})"
-    if isinstance(e, MemoryError):
-        return "out of memory (lower n_envs, hidden_size, n_steps or buffer_size)"
-    return _one_line(str(e)) or type(e).__name__
 
 
 def _checkpoint_path(run_dir: str, which: str) -> Path:

@@ -15,6 +15,8 @@ the last good state because they are raised before anything non-finite is writte
 
 from __future__ import annotations
 
+import errno
+
 
 class UserError(ValueError):
     """Bad input whose message says what is wrong and how to fix it."""
@@ -41,3 +43,43 @@ def describe(exc: BaseException) -> str:
     text = str(exc).strip()
     name = type(exc).__name__
     return f"{name}: {text.splitlines()[0]}" if text else name
+
+
+#: How to fix an OSError, by errno (the path is named in the message).
+_OS_HINTS = {
+    errno.ENOSPC: "the disk is full; free some space or choose another path",
+    errno.EDQUOT: "the disk quota is used up; free some space or choose another path",
+    errno.EACCES: "check its permissions or choose another path",
+    errno.EPERM: "check its permissions or choose another path",
+    errno.EROFS: "the file system is read-only; choose another path",
+    errno.ENOENT: "check that the path exists",
+    errno.ENOTDIR: "a part of the path is a file, not a directory; choose another path",
+    errno.EISDIR: "it is a directory; pass a file name",
+    errno.EEXIST: "remove it or choose another path",
+    errno.ENAMETOOLONG: "choose a shorter path",
+    errno.ENOTEMPTY: "the directory is not empty; choose another path",
+    errno.EMFILE: "too many open files; raise `ulimit -n` or lower n_envs",
+    errno.ENOMEM: "out of memory; lower n_envs, hidden_size or buffer_size",
+    errno.EPIPE: "a helper process (e.g. ffmpeg) stopped early; check free disk space",
+}
+
+
+def one_line(text: str) -> str:
+    """``text`` with its lines joined, so a message is never cut at a newline."""
+    return " ".join(text.split())
+
+
+def error_message(e: BaseException) -> str:
+    """The one line ``snrl`` prints (after ``error: ``) for a user error ``e``.
+
+    An ``OSError`` with an errno becomes ``"<reason>: <path> (<hint>)"``, e.g.
+    ``"Permission denied: /data/run (check its permissions or choose another path)"``.
+    """
+    if isinstance(e, OSError) and e.errno is not None and e.strerror:
+        paths = [str(p) for p in (e.filename, e.filename2) if p is not None]
+        what = f"{e.strerror}: {' -> '.join(paths)}" if paths else e.strerror
+        hint = _OS_HINTS.get(e.errno, f"errno {errno.errorcode.get(e.errno, e.errno)}")
+        return f"{what} ({hint})"
+    if isinstance(e, MemoryError):
+        return "out of memory (lower n_envs, hidden_size, n_steps or buffer_size)"
+    return one_line(str(e)) or type(e).__name__
