@@ -96,13 +96,20 @@ def page(browser, server):
     pg = context.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
+    # the page's Content-Security-Policy must not block anything the page itself does
+    pg.on("console", lambda m: "Content Security Policy" in m.text and errors.append(m.text))
     yield pg
     context.close()
-    assert not errors, errors  # no JavaScript error on any page
+    assert not errors, errors  # no JavaScript error, no CSP refusal, on any page
 
 
 def url(server, hash_: str = "") -> str:
     return f"{server['base']}/?token={TOKEN}{hash_}"
+
+
+def clean_url(server, hash_: str = "") -> str:
+    """Where the page lives after its first load: the token left the address."""
+    return f"{server['base']}/{hash_}"
 
 
 def test_run_list_shows_the_runs_sorts_and_filters(page, server):
@@ -167,7 +174,7 @@ def test_launch_from_the_form_watch_it_learn_and_finish(page, server):
                          "eval_interval": "10000", "eval_episodes": "2"}.items():
         page.fill(f"#f-{field}", value)
     page.click("#launch")
-    expect(page).to_have_url(url(server, "#/run/from-form"))
+    expect(page).to_have_url(clean_url(server, "#/run/from-form"))
     # a plot is drawn only while on screen (app.js)
     page.locator("#plot-return").scroll_into_view_if_needed()
     expect(page.locator("#run-status [data-status]")).to_have_text("finished", timeout=120_000)

@@ -19,12 +19,13 @@ from snrl.cli.commands import (
     cmd_serve_env,
     cmd_train,
 )
+from snrl.errors import one_line
 from snrl.networks.factory import BACKBONES
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2
-        print(f"error: {' '.join(message.split())} (see `{self.prog} --help`)", file=sys.stderr)
+        print(f"error: {one_line(message)} (see `{self.prog} --help`)", file=sys.stderr)
         raise SystemExit(2)
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 # _type_name and _jsonable: the CLI's words for a type and config.json's form of a value
 from snrl.config import _jsonable, _type_name, field_docs, load_config
+from snrl.errors import error_message
 
 __all__ = ["FORM_ERROR", "NAME_RE", "algo_classes", "schema", "validate"]
 
@@ -160,8 +161,6 @@ def validate(algo: str, values: Mapping[str, Any]) -> tuple[Any | None, list[str
         name (:data:`FORM_ERROR` for a message that names no field), each the line
         ``snrl train`` would print after ``error:``.
     """
-    from snrl.cli import error_message
-
     classes = algo_classes()
     if algo not in classes:
         return (
@@ -215,7 +214,6 @@ def _check_env(env: str) -> str | None:
     a module or reach a server."""
     import gymnasium as gym
 
-    from snrl.cli import error_message
     from snrl.envs import make_env
 
     if env.startswith(("http://", "https://")) or ":" in env or env in gym.registry:
