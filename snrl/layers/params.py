@@ -138,8 +138,8 @@ class LIFParameters(LIParameters):
     reset: str = NEURON_DEFAULTS["reset"]
     """After a spike: subtract (the threshold) or zero (the membrane)."""
     spike_grad: SpikeFn | None = None
-    """Surrogate spike function of ``v - threshold``: a :class:`~snrl.functional.Surrogate`
-    or any callable (a ``snntorch.surrogate`` one); none: ``default_spike_grad()``."""
+    """Surrogate spike function of ``v - threshold``: a ``snrl.functional.Surrogate`` or any
+    callable (e.g. a ``snntorch.surrogate`` one); none: ``default_spike_grad()``."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
