@@ -47,6 +47,5 @@ class ALIFLayer(SpikingLayer):
 
     def _step(self, current: Tensor, state: Any, consts: tuple, spike_fn: SpikeFn | None) -> tuple:
         alpha, rho = consts
-        return alif_step(
-            current, state, alpha, rho, self.threshold, self.beta, spike_fn, self.reset
-        )
+        p = self.params
+        return alif_step(current, state, alpha, rho, p.threshold, p.beta, spike_fn, p.reset)

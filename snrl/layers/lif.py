@@ -38,7 +38,8 @@ class LIFLayer(SpikingLayer):
         return (self._decay("tau_m"),)
 
     def _step(self, current: Tensor, state: Any, consts: tuple, spike_fn: SpikeFn | None) -> tuple:
-        return lif_step(current, state, consts[0], self.threshold, spike_fn, self.reset)
+        p = self.params
+        return lif_step(current, state, consts[0], p.threshold, spike_fn, p.reset)
 
     def _integrate(
         self,
@@ -57,7 +58,8 @@ class LIFLayer(SpikingLayer):
                 cur = u.addmm_(state.z, w_rec)  # u is this call's own projection (run)
             else:
                 cur = torch.addmm(u, state.z, w_rec)
-            z, new = lif_step(cur, state, consts[0], self.threshold, spike_fn, self.reset)
+            p = self.params
+            z, new = lif_step(cur, state, consts[0], p.threshold, spike_fn, p.reset)
             return LayerOutput(z, new, new.v)
         if _lif_sequence is not None and u.dim() == 3 and torch.is_grad_enabled():
             z, v = _lif_sequence(
@@ -65,8 +67,8 @@ class LIFLayer(SpikingLayer):
                 w_rec,
                 state,
                 consts[0],
-                self.threshold,
-                self.reset,
+                self.params.threshold,
+                self.params.reset,
                 spike_fn,
                 starts=starts,
                 fresh=fresh,

@@ -37,4 +37,5 @@ class SpyLIFLayer(SpikingLayer):
 
     def _step(self, current: Tensor, state: Any, consts: tuple, spike_fn: SpikeFn | None) -> tuple:
         alpha, alpha_syn = consts
-        return spylif_step(current, state, alpha, alpha_syn, self.threshold, spike_fn, self.reset)
+        p = self.params
+        return spylif_step(current, state, alpha, alpha_syn, p.threshold, spike_fn, p.reset)
