@@ -480,14 +480,15 @@ class AgentConfig:
         return self.env
 
     def build_backbone(self, input_size: int, output_size: int, *, seed: int) -> nn.Module:
-        """The backbone these fields describe (:func:`snrl.build_backbone`)."""
-        layer_kwargs = None
+        """The backbone these fields describe (:func:`snrl.build_backbone`); a spiking one
+        gets its neuron parameters as one object (``snrl.layers.LIFParameters`` ...), built
+        here from ``tau_m``, ``dt`` and ``hh_init``."""
+        from snrl.networks.spiking import NEURONS
+
+        params = None
         if self.backbone in SPIKING:
-            layer_kwargs = dict(
-                tau_m=self.tau_m,
-                dt=self.neuron_dt,
-                hh_init=self.hh_init,
-                recurrent_sign=self.recurrent_sign,
+            params = NEURONS[self.backbone].params_type(
+                tau_m=self.tau_m, dt=self.neuron_dt, hh_init=self.hh_init
             )
         return build_backbone(
             self.backbone,
@@ -495,13 +496,14 @@ class AgentConfig:
             output_size,
             hidden_size=self.hidden_size,
             n_layers=self.n_layers,
+            params=params,
             force_dale_law=self.force_dale_law,
+            recurrent_sign=self.recurrent_sign,
             encoder=self.encoder,
             substeps=self.substeps,
             readout_tau_m=self.readout_tau_m,
             activation=self.activation,
             seed=seed,
-            layer_kwargs=layer_kwargs,
         )
 
 
