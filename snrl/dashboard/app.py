@@ -220,6 +220,8 @@ class Dashboard:
         parts = PurePosixPath(rel).parts
         if any(p in ("..", ".") or p.startswith(".") for p in parts):
             return _error(403, "path refused (no '..' and no hidden files)")
+        if len(rel) > 1024 or any(len(p.encode("utf-8", "surrogateescape")) > 255 for p in parts):
+            return _error(404, "not found (a name too long for a file system)")
         try:
             path = (self.root / rel).resolve()
         except (OSError, RuntimeError, ValueError):
