@@ -412,3 +412,22 @@ def test_loads_bounded_measures_depth_without_recursion():
     with pytest.raises(ValueError, match="nested deeper"):
         loads_bounded("[" * 100_000 + "]" * 100_000)
     assert loads_bounded('"[[[[[["', max_depth=0) == "[[[[[["  # inside a string: no depth
+
+
+def test_the_dashboard_imports_no_cli_and_has_no_long_function():
+    # snrl.cli and snrl.dashboard share a floor and neither imports the other (DESIGN.md):
+    # the form's error messages come from snrl.errors.error_message, as the CLI's do
+    import ast
+
+    import snrl.dashboard
+
+    for path in Path(snrl.dashboard.__file__).parent.glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                assert not (node.module or "").startswith("snrl.cli"), path
+            elif isinstance(node, ast.Import):
+                assert not any(a.name.startswith("snrl.cli") for a in node.names), path
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                assert lines <= 120, f"{path.name}: {node.name} has {lines} lines"
