@@ -322,3 +322,18 @@ def test_html_in_a_metrics_column_name_stays_text(page, server):
     assert page.locator(".plot a[href*='evil'], .plot [style*='evil']").count() == 0
     assert page.locator(".plot .legendtext a, .plot .legendtext b").count() == 0
     assert not [u for u in seen if "evil.invalid" in u], seen
+
+
+def test_the_token_leaves_the_address_and_the_tab_keeps_it(page, server):
+    page.goto(url(server, "#/launch"))
+    expect(page).to_have_url(clean_url(server, "#/launch"))  # out of the address bar
+    expect(page.locator("#f-gamma")).to_be_visible()
+    page.reload()  # a page loaded with the cookie alone holds no token ...
+    assert page.locator('meta[name="snrl-token"]').get_attribute("content") == ""
+    page.fill("#f-gamma", "2")
+    page.locator("#f-gamma").dispatch_event("change")
+    # ... and the tab still sends it: the form's check (a POST) is answered
+    expect(page.locator('[data-field="gamma"] .error')).to_have_text(
+        "error: gamma=2.0 (must be in (0, 1])"
+    )
+    assert TOKEN not in page.content()
