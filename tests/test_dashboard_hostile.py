@@ -437,3 +437,24 @@ def test_the_dashboard_imports_no_cli_and_has_no_long_function():
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 lines = node.end_lineno - node.lineno + 1
                 assert lines <= 120, f"{path.name}: {node.name} has {lines} lines"
+
+
+def test_the_dashboard_itself_imports_nothing_from_runs_dir(root, monkeypatch):
+    # `python -m snrl.cli dashboard .` inside RUNS_DIR puts it first on sys.path ("" and the
+    # directory); serve() takes those entries out while it serves, and puts them back
+    import importlib.util
+    import sys
+
+    from snrl.dashboard import runs_dir_off_sys_path
+
+    (root / "snrl_planted_mod").mkdir()
+    (root / "snrl_planted_mod" / "__init__.py").write_text("raise SystemExit('imported')\n")
+    monkeypatch.chdir(root / "done")
+    monkeypatch.setattr(sys, "path", ["", str(root), str(root / "done"), *sys.path])
+    before = list(sys.path)
+    assert importlib.util.find_spec("snrl_planted_mod") is not None
+    with runs_dir_off_sys_path(root) as removed:
+        assert removed == ["", str(root), str(root / "done")]
+        assert importlib.util.find_spec("snrl_planted_mod") is None
+        assert sys.path == before[3:]
+    assert sys.path == before

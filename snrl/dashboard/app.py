@@ -416,7 +416,7 @@ async def _metrics_events(request: Request, dash: Dashboard, run_id: str, path: 
         t = time.monotonic()
         if t - last_status >= STATUS_EVERY_S:
             last_status = t
-            s = await asyncio.to_thread(dash.index._safe_summary, run_id, time.time(), None)
+            s = await asyncio.to_thread(dash.index.safe_summary, run_id, time.time(), None)
             yield f"event: status\ndata: {json.dumps(_jsonable(s), allow_nan=False)}\n\n"
         await asyncio.sleep(POLL_S)
 

@@ -527,17 +527,17 @@ class RunIndex:
         except OSError:
             names = []
         launched = {n[:-5] for n in names if n.endswith(".json") and NAME_RE.match(n[:-5])}
-        out = [self._safe_summary(r, now, launched) for r in runs]
+        out = [self.safe_summary(r, now, launched) for r in runs]
         # launched runs without a directory: starting, or failed before writing anything
         for name in sorted(launched - set(runs)):
             if self.launch_record(name) is not None:
-                out.append(self._safe_summary(name, now, launched))
+                out.append(self.safe_summary(name, now, launched))
             else:
                 why = f"its launch record {LAUNCH_DIR}/{name}.json cannot be read"
                 out.append({"id": name, "status": "failed", "reason": why, "problem": why})
         return out
 
-    def _safe_summary(self, run_id: str, now: float, launched: set[str] | None) -> dict[str, Any]:
+    def safe_summary(self, run_id: str, now: float, launched: set[str] | None) -> dict[str, Any]:
         """:meth:`summary`, or, when the run's files break it, a row that says so: one
         crafted run folder never takes the list down with it."""
         try:
@@ -550,7 +550,7 @@ class RunIndex:
         """Everything the run view shows, except the metrics rows (the event stream sends
         them): config, files (videos, figures), analysis summary, launch log."""
         d = self.root / run_id
-        info = self._safe_summary(run_id, time.time(), None)
+        info = self.safe_summary(run_id, time.time(), None)
         launch = self.launch_record(run_id)
         info["config"] = self._entry(run_id).config or (launch or {}).get("config", {})
         files = []
