@@ -127,6 +127,30 @@ def test_launch_resume_render_import_nothing_from_runs_dir(root, tmp_path):
     assert json.loads((logs / "evil.json").read_text())["returncode"] == 2
 
 
+def test_children_start_outside_runs_dir(root, monkeypatch):
+    started = []
+
+    class Recorder:
+        def __init__(self, argv, **kwargs):
+            started.append((argv, kwargs))
+            self.pid, self.returncode = 4242, 0
+
+        def poll(self):
+            return 0
+
+    monkeypatch.setattr("snrl.dashboard.launcher.subprocess.Popen", Recorder)
+    with client_of(root, max_runs=3) as c:
+        body = {"algo": "ppo", "name": "n1", "values": {}}
+        assert c.post("/api/launch", json=body, headers=H).status_code == 201
+        assert c.post("/api/run/done/render", json={}, headers=H).status_code == 201
+    assert len(started) == 2
+    for argv, kwargs in started:
+        cwd = os.path.realpath(kwargs["cwd"])
+        assert not (cwd + os.sep).startswith(str(root.resolve()) + os.sep), cwd
+        assert "shell" not in kwargs and kwargs["env"]["PYTHONSAFEPATH"] == "1"
+        assert argv[1] == "-c" and argv[2].startswith("import sys; sys.path[:] = [")
+
+
 def test_child_pythonpath_keeps_the_users_entries_outside_runs_dir(tmp_path, monkeypatch):
     root = tmp_path / "runs"
     (root / "sub").mkdir(parents=True)
@@ -150,6 +174,7 @@ def test_child_pythonpath_keeps_the_users_entries_outside_runs_dir(tmp_path, mon
     env = child_env(root, {"X": "1"}, base={"PYTHONPATH": path, "HOME": "/h"})
     assert env["PYTHONPATH"].split(os.pathsep) == [str(lib), str(here / "rel"), str(tmp_path)]
     assert (env["X"], env["HOME"], env["PYTHONUNBUFFERED"]) == ("1", "/h", "1")
+    assert env["PYTHONSAFEPATH"] == "1"  # nor on the path of a Python a child starts
     # only entries inside RUNS_DIR: no PYTHONPATH at all (an empty one would mean the cwd)
     env = child_env(root, None, base={"PYTHONPATH": f"{root}{os.pathsep}"})
     assert "PYTHONPATH" not in env
