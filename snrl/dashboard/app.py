@@ -3,13 +3,14 @@
 Security model (docs/dashboard.md; the threat model is in docs/reliability.md):
 
 * every request carries the token. The first load of the page passes it as ``?token=``
-  (the URL ``snrl dashboard`` prints); the server answers with a cookie
-  (``HttpOnly; SameSite=Strict``) and a redirect to the clean URL, so the token leaves the
-  address bar and the history. The cookie holds a separate random *read key*: it lets a
-  GET (the page, its files, ``<img>``, ``<video>``, ``EventSource``) through, never a
-  POST. A state-changing request (POST) must send the token itself in the
-  ``X-SNRL-Token`` header, which a plain link or a form of another site cannot set (no
-  CSRF); the page reads it from its own HTML. Secrets are compared with
+  (the URL ``snrl dashboard`` prints); the server answers with the page and a cookie
+  (``HttpOnly; SameSite=Strict``), and the page keeps the token in its tab
+  (``sessionStorage``) and takes it out of the address bar and the history
+  (``history.replaceState``). The cookie holds a separate random *read key*: it lets a GET
+  (the page without the token, its files, ``<img>``, ``<video>``, ``EventSource``)
+  through, never a POST, and no answer to it holds the token. A state-changing request
+  (POST) must send the token itself in the ``X-SNRL-Token`` header, which a plain link or a
+  form of another site cannot set (no CSRF). Secrets are compared with
   :func:`hmac.compare_digest`. (A script may still pass ``?token=`` or the header on a GET.)
 * the page runs under a Content-Security-Policy that allows scripts from the server only
   (no inline script, no eval) and loads nothing from elsewhere (:data:`PAGE_CSP`);
@@ -44,13 +45,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import (
-    FileResponse,
-    JSONResponse,
-    RedirectResponse,
-    Response,
-    StreamingResponse,
-)
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from snrl.dashboard.forms import FORM_ERROR, NAME_RE, algo_classes, schema, validate
@@ -168,9 +163,11 @@ class Dashboard:
         page = (STATIC / "index.html").read_text(encoding="utf-8")
         # the curves take snrl.palette's group colours, as the PNG figures do (one palette)
         palette = html.escape(json.dumps(list(GROUP_COLORS)), quote=True)
-        self.page = page.replace("{{TOKEN}}", html.escape(token, quote=True)).replace(
-            "{{PALETTE}}", palette
-        )
+        page = page.replace("{{PALETTE}}", palette)
+        # the page as a request with the token gets it (the page sends it on POST), and as a
+        # request with the cookie alone gets it (the tab keeps the token it was given)
+        self.page = page.replace("{{TOKEN}}", html.escape(token, quote=True))
+        self.page_read_only = page.replace("{{TOKEN}}", "")
 
     # ------------------------------------------------------------------ checks
     @staticmethod
@@ -220,6 +217,8 @@ class Dashboard:
         parts = PurePosixPath(rel).parts
         if any(p in ("..", ".") or p.startswith(".") for p in parts):
             return _error(403, "path refused (no '..' and no hidden files)")
+        if len(rel) > 1024 or any(len(p.encode("utf-8", "surrogateescape")) > 255 for p in parts):
+            return _error(404, "not found (a name too long for a file system)")
         try:
             path = (self.root / rel).resolve()
         except (OSError, RuntimeError, ValueError):
@@ -278,21 +277,29 @@ def guarded(handler):
 
 
 # ---------------------------------------------------------------------- pages and files
+def _has_token(request: Request) -> bool:
+    """Whether the request passed :meth:`Dashboard.auth` with the token (header or query),
+    not with the cookie alone."""
+    return TOKEN_HEADER in request.headers or "token" in request.query_params
+
+
 async def index(request: Request) -> Response:
+    """The page. Loaded with the token (the address ``snrl dashboard`` prints), it holds the
+    token (its script keeps it in the tab's ``sessionStorage`` and takes it out of the
+    address bar) and sets the read-only cookie; loaded with the cookie alone, it holds no
+    token: whoever holds only the cookie cannot learn the token from the page."""
     dash = _dash(request)
-    name = dash.cookie_name(request)
-    if request.cookies.get(name) != dash.read_key:  # first load (?token= or the header)
-        response: Response = RedirectResponse("/", status_code=303)
-        response.set_cookie(name, dash.read_key, httponly=True, samesite="strict", path="/")
-        response.headers["Cache-Control"] = "no-store"
-        return response
-    if "token" in request.query_params:  # the token leaves the address bar
-        return RedirectResponse("/", status_code=303, headers={"Cache-Control": "no-store"})
-    return Response(
-        dash.page,
+    with_token = _has_token(request)
+    response = Response(
+        dash.page if with_token else dash.page_read_only,
         media_type="text/html",
         headers={"Cache-Control": "no-store", "Content-Security-Policy": PAGE_CSP},
     )
+    if with_token:
+        response.set_cookie(
+            dash.cookie_name(request), dash.read_key, httponly=True, samesite="strict", path="/"
+        )
+    return response
 
 
 async def static(request: Request) -> Response:
@@ -409,7 +416,7 @@ async def _metrics_events(request: Request, dash: Dashboard, run_id: str, path: 
         t = time.monotonic()
         if t - last_status >= STATUS_EVERY_S:
             last_status = t
-            s = await asyncio.to_thread(dash.index._safe_summary, run_id, time.time(), None)
+            s = await asyncio.to_thread(dash.index.safe_summary, run_id, time.time(), None)
             yield f"event: status\ndata: {json.dumps(_jsonable(s), allow_nan=False)}\n\n"
         await asyncio.sleep(POLL_S)
 

@@ -11,7 +11,8 @@ run folder. ``python -c`` puts its working directory first on ``sys.path``; a ru
 named like a module (``RUNS_DIR/json/__init__.py``) would then be imported by every process
 the dashboard starts, and ``env=plain.evilmod:Env`` would import ``RUNS_DIR/plain/evilmod.py``.
 So the child's first statement removes that entry (before any import: ``sys`` is built in),
-and :func:`child_env` rewrites ``PYTHONPATH`` to absolute entries outside RUNS_DIR. Not
+it runs in :data:`CHILD_CWD`, not RUNS_DIR, and :func:`child_env` rewrites ``PYTHONPATH`` to
+absolute entries outside RUNS_DIR and sets ``PYTHONSAFEPATH`` for the Pythons it starts. Not
 ``python -I``: it also drops ``PYTHONPATH`` and the user's site-packages, which a
 development setup (``PYTHONPATH=checkout``, ``pip install --user``) needs to import snrl at
 all; not ``-P``: it needs Python 3.11 and snrl runs on 3.10. Env modules follow the CLI's
@@ -39,7 +40,7 @@ from snrl.dashboard.runs import LAUNCH_DIR, loads_bounded, read_capped
 from snrl.errors import UserError
 from snrl.io import write_json_atomic
 
-__all__ = ["Launcher", "TooManyRuns", "child_env", "snrl_argv"]
+__all__ = ["CHILD_CWD", "Launcher", "TooManyRuns", "child_env", "snrl_argv"]
 
 #: The child's program: the ``snrl`` command (snrl.cli.main), with its working directory
 #: taken off ``sys.path`` first (see above) and SIGINT turned back into
@@ -54,6 +55,13 @@ _CHILD = (
 )
 
 
+#: The working directory of a child: the file system's root, a folder no user writes into,
+#: never RUNS_DIR (a grandchild Python started with ``-c``, as multiprocessing's ``spawn``
+#: starts one, would put its working directory first on its path); every path a child gets
+#: is absolute.
+CHILD_CWD = os.path.abspath(os.sep)
+
+
 def snrl_argv(*args: str) -> list[str]:
     """The argument list of ``snrl ARGS...`` run by this Python (no shell)."""
     return [sys.executable, "-c", _CHILD, *args]
@@ -63,11 +71,13 @@ def child_env(
     root: Path, extra: dict[str, str] | None = None, base: dict[str, str] | None = None
 ) -> dict[str, str]:
     """The environment of a process the dashboard starts: ``base`` (default: the
-    dashboard's own), ``PYTHONUNBUFFERED=1``, ``extra``; its ``PYTHONPATH`` keeps the
+    dashboard's own), ``PYTHONUNBUFFERED=1``, ``PYTHONSAFEPATH=1``, ``extra``; its
+    ``PYTHONPATH`` keeps the
     entries the user set, made absolute (a relative one meant the dashboard's working
     directory, not RUNS_DIR's), without empty ones and without any inside RUNS_DIR."""
     env = dict(os.environ if base is None else base)
     env.setdefault("PYTHONUNBUFFERED", "1")
+    env["PYTHONSAFEPATH"] = "1"  # Python >= 3.11: no working directory on any descendant's path
     env.update(extra or {})
     if "PYTHONPATH" in env:
         inside = str(Path(root).resolve())
@@ -153,7 +163,7 @@ class Launcher:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,
-                cwd=self.root,
+                cwd=CHILD_CWD,
                 start_new_session=True,  # Ctrl-C on the dashboard leaves the runs running
             )
         with self._lock:

@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from snrl.dashboard.forms import NAME_RE
 from snrl.errors import describe
 from snrl.experiments.store import MANIFEST as COMPARE_MANIFEST
 from snrl.training.rundir import ANALYSIS_DIR, MANIFEST
@@ -53,8 +52,10 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "MAX_LINE",
     "MAX_METRICS_READ",
+    "NAME_RE",
     "RUNNING_WINDOW_S",
     "RunIndex",
+    "json_text_depth",
     "loads_bounded",
     "metrics_rows",
     "open_regular",
@@ -82,8 +83,11 @@ MAX_JSON_DEPTH = 64
 MAX_METRICS_READ = 16 * 1024 * 1024
 #: Longest line of metrics.csv taken (header included); a longer one is not a row.
 MAX_LINE = 64 * 1024
+#: A run name the launch form accepts (the run directory RUNS_DIR/<name>), and the name of a
+#: launch record (a file of LAUNCH_DIR).
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
 #: A launch log's name in a launch record (a file of LAUNCH_DIR, nothing else).
-_LOG_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.log$")
+_LOG_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.log\Z")
 
 
 def open_regular(path: Path, root: Path | None = None) -> BinaryIO:
@@ -141,6 +145,29 @@ def _depth(obj: Any) -> int:
             continue
         deepest = max(deepest, d)
         stack.extend((c, d + 1) for c in children if isinstance(c, (dict, list)))
+    return deepest
+
+
+def json_text_depth(text: str) -> int:
+    """How deeply ``[`` and ``{`` nest in JSON-like ``text`` (brackets inside strings do not
+    count); found without parsing, so a value nested too deeply for the parser is measured."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(0, depth - 1)
     return deepest
 
 
@@ -500,14 +527,17 @@ class RunIndex:
         except OSError:
             names = []
         launched = {n[:-5] for n in names if n.endswith(".json") and NAME_RE.match(n[:-5])}
-        out = [self._safe_summary(r, now, launched) for r in runs]
+        out = [self.safe_summary(r, now, launched) for r in runs]
         # launched runs without a directory: starting, or failed before writing anything
         for name in sorted(launched - set(runs)):
             if self.launch_record(name) is not None:
-                out.append(self._safe_summary(name, now, launched))
+                out.append(self.safe_summary(name, now, launched))
+            else:
+                why = f"its launch record {LAUNCH_DIR}/{name}.json cannot be read"
+                out.append({"id": name, "status": "failed", "reason": why, "problem": why})
         return out
 
-    def _safe_summary(self, run_id: str, now: float, launched: set[str] | None) -> dict[str, Any]:
+    def safe_summary(self, run_id: str, now: float, launched: set[str] | None) -> dict[str, Any]:
         """:meth:`summary`, or, when the run's files break it, a row that says so: one
         crafted run folder never takes the list down with it."""
         try:
@@ -520,7 +550,7 @@ class RunIndex:
         """Everything the run view shows, except the metrics rows (the event stream sends
         them): config, files (videos, figures), analysis summary, launch log."""
         d = self.root / run_id
-        info = self._safe_summary(run_id, time.time(), None)
+        info = self.safe_summary(run_id, time.time(), None)
         launch = self.launch_record(run_id)
         info["config"] = self._entry(run_id).config or (launch or {}).get("config", {})
         files = []

@@ -1,11 +1,19 @@
 // snrl dashboard: the page. Hash routes: #/ (runs), #/run/<id>, #/launch, #/compare/<id>.
-// The token comes from the page (the server put it there): state-changing requests (POST)
-// send it in the X-SNRL-Token header. Reads carry the session cookie the first load set
-// (HttpOnly, SameSite=Strict): no URL the page builds holds the token (video, image,
-// EventSource), so none shows in the history, a log or a Referer.
+// State-changing requests (POST) send the token in the X-SNRL-Token header. Reads carry the
+// cookie the first load set (HttpOnly, SameSite=Strict, a read-only key): no URL the page
+// builds holds the token (video, image, EventSource), so none shows in the history, a log
+// or a Referer.
 "use strict";
 
-const TOKEN = document.querySelector('meta[name="snrl-token"]').content;
+// The page holds the token only when it was loaded with it (the address snrl dashboard
+// prints): the tab keeps it (sessionStorage survives a reload, not the tab), and the address
+// bar and the history entry lose it. A page loaded with the cookie alone can read, not act.
+const TOKEN = (() => {
+  const given = document.querySelector('meta[name="snrl-token"]').content;
+  if (given) sessionStorage.setItem("snrl-token", given);
+  if (location.search) history.replaceState(null, "", location.pathname + location.hash);
+  return given || sessionStorage.getItem("snrl-token") || "";
+})();
 const main = document.getElementById("main");
 const banner = document.getElementById("banner");
 let cleanup = [];  // what the current view must stop when the route changes
@@ -13,10 +21,10 @@ let cleanup = [];  // what the current view must stop when the route changes
 function fileUrl(path) { return "/files/" + path.split("/").map(encodeURIComponent).join("/"); }
 // Plotly reads a subset of HTML in trace names and titles (<a href>, <span style>, ...): a
 // metrics column named "<a href=...>" would become a link, a style a fetch. Names are data,
-// so they reach plotly escaped (it shows the entities as the characters).
+// so they reach plotly escaped: with no "<" there is no tag, and plotly shows &amp; &lt; &gt;
+// as the characters (tests/test_dashboard_browser.py).
 function plain(text) {
-  return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;")
-                     .replace(/"/g, "&quot;").replace(/'/g, "&#39;");
+  return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 }
 function el(tag, attrs = {}, ...children) {
   const e = document.createElement(tag);
@@ -31,7 +39,7 @@ function el(tag, attrs = {}, ...children) {
   return e;
 }
 async function api(path, opts = {}) {
-  const headers = { "X-SNRL-Token": TOKEN };
+  const headers = TOKEN ? { "X-SNRL-Token": TOKEN } : {};
   if (opts.body !== undefined) headers["Content-Type"] = "application/json";
   const r = await fetch(path, { method: opts.method || "GET", headers,
                                 body: opts.body === undefined ? undefined : JSON.stringify(opts.body) });
