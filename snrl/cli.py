@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from snrl.agents import ALGOS, load_algo
-from snrl.agents.base import MAX_ENVS, MAX_SEED, MAX_TOTAL_STEPS, check_int
+from snrl.agents.base import MAX_ENVS, MAX_SEED, MAX_THREADS, MAX_TOTAL_STEPS, check_int
 from snrl.config import config_from_dict, config_to_dict, load_config
 from snrl.errors import UserError, first_line
 from snrl.experiments.runner import train_run
-from snrl.io import write_json_atomic
+from snrl.io import load_json, write_json_atomic
 from snrl.networks.factory import BACKBONES, SPIKING
 from snrl.training.checkpoint import load_checkpoint
 from snrl.training.rundir import (
@@ -65,7 +65,7 @@ def _int_in(lo: int, hi: int):
 
 
 SEED = _int_in(0, MAX_SEED)
-THREADS = _int_in(1, 1024)
+THREADS = _int_in(0, MAX_THREADS)  # the config key's range: 0 leaves torch's setting
 EPISODES = _int_in(1, MAX_ENVS)  # one env per episode is built at once
 FPS = _int_in(1, 1000)
 
@@ -186,7 +186,7 @@ def _resume_steps(args: argparse.Namespace) -> int | None:
     if not Path(args.out).is_dir():
         return steps  # train_run says what is missing
     try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
+        saved = load_json(path.read_text(encoding="utf-8"))
         algo = saved.pop("algo")
         cls = ALGOS[algo].Config
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -495,7 +495,9 @@ def cmd_serve_env(args: argparse.Namespace) -> int:
     kwargs: dict[str, Any] = {}
     if args.env_kwargs is not None:
         try:
-            kwargs = json.loads(args.env_kwargs)
+            kwargs = load_json(args.env_kwargs, what="--env-kwargs")
+        except UserError:
+            raise
         except ValueError as e:
             raise UserError(f"--env-kwargs is not JSON: {e} (pass a JSON object)") from None
         if not isinstance(kwargs, dict):
@@ -604,8 +606,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads",
         type=THREADS,
         default=None,
-        help="torch threads while training (config key threads; default: 1 up to 512 "
-        "neurons per layer, torch's own count above)",
+        help="torch threads while training (config key threads; 0: torch's own setting; "
+        "default: 1 up to 512 neurons per layer, torch's own count above)",
     )
     t.add_argument("--quiet", action="store_true", help="no progress bar or progress lines")
     t.set_defaults(func=cmd_train)

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from snrl.config import check_host
 from snrl.errors import UserError
 
 __all__ = ["LOOPBACK", "create_app", "require_extra", "serve"]
@@ -59,8 +60,9 @@ def serve(
     (default stdout); warns on stderr when ``host`` is not a loopback address.
 
     Raises:
-        UserError: RUNS_DIR missing, the extra missing, a bad token or port.
+        UserError: RUNS_DIR missing, the extra missing, a bad token, host or port.
     """
+    check_host(host)
     out = out or sys.stdout
     root = Path(runs_dir)
     if not root.is_dir():

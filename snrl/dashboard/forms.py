@@ -29,7 +29,7 @@ __all__ = ["FORM_ERROR", "NAME_RE", "algo_classes", "schema", "validate"]
 #: The key of an error that names no field.
 FORM_ERROR = "_form"
 #: A run name the form accepts (the run directory RUNS_DIR/<name>).
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
 #: Most ``--set`` items one launch passes, and the longest value.
 MAX_ITEMS = 200
 MAX_VALUE_CHARS = 64 * 1024
