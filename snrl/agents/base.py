@@ -37,7 +37,13 @@ from snrl.config import (
     unknown_key_error,
 )
 from snrl.envs import check_spaces, make_env, make_vector_env
-from snrl.envs.make import check_env_id_trusted, env_factory, env_name, is_env_object
+from snrl.envs.make import (
+    check_env_id_trusted,
+    check_env_kwargs,
+    env_factory,
+    env_name,
+    is_env_object,
+)
 from snrl.envs.spaces import ObsFlattener
 from snrl.envs.timing import env_time_step
 from snrl.envs.trials import TrialTracker
@@ -419,6 +425,7 @@ class AgentConfig:
             self.max_episode_steps is None or self.max_episode_steps >= 1,
             f"max_episode_steps={self.max_episode_steps} (must be an integer >= 1, or none)",
         )
+        check_env_kwargs(self.env_kwargs)
         check(
             self.threads is None or 0 <= self.threads <= MAX_THREADS,
             f"threads={self.threads} (an integer in [1, {MAX_THREADS}], 0 for torch's own "

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from snrl.config import check_host
 from snrl.errors import UserError
 
 __all__ = ["LOOPBACK", "create_app", "require_extra", "runs_dir_off_sys_path", "serve"]
@@ -86,8 +87,9 @@ def serve(
     (default stdout); warns on stderr when ``host`` is not a loopback address.
 
     Raises:
-        UserError: RUNS_DIR missing, the extra missing, a bad token or port.
+        UserError: RUNS_DIR missing, the extra missing, a bad token, host or port.
     """
+    check_host(host)
     out = out or sys.stdout
     root = Path(runs_dir)
     if not root.is_dir():

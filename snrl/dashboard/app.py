@@ -618,7 +618,7 @@ def create_app(runs_dir: str | os.PathLike, *, token: str, max_runs: int = 2) ->
     return app
 
 
-_TOKEN_RE = re.compile(r"^[A-Za-z0-9._~-]{16,256}$")
+_TOKEN_RE = re.compile(r"^[A-Za-z0-9._~-]{16,256}\Z")
 
 
 def check_token(token: str) -> str:
