@@ -537,9 +537,8 @@ def check_values(cfg: Any) -> None:
     an int field (``seed=1.5``), a non-finite float anywhere (``nan``, ``inf``, also inside
     tuples, dicts and the lessons of a curriculum) and an integer beyond ``±MAX_INT`` (also
     there) are refused, as is a value nested deeper than :data:`~snrl.io.MAX_DEPTH` levels.
-    An int is accepted
-    where a float is expected. Strings are parsed only by :func:`load_config` (``--set``,
-    TOML), never here.
+    An int is accepted where a float is expected. Strings are parsed only by
+    :func:`load_config` (``--set``, TOML), never here.
 
     Raises:
         UserError: Naming the field, the value, its type and what is expected.
