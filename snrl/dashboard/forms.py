@@ -23,8 +23,9 @@ from typing import Any
 
 # _type_name and _jsonable: the CLI's words for a type and config.json's form of a value
 from snrl.config import _jsonable, _type_name, field_docs, load_config
-from snrl.dashboard.runs import MAX_JSON_DEPTH, NAME_RE, json_text_depth
+from snrl.dashboard.runs import MAX_JSON_DEPTH, NAME_RE
 from snrl.errors import error_message
+from snrl.io import json_depth
 
 __all__ = ["FORM_ERROR", "NAME_RE", "algo_classes", "schema", "validate"]
 
@@ -182,7 +183,7 @@ def validate(algo: str, values: Mapping[str, Any]) -> tuple[Any | None, list[str
         if "\x00" in value:
             errors[str(key)] = "value holds a NUL character (remove it)"
             continue
-        if json_text_depth(value) > MAX_JSON_DEPTH:
+        if json_depth(value, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
             errors[str(key)] = f"value nested deeper than {MAX_JSON_DEPTH} levels (flatten it)"
             continue
         items[str(key)] = f"{key}={value}"

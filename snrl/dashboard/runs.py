@@ -31,7 +31,6 @@ instead of breaking the list.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -44,6 +43,7 @@ from typing import Any, BinaryIO
 
 from snrl.errors import describe
 from snrl.experiments.store import MANIFEST as COMPARE_MANIFEST
+from snrl.io import MAX_DEPTH, load_json
 from snrl.training.rundir import ANALYSIS_DIR, MANIFEST
 
 __all__ = [
@@ -55,7 +55,6 @@ __all__ = [
     "NAME_RE",
     "RUNNING_WINDOW_S",
     "RunIndex",
-    "json_text_depth",
     "loads_bounded",
     "metrics_rows",
     "open_regular",
@@ -76,7 +75,7 @@ VIDEO_EXTS = (".mp4", ".gif")
 MAX_JSON_BYTES = 4 * 1024 * 1024
 #: Deepest nesting of JSON arrays and objects the dashboard accepts, in a file or a request
 #: body (snrl's own files nest a few levels; Python's parser fails near 1,000).
-MAX_JSON_DEPTH = 64
+MAX_JSON_DEPTH = MAX_DEPTH
 #: Most bytes of metrics.csv read at one look: a longer file (or a longer appended part) is
 #: read from its last MAX_METRICS_READ bytes on (its newest rows), so a huge or sparse file
 #: costs a bounded time and memory.
@@ -132,58 +131,14 @@ def read_capped(path: Path, root: Path | None = None, limit: int = MAX_JSON_BYTE
     return data
 
 
-def _depth(obj: Any) -> int:
-    """How deeply lists and dicts nest in ``obj`` (0 for a scalar); iterative."""
-    deepest, stack = 0, [(obj, 1)]
-    while stack:
-        node, d = stack.pop()
-        if isinstance(node, dict):
-            children = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
-            continue
-        deepest = max(deepest, d)
-        stack.extend((c, d + 1) for c in children if isinstance(c, (dict, list)))
-    return deepest
-
-
-def json_text_depth(text: str) -> int:
-    """How deeply ``[`` and ``{`` nest in JSON-like ``text`` (brackets inside strings do not
-    count); found without parsing, so a value nested too deeply for the parser is measured."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "]}":
-            depth = max(0, depth - 1)
-    return deepest
-
-
 def loads_bounded(data: str | bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """``json.loads`` that refuses arrays and objects nested deeper than ``max_depth``.
+    """``json.loads`` that refuses arrays and objects nested deeper than ``max_depth``
+    (snrl's one rule for JSON from outside: :func:`snrl.io.load_json`).
 
     Raises:
-        ValueError: Not JSON, or nested too deeply (the parser's own RecursionError included).
+        ValueError: Not JSON, not UTF-8, or nested too deeply.
     """
-    try:
-        obj = json.loads(data)
-    except RecursionError:
-        raise ValueError(f"JSON nested deeper than {max_depth} levels") from None
-    if _depth(obj) > max_depth:
-        raise ValueError(f"JSON nested deeper than {max_depth} levels")
-    return obj
+    return load_json(data, what="JSON", max_depth=max_depth)
 
 
 def _num(cell: str) -> float | None:
