@@ -193,3 +193,13 @@ def test_demo_writes_everything_and_can_run_again(tmp_path):
     (other / "notes.txt").write_text("keep me")
     assert_user_error(snrl("demo", "--out", other), "not an snrl run directory")
     assert (other / "notes.txt").read_text() == "keep me"
+
+
+def test_a_bad_flag_value_names_the_flag(tmp_path, capsys):
+    """Flags are typed values merged with the file and --set; a value the config refuses
+    names the flag it came from, and nothing is written."""
+    res = snrl_inproc(capsys, "train", "--env-kwargs", "[1, 2]", "--out", tmp_path / "r")
+    assert_user_error(res, "bad value '[1, 2]' for config key 'env_kwargs' in --env-kwargs")
+    res = snrl_inproc(capsys, "train", "--hidden", "0", "--out", tmp_path / "r")
+    assert_user_error(res, "hidden_size")
+    assert not (tmp_path / "r").exists()

@@ -132,8 +132,8 @@ def make_case(rng: random.Random, i: int, folder: Path) -> list[str]:
 @pytest.fixture
 def no_training(monkeypatch):
     """Replace training by the checks that run before anything is allocated."""
-    from snrl.cli import commands as cli
     from snrl.agents.base import _available_device
+    from snrl.cli import commands as cli
 
     seen: list[object] = []
 

@@ -29,12 +29,11 @@ from snrl.agents.curriculum import Curriculum, CurriculumProgress, check_lesson_
 from snrl.agents.evaluation import evaluate_agent, record_trajectory
 from snrl.config import (
     NEURON_DEFAULTS,
-    RENAMED_KEYS,
+    Layer,
     check_values,
     config_from_dict,
     config_to_dict,
     override,
-    unknown_key_error,
 )
 from snrl.envs import check_spaces, make_env, make_vector_env
 from snrl.envs.make import check_env_id_trusted, env_factory, env_name, is_env_object
@@ -54,7 +53,7 @@ from snrl.training.checkpoint import (
 from snrl.training.rundir import continue_run_dir
 from snrl.training.runlog import RunLogger
 from snrl.trajectory import Trajectory
-from snrl.zoo import tuned_overrides
+from snrl.zoo import configure
 
 log = logging.getLogger("snrl")
 
@@ -78,7 +77,6 @@ MAX_ASYNC_ENVS = 256
 MAX_TOTAL_STEPS = 10**12
 #: Neuron steps per env step of a spiking backbone (``substeps``).
 MAX_SUBSTEPS = 1000
-MAX_SIM_STEPS = MAX_SUBSTEPS  # the old name
 #: Share of this machine's physical memory that the estimated buffers and networks may take.
 MEMORY_FRACTION = 0.8
 
@@ -455,12 +453,6 @@ class AgentConfig:
             )
 
     @property
-    def sim_steps(self) -> int:
-        """Deprecated name of :attr:`substeps`."""
-        warnings.warn("config.sim_steps is deprecated: use config.substeps", DeprecationWarning, 2)
-        return self.substeps
-
-    @property
     def neuron_dt(self) -> float:
         """The neuron time step in seconds: ``dt``, or 1 ms while ``dt`` is unresolved."""
         return NEURON_DEFAULTS["dt"] if self.dt is None else float(self.dt)
@@ -472,12 +464,6 @@ class AgentConfig:
             return self
         dt = NEURON_DEFAULTS["dt"] if task_dt is None else task_dt / self.substeps
         return dataclasses.replace(self, dt=dt)
-
-    @property
-    def env_id(self) -> str:
-        """Deprecated name of :attr:`env`."""
-        warnings.warn("config.env_id is deprecated: use config.env", DeprecationWarning, 2)
-        return self.env
 
     def build_backbone(self, input_size: int, output_size: int, *, seed: int) -> nn.Module:
         """The backbone these fields describe (:func:`snrl.build_backbone`)."""
@@ -568,15 +554,6 @@ class Algorithm:
             )
         for key, module in (modules or {}).items():
             _check_protocol(key, module)
-        cfg = config or self.Config()
-        for old, new in RENAMED_KEYS.items():
-            if old in overrides:
-                warnings.warn(
-                    f"snrl.{name}({old}=...) is deprecated: use {new}=...",
-                    DeprecationWarning,
-                    stacklevel=3,
-                )
-                overrides.setdefault(new, overrides.pop(old))
         if is_env_object(env):
             self._env_source = env
             forced = _env_count(env)
@@ -593,17 +570,23 @@ class Algorithm:
             overrides["env"] = env
         if isinstance(overrides.get("curriculum"), (list, tuple)):  # lessons as dicts
             overrides["curriculum"] = Curriculum(overrides["curriculum"])
-        if config is None and not any(m is not None for m in (modules or {}).values()):
-            # snrl/zoo: the tuned settings of this env and backbone under the keywords given
-            # (a config object, a saved run or a custom backbone: used as given)
-            overrides, entry = tuned_overrides(self.Config, self.algo_name, overrides)
-            if entry is not None:
-                log.info("snrl.%s: tuned settings %s", name, overrides["tuned_from"])
-        valid = [f.name for f in dataclasses.fields(self.Config) if f.init]
-        for key in overrides:
-            if key not in valid:
-                raise unknown_key_error(key, valid, f"snrl.{name}(...)", what=f"{name} option")
-        self.config = cfg = dataclasses.replace(cfg, **overrides)  # __post_init__ validates
+        # the one config path (snrl.zoo.configure, as `snrl train`): the tuned settings of this
+        # env and backbone under the keywords; a config object, a saved run or a custom
+        # backbone is used as given
+        layers = [Layer.of(f"snrl.{name}(...)", overrides, typed=True, what=f"{name} option")]
+        if config is not None:
+            given = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.init}
+            layers.insert(0, Layer.of("config=", given, typed=True))
+        custom = any(m is not None for m in (modules or {}).values())
+        cfg, entry, skipped = configure(
+            self.Config, self.algo_name, layers, tuned=config is None and not custom
+        )
+        if entry is not None:
+            log.info("snrl.%s: tuned settings %s", name, cfg.tuned_from)
+        if skipped:
+            msg = f"tuned settings {entry.source}: not applied {'; '.join(skipped)}"
+            warnings.warn(msg, stacklevel=3)
+        self.config = cfg
         self.device = _available_device(cfg.device)
         source = self._env_source
         if isinstance(source, gym.vector.VectorEnv):
