@@ -9,7 +9,7 @@ from torch import nn
 
 from snrl.config import NEURON_DEFAULTS
 from snrl.errors import UserError
-from snrl.networks._args import MISSING, layer_widths, renamed
+from snrl.networks._args import layer_widths
 from snrl.networks.ann import ACTIVATIONS, GRU, LSTM, MLP
 from snrl.networks.encoders import EncodedBackbone, PopulationEncoder
 from snrl.networks.spiking import NEURONS, SpikingBackbone
@@ -35,7 +35,6 @@ def build_backbone(
     activation: str = "tanh",
     seed: int | None = None,
     layer_kwargs: dict[str, Any] | None = None,
-    sim_steps: int = MISSING,
 ) -> nn.Module:
     """Build a backbone that follows the recurrent protocol.
 
@@ -58,10 +57,7 @@ def build_backbone(
             backbones ignore it).
         seed: seeds the layers' own generators.
         layer_kwargs: extra keyword arguments for every spiking layer (tau_m, dt, hh_init, ...).
-
-    Deprecated (one release, with a ``DeprecationWarning``): ``sim_steps=`` for ``substeps=``.
     """
-    substeps = renamed("sim_steps", sim_steps, "substeps", substeps, "build_backbone", 1)
     if name not in BACKBONES:
         raise UserError(f"unknown backbone {name!r} (choose one of {', '.join(BACKBONES)})")
     if activation not in ACTIVATIONS:
