@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -115,11 +114,7 @@ class Trajectory:
         frames: uint8 (T + 1, H, W, 3) RGB frames, ``frames[0]`` after reset and
             ``frames[t + 1]`` after step t; or ``None`` (the renderer can re-simulate them).
         activity: the policy backbone's per-step :class:`~snrl.networks.Activity`, every
-            array (T, N) (tensors are converted to numpy). Deprecated for one release: a
-            mapping ``"<layer>.<field>" -> (T, N)`` (``"lif0.spikes"``, ``"mlp0.h"``), with
-            ``layers`` describing its layers.
-        layers: only with a deprecated flat ``activity`` mapping: the layers' ``LayerInfo``
-            (or plain dicts, see :func:`layer_dicts`). An ``Activity`` carries its own.
+            array (T, N) (tensors are converted to numpy); None: no activity.
         policy: ``name -> (T, K)`` per-step policy outputs: ``"probs"`` (Discrete action
             probabilities), ``"q_values"`` (DQN), ``"mean"``/``"std"`` (Box),
             ``"logit_noise"`` (the exploration offsets of a Discrete ``use_sde`` policy acting
@@ -148,20 +143,14 @@ class Trajectory:
         env: str = "",
         seed: int | None = None,
         frames: Any | None = None,
-        activity: Activity | Mapping[str, Any] | None = None,
-        layers: Sequence[Any] | None = None,
+        activity: Activity | None = None,
         policy: Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
-        env_id: str | None = None,
         task: Mapping[str, Any] | None = None,
         trials: Sequence[Mapping[str, Any]] | None = None,
         dt: float | None = None,
         substeps: int = 1,
     ) -> None:
-        if env_id is not None:  # the name of snrl 0.1
-            msg = "Trajectory(env_id=...) is deprecated: use env=..."
-            warnings.warn(msg, DeprecationWarning, 2)
-            env = env_id
         self.observations = as_numpy(observations)
         self.actions = as_numpy(actions)
         self.rewards = as_numpy(rewards).astype(np.float64, copy=False)
@@ -170,23 +159,12 @@ class Trajectory:
         self.env = str(env)
         self.seed = None if seed is None else int(seed)
         self.frames = None if frames is None else as_numpy(frames)
-        if isinstance(activity, Activity):
-            if layers:
-                raise UserError(
-                    "layers= goes with a flat activity mapping only (an Activity carries "
-                    "its layers' description; drop layers=)"
-                )
-            self.activity = activity.to_numpy()
-        else:
-            if activity:
-                warnings.warn(
-                    "Trajectory(activity={'<layer>.<field>': ...}) is deprecated and will be "
-                    "removed in the next release; pass a snrl.networks.Activity",
-                    DeprecationWarning,
-                    stacklevel=2,
-                )
-            flat = {str(k): as_numpy(v) for k, v in (activity or {}).items()}
-            self.activity = Activity.from_flat(flat, layer_dicts(layers)).to_numpy()
+        if activity is not None and not isinstance(activity, Activity):
+            raise UserError(
+                f"activity= is a {type(activity).__name__}; pass a snrl.Activity (a mapping "
+                "'<layer>.<field>' -> array converts with Activity.from_flat(mapping, layers))"
+            )
+        self.activity = (Activity.from_flat({}, []) if activity is None else activity).to_numpy()
         policy_arrays = {str(k): as_numpy(v) for k, v in (policy or {}).items()}
         self.policy = {k: v[:, None] if v.ndim == 1 else v for k, v in policy_arrays.items()}
         self.meta = dict(meta or {})
@@ -314,12 +292,6 @@ class Trajectory:
             if layer["name"] == name:
                 return layer
         return None
-
-    @property
-    def env_id(self) -> str:
-        """Deprecated name of :attr:`env`."""
-        warnings.warn("Trajectory.env_id is deprecated: use .env", DeprecationWarning, stacklevel=2)
-        return self.env
 
     def replace(self, **changes: Any) -> Trajectory:
         """A new trajectory with some fields replaced (arrays are shared, not copied)."""

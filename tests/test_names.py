@@ -1,5 +1,5 @@
-"""One name per idea: the spellings of snrl 0.1 still work for one release, with a
-DeprecationWarning, and mean the same as the new names."""
+"""One name per idea: the spellings of snrl 0.1 are gone from the API (0.1 was never
+published; CHANGELOG.md), while run files written by 0.1 are still read."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import pytest
 import snrl
 from snrl.config import config_from_dict, load_config
 from snrl.errors import UserError
-from snrl.networks.spiking import SpikingBackbone
 
 TINY = dict(backbone="mlp", hidden_size=8, n_envs=1, seed=0)
 
@@ -41,16 +40,7 @@ def test_a_saved_run_of_snrl_0_1_is_read_and_a_toml_file_is_not(tmp_path):
     assert json.loads(json.dumps(snrl.config.config_to_dict(snrl.PPOConfig())))["env"]
 
 
-def test_old_backbone_keywords_build_the_same_network():
-    with pytest.warns(DeprecationWarning):
-        old = SpikingBackbone(3, None, 2, hidden_sizes=[5, 4], neuron="alif", seed=1)
-    new = SpikingBackbone(3, [5, 4], 2, backbone="alif", seed=1)
-    assert old.backbone == new.backbone == "alif"
-    for (ka, a), (kb, b) in zip(old.state_dict().items(), new.state_dict().items()):
-        assert ka == kb and np.array_equal(a.numpy(), b.numpy())
-
-
-def test_trajectory_env_id_keyword_and_attribute():
+def test_trajectory_takes_env_only():
     kw = dict(
         observations=np.zeros((2, 1)),
         actions=np.zeros(2),
@@ -58,11 +48,10 @@ def test_trajectory_env_id_keyword_and_attribute():
         terminated=np.zeros(2, bool),
         truncated=np.zeros(2, bool),
     )
-    with pytest.warns(DeprecationWarning, match="use env="):
-        t = snrl.Trajectory(env_id="CartPole-v1", **kw)
-    assert t.env == "CartPole-v1"
-    with pytest.warns(DeprecationWarning, match="use .env"):
-        assert t.env_id == "CartPole-v1"
+    assert snrl.Trajectory(env="CartPole-v1", **kw).env == "CartPole-v1"
+    with pytest.raises(TypeError, match="env_id"):
+        snrl.Trajectory(env_id="CartPole-v1", **kw)
+    assert not hasattr(snrl.Trajectory(**kw), "env_id")
 
 
 @pytest.mark.parametrize("algo_cls", [snrl.PPO, snrl.DQN])
@@ -133,3 +122,18 @@ def test_snrl_load_picks_the_algorithm_of_the_checkpoint(tmp_path):
         algo.save(tmp_path / f"{cls.algo_name}.pt")
         back = snrl.load(tmp_path / f"{cls.algo_name}.pt")
         assert type(back) is cls and back.config == algo.config
+
+
+def test_one_version_number():
+    """snrl.__version__ is the version pyproject.toml declares (0.2.0: CHANGELOG.md)."""
+    import sys
+    from pathlib import Path
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    root = Path(__file__).resolve().parents[1]
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert snrl.__version__ == project["version"]
+    assert f"## {snrl.__version__}" in (root / "CHANGELOG.md").read_text(encoding="utf-8")

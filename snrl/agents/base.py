@@ -298,7 +298,7 @@ class AgentConfig:
     the other backbones ignore it."""
     substeps: int = 1
     """Neuron steps per env step (spiking backbones; ANN backbones ignore it): each
-    observation is held for ``substeps`` steps of ``dt``. Old name: ``sim_steps``."""
+    observation is held for ``substeps`` steps of ``dt``."""
     rate_reg: float = 0.0
     """Firing-rate regularization: adds ``rate_reg`` times the mean over the acting network's
     spiking neurons of ``(r_j - clip(r_j, *rate_range))**2`` to the loss, ``r_j`` the
