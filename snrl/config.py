@@ -40,7 +40,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from snrl.errors import UserError
+from snrl.errors import MIGRATING, MigrationError, UserError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -48,6 +48,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 __all__ = [
+    "FOREIGN_OPTIONS",
     "MAX_INT",
     "SAVED_KEY_RENAMES",
     "Layer",
@@ -220,10 +221,36 @@ def _fields(cls: type) -> tuple[dict[str, dataclasses.Field], dict[str, Any]]:
     return fields, hints
 
 
+#: Option names of Stable-Baselines3 and huskarl-style DQNs that snrl spells otherwise, and
+#: what to write instead (the error of such an unknown key says it; docs/migrating.md).
+FOREIGN_OPTIONS: Mapping[str, str] = types.MappingProxyType(
+    {
+        "policy_kwargs": "Stable-Baselines3's policy_kwargs are options here: backbone=, "
+        "hidden_size=, n_layers=, activation= (or policy=/critic= modules)",
+        "learning_rate": "Stable-Baselines3's learning_rate is lr",
+        "total_timesteps": "Stable-Baselines3's total_timesteps is total_steps",
+        "clip_range": "Stable-Baselines3's clip_range is clip_coef",
+        "verbose": "snrl prints a progress bar (learn(progress=False) for silence)",
+        "tensorboard_log": "metrics go to metrics.csv of the run directory (run_dir=)",
+        "exploration_fraction": "exploration is eps_start, eps_end, eps_decay_steps",
+        "exploration_initial_eps": "Stable-Baselines3's exploration_initial_eps is eps_start",
+        "exploration_final_eps": "Stable-Baselines3's exploration_final_eps is eps_end",
+        "actions": "the actions come from the env's action space (pass the env first)",
+        "nsteps": "huskarl's nsteps is n_step",
+        "memsize": "huskarl's memsize is buffer_size",
+        "target_update": "the target network follows target_update_interval (or tau)",
+        "enable_double_dqn": "double Q-learning is double=True (the default)",
+        "enable_dueling_network": 'a dueling head is dueling="avg" (or "max", "naive")',
+    }
+)
+
+
 def unknown_key_error(
     key: str, valid: Iterable[str], source: str, *, what: str = "config key"
 ) -> UserError:
-    """The error for an unknown ``key`` among ``valid`` names, with a "did you mean" hint.
+    """The error for an unknown ``key`` among ``valid`` names, with a "did you mean" hint, or
+    with snrl's name when ``key`` is another library's (:data:`FOREIGN_OPTIONS`: then a
+    :class:`~snrl.errors.MigrationError` pointing to docs/migrating.md).
 
     Args:
         key: The name the user wrote.
@@ -232,6 +259,10 @@ def unknown_key_error(
         what: What a key is called in the message.
     """
     valid = sorted(valid)
+    if key in FOREIGN_OPTIONS:
+        return MigrationError(
+            f"unknown {what} {key!r} in {source} ({FOREIGN_OPTIONS[key]}; see {MIGRATING})"
+        )
     close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.6)
     hint = f"did you mean {close[0]!r}? " if close else ""
     return UserError(f"unknown {what} {key!r} in {source} ({hint}valid keys: {', '.join(valid)})")

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from snrl.errors import UserError
+from snrl.errors import UserError, explain_foreign_calls
 from snrl.io import atomic_open
 from snrl.networks.activity import KINDS, Activity, as_numpy
 
@@ -132,6 +132,13 @@ class Trajectory:
             ``meta`` is not JSON-able.
     """
 
+    @explain_foreign_calls(
+        "snrl.Trajectory(...)",
+        {},
+        default="snrl.Trajectory is one recorded episode as arrays (observations=, actions=, "
+        "rewards=, terminated=, truncated=, keywords only), not NeuroTorch's list of "
+        "Experience; record one with algo.rollout(seed=0, record=True)",
+    )
     def __init__(
         self,
         *,

@@ -40,7 +40,7 @@ from snrl.envs.make import check_env_id_trusted, env_factory, env_name, is_env_o
 from snrl.envs.spaces import ObsFlattener
 from snrl.envs.timing import env_time_step
 from snrl.envs.trials import TrialTracker
-from snrl.errors import NonFiniteError, UserError, first_line
+from snrl.errors import NonFiniteError, UserError, explain_foreign_calls, first_line
 from snrl.layers.base import cached_weights
 from snrl.networks.ann import ACTIVATIONS
 from snrl.networks.factory import BACKBONES, ENCODERS, SPIKING, build_backbone
@@ -491,6 +491,32 @@ class AgentConfig:
         )
 
 
+#: ``learn()`` keywords of Stable-Baselines3 and what snrl does instead (docs/migrating.md).
+_FOREIGN_LEARN_KEYWORDS = {
+    "total_timesteps": "Stable-Baselines3's learn(total_timesteps=N) is learn(total_steps=N)",
+    "log_interval": "snrl writes one metrics row per update (metrics.csv of run_dir=)",
+    "tb_log_name": "metrics go to metrics.csv of the run directory (run_dir= of the algorithm)",
+    "reset_num_timesteps": "learn() continues from algo.env_step; a new run is a new algorithm",
+    "progress_bar": "learn(progress=True/False)",
+}
+
+
+def _foreign_algo_arguments(args: tuple[Any, ...]) -> str | None:
+    """What snrl.PPO/DQN make of positional arguments written for another library."""
+    if len(args) >= 2 and isinstance(args[0], str) and args[0].endswith("Policy"):
+        return (
+            f"Stable-Baselines3's PPO({args[0]!r}, env) is snrl.PPO(env, backbone=...): the env "
+            "comes first, the network is backbone=/hidden_size= or policy=/critic= modules"
+        )
+    if any(isinstance(a, nn.Module) for a in args):
+        return (
+            "a network is not a positional argument: the env is the one positional argument "
+            "and your network a keyword, snrl.DQN(env, policy=q_network) (not a huskarl-style "
+            "DQN(model, ...) or DQN(env, model))"
+        )
+    return None
+
+
 class Algorithm:
     """Base of :class:`snrl.PPO` and :class:`snrl.DQN`."""
 
@@ -509,6 +535,16 @@ class Algorithm:
     """Where the run is in its curriculum (None: it has none)."""
     wall_time: float = 0.0
     """Seconds of training so far (over every ``learn`` call and resume)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Each algorithm's constructor explains a call written for another library
+        (Stable-Baselines3's ``PPO("MlpPolicy", env)``, a huskarl-style ``DQN(env, model)``):
+        docs/migrating.md."""
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            owner = f"snrl.{cls.algo_name.upper()}(...)"
+            explain = explain_foreign_calls(owner, {}, positional=_foreign_algo_arguments)
+            cls.__init__ = explain(cls.__dict__["__init__"])  # type: ignore[method-assign]
 
     @staticmethod
     @contextlib.contextmanager
@@ -654,6 +690,7 @@ class Algorithm:
             yield
 
     # ---- the public surface ----------------------------------------------------------------
+    @explain_foreign_calls("learn(...)", _FOREIGN_LEARN_KEYWORDS)
     def learn(self, total_steps: int | None = None, *, progress: bool = True) -> dict[str, list]:
         """Train until ``total_steps`` env steps (default ``config.total_steps``).
 
