@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
 import math
 import os
 import pathlib
@@ -41,6 +40,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from snrl.errors import MIGRATING, MigrationError, UserError
+from snrl.io import MAX_DEPTH, check_depth, check_json_depth, load_json
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -53,6 +53,7 @@ __all__ = [
     "SAVED_KEY_RENAMES",
     "Layer",
     "build",
+    "check_host",
     "check_values",
     "config_from_dict",
     "config_to_dict",
@@ -132,8 +133,10 @@ def _convert(tp: Any, value: Any, from_string: bool) -> Any:
     if origin is dict or tp is dict:  # env_kwargs: a TOML table, a dict, or JSON text
         if isinstance(value, str):
             try:
-                value = json.loads(value) if value.strip() else {}
-            except json.JSONDecodeError:
+                value = load_json(value) if value.strip() else {}
+            except UserError:  # nested too deeply: its own message
+                raise
+            except ValueError:
                 raise _BadValue from None
         if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
             return dict(value)
@@ -312,10 +315,16 @@ def file_layer(toml_path: str | os.PathLike | None) -> Layer:
         raise UserError(f"config file {path} is a directory (pass a .toml file)") from None
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"config file {path} is not valid TOML: {e} (fix the file)") from None
+    except RecursionError:  # tomllib recurses into nested arrays and inline tables
+        raise UserError(
+            f"config file {path} nests more than {MAX_DEPTH} levels of tables and arrays "
+            "(write a flatter file)"
+        ) from None
     except UnicodeDecodeError as e:
         raise UserError(
             f"config file {path} is not UTF-8 text (byte {e.start}: {e.reason}; save it as UTF-8)"
         ) from None
+    check_depth(data, what=f"config file {path}")
     return Layer.of(str(path), data)
 
 
@@ -340,10 +349,15 @@ def merge(cls: type, layers: Iterable[Layer]) -> dict[str, Any]:
         for key, value in layer.items:
             if key not in fields:
                 raise unknown_key_error(key, fields, layer.source, what=layer.what)
-            if layer.typed:
+            if layer.typed:  # checked by the config's own validation (check_values)
                 values[key] = value
                 continue
             tp = hints.get(key, Any)
+            what = f"config key {key!r} in {layer.source}"
+            if isinstance(value, str):  # JSON text (env_kwargs, curriculum), checked first
+                check_json_depth(value, what=what)
+            else:
+                check_depth(value, what=what)
             try:
                 values[key] = _convert(tp, value, False)
             except _BadValue:
@@ -584,20 +598,25 @@ def _fits(tp: Any, value: Any) -> bool:
     return True  # an annotation we do not interpret
 
 
-def _bad_number(value: Any) -> str | None:
-    """Why a number (anywhere inside ``value``) cannot be used and the fix, or None."""
+def _bad_number(value: Any, where: str) -> str | None:
+    """Why a number anywhere inside ``value`` (whose name is ``where``) cannot be used, as
+    ``"<where>[i].key=<number> <why> (<fix>)"``, or None. ``value`` nests at most
+    :data:`~snrl.io.MAX_DEPTH` levels (checked first)."""
     if isinstance(value, (bool, np.bool_, str)):
         return None
     if isinstance(value, (int, np.integer)):
         ok = abs(int(value)) <= MAX_INT
-        return None if ok else "is beyond ±2**53 (pass a smaller integer)"
+        return None if ok else f"{where}={value!r} is beyond ±2**53 (pass a smaller integer)"
     if isinstance(value, (float, np.floating)):
-        return None if math.isfinite(value) else "is not finite (pass a finite number)"
+        ok = math.isfinite(value)
+        return None if ok else f"{where}={value!r} is not finite (pass a finite number)"
     if isinstance(value, (tuple, list)):
-        return next((r for r in map(_bad_number, value) if r), None)
-    if isinstance(value, dict):
-        return next((r for r in map(_bad_number, value.values()) if r), None)
-    return None
+        items = ((f"{where}[{i}]", v) for i, v in enumerate(value))
+    elif isinstance(value, dict):
+        items = ((f"{where}.{k}", v) for k, v in value.items())
+    else:
+        return None
+    return next((r for r in (_bad_number(v, w) for w, v in items) if r), None)
 
 
 def check_values(cfg: Any) -> None:
@@ -606,9 +625,10 @@ def check_values(cfg: Any) -> None:
     The one type check of a config, called by its ``__post_init__``: a ``str`` for a
     ``bool`` field (``force_dale_law="no"``) or a number field (``lr="0.1"``), a float for
     an int field (``seed=1.5``), a non-finite float anywhere (``nan``, ``inf``, also inside
-    tuples and dicts) and an integer beyond ``±MAX_INT`` are refused. An int is accepted
-    where a float is expected. Strings are parsed only by :func:`load_config` (``--set``,
-    TOML), never here.
+    tuples, dicts and the lessons of a curriculum) and an integer beyond ``±MAX_INT`` (also
+    there) are refused, as is a value nested deeper than :data:`~snrl.io.MAX_DEPTH` levels.
+    An int is accepted where a float is expected. Strings are parsed only by
+    :func:`load_config` (``--set``, TOML), never here.
 
     Raises:
         UserError: Naming the field, the value, its type and what is expected.
@@ -623,9 +643,34 @@ def check_values(cfg: Any) -> None:
             raise UserError(
                 f"config key {f.name}={value!r} is a {type(value).__name__} (pass {_type_name(tp)})"
             )
-        why = _bad_number(value)
+        if callable(getattr(value, "to_config", None)):  # a curriculum: its lessons' data
+            value = value.to_config()
+        check_depth(value, what=f"config key {f.name}")  # before anything recurses into it
+        why = _bad_number(_jsonable(value), f.name)
         if why:
-            raise UserError(f"config key {f.name}={value!r} {why}")
+            raise UserError(f"config key {why}")
+
+
+def check_host(host: Any) -> str:
+    """The address a server binds (``--host`` of ``snrl serve-env`` and ``snrl dashboard``),
+    refused when empty, blank or holding whitespace or control characters: ``""`` binds
+    every interface, without the warning that ``0.0.0.0`` gets, and the address printed
+    for it (``http://:8765``) leads nowhere.
+
+    Raises:
+        UserError: Naming the value and what to pass instead.
+    """
+    if not isinstance(host, str) or not host.strip():
+        raise UserError(
+            f"host {host!r} is empty (pass the address to bind: 127.0.0.1 for this machine "
+            "only, 0.0.0.0 for every interface)"
+        )
+    if any(c.isspace() or not c.isprintable() for c in host):
+        raise UserError(
+            f"host {host!r} holds spaces or control characters (pass an address such as "
+            "127.0.0.1 or a host name)"
+        )
+    return host
 
 
 def field_docs(cls: type) -> dict[str, str]:

@@ -70,7 +70,7 @@ _OS_HINTS = {
 }
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     """``text`` with its lines joined, so a message is never cut at a newline."""
     return " ".join(text.split())
 
@@ -88,7 +88,7 @@ def error_message(e: BaseException) -> str:
         return f"{what} ({hint})"
     if isinstance(e, MemoryError):
         return "out of memory (lower n_envs, hidden_size, n_steps or buffer_size)"
-    return _one_line(str(e)) or type(e).__name__
+    return one_line(str(e)) or type(e).__name__
 
 
 # ---- calls written for another library (docs/migrating.md) ------------------------------------

@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import zipfile
+import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from snrl.errors import UserError, explain_foreign_calls
-from snrl.io import atomic_open
+from snrl.io import atomic_open, load_json
 from snrl.networks.activity import KINDS, Activity, as_numpy
 
 __all__ = ["Trajectory", "layer_dicts"]
@@ -100,6 +101,18 @@ def layer_dicts(layers: Sequence[Any] | None) -> list[dict[str, Any]]:
     return out
 
 
+def _numeric(name: str, x: Any) -> np.ndarray:
+    """``x`` as a numpy array of numbers or bools (what every array of a trajectory holds).
+
+    Raises:
+        UserError: Naming ``name`` and the dtype (strings, objects, records, complex).
+    """
+    arr = as_numpy(x)
+    if arr.dtype.kind not in "biuf":
+        raise UserError(f"{name} has dtype {arr.dtype} (give an array of numbers or bools)")
+    return arr
+
+
 class Trajectory:
     """One recorded episode (or a prefix of one) of a single environment.
 
@@ -158,24 +171,26 @@ class Trajectory:
         dt: float | None = None,
         substeps: int = 1,
     ) -> None:
-        self.observations = as_numpy(observations)
-        self.actions = as_numpy(actions)
-        self.rewards = as_numpy(rewards).astype(np.float64, copy=False)
-        self.terminated = as_numpy(terminated).astype(bool, copy=False)
-        self.truncated = as_numpy(truncated).astype(bool, copy=False)
+        self.observations = _numeric("observations", observations)
+        self.actions = _numeric("actions", actions)
+        self.rewards = _numeric("rewards", rewards).astype(np.float64, copy=False)
+        self.terminated = _numeric("terminated", terminated).astype(bool, copy=False)
+        self.truncated = _numeric("truncated", truncated).astype(bool, copy=False)
         self.env = str(env)
         self.seed = None if seed is None else int(seed)
-        self.frames = None if frames is None else as_numpy(frames)
+        self.frames = None if frames is None else _numeric("frames", frames)
         if activity is not None and not isinstance(activity, Activity):
             raise UserError(
                 f"activity= is a {type(activity).__name__}; pass a snrl.Activity (a mapping "
                 "'<layer>.<field>' -> array converts with Activity.from_flat(mapping, layers))"
             )
         self.activity = (Activity.from_flat({}, []) if activity is None else activity).to_numpy()
-        policy_arrays = {str(k): as_numpy(v) for k, v in (policy or {}).items()}
+        policy_arrays = {str(k): _numeric(f"policy[{k!r}]", v) for k, v in (policy or {}).items()}
         self.policy = {k: v[:, None] if v.ndim == 1 else v for k, v in policy_arrays.items()}
         self.meta = dict(meta or {})
-        self.task = None if task is None else {str(k): as_numpy(v) for k, v in task.items()}
+        self.task = (
+            None if task is None else {str(k): _numeric(f"task[{k!r}]", v) for k, v in task.items()}
+        )
         self.trials = None if trials is None else [dict(t) for t in trials]
         self.dt = None if dt is None else float(dt)
         self.substeps = substeps
@@ -221,6 +236,7 @@ class Trajectory:
         rows = t * self.substeps
         for layer in self.activity:
             for field, arr in layer.fields.items():
+                _numeric(f"activity {layer.name}.{field}", arr)
                 if arr.ndim != 2 or arr.shape[0] != rows:
                     per = "" if self.substeps == 1 else f" x substeps {self.substeps}"
                     raise UserError(
@@ -409,14 +425,7 @@ class Trajectory:
             raise UserError(f"no trajectory file at {path} (check the path)")
         try:
             with np.load(path, allow_pickle=False) as data:
-                header = json.loads(str(data["header"][()]))
-                if header.get("format") != _FORMAT:
-                    raise UserError(f"{path} is not a snrl trajectory (save one with .save())")
-                if int(header.get("version", 0)) > _VERSION:
-                    raise UserError(
-                        f"{path} has trajectory format version {header['version']} "
-                        f"(this snrl reads up to {_VERSION}; upgrade snrl)"
-                    )
+                header = _read_header(data, path)
                 return cls(
                     observations=data["observations"],
                     actions=data["actions"],
@@ -436,11 +445,134 @@ class Trajectory:
                 )
         except UserError:
             raise
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+        except (
+            OSError,
+            EOFError,  # an empty or cut file
+            ValueError,
+            KeyError,
+            zipfile.BadZipFile,
+            zlib.error,  # a damaged compressed member
+            NotImplementedError,  # a zip compression method Python lacks
+        ) as exc:
             raise UserError(
                 f"cannot read trajectory {path}: {exc} (the file is corrupt or not from "
                 "Trajectory.save)"
             ) from exc
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_strs(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+#: The header keys of a trajectory file: (key, required, check, what it must be).
+_HEADER_KEYS: tuple[tuple[str, bool, Any, str], ...] = (
+    ("env", False, lambda v: isinstance(v, str), "a string"),
+    ("env_id", False, lambda v: isinstance(v, str), "a string"),
+    ("seed", True, lambda v: v is None or _is_int(v), "an integer or null"),
+    ("has_frames", True, lambda v: isinstance(v, bool), "true or false"),
+    ("policy_keys", True, _is_strs, "a list of strings"),
+    ("meta", True, lambda v: isinstance(v, dict), "an object"),
+    ("task_keys", False, lambda v: v is None or _is_strs(v), "a list of strings or null"),
+    (
+        "trials",
+        False,
+        lambda v: v is None or (isinstance(v, list) and all(isinstance(t, dict) for t in v)),
+        "a list of objects or null",
+    ),
+    ("dt", False, lambda v: v is None or _is_number(v), "a number or null"),
+    ("substeps", False, lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+)
+#: The keys of one layer in a header's ``activity`` (format 2+) or ``layers`` (format 1).
+_LAYER_KEYS: tuple[tuple[str, bool, Any, str], ...] = (
+    ("name", True, lambda v: isinstance(v, str), "a string"),
+    ("kind", True, lambda v: isinstance(v, str), "a string"),
+    ("size", True, lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    ("threshold", False, lambda v: v is None or _is_number(v), "a number or null"),
+    (
+        "sign",
+        False,
+        lambda v: v is None or (isinstance(v, list) and all(_is_int(x) for x in v)),
+        "a list of ±1 or null",
+    ),
+)
+
+
+def _bad_keys(d: dict[str, Any], keys: Any, where: str) -> str | None:
+    for key, required, ok, what in keys:
+        if key not in d:
+            if required:
+                return f"{where} lacks {key!r}"
+        elif not ok(d[key]):
+            return f"{where} {key}={d[key]!r} is not {what}"
+    return None
+
+
+def _bad_header(header: Any) -> str | None:
+    """What is wrong with the header of a trajectory file (format and version checked), or
+    None when every key :meth:`Trajectory.load` reads has the type it needs."""
+    why = _bad_keys(header, _HEADER_KEYS, "header")
+    if why:
+        return why
+    version = header["version"]
+    layers_key, layer_keys = ("activity", (*_LAYER_KEYS, ("fields", True, _is_strs, "strings")))
+    if version < 2:
+        if not _is_strs(header.get("activity_keys")):
+            return "header activity_keys is not a list of strings"
+        layers_key, layer_keys = "layers", _LAYER_KEYS
+    layers = header.get(layers_key)
+    if not isinstance(layers, list):
+        return f"header {layers_key}={layers!r} is not a list of layers"
+    for i, layer in enumerate(layers):
+        if not isinstance(layer, dict):
+            return f"header {layers_key}[{i}]={layer!r} is not an object"
+        why = _bad_keys(layer, layer_keys, f"header {layers_key}[{i}]")
+        if why:
+            return why
+    return None
+
+
+def _read_header(data: Any, path: Path) -> dict[str, Any]:
+    """The checked header of an open trajectory file.
+
+    Raises:
+        UserError: not an snrl trajectory, a newer format, or a header key of the wrong type.
+        KeyError, ValueError: no header entry, or one that is not JSON text.
+    """
+    raw = data["header"]
+    if raw.ndim != 0 or raw.dtype.kind != "U":
+        raise UserError(
+            f"{path} is not a snrl trajectory (its header is a {raw.dtype} array of shape "
+            f"{raw.shape}, not JSON text; save one with .save())"
+        )
+    header = load_json(str(raw[()]), what=f"the header of {path}")
+    if not isinstance(header, dict) or header.get("format") != _FORMAT:
+        raise UserError(f"{path} is not a snrl trajectory (save one with .save())")
+    version = header.get("version", 1)
+    if not _is_int(version) or version < 1:
+        raise UserError(
+            f"{path} has trajectory format version {version!r} (not an integer >= 1: the file "
+            "is corrupt or not from Trajectory.save)"
+        )
+    if version > _VERSION:
+        raise UserError(
+            f"{path} has trajectory format version {version} "
+            f"(this snrl reads up to {_VERSION}; upgrade snrl)"
+        )
+    why = _bad_header(header)
+    if why:
+        raise UserError(
+            f"cannot read trajectory {path}: {why} (the file is corrupt or not from "
+            "Trajectory.save)"
+        )
+    return header
 
 
 def _load_activity(data: Any, header: dict[str, Any]) -> Activity:

@@ -238,9 +238,9 @@ def test_from_dict_is_strict():
         ({"env_id": 3}, r"env_id=3 is a int \(pass str\)"),
         ({"learning_rate": float("inf")}, r"learning_rate=inf is not finite"),
         ({"target_kl": float("nan")}, r"target_kl=nan is not finite"),
-        ({"extra": {"a": [1.0, float("-inf")]}}, r"extra=.* is not finite"),
+        ({"extra": {"a": [1.0, float("-inf")]}}, r"extra\.a\[1\]=-inf is not finite"),
         ({"total_steps": MAX_INT + 1}, r"total_steps=9007199254740993 is beyond"),
-        ({"hidden_sizes": (1, -(10**30))}, r"hidden_sizes=.* is beyond"),
+        ({"hidden_sizes": (1, -(10**30))}, r"hidden_sizes\[1\]=-10{30} is beyond"),
     ],
 )
 def test_check_values_refuses(kwargs, pattern):

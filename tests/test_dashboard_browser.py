@@ -96,13 +96,20 @@ def page(browser, server):
     pg = context.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
+    # the page's Content-Security-Policy must not block anything the page itself does
+    pg.on("console", lambda m: "Content Security Policy" in m.text and errors.append(m.text))
     yield pg
     context.close()
-    assert not errors, errors  # no JavaScript error on any page
+    assert not errors, errors  # no JavaScript error, no CSP refusal, on any page
 
 
 def url(server, hash_: str = "") -> str:
     return f"{server['base']}/?token={TOKEN}{hash_}"
+
+
+def clean_url(server, hash_: str = "") -> str:
+    """Where the page lives after its first load: the token left the address."""
+    return f"{server['base']}/{hash_}"
 
 
 def test_run_list_shows_the_runs_sorts_and_filters(page, server):
@@ -167,7 +174,7 @@ def test_launch_from_the_form_watch_it_learn_and_finish(page, server):
                          "eval_interval": "10000", "eval_episodes": "2"}.items():
         page.fill(f"#f-{field}", value)
     page.click("#launch")
-    expect(page).to_have_url(url(server, "#/run/from-form"))
+    expect(page).to_have_url(clean_url(server, "#/run/from-form"))
     # a plot is drawn only while on screen (app.js)
     page.locator("#plot-return").scroll_into_view_if_needed()
     expect(page.locator("#run-status [data-status]")).to_have_text("finished", timeout=120_000)
@@ -238,3 +245,95 @@ def test_no_token_and_dotdot_paths_are_refused(page, server):
         "/files/done/metrics.csv": [200, False],
         "post": 403,
     }
+
+
+def watch_requests(page) -> list[str]:
+    """Every URL any frame of the page's browser context requests, from now on."""
+    seen: list[str] = []
+    page.context.on("request", lambda r: seen.append(r.url))
+    return seen
+
+
+#: A run file someone crafted: a script that takes the token from its own address, or from
+#: the dashboard's page (with the browser's cookie), and launches a run.
+EVIL = """<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><script>
+(async () => {
+  let t = new URLSearchParams(location.search).get("token");
+  if (!t) {
+    const page = await (await fetch("/")).text();
+    t = (page.match(/name="snrl-token" content="([^"]+)"/) || [])[1];
+  }
+  await fetch("/api/launch", {method: "POST", headers: {"X-SNRL-Token": t,
+    "Content-Type": "application/json"}, body: JSON.stringify({algo: "ppo", name: "pwned",
+    values: {total_steps: "64"}})});
+})();
+</script></svg>"""
+
+
+def test_a_script_in_a_run_file_cannot_launch_anything(page, server):
+    from playwright.sync_api import Error as PlaywrightError
+
+    done = server["root"] / "done"
+    (done / "evil.svg").write_text(EVIL)
+    (done / "evil.html").write_text(f"<html><body>{EVIL}</body></html>")
+    page.goto(url(server))  # the browser holds the dashboard's cookie
+    expect(page.locator("#runs tbody tr").first).to_be_visible()
+    seen = watch_requests(page)
+    for name in ("evil.svg", "evil.html"):
+        for address in (f"/files/done/{name}?token={TOKEN}", f"/files/done/{name}"):
+            try:
+                page.goto(server["base"] + address)
+            except PlaywrightError:
+                pass  # an attachment: a download, no page
+            page.wait_for_timeout(500)
+    page.goto(clean_url(server, "#/run/done"))  # and shown inside the page, as an image
+    page.evaluate(
+        "() => { for (const n of ['evil.svg', 'evil.html']) {"
+        " const i = document.createElement('img'); i.src = '/files/done/' + n;"
+        " document.body.append(i); } }"
+    )
+    page.wait_for_timeout(1000)
+    assert not [u for u in seen if "/api/launch" in u or u.rstrip("/") == server["base"]], seen
+    assert not (server["root"] / "pwned").exists()
+
+
+def test_html_in_a_metrics_column_name_stays_text(page, server):
+    d = server["root"] / "htmlcols"
+    d.mkdir()
+    (d / "config.json").write_text('{"algo": "ppo", "env": "CartPole-v1", "total_steps": 300}')
+    link = '<a href="http://evil.invalid/x">policy_loss</a>'
+    style = '<span style="background:url(http://evil.invalid/leak)">value_loss</span>'
+    bold, entity = "<b>kl</b>", "clip&amp;<br>frac"
+    with open(d / "metrics.csv", "w") as f:
+        f.write(f"env_step,wall_time,episode_return_mean,{link},{style},{bold},{entity}\n")
+        for i in range(1, 4):
+            f.write(f"{100 * i},{i},{i},0.1,0.2,0.3,0.4\n")
+    seen = watch_requests(page)
+    page.goto(url(server, "#/run/htmlcols"))
+    page.locator("#plot-loss").scroll_into_view_if_needed()
+    legend = page.locator("#plot-loss .legendtext")
+    expect(legend).to_have_count(2)
+    page.locator("#plot-stats").scroll_into_view_if_needed()
+    stats = page.locator("#plot-stats .legendtext")
+    expect(stats).to_have_count(2)
+    assert sorted(legend.all_text_contents()) == sorted([link, style])  # the names, as text
+    assert sorted(stats.all_text_contents()) == sorted([bold, entity])
+    # plotly made no link, no styled span, nothing fetched from the names
+    assert page.locator(".plot a[href*='evil'], .plot [style*='evil']").count() == 0
+    assert page.locator(".plot .legendtext a, .plot .legendtext b").count() == 0
+    assert not [u for u in seen if "evil.invalid" in u], seen
+
+
+def test_the_token_leaves_the_address_and_the_tab_keeps_it(page, server):
+    page.goto(url(server, "#/launch"))
+    expect(page).to_have_url(clean_url(server, "#/launch"))  # out of the address bar
+    expect(page.locator("#f-gamma")).to_be_visible()
+    page.reload()  # a page loaded with the cookie alone holds no token ...
+    assert page.locator('meta[name="snrl-token"]').get_attribute("content") == ""
+    page.fill("#f-gamma", "2")
+    page.locator("#f-gamma").dispatch_event("change")
+    # ... and the tab still sends it: the form's check (a POST) is answered
+    expect(page.locator('[data-field="gamma"] .error')).to_have_text(
+        "error: gamma=2.0 (must be in (0, 1])"
+    )
+    assert TOKEN not in page.content()

@@ -208,7 +208,7 @@ def test_env_error_is_a_user_error_with_the_cause_chained():
 @pytest.mark.parametrize(
     ("args", "fragments"),
     [
-        (["train", "--threads", "0"], ["--threads: 0 is out of range"]),
+        (["train", "--threads", "1025"], ["--threads: 1025 is out of range (pass one in [0, "]),
         (["train", "--threads", "-3"], ["--threads: -3 is out of range"]),
         (["train", "--set", "device=garbage"], ["device='garbage' (use cpu"]),
         (["train", "--seed", "1e20"], ["--seed: '1e20' is not an integer"]),
@@ -243,7 +243,7 @@ def test_cli_refuses_before_allocating(capsys, tmp_path, monkeypatch, args, frag
 
 def test_cli_bad_values_from_real_processes(tmp_path):
     for args, fragment in (
-        (["train", "--threads", "0", "--out", tmp_path / "a"], "--threads"),
+        (["train", "--threads", "-1", "--out", tmp_path / "a"], "--threads"),
         (["train", "--set", "device=garbage", "--out", tmp_path / "b"], "device="),
         (["eval", tmp_path, "--episodes", "100000000"], "--episodes: 100000000 is out of range"),
         (["train", "--steps", "9" * 23, "--out", tmp_path / "c"], "total_steps"),
@@ -363,7 +363,8 @@ def test_every_float_field_refuses_non_finite(cls, bad):
     tuples = {f.name for f in dataclasses.fields(cls) if str(f.type).startswith("tuple")}
     for name in fields:
         value = (0.1, bad) if name in tuples else bad  # e.g. rate_range: (low, high)
-        with pytest.raises(UserError, match=rf"config key {name}=.+ is not finite"):
+        where = rf"{name}\[1\]" if name in tuples else name  # the item that is not finite
+        with pytest.raises(UserError, match=rf"config key {where}=.+ is not finite"):
             cls(**{name: value})
 
 

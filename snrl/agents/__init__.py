@@ -47,13 +47,15 @@ ALGOS = {"ppo": PPO, "dqn": DQN}
 """Algorithm classes by the name stored in their checkpoints."""
 
 
-def load_algo(path, *, run_dir=None, env=None, trust_env_module=False):
+def load_algo(path, *, run_dir=None, env=None, trust_env_module=False, device=None):
     """Load any snrl algorithm checkpoint (PPO or DQN), choosing the class it was saved by
-    (``run_dir``, ``env``, ``trust_env_module``: as for ``PPO.load``)."""
+    (``run_dir``, ``env``, ``trust_env_module``, ``device``: as for ``PPO.load``)."""
     from snrl.errors import UserError
     from snrl.training.checkpoint import load_checkpoint
 
     name = load_checkpoint(path).get("algo")
     if not isinstance(name, str) or name not in ALGOS:
         raise UserError(f"{path} holds no snrl agent (algo={name!r}; pass a checkpoints/*.pt file)")
-    return ALGOS[name].load(path, run_dir=run_dir, env=env, trust_env_module=trust_env_module)
+    return ALGOS[name].load(
+        path, run_dir=run_dir, env=env, trust_env_module=trust_env_module, device=device
+    )

@@ -70,7 +70,8 @@ class ObsNormalizer(nn.Module):
         """Fold a batch (..., F) of raw observations into the running moments."""
         if not self.enabled:
             return
-        x = x.reshape(-1, x.shape[-1]).to(torch.float64)
+        # on the statistics' device (one copy of the whole batch when the agent is on a GPU)
+        x = x.reshape(-1, x.shape[-1]).to(self.mean.device, torch.float64)
         n = x.shape[0]
         b_mean, b_var = x.mean(0), x.var(0, unbiased=False)
         delta = b_mean - self.mean
@@ -221,7 +222,8 @@ class Agent(nn.Module):
     def update_obs_stats(self, obs: Any) -> None:
         """Fold raw observations (*batch, *space.shape) into the normalization statistics."""
         if self.obs_norm.enabled:  # else nothing to fold (and no copy to make)
-            self.obs_norm.update(torch.as_tensor(self.flattener(obs)))
+            dev = self.obs_norm.mean.device
+            self.obs_norm.update(torch.as_tensor(self.flattener(obs), device=dev))
 
     def env_action(self, action: Tensor | np.ndarray) -> np.ndarray:
         """Agent actions (B, ...) -> env actions: ``start`` added to discrete indices, Box

@@ -36,7 +36,13 @@ from snrl.config import (
     override,
 )
 from snrl.envs import check_spaces, make_env, make_vector_env
-from snrl.envs.make import check_env_id_trusted, env_factory, env_name, is_env_object
+from snrl.envs.make import (
+    check_env_id_trusted,
+    check_env_kwargs,
+    env_factory,
+    env_name,
+    is_env_object,
+)
 from snrl.envs.spaces import ObsFlattener
 from snrl.envs.timing import env_time_step
 from snrl.envs.trials import TrialTracker
@@ -417,6 +423,7 @@ class AgentConfig:
             self.max_episode_steps is None or self.max_episode_steps >= 1,
             f"max_episode_steps={self.max_episode_steps} (must be an integer >= 1, or none)",
         )
+        check_env_kwargs(self.env_kwargs)
         check(
             self.threads is None or 0 <= self.threads <= MAX_THREADS,
             f"threads={self.threads} (an integer in [1, {MAX_THREADS}], 0 for torch's own "
@@ -466,14 +473,15 @@ class AgentConfig:
         return dataclasses.replace(self, dt=dt)
 
     def build_backbone(self, input_size: int, output_size: int, *, seed: int) -> nn.Module:
-        """The backbone these fields describe (:func:`snrl.build_backbone`)."""
-        layer_kwargs = None
+        """The backbone these fields describe (:func:`snrl.build_backbone`); a spiking one
+        gets its neuron parameters as one object (``snrl.layers.LIFParameters`` ...), built
+        here from ``tau_m``, ``dt`` and ``hh_init``."""
+        from snrl.networks.spiking import NEURONS
+
+        params = None
         if self.backbone in SPIKING:
-            layer_kwargs = dict(
-                tau_m=self.tau_m,
-                dt=self.neuron_dt,
-                hh_init=self.hh_init,
-                recurrent_sign=self.recurrent_sign,
+            params = NEURONS[self.backbone].params_type(
+                tau_m=self.tau_m, dt=self.neuron_dt, hh_init=self.hh_init
             )
         return build_backbone(
             self.backbone,
@@ -481,13 +489,14 @@ class AgentConfig:
             output_size,
             hidden_size=self.hidden_size,
             n_layers=self.n_layers,
+            params=params,
             force_dale_law=self.force_dale_law,
+            recurrent_sign=self.recurrent_sign,
             encoder=self.encoder,
             substeps=self.substeps,
             readout_tau_m=self.readout_tau_m,
             activation=self.activation,
             seed=seed,
-            layer_kwargs=layer_kwargs,
         )
 
 
@@ -944,6 +953,7 @@ class Algorithm:
         run_dir: str | Path | None = None,
         env: Any = None,
         trust_env_module: bool = False,
+        device: str | None = None,
     ):
         """Restore an algorithm saved by :meth:`save`; pass ``policy``/``critic`` modules of
         the same architecture when it was built with custom backbones. ``run_dir``: continue
@@ -951,6 +961,9 @@ class Algorithm:
         named by the file is imported only with ``trust_env_module=True`` or when ``env``
         names the env (it replaces the saved ``env``; an env object is taken as by the
         constructor, and is needed for a run trained on an object without a registered id).
+        ``device``: where the loaded agent runs (``"cpu"``, ``"cuda"``, ``"cuda:N"``); None:
+        the device it was trained on when this machine has it, else the CPU (with a one-line
+        notice), so a checkpoint written on a GPU evaluates on a CPU-only machine.
 
         The file is checked against its schema before any of it is used."""
         d = read_algo_checkpoint(path)
@@ -973,6 +986,7 @@ class Algorithm:
                 source=f"checkpoint {path}",
                 trusted=trust_env_module,
             )
+        saved["device"] = _load_device(saved.get("device", "cpu"), device, path)
         try:
             cfg = config_from_dict(cls.Config, saved)
         except ValueError as e:
@@ -1094,6 +1108,23 @@ def _check_protocol(key: str, module: Any) -> None:
             "reset_state, run and layer_info, e.g. snrl.build_backbone('lif', ...), or "
             "choose a built one with backbone='lif')"
         )
+
+
+def _load_device(saved: Any, asked: str | None, path: str | Path) -> str:
+    """The device a loaded checkpoint runs on: ``asked`` when given (checked when the
+    algorithm is built), else the ``saved`` one when this machine has it, else ``"cpu"``
+    with a one-line notice."""
+    if asked is not None:
+        return str(asked)
+    try:
+        _available_device(str(saved))
+    except (UserError, RuntimeError, ValueError):
+        notice(
+            f"snrl: {path} was trained on device={saved!r}, which this machine does not have;"
+            " it runs on cpu (pass device= to choose)"
+        )
+        return "cpu"
+    return str(saved)
 
 
 def _available_device(name: str) -> torch.device:

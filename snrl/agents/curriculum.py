@@ -35,7 +35,9 @@ from typing import Any
 
 from snrl.config import unknown_key_error
 from snrl.envs import make_env
+from snrl.envs.make import check_env_kwargs
 from snrl.errors import UserError, explain_foreign_calls, first_line
+from snrl.io import load_json
 
 __all__ = [
     "METRICS",
@@ -75,6 +77,7 @@ def _check_lesson(where: str, values: Mapping[str, Any]) -> None:
     kw = values.get("env_kwargs", {})
     if not isinstance(kw, Mapping) or not all(isinstance(k, str) for k in kw):
         raise bad("env_kwargs", 'pass a table / dict with string keys, e.g. {"dt": 100}')
+    check_env_kwargs(dict(kw), f"{where}: env_kwargs")
     if not isinstance(values.get("name", ""), str):
         raise bad("name", "pass a string")
     metric = values.get("metric")
@@ -270,7 +273,7 @@ class Curriculum:
             return value
         if isinstance(value, str):
             try:
-                value = json.loads(value)
+                value = load_json(value, what="curriculum")
             except json.JSONDecodeError as e:
                 raise UserError(
                     f"curriculum={value!r} is not JSON ({e.msg}; pass a list of lesson "

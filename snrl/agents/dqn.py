@@ -499,6 +499,7 @@ class DQN(Algorithm):
                 burn_in=cfg.burn_in,
                 stride=cfg.stride,
                 state_example=self.agent.initial_state(1, device=self.device),
+                obs_pad=getattr(space, "start", 0),  # a valid observation: Discrete(n, start)
                 **common,
             )
         seed = cfg.seed + 31

@@ -150,7 +150,10 @@ def record_trajectory(
         t = 0
         while True:
             res = agent.step(
-                agent.preprocess(obs[None]), state, deterministic=deterministic, train=False
+                agent.preprocess(np.asarray(obs)[None]),
+                state,
+                deterministic=deterministic,
+                train=False,
             )
             action = agent.env_action(res.action)[0]
             rows["obs"].append(np.asarray(obs))

@@ -1,13 +1,13 @@
 """Adam over one flat buffer of parameters (DQN's and PPO's optimizer).
 
-A DQN gradient step on a small network spends as much time on per-tensor bookkeeping as on
-its products: zeroing six gradients, a global-norm clip that takes each tensor's norm, and
-an Adam step that walks six tensors (a 2x256 MLP: ~350 us of a ~1.3 ms step, measured in
-docs/benchmarks.md). :class:`FlatAdam` moves the trainable parameters into one contiguous
-buffer, each parameter a view of its slice, and their gradients into another; zeroing and the
-clip are then one kernel each over the whole buffer, and so is the Adam step: torch's fused
-kernel called directly (:meth:`FlatAdam.update`), without ``torch.optim.Adam.step``'s per-call
-bookkeeping, which cost more than the arithmetic (140 against ~35 us per step on that network).
+A gradient step on a small network spends about as much time on per-tensor bookkeeping as on
+its products: zeroing each gradient, a global-norm clip that takes each tensor's norm, and an
+Adam step that walks each tensor (on DQN's 2x256 MLP about a quarter of the step).
+:class:`FlatAdam` moves the trainable parameters into one contiguous buffer, each parameter a
+view of its slice, and their gradients into another; zeroing and the clip are then one kernel
+each over the whole buffer, and so is the Adam step: torch's fused kernel called directly
+(:meth:`FlatAdam.update`), without ``torch.optim.Adam.step``'s per-call bookkeeping, which
+costs several times the arithmetic on such a network (docs/benchmarks.md, "Speed (issue 11)").
 
 The parameters stay leaves of their modules (forward, backward, ``state_dict``,
 ``load_state_dict`` and ``copy_`` work unchanged). Autograd adds each new gradient into the

@@ -270,7 +270,7 @@ class PPO(Algorithm):
     # ---- collection ----------------------------------------------------------------------
     def _start_envs(self) -> None:
         self._open_envs()
-        self._start = torch.ones(self.config.n_envs, dtype=torch.bool)
+        self._start = torch.ones(self.config.n_envs, dtype=torch.bool, device=self.device)
 
     @torch.no_grad()
     def _collect(self) -> tuple[RolloutBuffer, list[float]]:
@@ -319,9 +319,10 @@ class PPO(Algorithm):
         env_action = agent.env_action(res.action)
         next_obs, reward, term, trunc, info = self._envs.step(env_action)
         self._trial_log += self._trials.step(env_action, info)
-        reward_t = torch.as_tensor(reward, dtype=torch.float32)
+        with np.errstate(over="ignore"):  # the overflow is what is checked
+            reward32 = np.asarray(reward, dtype=np.float32)
         check_finite(
-            reward_t,
+            reward32,
             "reward (as float32)",
             env_step=self.env_step + (t + 1) * B,
             cause=f"env {cfg.env} returned a reward beyond ±3.4e38; scale the rewards "
@@ -329,7 +330,12 @@ class PPO(Algorithm):
         )
         done = np.logical_or(term, trunc)
         if self.reward_scaler is not None:  # learning sees scaled rewards (returns stay raw)
-            reward_t = torch.as_tensor(self.reward_scaler(reward, done), dtype=torch.float32)
+            reward32 = np.asarray(self.reward_scaler(reward, done), dtype=np.float32)
+        # one host -> device copy per vector step for what the env returned (on a GPU)
+        host = np.empty((3, B), dtype=np.float32)
+        host[0], host[1], host[2] = reward32, term, done
+        step = torch.as_tensor(host, device=self.device)
+        reward_t, term_t, done_t = step[0], step[1].bool(), step[2].bool()
         if trunc.any():
             idx = np.flatnonzero(trunc)
             final = np.stack([info["final_obs"][i] for i in idx])
@@ -343,12 +349,11 @@ class PPO(Algorithm):
             log_prob=res.log_prob,
             value=res.value,
             reward=reward_t,
-            terminated=torch.as_tensor(term),
-            done=torch.as_tensor(done),
+            terminated=term_t,
+            done=done_t,
             logit_noise=res.outputs.get("logit_noise"),
         )
         episode_returns.extend(finished_episodes(info)[1].tolist())
-        done_t = torch.as_tensor(done, device=self.device)
         self._state = agent.reset_state(res.state, done_t)
         self._start = done_t
         self._obs = next_obs

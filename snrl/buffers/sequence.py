@@ -107,6 +107,9 @@ class SequenceWriter:
         obs_dtype: numpy dtype of the stored observations.
         state_example: a state of any batch size fixing the structure of stored states
             (e.g. ``net.initial_state(1)``); by default taken from the first :meth:`add`.
+        obs_pad: the observation stored on padding steps: a valid one, since the learner
+            preprocesses padding with the rest (masked out afterwards). 0 suits a Box; a
+            ``Discrete(n, start=s)`` observation needs ``s`` (0 is out of its range).
     """
 
     kind = "sequence"
@@ -124,8 +127,11 @@ class SequenceWriter:
         action_dtype: Any = np.int64,
         obs_dtype: Any = np.float32,
         state_example: State = None,
+        obs_pad: float = 0,
     ) -> None:
         seq_len, burn_in = int(seq_len), int(burn_in)
+        if isinstance(obs_pad, bool) or not isinstance(obs_pad, (int, float, np.number)):
+            raise UserError(f"obs_pad must be a number, got {obs_pad!r} (a valid observation)")
         if seq_len < 1:
             raise UserError(f"seq_len must be >= 1, got {seq_len} (e.g. 40)")
         if burn_in < 0:
@@ -151,6 +157,7 @@ class SequenceWriter:
         self.action_shape = tuple(int(d) for d in action_shape)
         self.action_dtype = np.dtype(action_dtype)
         self.obs_dtype = np.dtype(obs_dtype)
+        self.obs_pad = np.array(obs_pad, dtype=self.obs_dtype).item()
         self.n_envs = int(n_envs)
 
         e, n = self.n_envs, self.length
@@ -170,8 +177,9 @@ class SequenceWriter:
             "next_obs": self.obs_shape,
             "actions": self.action_shape,
         }
+        self._pad = {k: self.obs_pad if k in ("obs", "next_obs") else 0 for k in _STEP_FIELDS}
         self._win = {
-            k: np.zeros((e, n, *self._shapes.get(k, ())), dtype=self._dtypes[k])
+            k: np.full((e, n, *self._shapes.get(k, ())), self._pad[k], dtype=self._dtypes[k])
             for k in _STEP_FIELDS
         }
         self._fill = np.zeros(e, dtype=np.int64)  # filled positions of each env's window
@@ -278,8 +286,8 @@ class SequenceWriter:
         return {k: np.stack([w[k] for w in out]) for k in out[0]}
 
     def _begin_episode(self, i: int, state_rows: list[np.ndarray]) -> None:
-        for w in self._win.values():
-            w[i] = 0
+        for k, w in self._win.items():
+            w[i] = self._pad[k]
         for w, r in zip(self._win_states, state_rows):
             w[i, : self.burn_in + 1] = r  # padding positions carry the episode's initial state
         self._fill[i] = self.burn_in
@@ -290,8 +298,8 @@ class SequenceWriter:
         """Env i's window as one item (copies), padding after the episode's last step."""
         f = self._fill[i]
         if f < self.length:
-            for w in self._win.values():
-                w[i, f:] = 0
+            for k, w in self._win.items():
+                w[i, f:] = self._pad[k]
         item = {k: w[i].copy() for k, w in self._win.items()}
         for j, w in enumerate(self._win_states):
             item[f"state_{j}"] = w[i, 0].copy()
@@ -322,7 +330,7 @@ class SequenceWriter:
         b = len(idx)
         rows = np.arange(b)
         last = self.length - 1 - np.argmax(batch["mask"][::-1] > 0, axis=0)  # (B,)
-        seq_obs = np.zeros((self.length + 1, b, *self.obs_shape), dtype=self.obs_dtype)
+        seq_obs = np.full((self.length + 1, b, *self.obs_shape), self.obs_pad, self.obs_dtype)
         seq_obs[: self.length] = batch["obs"]
         seq_obs[last + 1, rows] = batch["next_obs"][last, rows]
         batch["seq_obs"] = seq_obs
@@ -350,6 +358,7 @@ class SequenceWriter:
             "obs_dtype": self.obs_dtype.str,
             "state_structure": self._structure,
             "state_leaves": [[list(shape), dt.str] for shape, dt in self._leaf_specs],
+            **({"obs_pad": self.obs_pad} if self.obs_pad != 0 else {}),  # files before: 0
         }
 
     @classmethod
@@ -366,6 +375,7 @@ class SequenceWriter:
             action_shape=tuple(cfg["action_shape"]),
             action_dtype=np.dtype(cfg["action_dtype"]),
             obs_dtype=np.dtype(cfg["obs_dtype"]),
+            obs_pad=cfg.get("obs_pad", 0),
         )
         specs = [(tuple(shape), np.dtype(dt)) for shape, dt in cfg["state_leaves"]]
         structure = cfg["state_structure"]

@@ -28,7 +28,7 @@ from snrl.config import (
 )
 from snrl.errors import UserError, first_line
 from snrl.experiments.runner import train_run
-from snrl.io import write_json_atomic
+from snrl.io import load_json, write_json_atomic
 from snrl.networks.factory import SPIKING
 from snrl.training.rundir import (
     DEMO_FILES,
@@ -128,7 +128,7 @@ def _resume_steps(args: argparse.Namespace) -> int | None:
     if not Path(args.out).is_dir():
         return steps  # train_run says what is missing
     try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
+        saved = load_json(path.read_text(encoding="utf-8"))
         algo = saved.pop("algo")
         cls = ALGOS[algo].Config
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -436,7 +436,9 @@ def cmd_serve_env(args: argparse.Namespace) -> int:
     kwargs: dict[str, Any] = {}
     if args.env_kwargs is not None:
         try:
-            kwargs = json.loads(args.env_kwargs)
+            kwargs = load_json(args.env_kwargs, what="--env-kwargs")
+        except UserError:
+            raise
         except ValueError as e:
             raise UserError(f"--env-kwargs is not JSON: {e} (pass a JSON object)") from None
         if not isinstance(kwargs, dict):

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from snrl.agents import ALGOS
-from snrl.agents.base import MAX_ENVS, MAX_SEED
+from snrl.agents.base import MAX_ENVS, MAX_SEED, MAX_THREADS
 from snrl.cli.commands import (
     cmd_analyze,
     cmd_dashboard,
@@ -19,12 +19,13 @@ from snrl.cli.commands import (
     cmd_serve_env,
     cmd_train,
 )
+from snrl.errors import one_line
 from snrl.networks.factory import BACKBONES
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2
-        print(f"error: {' '.join(message.split())} (see `{self.prog} --help`)", file=sys.stderr)
+        print(f"error: {one_line(message)} (see `{self.prog} --help`)", file=sys.stderr)
         raise SystemExit(2)
 
 
@@ -46,7 +47,7 @@ def _int_in(lo: int, hi: int):
 
 
 SEED = _int_in(0, MAX_SEED)
-THREADS = _int_in(1, 1024)
+THREADS = _int_in(0, MAX_THREADS)  # the config key's range: 0 leaves torch's setting
 EPISODES = _int_in(1, MAX_ENVS)  # one env per episode is built at once
 FPS = _int_in(1, 1000)
 
@@ -124,8 +125,8 @@ def _add_train(sub: Any) -> None:
         "--threads",
         type=THREADS,
         default=None,
-        help="torch threads while training (config key threads; default: 1 up to 512 "
-        "neurons per layer, torch's own count above)",
+        help="torch threads while training (config key threads; 0: torch's own setting; "
+        "default: 1 up to 512 neurons per layer, torch's own count above)",
     )
     t.add_argument("--quiet", action="store_true", help="no progress bar or progress lines")
     t.set_defaults(func=cmd_train)

@@ -11,15 +11,18 @@ See docs/dashboard.md.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from snrl.config import check_host
 from snrl.errors import UserError
 
-__all__ = ["LOOPBACK", "create_app", "require_extra", "serve"]
+__all__ = ["LOOPBACK", "create_app", "require_extra", "runs_dir_off_sys_path", "serve"]
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _INSTALL = "pip install -e '.[dashboard]'"
@@ -33,6 +36,31 @@ def require_extra() -> None:
             __import__(module)
         except ImportError:
             raise UserError(f"the dashboard needs {module} ({_INSTALL})") from None
+
+
+@contextlib.contextmanager
+def runs_dir_off_sys_path(root: str | os.PathLike) -> Iterator[list[str]]:
+    """While inside, ``sys.path`` holds no entry in RUNS_DIR (``""`` counts as the working
+    directory): the dashboard imports modules lazily, and ``python -m snrl.cli dashboard .``
+    started inside RUNS_DIR would put a run folder first on its path. Yields the entries
+    taken out; they are put back on exit.
+    """
+    inside = os.path.realpath(root)
+
+    def within(entry: str) -> bool:
+        if entry and not os.path.isdir(entry):  # no folder (a path hook's name, a zip file)
+            return False
+        real = os.path.realpath(entry or os.getcwd())
+        return real == inside or real.startswith(inside + os.sep)
+
+    removed = [(i, p) for i, p in enumerate(sys.path) if isinstance(p, str) and within(p)]
+    for i, _ in reversed(removed):
+        del sys.path[i]
+    try:
+        yield [p for _, p in removed]
+    finally:
+        for i, p in removed:
+            sys.path.insert(i, p)
 
 
 def create_app(runs_dir: str | os.PathLike, *, token: str, max_runs: int = 2) -> Any:
@@ -59,8 +87,9 @@ def serve(
     (default stdout); warns on stderr when ``host`` is not a loopback address.
 
     Raises:
-        UserError: RUNS_DIR missing, the extra missing, a bad token or port.
+        UserError: RUNS_DIR missing, the extra missing, a bad token, host or port.
     """
+    check_host(host)
     out = out or sys.stdout
     root = Path(runs_dir)
     if not root.is_dir():
@@ -109,7 +138,8 @@ def serve(
             raise UserError(f"cannot serve on {host}:{port} (is the port in use? pass --port)")
 
     try:
-        asyncio.run(run())
+        with runs_dir_off_sys_path(root):
+            asyncio.run(run())
     except SystemExit:  # uvicorn exits when it cannot bind
         raise UserError(
             f"cannot serve on {host}:{port} (is the port in use? pass --port)"

@@ -23,13 +23,13 @@ from typing import Any
 
 # _type_name and _jsonable: the CLI's words for a type and config.json's form of a value
 from snrl.config import _jsonable, _type_name, field_docs, load_config
+from snrl.dashboard.runs import MAX_JSON_DEPTH, NAME_RE, json_text_depth
+from snrl.errors import error_message
 
 __all__ = ["FORM_ERROR", "NAME_RE", "algo_classes", "schema", "validate"]
 
 #: The key of an error that names no field.
 FORM_ERROR = "_form"
-#: A run name the form accepts (the run directory RUNS_DIR/<name>).
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 #: Most ``--set`` items one launch passes, and the longest value.
 MAX_ITEMS = 200
 MAX_VALUE_CHARS = 64 * 1024
@@ -160,8 +160,6 @@ def validate(algo: str, values: Mapping[str, Any]) -> tuple[Any | None, list[str
         name (:data:`FORM_ERROR` for a message that names no field), each the line
         ``snrl train`` would print after ``error:``.
     """
-    from snrl.cli import error_message
-
     classes = algo_classes()
     if algo not in classes:
         return (
@@ -184,14 +182,17 @@ def validate(algo: str, values: Mapping[str, Any]) -> tuple[Any | None, list[str
         if "\x00" in value:
             errors[str(key)] = "value holds a NUL character (remove it)"
             continue
+        if json_text_depth(value) > MAX_JSON_DEPTH:
+            errors[str(key)] = f"value nested deeper than {MAX_JSON_DEPTH} levels (flatten it)"
+            continue
         items[str(key)] = f"{key}={value}"
     # the whole config at once, as the CLI builds it; an error is keyed by the field it
     # names, that item is set aside and the rest checked again, so every bad field shows
     for _ in range(len(items) + 1):
         try:
             cfg = load_config(cls, sets=[i for k, i in items.items() if k not in errors])
-        except (ValueError, OSError) as e:
-            msg = error_message(e)
+        except (ValueError, OSError, RecursionError) as e:
+            msg = error_message(e) if not isinstance(e, RecursionError) else "nested too deeply"
             key = _field_of(msg, names, [k for k in items if k not in errors])
             if key in errors or key == FORM_ERROR or key not in items:
                 errors.setdefault(key, msg)
@@ -215,7 +216,6 @@ def _check_env(env: str) -> str | None:
     a module or reach a server."""
     import gymnasium as gym
 
-    from snrl.cli import error_message
     from snrl.envs import make_env
 
     if env.startswith(("http://", "https://")) or ":" in env or env in gym.registry:

@@ -6,6 +6,21 @@ A run directory holds only what snrl writes (snrl.training.rundir refuses to sta
 a directory holding other files), so the log and the launch record live beside the runs,
 in the dashboard's own folder. At most ``max_runs`` processes run at once.
 
+What a child imports: only installed packages and the ``PYTHONPATH`` the user set, never a
+run folder. ``python -c`` puts its working directory first on ``sys.path``; a run folder
+named like a module (``RUNS_DIR/json/__init__.py``) would then be imported by every process
+the dashboard starts, and ``env=plain.evilmod:Env`` would import ``RUNS_DIR/plain/evilmod.py``.
+So the child's first statement removes that entry (before any import: ``sys`` is built in),
+it runs in :data:`CHILD_CWD`, not RUNS_DIR, and :func:`child_env` rewrites ``PYTHONPATH`` to
+absolute entries outside RUNS_DIR and sets ``PYTHONSAFEPATH`` for the Pythons it starts. Not
+``python -I``: it also drops ``PYTHONPATH`` and the user's site-packages, which a
+development setup (``PYTHONPATH=checkout``, ``pip install --user``) needs to import snrl at
+all; not ``-P``: it needs Python 3.11 and snrl runs on 3.10. Env modules follow the CLI's
+rule (:func:`snrl.envs.make.check_env_id_trusted`): the form's ``env`` is typed by the user,
+as ``snrl train --env``; Resume and Render read the env from the run's files, and the
+dashboard never passes ``--trust-env-module``, so a ``module:Class`` env named there is
+refused by the child with the CLI's message.
+
 Stopping a run sends SIGINT, what Ctrl-C sends: ``snrl train`` unwinds, keeps its last
 checkpoint and exits with 130, so the run stays resumable (docs/reliability.md).
 """
@@ -21,26 +36,64 @@ import time
 from pathlib import Path
 from typing import Any
 
-from snrl.dashboard.runs import LAUNCH_DIR
+from snrl.dashboard.runs import LAUNCH_DIR, loads_bounded, read_capped
 from snrl.errors import UserError
 from snrl.io import write_json_atomic
 
-__all__ = ["Launcher", "TooManyRuns", "snrl_argv"]
+__all__ = ["CHILD_CWD", "Launcher", "TooManyRuns", "child_env", "snrl_argv"]
 
-#: The child's program: the ``snrl`` command (snrl.cli.main), with SIGINT turned back into
+#: The child's program: the ``snrl`` command (snrl.cli.main), with its working directory
+#: taken off ``sys.path`` first (see above) and SIGINT turned back into
 #: KeyboardInterrupt first. A dashboard started in the background (``nohup``, ``&`` in a
 #: script) ignores SIGINT, a child inherits an ignored signal, and Python installs its Ctrl-C
 #: handler only where SIGINT is not ignored at start: Stop would then do nothing. (Not
 #: ``preexec_fn``: it is unsafe in a process with threads, as the server is.)
 _CHILD = (
-    "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+    "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
     "from snrl.cli import main; sys.exit(main())"
 )
+
+
+#: The working directory of a child: the file system's root, a folder no user writes into,
+#: never RUNS_DIR (a grandchild Python started with ``-c``, as multiprocessing's ``spawn``
+#: starts one, would put its working directory first on its path); every path a child gets
+#: is absolute.
+CHILD_CWD = os.path.abspath(os.sep)
 
 
 def snrl_argv(*args: str) -> list[str]:
     """The argument list of ``snrl ARGS...`` run by this Python (no shell)."""
     return [sys.executable, "-c", _CHILD, *args]
+
+
+def child_env(
+    root: Path, extra: dict[str, str] | None = None, base: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The environment of a process the dashboard starts: ``base`` (default: the
+    dashboard's own), ``PYTHONUNBUFFERED=1``, ``PYTHONSAFEPATH=1``, ``extra``; its
+    ``PYTHONPATH`` keeps the
+    entries the user set, made absolute (a relative one meant the dashboard's working
+    directory, not RUNS_DIR's), without empty ones and without any inside RUNS_DIR."""
+    env = dict(os.environ if base is None else base)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env["PYTHONSAFEPATH"] = "1"  # Python >= 3.11: no working directory on any descendant's path
+    env.update(extra or {})
+    if "PYTHONPATH" in env:
+        inside = str(Path(root).resolve())
+        kept = []
+        for entry in env["PYTHONPATH"].split(os.pathsep):
+            if not entry:
+                continue
+            path = os.path.abspath(entry)
+            real = os.path.realpath(path)
+            if real == inside or real.startswith(inside + os.sep):
+                continue
+            kept.append(path)
+        env["PYTHONPATH"] = os.pathsep.join(kept)
+        if not kept:
+            del env["PYTHONPATH"]
+    return env
 
 
 class TooManyRuns(Exception):
@@ -86,13 +139,11 @@ class Launcher:
             return
         path = self.log_dir / f"{key}.json"
         try:
-            import json
-
-            rec = json.loads(path.read_text(encoding="utf-8"))
+            rec = loads_bounded(read_capped(path, self.root))
             rec["returncode"] = code
             rec["ended"] = time.time()
             write_json_atomic(path, rec)
-        except (OSError, ValueError):
+        except (OSError, ValueError, TypeError):
             pass
 
     def _spawn(self, key: str, argv: list[str], log: Path, env: dict[str, str]) -> int:
@@ -112,7 +163,7 @@ class Launcher:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,
-                cwd=self.root,
+                cwd=CHILD_CWD,
                 start_new_session=True,  # Ctrl-C on the dashboard leaves the runs running
             )
         with self._lock:
@@ -120,10 +171,7 @@ class Launcher:
         return proc.pid
 
     def _env(self, extra: dict[str, str] | None) -> dict[str, str]:
-        env = dict(os.environ)
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        env.update(extra or {})
-        return env
+        return child_env(self.root, extra)
 
     def train(
         self,
@@ -162,12 +210,11 @@ class Launcher:
         if algo is not None:
             rec.update(algo=algo, config=config)
         elif rec_path.is_file():  # a resume keeps what the launch recorded
-            import json
-
             try:
-                old = json.loads(rec_path.read_text(encoding="utf-8"))
-                rec.update({k: old[k] for k in ("algo", "config") if k in old})
-            except (OSError, ValueError):
+                old = loads_bounded(read_capped(rec_path, self.root))
+                if isinstance(old.get("algo"), str) and isinstance(old.get("config"), dict):
+                    rec.update(algo=old["algo"], config=old["config"])
+            except (OSError, ValueError, AttributeError):
                 pass
         write_json_atomic(rec_path, rec)
         return rec

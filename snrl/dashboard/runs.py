@@ -20,6 +20,13 @@ The status of a run (nothing records it on disk while it trains, so it is derive
 Summaries are cached by the (mtime, size) of the files they read, and ``metrics.csv`` is read
 incrementally: only the bytes appended since the last look (a file that shrank, which a
 ``--resume`` does when it drops rows past the checkpoint, is read again from the start).
+
+A run folder is data, and may be crafted (docs/reliability.md, "The dashboard"): every file
+is opened by :func:`open_regular` (a regular file inside RUNS_DIR, never a FIFO, a device or
+a link out of RUNS_DIR), read up to a cap (a long ``metrics.csv`` shows its last
+:data:`MAX_METRICS_READ` bytes of rows), JSON is parsed with a bound on its nesting
+(:func:`loads_bounded`), and a run that cannot be read shows in the list with the reason
+instead of breaking the list.
 """
 
 from __future__ import annotations
@@ -27,22 +34,33 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+from snrl.errors import describe
 from snrl.experiments.store import MANIFEST as COMPARE_MANIFEST
-from snrl.experiments.store import read_status
 from snrl.training.rundir import ANALYSIS_DIR, MANIFEST
 
 __all__ = [
     "LAUNCH_DIR",
+    "MAX_JSON_BYTES",
+    "MAX_JSON_DEPTH",
+    "MAX_LINE",
+    "MAX_METRICS_READ",
+    "NAME_RE",
     "RUNNING_WINDOW_S",
     "RunIndex",
+    "json_text_depth",
+    "loads_bounded",
     "metrics_rows",
+    "open_regular",
     "parse_rows",
+    "read_capped",
 ]
 
 #: The dashboard's own folder in RUNS_DIR: launch records and the logs of launched processes
@@ -53,6 +71,119 @@ LAUNCH_DIR = ".snrl-dashboard"
 RUNNING_WINDOW_S = 120.0
 #: Videos the run view plays (mp4 in a <video>, gif as an image).
 VIDEO_EXTS = (".mp4", ".gif")
+#: Largest JSON file the dashboard reads (config.json, a launch record, summary.json ...),
+#: and the largest text file it shows (report.md, summary.csv, a log's tail), bytes.
+MAX_JSON_BYTES = 4 * 1024 * 1024
+#: Deepest nesting of JSON arrays and objects the dashboard accepts, in a file or a request
+#: body (snrl's own files nest a few levels; Python's parser fails near 1,000).
+MAX_JSON_DEPTH = 64
+#: Most bytes of metrics.csv read at one look: a longer file (or a longer appended part) is
+#: read from its last MAX_METRICS_READ bytes on (its newest rows), so a huge or sparse file
+#: costs a bounded time and memory.
+MAX_METRICS_READ = 16 * 1024 * 1024
+#: Longest line of metrics.csv taken (header included); a longer one is not a row.
+MAX_LINE = 64 * 1024
+#: A run name the launch form accepts (the run directory RUNS_DIR/<name>), and the name of a
+#: launch record (a file of LAUNCH_DIR).
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
+#: A launch log's name in a launch record (a file of LAUNCH_DIR, nothing else).
+_LOG_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.log\Z")
+
+
+def open_regular(path: Path, root: Path | None = None) -> BinaryIO:
+    """Open ``path`` for reading if it is a regular file (and, with ``root``, resolves to a
+    path inside ``root``).
+
+    A run folder may hold anything: a FIFO named ``metrics.csv`` would block ``open`` forever,
+    a link to ``/dev/zero`` would never end, a link to ``~/.ssh/...`` would be shown. The type
+    is checked before opening (opening some devices acts), the file is opened non-blocking,
+    and checked again on the open descriptor (it may have been swapped in between).
+
+    Raises:
+        OSError: If it is missing, not a regular file, or outside ``root``.
+    """
+    if root is not None:
+        real = os.path.realpath(path)
+        if real != str(root) and not real.startswith(str(root) + os.sep):
+            raise OSError(f"{path} leads outside {root}")
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise OSError(f"{path} is not a regular file")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_capped(path: Path, root: Path | None = None, limit: int = MAX_JSON_BYTES) -> bytes:
+    """The bytes of regular file ``path`` (see :func:`open_regular`).
+
+    Raises:
+        OSError: As :func:`open_regular`, or if the file holds more than ``limit`` bytes.
+    """
+    with open_regular(path, root) as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(f"{path} is over {limit} bytes")
+    return data
+
+
+def _depth(obj: Any) -> int:
+    """How deeply lists and dicts nest in ``obj`` (0 for a scalar); iterative."""
+    deepest, stack = 0, [(obj, 1)]
+    while stack:
+        node, d = stack.pop()
+        if isinstance(node, dict):
+            children = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        deepest = max(deepest, d)
+        stack.extend((c, d + 1) for c in children if isinstance(c, (dict, list)))
+    return deepest
+
+
+def json_text_depth(text: str) -> int:
+    """How deeply ``[`` and ``{`` nest in JSON-like ``text`` (brackets inside strings do not
+    count); found without parsing, so a value nested too deeply for the parser is measured."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return deepest
+
+
+def loads_bounded(data: str | bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """``json.loads`` that refuses arrays and objects nested deeper than ``max_depth``.
+
+    Raises:
+        ValueError: Not JSON, or nested too deeply (the parser's own RecursionError included).
+    """
+    try:
+        obj = json.loads(data)
+    except RecursionError:
+        raise ValueError(f"JSON nested deeper than {max_depth} levels") from None
+    if _depth(obj) > max_depth:
+        raise ValueError(f"JSON nested deeper than {max_depth} levels")
+    return obj
 
 
 def _num(cell: str) -> float | None:
@@ -72,7 +203,7 @@ def parse_rows(text: str, n_cols: int) -> list[list[float | None]]:
     """
     rows = []
     for line in text.split("\n"):
-        if not line:
+        if not line or len(line) > MAX_LINE:
             continue
         cells = line.split(",")
         if len(cells) != n_cols:
@@ -81,26 +212,54 @@ def parse_rows(text: str, n_cols: int) -> list[list[float | None]]:
     return rows
 
 
-def metrics_rows(path: Path, offset: int = 0) -> tuple[list[str], list[list[float | None]], int]:
+def metrics_rows(
+    path: Path, offset: int = 0, root: Path | None = None
+) -> tuple[list[str], list[list[float | None]], int]:
     """Header, complete rows from byte ``offset`` on (0: from the first row), and the byte
     offset after the last complete line (where the next read starts).
 
+    At most :data:`MAX_METRICS_READ` bytes are read: when more follow ``offset``, the rows
+    are those of the file's last bytes (its newest rows).
+
     Raises:
-        OSError: If the file cannot be read.
+        OSError: If the file cannot be read or is not a regular file (:func:`open_regular`).
     """
-    with open(path, "rb") as f:
-        header_line = f.readline()
+    header, text, end, _ = _read_new(path, offset, root)
+    return header, parse_rows(text, len(header)) if text else [], end
+
+
+def _read_new(
+    path: Path, offset: int, root: Path | None = None
+) -> tuple[list[str], str, int, bool]:
+    """Header, the text of the complete lines from byte ``offset`` on, the offset after them
+    (a torn last line, without its newline, is left for the next look), and whether lines
+    were skipped to stay within :data:`MAX_METRICS_READ` (then the text starts at the first
+    whole line of the file's last bytes).
+
+    Raises:
+        OSError: As :func:`open_regular`.
+    """
+    with open_regular(path, root) as f:
+        header_line = f.readline(MAX_LINE + 1)
+        if not header_line.endswith(b"\n"):  # torn, or no header line at all
+            return [], "", 0, False
+        size = os.fstat(f.fileno()).st_size
         start = max(offset, len(header_line))
+        skipped = size - start > MAX_METRICS_READ
+        if skipped:
+            start = size - MAX_METRICS_READ
         f.seek(start)
-        data = f.read()
-    if not header_line.endswith(b"\n"):
-        return [], [], 0
+        data = f.read(MAX_METRICS_READ)
+    if skipped:  # start at the first whole line
+        first = data.find(b"\n")
+        if first < 0:
+            return [], "", start + len(data), True
+        data, start = data[first + 1 :], start + first + 1
     header = header_line.decode("utf-8", "replace").strip().split(",")
     cut = data.rfind(b"\n")
     if cut < 0:
-        return header, [], start
-    text = data[: cut + 1].decode("utf-8", "replace")
-    return header, parse_rows(text, len(header)), start + cut + 1
+        return header, "", start, skipped
+    return header, data[: cut + 1].decode("utf-8", "replace"), start + cut + 1, skipped
 
 
 @dataclass
@@ -114,8 +273,9 @@ class _Metrics:
     last_step: float | None = None
     last_return: float | None = None
     best_eval: float | None = None
+    problem: str | None = None  # why the file cannot be read, or why only its tail was
 
-    def update(self, path: Path) -> None:
+    def update(self, path: Path, root: Path | None = None) -> None:
         try:
             st = path.stat()
         except OSError:
@@ -127,13 +287,21 @@ class _Metrics:
         if st.st_size < self.offset:  # rewritten (a resume drops rows past its checkpoint)
             self.__init__()  # type: ignore[misc]
         try:
-            header, text, offset = _new_text(path, self.offset)
-        except OSError:
-            return
-        if self.header and header != self.header:  # a new run replaced the file
+            header, text, offset, skipped = _read_new(path, self.offset, root)
+            if self.header and header != self.header:  # a new run replaced the file
+                self.__init__()  # type: ignore[misc]
+                header, text, offset, skipped = _read_new(path, 0, root)
+        except OSError as e:
             self.__init__()  # type: ignore[misc]
-            header, text, offset = _new_text(path, 0)
+            self.problem = f"metrics.csv not read: {e.strerror or e}"
+            return
         self.key, self.header, self.offset = key, header, offset
+        self.problem = None
+        if skipped:
+            self.problem = (
+                f"metrics.csv grew by more than {MAX_METRICS_READ} bytes at once: the rows "
+                "counted are those of its last part"
+            )
         if not text:
             return
         # only what the list shows is parsed (the run view's event stream sends whole rows):
@@ -158,27 +326,11 @@ class _Metrics:
                 self.last_return = _num(last[col["episode_return_mean"]])
 
 
-def _new_text(path: Path, offset: int) -> tuple[list[str], str, int]:
-    """Header, the text of the complete lines from byte ``offset`` on, and the offset after
-    them (a torn last line, without its newline, is left for the next look)."""
-    with open(path, "rb") as f:
-        header_line = f.readline()
-        start = max(offset, len(header_line))
-        f.seek(start)
-        data = f.read()
-    if not header_line.endswith(b"\n"):
-        return [], "", 0
-    header = header_line.decode("utf-8", "replace").strip().split(",")
-    cut = data.rfind(b"\n")
-    if cut < 0:
-        return header, "", start
-    return header, data[: cut + 1].decode("utf-8", "replace"), start + cut + 1
-
-
 @dataclass
 class _Entry:
     config_key: tuple[int, int] = (0, 0)
     config: dict[str, Any] = field(default_factory=dict)
+    config_problem: str | None = None
     metrics: _Metrics = field(default_factory=_Metrics)
 
 
@@ -190,21 +342,38 @@ def _stat_key(path: Path) -> tuple[int, int]:
     return (st.st_mtime_ns, st.st_size)
 
 
-def _read_json(path: Path) -> Any:
+def _json_file(path: Path, root: Path | None = None) -> tuple[Any, str | None]:
+    """``(data, None)``; ``(None, None)`` when the file is missing; ``(None, why)`` when it
+    cannot be read (not a regular file, over :data:`MAX_JSON_BYTES`, not JSON, nested deeper
+    than :data:`MAX_JSON_DEPTH`)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
+        data = read_capped(path, root)
+    except FileNotFoundError:
+        return None, None
+    except OSError as e:
+        return None, f"{path.name} not read: {e.strerror or e}"
+    try:
+        return loads_bounded(data), None
+    except ValueError as e:  # UnicodeDecodeError included
+        return None, f"{path.name} not read: {describe(e)}"
 
 
-def last_error_line(log: Path, limit: int = 16384) -> str | None:
+def _read_json(path: Path, root: Path | None = None) -> Any:
+    return _json_file(path, root)[0]
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def last_error_line(log: Path, limit: int = 16384, root: Path | None = None) -> str | None:
     """The last ``error: ...`` line of a launch log (its last ``limit`` bytes), or None."""
     try:
-        with open(log, "rb") as f:
+        with open_regular(log, root) as f:
             f.seek(0, os.SEEK_END)
             size = f.tell()
             f.seek(max(0, size - limit))
-            tail = f.read().decode("utf-8", "replace")
+            tail = f.read(limit).decode("utf-8", "replace")
     except OSError:
         return None
     for line in reversed(tail.splitlines()):
@@ -269,17 +438,31 @@ class RunIndex:
         d = self.root / run_id
         key = _stat_key(d / "config.json")
         if key != entry.config_key:
-            data = _read_json(d / "config.json")
+            data, problem = _json_file(d / "config.json", self.root)
+            if data is not None and not isinstance(data, dict):
+                problem = "config.json not read: not a JSON object"
             entry.config = data if isinstance(data, dict) else {}
-            entry.config_key = key
-        entry.metrics.update(d / "metrics.csv")
+            entry.config_key, entry.config_problem = key, problem
+        entry.metrics.update(d / "metrics.csv", self.root)
         return entry
 
     def launch_record(self, run_id: str) -> dict[str, Any] | None:
-        if "/" in run_id:
+        """This dashboard's record of launching ``run_id`` (in :data:`LAUNCH_DIR`), or None.
+
+        Its fields are checked, as any file's: a ``config`` that is not an object, an
+        ``algo`` that is not text, a ``log`` that is not a log's file name are left out."""
+        if not NAME_RE.match(run_id):
             return None
-        data = _read_json(self.root / LAUNCH_DIR / f"{run_id}.json")
-        return data if isinstance(data, dict) else None
+        data = _read_json(self.root / LAUNCH_DIR / f"{run_id}.json", self.root)
+        if not isinstance(data, dict):
+            return None
+        if not isinstance(data.get("config"), dict):
+            data.pop("config", None)
+        if not isinstance(data.get("algo"), str):
+            data.pop("algo", None)
+        if not isinstance(data.get("log"), str) or not _LOG_NAME_RE.match(data["log"]):
+            data.pop("log", None)
+        return data
 
     def summary(
         self, run_id: str, now: float | None = None, launched: set[str] | None = None
@@ -297,6 +480,7 @@ class RunIndex:
         total = cfg.get("total_steps")
         steps = m.last_step or 0
         status, reason = self._status(alive, d, launch, steps, total, m, now)
+        problems = [p for p in (entry.config_problem, m.problem) if p]
         return {
             "id": run_id,
             "algo": cfg.get("algo"),
@@ -313,6 +497,7 @@ class RunIndex:
             "status": status,
             "reason": reason,
             "mtime": entry.metrics.key[0] / 1e9 if entry.metrics.key[0] else None,
+            "problem": "; ".join(problems) or None,
         }
 
     def _status(self, alive, d, launch, steps, total, m, now) -> tuple[str, str | None]:
@@ -322,7 +507,7 @@ class RunIndex:
         if done:
             return "finished", None
         if launch and launch.get("log"):
-            err = last_error_line(self.root / LAUNCH_DIR / launch["log"])
+            err = last_error_line(self.root / LAUNCH_DIR / launch["log"], root=self.root)
             if err and "interrupted by" not in err:
                 return "failed", err
         # not a process of this dashboard (or one of an earlier dashboard whose end was not
@@ -338,21 +523,34 @@ class RunIndex:
         runs, _ = self.scan()
         now = time.time()
         try:
-            launched = {n[:-5] for n in os.listdir(self.root / LAUNCH_DIR) if n.endswith(".json")}
+            names = os.listdir(self.root / LAUNCH_DIR)
         except OSError:
-            launched = set()
-        out = [self.summary(r, now, launched) for r in runs]
+            names = []
+        launched = {n[:-5] for n in names if n.endswith(".json") and NAME_RE.match(n[:-5])}
+        out = [self.safe_summary(r, now, launched) for r in runs]
         # launched runs without a directory: starting, or failed before writing anything
         for name in sorted(launched - set(runs)):
             if self.launch_record(name) is not None:
-                out.append(self.summary(name, now, launched))
+                out.append(self.safe_summary(name, now, launched))
+            else:
+                why = f"its launch record {LAUNCH_DIR}/{name}.json cannot be read"
+                out.append({"id": name, "status": "failed", "reason": why, "problem": why})
         return out
+
+    def safe_summary(self, run_id: str, now: float, launched: set[str] | None) -> dict[str, Any]:
+        """:meth:`summary`, or, when the run's files break it, a row that says so: one
+        crafted run folder never takes the list down with it."""
+        try:
+            return self.summary(run_id, now, launched)
+        except (OSError, ValueError, TypeError, KeyError, RecursionError) as e:
+            reason = f"cannot read this run: {describe(e)}"
+            return {"id": run_id, "status": "failed", "reason": reason, "problem": reason}
 
     def detail(self, run_id: str) -> dict[str, Any]:
         """Everything the run view shows, except the metrics rows (the event stream sends
         them): config, files (videos, figures), analysis summary, launch log."""
         d = self.root / run_id
-        info = self.summary(run_id)
+        info = self.safe_summary(run_id, time.time(), None)
         launch = self.launch_record(run_id)
         info["config"] = self._entry(run_id).config or (launch or {}).get("config", {})
         files = []
@@ -371,10 +569,14 @@ class RunIndex:
         analysis = d / ANALYSIS_DIR
         info["analysis"] = None
         if analysis.is_dir():
-            for name in sorted(os.listdir(analysis)):
-                if name.lower().endswith(".png"):
+            try:
+                names = sorted(os.listdir(analysis))
+            except OSError:
+                names = []
+            for name in names:
+                if name.lower().endswith(".png") and not name.startswith("."):
                     files.append({"kind": "analysis", "path": f"{run_id}/{ANALYSIS_DIR}/{name}"})
-            summary = _read_json(analysis / "summary.json")
+            summary = _read_json(analysis / "summary.json", self.root)
             if summary is not None:
                 info["analysis"] = summary
         info["files"] = files
@@ -385,29 +587,33 @@ class RunIndex:
     def comparison(self, comp_id: str) -> dict[str, Any]:
         """A comparison directory: its request, runs (status files), curves by group (mean
         and 95% bootstrap band, as ``snrl compare`` draws them), summary table, report."""
-        from snrl.experiments.report import _read_curve, aggregate_curves
+        from snrl.experiments.report import aggregate_curves
 
         d = self.root / comp_id
-        manifest = _read_json(d / COMPARE_MANIFEST) or {}
+        manifest = _read_json(d / COMPARE_MANIFEST, self.root)
         runs = []
         for path in sorted((d / "status").glob("*.json")):
-            rec = read_status(path) or {}
+            rec = _read_json(path, self.root)
+            rec = rec if isinstance(rec, dict) else {}
             runs.append(
                 {
-                    "name": rec.get("name", path.stem),
-                    "group": rec.get("group", path.stem),
+                    "name": _text(rec.get("name")) or path.stem,
+                    "group": _text(rec.get("group")) or path.stem,
                     "seed": rec.get("seed"),
-                    "status": rec.get("status"),
-                    "error": rec.get("error"),
+                    "status": _text(rec.get("status")),
+                    "error": _text(rec.get("error")),
                 }
             )
         groups: dict[str, list] = {}
         run_dirs = sorted((d / "runs").glob("*")) if (d / "runs").is_dir() else []
         by_name = {r["name"]: r for r in runs}
         for rd in run_dirs:
-            cfg = _read_json(rd / "config.json") or {}
-            group = by_name.get(rd.name, {}).get("group") or cfg.get("backbone") or rd.name
-            curve = _read_curve(rd)
+            if rd.name.startswith(".") or not rd.is_dir():
+                continue
+            cfg = _read_json(rd / "config.json", self.root)
+            cfg = cfg if isinstance(cfg, dict) else {}
+            group = by_name.get(rd.name, {}).get("group") or _text(cfg.get("backbone")) or rd.name
+            curve = self._curve(rd / "metrics.csv")
             if curve is not None:
                 groups.setdefault(group, []).append(curve)
             if rd.name not in by_name:
@@ -424,21 +630,44 @@ class RunIndex:
             curves[group] = {k: clean(agg[k]) for k in ("steps", "mean", "low", "high")}
             curves[group]["n_seeds"] = len(cs)
         table = None
-        if (d / "summary.csv").is_file():
+        try:
             import csv
 
-            with open(d / "summary.csv", newline="", encoding="utf-8") as f:
-                table = list(csv.reader(f))
+            text = read_capped(d / "summary.csv", self.root).decode("utf-8", "replace")
+            table = list(csv.reader(text.splitlines()))
+        except (OSError, csv.Error):
+            pass
         report = None
-        if (d / "report.md").is_file():
-            report = (d / "report.md").read_text(encoding="utf-8", errors="replace")
+        try:
+            report = read_capped(d / "report.md", self.root).decode("utf-8", "replace")
+        except OSError:
+            pass
         figures = [f"{comp_id}/{n}" for n in ("curves.png",) if (d / n).is_file()]
         return {
             "id": comp_id,
-            "request": manifest,
+            "request": manifest if isinstance(manifest, dict) else {},
             "runs": runs,
             "curves": curves,
             "summary": table,
             "report": report,
             "figures": figures,
         }
+
+    def _curve(self, path: Path) -> tuple[Any, Any] | None:
+        """(env steps, episode return means) of a metrics.csv (its last
+        :data:`MAX_METRICS_READ` bytes at most), or None."""
+        import numpy as np
+
+        try:
+            header, rows, _ = metrics_rows(path, 0, self.root)
+        except OSError:
+            return None
+        if "env_step" not in header or "episode_return_mean" not in header or not rows:
+            return None
+        i, j = header.index("env_step"), header.index("episode_return_mean")
+        pairs = [(r[i], r[j]) for r in rows if r[i] is not None]
+        if not pairs:
+            return None
+        steps = np.array([p[0] for p in pairs], dtype=np.float64)
+        returns = np.array([np.nan if p[1] is None else p[1] for p in pairs], dtype=np.float64)
+        return steps, returns

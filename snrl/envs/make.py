@@ -57,6 +57,7 @@ from snrl.errors import UserError
 __all__ = [
     "EnvFactory",
     "check_env_id_trusted",
+    "check_env_kwargs",
     "env_factory",
     "env_name",
     "finished_episodes",
@@ -295,6 +296,26 @@ def _unnamed_env_error(env_id: str) -> UserError:
     )
 
 
+def check_env_kwargs(kwargs: Any, where: str = "env_kwargs") -> None:
+    """Refuse env options that snrl sets itself: ``render_mode`` (``"rgb_array"`` where it
+    records frames, for ``snrl render`` and ``rollout(record=True)``; none while training
+    and evaluating, where a window would only slow the run down).
+
+    Args:
+        kwargs: The env options (``env_kwargs``, a lesson's ``env_kwargs``).
+        where: How the message names them.
+
+    Raises:
+        UserError: Naming the option and why.
+    """
+    if isinstance(kwargs, dict) and "render_mode" in kwargs:
+        raise UserError(
+            f"{where} sets render_mode={kwargs['render_mode']!r}, which snrl sets itself "
+            "(rgb_array where it records frames: snrl render, rollout(record=True); none "
+            "while training; drop render_mode)"
+        )
+
+
 def make_env(env_id: Any, *, render_mode: str | None = None, **kwargs: Any) -> gym.Env:
     """Create one environment (see :func:`_make_env`), its ``Dict`` or ``Tuple``
     observations flattened into one ``Box`` vector (:func:`snrl.envs.spaces.flatten_obs_env`:
@@ -446,6 +467,7 @@ def make_vector_env(
     if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
         raise UserError(f"n_envs must be an integer >= 1, got {n_envs!r} (pass e.g. --n-envs 8)")
     kwargs = dict(env_kwargs or {})
+    check_env_kwargs(kwargs)
     if isinstance(env_id, gym.vector.VectorEnv):
         return _user_vector_env(env_id, n_envs, seed=seed, kwargs=kwargs)
     if isinstance(env_id, gym.Env) and n_envs != 1:

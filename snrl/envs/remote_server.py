@@ -32,7 +32,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from snrl.envs.make import make_env
+from snrl.config import check_host
+from snrl.envs.make import check_env_kwargs, make_env
 from snrl.envs.remote import (
     PROTOCOL,
     WireError,
@@ -363,6 +364,7 @@ def _short(x: Any) -> str:
 
 
 def _check_args(env_id: str, host: str, port: int, token: str) -> None:
+    check_host(host)
     if is_remote_env(env_id):
         raise UserError(f"serve-env serves a local env, not the URL {env_id} (pass an env id)")
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
@@ -430,6 +432,7 @@ class EnvServer:
             ) from None
         self.token = token if token is not None else new_token()
         _check_args(env_id, host, port, self.token)
+        check_env_kwargs(env_kwargs or {})
         self.app = _App(env_id, dict(env_kwargs or {}), self.token, max_body, max_sessions)
         self._sock = _bind(host, port)
         self.host, self.port = host, self._sock.getsockname()[1]

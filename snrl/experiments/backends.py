@@ -9,6 +9,11 @@ compare process is gone). ``run_ray``: Ray tasks of one CPU each, at most ``work
 flight, on an existing cluster (``address``) or a local instance started and stopped here.
 On a multi-node cluster the comparison directory must be mounted at the same path on every
 node.
+
+GPUs: a run whose config has ``device="cuda"`` runs on "its" GPU. Locally, each worker
+process sees one of the visible GPUs (``CUDA_VISIBLE_DEVICES`` set per worker, round
+robin), so the runs spread over them. On Ray, ``gpus_per_run`` is each task's GPU share
+(0.25 packs four runs on one GPU) and Ray sets the task's ``CUDA_VISIBLE_DEVICES``.
 """
 
 from __future__ import annotations
@@ -67,7 +72,31 @@ def _exit_when_gone(pid: int) -> None:
     threading.Thread(target=watch, name="snrl-compare-watchdog", daemon=True).start()
 
 
-def _init_worker(parent_pid: int, sys_path: Sequence[str] = ()) -> None:
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as ``CUDA_VISIBLE_DEVICES`` names them (its own list
+    when set, else ``0 .. n-1`` for the CUDA devices torch sees; none without CUDA)."""
+    text = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if text is not None:
+        return [g.strip() for g in text.split(",") if g.strip()]
+    import torch
+
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return [str(i) for i in range(n)]
+
+
+def worker_gpu(index: int, gpus: Sequence[str]) -> str | None:
+    """The GPU worker ``index`` of a local pool takes (round robin), or None without GPUs."""
+    return gpus[index % len(gpus)] if gpus else None
+
+
+def _init_worker(
+    parent_pid: int, sys_path: Sequence[str] = (), gpus: Sequence[str] = (), counter: Any = None
+) -> None:
+    if gpus and counter is not None:  # before torch initializes CUDA in this worker
+        with counter.get_lock():
+            index = counter.value
+            counter.value += 1
+        os.environ["CUDA_VISIBLE_DEVICES"] = worker_gpu(index, gpus)
     import torch
 
     _exit_when_gone(parent_pid)
@@ -101,11 +130,13 @@ def run_local(
     fails only its own run: the runs caught in the broken pool are retried one per pool."""
     ctx = _mp_context()
     broken: list[RunSpec] = []
+    on_gpu = any(str(s.config.get("device", "cpu")).startswith("cuda") for s in specs)
+    gpus = visible_gpus() if on_gpu else []
     with cf.ProcessPoolExecutor(
         max_workers=1 if isolate else workers,
         mp_context=ctx,
         initializer=_init_worker,
-        initargs=(os.getpid(), list(sys.path)),
+        initargs=(os.getpid(), list(sys.path), gpus, ctx.Value("i", 0) if gpus else None),
     ) as pool:
         futures = {pool.submit(execute_run, s): s for s in specs}
         for fut in cf.as_completed(futures):
@@ -159,10 +190,30 @@ def import_ray() -> Any:
     return ray
 
 
+def ray_gpu_limit(resources: dict[str, float], gpus_per_run: float | None) -> int | None:
+    """How many runs of ``gpus_per_run`` GPUs each fit on a cluster with ``resources``
+    (None: runs take no GPU); :class:`UserError` when not one fits (Ray would wait
+    forever)."""
+    if not gpus_per_run:
+        return None
+    have = float(resources.get("GPU", 0))
+    if have < gpus_per_run:
+        raise UserError(
+            f"gpus_per_run={gpus_per_run:g} but the Ray cluster has {have:g} GPU(s) (run on a "
+            "cluster with GPUs, or drop --gpus-per-run)"
+        )
+    return max(1, int(have / gpus_per_run + 1e-9))
+
+
 def run_ray(
-    specs: list[RunSpec], workers: int | None, address: str | None, on_result: OnResult
+    specs: list[RunSpec],
+    workers: int | None,
+    address: str | None,
+    on_result: OnResult,
+    gpus_per_run: float | None = None,
 ) -> None:
-    """Run ``specs`` as Ray tasks (one CPU each, at most ``workers`` in flight)."""
+    """Run ``specs`` as Ray tasks (one CPU and ``gpus_per_run`` GPUs each, at most
+    ``workers`` in flight)."""
     ray = import_ray()
     if address:
         check_reachable(address)
@@ -182,8 +233,12 @@ def run_ray(
             raise UserError(f"cannot start or join Ray at {where}: {first_line(e)}") from None
         started = True
     try:
-        task = ray.remote(num_cpus=1, max_retries=0)(execute_run)
-        limit = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        resources = ray.cluster_resources()
+        gpu_limit = ray_gpu_limit(resources, gpus_per_run)
+        task = ray.remote(num_cpus=1, num_gpus=gpus_per_run or 0, max_retries=0)(execute_run)
+        limit = workers or max(1, int(resources.get("CPU", 1)))
+        if gpu_limit is not None:
+            limit = min(limit, gpu_limit)
         queue = list(specs)
         inflight: dict[Any, RunSpec] = {}
         while queue or inflight:

@@ -54,6 +54,7 @@ def spec_from_args(args: argparse.Namespace):
         backend=args.backend,
         address=args.address,
         retry_failed=args.retry_failed,
+        gpus_per_run=args.gpus_per_run,
     )
 
 
@@ -118,6 +119,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--workers", type=int, default=None, help="parallel runs (default: cores)")
     c.add_argument("--backend", choices=("local", "ray"), default="local")
     c.add_argument("--address", default=None, help="Ray cluster address (default: local Ray)")
+    c.add_argument(
+        "--gpus-per-run",
+        type=float,
+        default=None,
+        metavar="F",
+        help="Ray: GPUs per run (0.25 packs four runs on a GPU); with --set device=cuda",
+    )
     c.add_argument(
         "--threshold", type=float, default=None, help="solved return (default: env spec)"
     )

@@ -156,7 +156,7 @@ def compare(spec: CompareSpec, *, verbose: bool = True) -> CompareResult:
                 k = min(spec.workers or default_workers(), len(todo))
                 run_local(todo, k, on_result)
             else:
-                run_ray(todo, spec.workers, spec.address, on_result)
+                run_ray(todo, spec.workers, spec.address, on_result, spec.gpus_per_run)
         runs = [records.get(r.name, {"name": r.name, "status": "missing"}) for r in runs_planned]
         summary, pairwise = write_outputs(
             out, runs_planned, runs, env_id=spec.env, algo=spec.algo, threshold=threshold

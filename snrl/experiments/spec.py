@@ -167,6 +167,9 @@ class CompareSpec:
     local Ray instance. Ray backend only."""
     retry_failed: bool = False
     """Run again the runs recorded as failed (else a re-run keeps their failure)."""
+    gpus_per_run: float | None = None
+    """GPUs each run takes on the Ray backend (0.25 packs four runs on one GPU; None: none).
+    Runs with ``device="cuda"`` on the local backend spread over the visible GPUs."""
 
     def __post_init__(self) -> None:
         def put(name: str, value: Any) -> None:
@@ -223,6 +226,16 @@ class CompareSpec:
             raise UserError(f"address={self.address!r} (pass HOST:PORT as a string)")
         if self.address and self.backend != "ray":
             raise UserError("address is for the Ray backend (set backend='ray' / --backend ray)")
+        if self.gpus_per_run is not None:
+            g = self.gpus_per_run
+            if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 < g <= 64:
+                raise UserError(f"gpus_per_run={g!r} (a number in (0, 64], e.g. 0.25)")
+            if self.backend != "ray":
+                raise UserError(
+                    "gpus_per_run is for the Ray backend (add --backend ray; the local backend "
+                    "spreads runs with device=cuda over the visible GPUs by itself)"
+                )
+            put("gpus_per_run", float(g))
         if not isinstance(self.retry_failed, bool):
             raise UserError(f"retry_failed={self.retry_failed!r} (must be True or False)")
 

@@ -4,10 +4,9 @@ again on every call.
 Why: a training call at T=64, B=256, N=128 writes three (T, B, N) buffers of 8 MB (spikes,
 membranes, the walk's gradient). glibc hands blocks of that size back to the system when they
 are freed, so the next call of the same shape touches fresh pages: 2,048 page faults per
-buffer, 0.8-2 us each on the VMs of docs/benchmarks.md (issue 11). That was 40 % of the
-layer's forward + backward. Changing glibc's thresholds would fix it for the whole process
-and keep every freed block; this pool keeps only its own blocks, and only up to
-:data:`MAX_IDLE_BYTES`.
+buffer, 0.8-2 us each on the VMs measured: 40 % of the layer's forward + backward. Changing
+glibc's thresholds would fix it for the whole process and keep every freed block; this pool
+keeps only its own blocks, and only up to :data:`MAX_IDLE_BYTES`.
 
 Safe reuse: a block is an anonymous memory map. The tensor is ``torch.frombuffer`` over a
 ``memoryview`` of it, and torch holds that memoryview until the tensor's storage is freed,

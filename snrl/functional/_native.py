@@ -5,11 +5,17 @@ gradient; and the leaky-integrator readout's loop and reverse scan
 
 Built on first use with the system C compiler (``cc``, or ``$CC``) into snrl's cache
 directory (``$SNRL_CACHE_DIR``, else ``$XDG_CACHE_HOME/snrl``, else ``~/.cache/snrl``), under a
-name that hashes the source, the flags and the machine, and loaded with :mod:`ctypes`. It is
-an accelerator, never a requirement: without a compiler, on a build error, for tensors it does
-not take (not float32 on the CPU) or with ``SNRL_NATIVE=0`` in the environment, the torch loop
-of :mod:`snrl.functional.lif_sequence` runs instead, which is also the reference the kernel is
-tested against (``tests/functional/test_native.py``).
+name that hashes the source, the compiler and its flags, the machine type and the CPU's
+instruction-set flags (:func:`cache_key`), and loaded with :mod:`ctypes`; each C function is
+called through :class:`KernelFunction`, by the names of its one declaration in
+:data:`SIGNATURES`. Where the CPU's flags cannot be read (no ``/proc/cpuinfo``) the build is
+generic (no ``-march=native``).
+
+It is an accelerator, never a requirement: without a compiler, on a build error, for tensors
+it does not take (not float32 on the CPU) or with ``SNRL_NATIVE=0`` in the environment, the
+torch loop of :mod:`snrl.functional.lif_sequence` runs instead, which is also the reference
+the kernel is tested against (``tests/functional/test_native.py``). A failed build is
+reported once per process, as a logged warning.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import threading
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -62,20 +69,57 @@ def cache_dir() -> Path:
     return Path(base) / "snrl"
 
 
-def _cpu_id() -> str:
-    """The CPU model, so that a cache shared between machines never loads a kernel built
-    with another machine's instructions (``-march=native``)."""
+def _cpu_flags() -> str | None:
+    """The instruction-set extensions of this CPU, or None where they cannot be read.
+
+    Read from the ``flags`` line of ``/proc/cpuinfo`` (``Features`` on ARM Linux). They, not
+    the model name (generic on many virtual machines), say which instructions a
+    ``-march=native`` build may use.
+    """
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("model name", "flags")):
-                return line
+        text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        pass
-    return platform.processor()
+        return None
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() in ("flags", "Features"):
+            return " ".join(sorted(value.split()))
+    return None
 
 
-def _build(source: bytes, target: Path) -> None:
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+def _compiler() -> str | None:
+    """The C compiler to build with: ``$CC``, else ``cc``, else ``gcc`` (None: none found)."""
+    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+
+
+def _compiler_version(cc: str) -> str:
+    """The first line of ``cc --version`` (empty if it does not run)."""
+    try:
+        res = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return (res.stdout.strip().splitlines() or [""])[0]
+
+
+def _build_flags(cpu_flags: str | None) -> tuple[str, ...]:
+    """The compiler flags: tuned to this CPU (``-march=native``) only where its instruction
+    set is known, so that the cache key can name it; a generic build elsewhere."""
+    if cpu_flags is None:
+        return tuple(f for f in _FLAGS if f != "-march=native")
+    return _FLAGS
+
+
+def cache_key(source: bytes, cpu_flags: str | None, compiler: str) -> str:
+    """The name of a built kernel: a hash of the source, the compiler flags, the machine
+    type, the CPU's instruction-set flags and the compiler's version. A cache shared between
+    machines (a network home) then never hands a ``-march=native`` build to a CPU without
+    its instructions: that would die of SIGILL, not fall back."""
+    flags = hashlib.sha256((cpu_flags or "").encode()).hexdigest()
+    parts = (_build_flags(cpu_flags), _WIDE, platform.machine(), flags, compiler)
+    return hashlib.sha256(source + repr(parts).encode()).hexdigest()[:16]
+
+
+def _build(source: bytes, target: Path, cc: str | None, flags: tuple[str, ...]) -> None:
     if not cc:
         raise OSError("no C compiler (cc) found")
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -83,9 +127,9 @@ def _build(source: bytes, target: Path) -> None:
         src = Path(tmp) / "lif_kernel.c"
         src.write_bytes(source)
         out = Path(tmp) / target.name
-        for extra in (_WIDE, ()):
+        for extra in (_WIDE, ()) if "-march=native" in flags else ((),):
             res = subprocess.run(
-                [cc, *_FLAGS, *extra, str(src), "-o", str(out)],
+                [cc, *flags, *extra, str(src), "-o", str(out)],
                 capture_output=True,
                 text=True,
                 timeout=120,
@@ -97,9 +141,128 @@ def _build(source: bytes, target: Path) -> None:
         os.replace(out, target)  # atomic: a parallel build of the same file is harmless
 
 
-def library() -> ctypes.CDLL | None:
-    """The loaded kernel library, built if needed; None when it cannot be had (the reason
-    is logged once at INFO)."""
+_INT, _LONG, _FLOAT, _PTR = ctypes.c_int, ctypes.c_long, ctypes.c_float, ctypes.c_void_p
+_DIMS = (("T", _INT), ("G", _INT), ("B", _INT), ("N", _INT))
+
+#: The C functions of lif_kernel.c, each as (return type, ((argument name, C type), ...)) in
+#: the order of its prototype: the one declaration of their signatures on this side
+#: (``tests/functional/test_native.py`` checks it against the prototypes in the source).
+#: A pointer argument takes a float32 / uint8 / int32 tensor or None (NULL).
+SIGNATURES: dict[str, tuple[Any, tuple[tuple[str, Any], ...]]] = {
+    "snrl_lif_forward": (
+        None,
+        (
+            *_DIMS,
+            *((name, _PTR) for name in ("u", "w", "v0", "z0", "alpha")),
+            ("threshold", _FLOAT),
+            ("subtract", _INT),
+            *((name, _PTR) for name in ("starts", "fv", "fz")),
+            ("fstep", _LONG),
+            *((name, _PTR) for name in ("vs", "zs", "idx", "val")),
+        ),
+    ),
+    "snrl_lif_backward": (
+        None,
+        (
+            *_DIMS,
+            ("s", _PTR),
+            ("kind", _INT),
+            ("p1", _FLOAT),
+            ("p2", _FLOAT),
+            *((name, _PTR) for name in ("gz", "gv", "wbt", "vs", "zs", "alpha")),
+            ("threshold", _FLOAT),
+            ("subtract", _INT),
+            *((name, _PTR) for name in ("starts", "dv", "first", "scratch")),
+            ("more", _INT),
+        ),
+    ),
+    "snrl_lif_weight_grad": (
+        None,
+        (
+            *_DIMS,
+            *((name, _PTR) for name in ("z0", "zs", "starts", "fz")),
+            ("fstep", _LONG),
+            *((name, _PTR) for name in ("dv", "dw", "idx", "val")),
+        ),
+    ),
+    "snrl_li_forward": (
+        None,
+        (
+            *_DIMS[:1],
+            *_DIMS[2:],
+            *((name, _PTR) for name in ("u", "v0", "alpha", "starts", "fv")),
+            ("fstep", _LONG),
+            ("vs", _PTR),
+        ),
+    ),
+    "snrl_li_backward": (
+        None,
+        (*_DIMS[:1], *_DIMS[2:], *((name, _PTR) for name in ("g", "alpha", "starts", "dv"))),
+    ),
+}
+
+
+class KernelFunction:
+    """One C function of the kernel, called by keyword only: the names must be exactly those
+    of its entry in :data:`SIGNATURES` (a missing, extra or misspelt one raises
+    ``TypeError`` instead of handing the C code a wrong argument). Pointer arguments take a
+    tensor (its ``data_ptr``) or None, held by the call's keywords until the call returns."""
+
+    def __init__(self, lib: ctypes.CDLL, name: str) -> None:
+        restype, params = SIGNATURES[name]
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = [ctype for _, ctype in params]
+        self.name = name
+        self._fn = fn
+        self._names = tuple(arg for arg, _ in params)
+        self._pointers = frozenset(arg for arg, ctype in params if ctype is _PTR)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if args or kwargs.keys() != set(self._names):
+            missing = [n for n in self._names if n not in kwargs]
+            extra = sorted(set(kwargs) - set(self._names))
+            raise TypeError(
+                f"{self.name} takes the keywords {', '.join(self._names)}"
+                + (f"; {len(args)} positional given" if args else "")
+                + (f"; missing {', '.join(missing)}" if missing else "")
+                + (f"; unexpected {', '.join(extra)}" if extra else "")
+            )
+        values = []
+        for name in self._names:
+            value = kwargs[name]
+            if name in self._pointers:
+                if value is not None and not isinstance(value, Tensor):
+                    raise TypeError(
+                        f"{self.name}: {name} is a pointer (give a tensor or None), "
+                        f"got {type(value).__name__}"
+                    )
+                value = None if value is None else value.data_ptr()
+            values.append(value)
+        return self._fn(*values)
+
+
+class Kernels:
+    """The loaded library's functions, by their names without the ``snrl_`` prefix."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self.lib = lib
+        for name in SIGNATURES:
+            setattr(self, name.removeprefix("snrl_"), KernelFunction(lib, name))
+
+    lif_forward: KernelFunction
+    lif_backward: KernelFunction
+    lif_weight_grad: KernelFunction
+    li_forward: KernelFunction
+    li_backward: KernelFunction
+
+
+def library() -> Kernels | None:
+    """The kernel's functions, the library built if needed; None when it cannot be had.
+
+    The first failure in a process is reported once, as a logged warning naming the reason
+    (the torch loop then runs, slower); ``SNRL_NATIVE=0`` turns the kernel off silently.
+    """
     if not enabled():
         return None
     lib = _STATE.get("lib")
@@ -110,35 +273,22 @@ def library() -> ctypes.CDLL | None:
             return _STATE.get("lib")  # type: ignore[return-value]
         try:
             source = resources.files("snrl.functional").joinpath("lif_kernel.c").read_bytes()
-            key = hashlib.sha256(
-                source + repr((_FLAGS, _WIDE, platform.machine(), _cpu_id())).encode()
-            ).hexdigest()[:16]
+            cc = _compiler()
+            cpu_flags = _cpu_flags()
+            key = cache_key(source, cpu_flags, _compiler_version(cc) if cc else "")
             target = cache_dir() / f"lif_kernel_{key}.so"
             if not target.is_file():
-                _build(source, target)
-            lib = ctypes.CDLL(str(target))
-            ints, ptrs, flt = [ctypes.c_int] * 4, ctypes.c_void_p, ctypes.c_float
-            long = ctypes.c_long
-            fwd, bwd = lib.snrl_lif_forward, lib.snrl_lif_backward
-            dw, li_fwd, li_bwd = lib.snrl_lif_weight_grad, lib.snrl_li_forward, lib.snrl_li_backward
-            fwd.restype = bwd.restype = dw.restype = li_fwd.restype = li_bwd.restype = None
-            fwd.argtypes = [*ints, *[ptrs] * 5, flt, ctypes.c_int, *[ptrs] * 3, long]
-            fwd.argtypes += [ptrs] * 4
-            bwd.argtypes = [*ints, ptrs, ctypes.c_int, flt, flt, *[ptrs] * 6, flt, ctypes.c_int]
-            bwd.argtypes += [*[ptrs] * 4, ctypes.c_int]
-            dw.argtypes = [*ints, *[ptrs] * 4, long, *[ptrs] * 4]
-            li_fwd.argtypes = [*ints[:3], *[ptrs] * 5, long, ptrs]
-            li_bwd.argtypes = [*ints[:3], *[ptrs] * 4]
-            _STATE["lib"] = lib
-        except (OSError, subprocess.SubprocessError) as e:
+                _build(source, target, cc, _build_flags(cpu_flags))
+            _STATE["lib"] = Kernels(ctypes.CDLL(str(target)))
+        except (OSError, subprocess.SubprocessError, AttributeError) as e:
             _STATE["failed"] = str(e)
-            log.info("compiled LIF kernel unavailable (%s); using the torch loop", e)
+            log.warning(
+                "compiled LIF kernel unavailable (%s); using the torch loop, which is slower "
+                "(set SNRL_NATIVE=0 to skip the kernel without this message)",
+                e,
+            )
             return None
     return _STATE["lib"]  # type: ignore[return-value]
-
-
-def _ptr(x: Tensor | None) -> int | None:
-    return None if x is None else x.data_ptr()
 
 
 def lif_forward(
@@ -166,21 +316,29 @@ def lif_forward(
     t, g, b, n = _dims(u)
     vs = _buffers.empty(tuple(u.shape))  # large ones reused, not faulted in again
     zs = _buffers.empty(tuple(u.shape))
-    # every tensor handed over is held in this list until the call returns (a temporary
-    # would be freed as soon as its address was taken)
-    keep = [
-        _flat(u, (t, g, b, n)),
-        _flat(w, (g, n, n)),
-        _flat(v0, (g, b, n)),
-        _flat(z0, (g, b, n)),
-        _alpha(alpha, g, n),
-    ]
     (fv, fz), fstep = _fresh((fv, fz), (t, g, b, n))
-    resets = [_starts(starts), fv, fz]
-    tail = [vs, zs, *_spike_scratch(n)]
-    flag = int(reset == "subtract")
-    head = (t, g, b, n, *map(_ptr, keep), float(threshold), flag)
-    lib.snrl_lif_forward(*head, *map(_ptr, resets), fstep, *map(_ptr, tail))
+    idx, val = _spike_scratch(n)
+    lib.lif_forward(
+        T=t,
+        G=g,
+        B=b,
+        N=n,
+        u=_flat(u, (t, g, b, n)),
+        w=_flat(w, (g, n, n)),
+        v0=_flat(v0, (g, b, n)),
+        z0=_flat(z0, (g, b, n)),
+        alpha=_alpha(alpha, g, n),
+        threshold=float(threshold),
+        subtract=int(reset == "subtract"),
+        starts=_starts(starts),
+        fv=fv,
+        fz=fz,
+        fstep=fstep,
+        vs=vs,
+        zs=zs,
+        idx=idx,
+        val=val,
+    )
     return zs, vs
 
 
@@ -218,23 +376,39 @@ def lif_backward(
     seqs = [_flat(x, (t, g, b, n)) for x in (gz, gv, vs, zs)]
     w_flat, a_flat = _flat(w_back_t, (g, n, n)), _alpha(alpha, g, n)
     st, scratch = _starts(starts), torch.empty(b + 1, n, dtype=torch.float32)
-    flag = int(reset == "subtract")
     kind = _kind(spike_fn)
     derivative = derivative_fn(spike_fn) if kind is None else None
     steps = max(1, t if kind is not None else _CHUNK_FLOATS // (g * b * n))
     code, p1, p2 = kind or (0, 0.0, 0.0)
     for t1 in range(t, 0, -steps):
         t0 = max(0, t1 - steps)
-        # held until the call returns, as in lif_forward
         gzc, gvc, vsc, zsc = (None if x is None else x[t0:t1] for x in seqs)
         s = None
         if derivative is not None:
             s = derivative(vsc - threshold).to(torch.float32).contiguous()
-        head = (t1 - t0, g, b, n, _ptr(s), code, p1, p2)
-        keep = [gzc, gvc, w_flat, vsc, zsc, a_flat]
-        tail = [None if st is None else st[t0:], dv[t0:], first if t0 == 0 else None, scratch]
-        mid = (float(threshold), flag)
-        lib.snrl_lif_backward(*head, *map(_ptr, keep), *mid, *map(_ptr, tail), t1 < t)
+        lib.lif_backward(
+            T=t1 - t0,
+            G=g,
+            B=b,
+            N=n,
+            s=s,
+            kind=code,
+            p1=p1,
+            p2=p2,
+            gz=gzc,
+            gv=gvc,
+            wbt=w_flat,
+            vs=vsc,
+            zs=zsc,
+            alpha=a_flat,
+            threshold=float(threshold),
+            subtract=int(reset == "subtract"),
+            starts=None if st is None else st[t0:],
+            dv=dv[t0:],
+            first=first if t0 == 0 else None,
+            scratch=scratch,
+            more=int(t1 < t),
+        )
     if t == 0:
         first.zero_()
     return dv, first
@@ -263,9 +437,22 @@ def lif_weight_grad(
     t, g, b, n = _dims(dv)
     dw = torch.empty((g, n, n) if dv.dim() == 4 else (n, n), dtype=torch.float32)
     (fz,), fstep = _fresh((None if starts is None else fz,), (t, g, b, n))
-    keep = [_flat(z0, (g, b, n)), _flat(zs, (t, g, b, n)), _starts(starts), fz]
-    tail = [_flat(dv, (t, g, b, n)), dw, *_spike_scratch(n)]
-    lib.snrl_lif_weight_grad(t, g, b, n, *map(_ptr, keep), fstep, *map(_ptr, tail))
+    idx, val = _spike_scratch(n)
+    lib.lif_weight_grad(
+        T=t,
+        G=g,
+        B=b,
+        N=n,
+        z0=_flat(z0, (g, b, n)),
+        zs=_flat(zs, (t, g, b, n)),
+        starts=_starts(starts),
+        fz=fz,
+        fstep=fstep,
+        dv=_flat(dv, (t, g, b, n)),
+        dw=dw,
+        idx=idx,
+        val=val,
+    )
     return dw
 
 
@@ -281,8 +468,18 @@ def li_forward(
     t, _, b, n = _dims(u)
     vs = torch.empty(tuple(u.shape), dtype=torch.float32)
     (fv,), fstep = _fresh((fv,), (t, 1, b, n))
-    keep = [_flat(u, (t, b, n)), _flat(v0, (b, n)), _alpha(alpha, 1, n), _starts(starts), fv]
-    lib.snrl_li_forward(t, b, n, *map(_ptr, keep), fstep, vs.data_ptr())
+    lib.li_forward(
+        T=t,
+        B=b,
+        N=n,
+        u=_flat(u, (t, b, n)),
+        v0=_flat(v0, (b, n)),
+        alpha=_alpha(alpha, 1, n),
+        starts=_starts(starts),
+        fv=fv,
+        fstep=fstep,
+        vs=vs,
+    )
     return vs
 
 
@@ -295,12 +492,19 @@ def li_backward(g: Tensor, alpha: Tensor, starts: Tensor | None) -> Tensor | Non
         return None
     t, _, b, n = _dims(g)
     dv = torch.empty(tuple(g.shape), dtype=torch.float32)
-    keep = [_flat(g, (t, b, n)), _alpha(alpha, 1, n), _starts(starts), dv]
-    lib.snrl_li_backward(t, b, n, *map(_ptr, keep))
+    lib.li_backward(
+        T=t,
+        B=b,
+        N=n,
+        g=_flat(g, (t, b, n)),
+        alpha=_alpha(alpha, 1, n),
+        starts=_starts(starts),
+        dv=dv,
+    )
     return dv
 
 
-def _applies(seq: Tensor, *tensors: Tensor | None) -> ctypes.CDLL | None:
+def _applies(seq: Tensor, *tensors: Tensor | None) -> Kernels | None:
     """The library, if every tensor is float32 on the CPU and the library can be had."""
     tensors = (seq, *tensors)
     if any(x is not None and (x.dtype != torch.float32 or x.device.type != "cpu") for x in tensors):

@@ -27,9 +27,8 @@
 
 typedef float v16 __attribute__((vector_size(64)));
 /* The same 16 floats at any address, aliasing float data: loads and stores through it are
- * single unaligned vector moves. (An earlier version copied with memcpy into v16 arrays; GCC
- * then moved them through the stack in two halves and read them back whole, a store-forwarding
- * stall on every spike: the forward loop ran at a quarter of its speed.) */
+ * single unaligned vector moves. (Not memcpy into v16 arrays: GCC moves those through the
+ * stack in two halves and reads them back whole, a store-forwarding stall on every spike.) */
 typedef float v16u __attribute__((vector_size(64), aligned(4), may_alias));
 
 static inline v16 ld(const float *p) { return *(const v16u *)p; }

@@ -34,10 +34,7 @@ replaced by that fresh state, and the gradient arriving at a replaced state is n
 step t - 1: it goes to the fresh membrane (``d fresh_t = alpha dv_t``, times ``1 - z`` for
 the zero reset). One call then covers a whole minibatch of env sequences with no cuts.
 
-The products are public ``torch.mm`` on contiguous operands. (An earlier version used the
-private ``torch.ops.mkldnn._linear_pointwise``; measured again with torch 2.13 it was 3-4x
-slower than ``torch.mm`` at (8, 128) x (128, 128) and slower at B = 256, so it is gone; see
-``docs/benchmarks.md``, issue 11.)
+The products are public ``torch.mm`` on contiguous operands (no private torch ops).
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ model's step function. Layers keep no state on themselves: it is always passed e
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import inspect
 import math
 import operator
 import threading
@@ -19,6 +21,7 @@ from typing import Any, ClassVar, NamedTuple
 import torch
 from torch import Tensor, nn
 
+from snrl.config import NEURON_DEFAULTS
 from snrl.errors import UserError
 from snrl.functional.dale import (
     check_sign_vector,
@@ -27,11 +30,11 @@ from snrl.functional.dale import (
     signed_weights,
     spectral_radius,
 )
-from snrl.functional.neurons import RESETS
 from snrl.functional.state import mask_state
-from snrl.functional.surrogate import SpikeFn, default_spike_grad
+from snrl.functional.surrogate import SpikeFn
+from snrl.layers.params import HH_INITS, LIFParameters, LIParameters
 
-HH_INITS = ("zeros", "random", "inputs", "given", "learned")
+__all__ = ["HH_INITS", "LayerOutput", "RecurrentLayer", "SpikingLayer", "cached_weights"]
 
 
 class LayerOutput(NamedTuple):
@@ -86,66 +89,90 @@ def _seed_from_global() -> int:
     return int(torch.randint(0, 2**62, (1,)).item())
 
 
-def _positive(value: float, name: str) -> float:
-    v = float(value)
-    if not (v > 0.0 and math.isfinite(v)):
-        raise UserError(f"{name}={value!r} is not positive (give a time in seconds > 0)")
-    return v
+class _ConstructorSignature:
+    """``inspect.signature`` of a layer class: its constructor with the neuron keywords
+    spelled out (the fields of its parameter object, with their defaults), as ``help()``
+    and editors show it. On an instance it is None, so a layer's own call signature is
+    found as usual."""
+
+    def __get__(self, obj: Any, owner: type) -> inspect.Signature | None:
+        return None if obj is not None else owner._constructor_signature()
 
 
 class RecurrentLayer(nn.Module):
     """Base of :class:`LIFLayer`, :class:`ALIFLayer`, :class:`SpyLIFLayer`, :class:`LILayer`.
 
-    Subclasses set ``state_type``, ``random_fields`` and implement ``_constants``, ``_step``
-    and ``_feedback``.
+    A layer is built from its wiring (the arguments below) and one frozen parameter object
+    of its model, ``params_type`` (:mod:`snrl.layers.params`): given as ``params=``, or as
+    keywords, one per field of that object (``tau_m=..., threshold=...``), from which the
+    layer builds it. The object is kept unchanged as ``layer.params``; the neuron
+    attributes (``layer.tau_m``, ``layer.threshold`` ...) read it.
+
+    Args:
+        input_size: F, features per input step.
+        output_size: N, number of neurons.
+        params: the neuron parameters, an instance of exactly ``params_type`` (None: built
+            from the neuron keywords, each field's default where not given).
+        use_recurrent_connection: add ``r_{t-1} W_rec`` to the input current (default True;
+            :class:`LILayer` False).
+        use_rec_eye_mask: no autapses (zero diagonal of ``W_rec``, no gradient on it).
+        force_dale_law: sign-constrain the recurrent weights by ``recurrent_sign``.
+        forward_sign: None (free input weights) or a ±1 (input_size,) tensor: input row i has
+            the sign ``forward_sign[i]``.
+        recurrent_sign: fraction of inhibitory neurons (float) or a ±1 (N,) tensor (used only
+            with ``force_dale_law``).
+        hh_init_seed: seed of the layer's own generator for ``hh_init="random"`` (None: from
+            the global torch RNG).
+        seed: seed of the layer's generator for weight init and the choice of inhibitory
+            neurons (None: drawn from the global torch RNG).
+        **neuron: the fields of ``params_type`` as keywords (not together with ``params``).
+
+    Subclasses set ``state_type``, ``params_type``, ``random_fields`` and implement
+    ``_constants``, ``_step`` and ``_feedback``.
     """
 
     state_type: ClassVar[type]
+    params_type: ClassVar[type[LIParameters]] = LIParameters
+    """The model's parameter object (:mod:`snrl.layers.params`)."""
+    recurrent_default: ClassVar[bool] = True
+    """``use_recurrent_connection`` when not given."""
     random_fields: ClassVar[tuple[str, ...]] = ("v",)
     """Continuous state variables drawn from Normal(mu, std) by ``hh_init="random"``."""
+    __signature__ = _ConstructorSignature()
 
     def __init__(
         self,
         input_size: int,
         output_size: int,
         *,
-        use_recurrent_connection: bool,
-        use_rec_eye_mask: bool,
-        dt: float,
-        tau_m: float | Tensor,
-        force_dale_law: bool,
-        forward_sign: Tensor | None,
-        recurrent_sign: float | Tensor,
-        hh_init: str,
-        hh_init_mu: float,
-        hh_init_std: float,
-        hh_init_seed: int | None,
-        learn_tau: bool,
-        seed: int | None,
+        params: LIParameters | None = None,
+        use_recurrent_connection: bool | None = None,
+        use_rec_eye_mask: bool = True,
+        force_dale_law: bool = NEURON_DEFAULTS["force_dale_law"],
+        forward_sign: Tensor | None = None,
+        recurrent_sign: float | Tensor = NEURON_DEFAULTS["recurrent_sign"],
+        hh_init_seed: int | None = None,
+        seed: int | None = None,
+        **neuron: Any,
     ) -> None:
         super().__init__()
         for name, n in (("input_size", input_size), ("output_size", output_size)):
             if isinstance(n, bool) or not isinstance(n, int) or n < 1:
                 raise UserError(f"{name}={n!r} is not a positive integer (give a size >= 1)")
-        if hh_init not in HH_INITS:
-            raise UserError(f"unknown hh_init={hh_init!r} (use one of {', '.join(HH_INITS)})")
-        if hh_init == "inputs" and input_size != output_size:
+        params = self.make_params(params, **neuron)
+        if params.hh_init == "inputs" and input_size != output_size:
             raise UserError(
                 f"hh_init='inputs' needs input_size == output_size, got {input_size} != "
                 f"{output_size} (use another hh_init or equal sizes)"
             )
-        if float(hh_init_std) < 0:
-            raise UserError(f"hh_init_std={hh_init_std!r} is negative (give a std >= 0)")
+        if use_recurrent_connection is None:
+            use_recurrent_connection = self.recurrent_default
+        self.params = params
         self.input_size = input_size
         self.output_size = output_size
         self.use_recurrent_connection = bool(use_recurrent_connection)
         self.use_rec_eye_mask = bool(use_rec_eye_mask)
-        self.dt = _positive(dt, "dt")
         self.force_dale_law = bool(force_dale_law)
-        self.hh_init = hh_init
-        self.hh_init_mu = float(hh_init_mu)
-        self.hh_init_std = float(hh_init_std)
-        self.learn_tau = bool(learn_tau)
         self.seed = _seed_from_global() if seed is None else int(seed)
         self.hh_init_seed = _seed_from_global() if hh_init_seed is None else int(hh_init_seed)
 
@@ -177,14 +204,98 @@ class RecurrentLayer(nn.Module):
         self.register_buffer("rec_mask", self._derived_mask(), persistent=False)
         self.register_buffer("recurrent_sign", rsign)
         self.register_buffer("forward_sign", fsign)
-        self._add_tau("tau_m", tau_m)
-        if hh_init == "learned":
+        first, *others = params.time_constants
+        self._add_tau(first, getattr(params, first))
+        if params.hh_init == "learned":
             self.h0 = nn.Parameter(torch.full((n,), self.hh_init_mu))
         else:
             self.register_parameter("h0", None)
+        for name in others:  # after h0: the order of parameters and buffers of old versions
+            self._add_tau(name, getattr(params, name))
         self._hh_generator = torch.Generator().manual_seed(self.hh_init_seed)
         self._decay_memo: dict[str, tuple] = {}
         self._weight_memo: dict[str, tuple] = {}
+
+    # ----------------------------------------------------------------- construction
+    @classmethod
+    def make_params(cls, params: LIParameters | None = None, **neuron: Any) -> LIParameters:
+        """The layer's parameter object: ``params`` as given (checked to be exactly
+        :attr:`params_type`), or built from the neuron keywords.
+
+        Raises:
+            TypeError: a keyword that is no field of :attr:`params_type`.
+            UserError: ``params`` and keywords together, or ``params`` of another model.
+        """
+        ptype = cls.params_type
+        if params is None:
+            names = {f.name for f in dataclasses.fields(ptype)}
+            unknown = sorted(set(neuron) - names)
+            if unknown:
+                raise TypeError(
+                    f"{cls.__name__}() got an unexpected keyword argument {unknown[0]!r} "
+                    f"(its neuron keywords: {', '.join(sorted(names))})"
+                )
+            return ptype(**neuron)
+        if neuron:
+            raise UserError(
+                f"{cls.__name__} got params= and the neuron keywords {', '.join(sorted(neuron))}"
+                " (pass one of them: e.g. dataclasses.replace(params, ...))"
+            )
+        if type(params) is not ptype:
+            raise UserError(
+                f"{cls.__name__} takes {ptype.__name__}, got params={type(params).__name__} "
+                f"(build it with snrl.layers.{ptype.__name__}(...))"
+            )
+        return params
+
+    @classmethod
+    def _constructor_signature(cls) -> inspect.Signature:
+        own = inspect.signature(cls.__init__)
+        kept = [p for name, p in own.parameters.items() if name not in ("self", "neuron")]
+        kept = [
+            p.replace(default=cls.recurrent_default, annotation="bool")
+            if p.name == "use_recurrent_connection"
+            else p
+            for p in kept
+        ]
+        neuron = [
+            inspect.Parameter(
+                f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type
+            )
+            for f in dataclasses.fields(cls.params_type)
+        ]
+        return own.replace(parameters=kept + neuron)
+
+    # ----------------------------------------------------------------- neuron attributes
+    @property
+    def dt(self) -> float:
+        """Integration step, seconds. Setting it replaces :attr:`params` by a copy with the
+        new value (checked)."""
+        return self.params.dt
+
+    @dt.setter
+    def dt(self, value: float) -> None:
+        self.params = dataclasses.replace(self.params, dt=value)
+
+    @property
+    def hh_init(self) -> str:
+        """The initial hidden state rule (``params.hh_init``)."""
+        return self.params.hh_init
+
+    @property
+    def hh_init_mu(self) -> float:
+        """Mean of the random initial membrane (``params.hh_init_mu``)."""
+        return self.params.hh_init_mu
+
+    @property
+    def hh_init_std(self) -> float:
+        """Std of the random initial membrane (``params.hh_init_std``)."""
+        return self.params.hh_init_std
+
+    @property
+    def learn_tau(self) -> bool:
+        """Whether the time constants are trained (``params.learn_tau``)."""
+        return self.params.learn_tau
 
     # ----------------------------------------------------------------- parameters
     def _balanced_recurrent(self, w_raw: Tensor, sign: Tensor) -> Tensor:
@@ -199,22 +310,17 @@ class RecurrentLayer(nn.Module):
         return w * (target / now) if now > 0 and target > 0 else w
 
     def _add_tau(self, name: str, value: float | Tensor) -> None:
-        """Register ``log_<name>`` (N,), a Parameter if ``learn_tau`` else a buffer."""
+        """Register ``log_<name>`` (N,), a Parameter if ``learn_tau`` else a buffer, from
+        the checked value of the parameter object (a float, or a float32 CPU tensor)."""
         n = self.output_size
         if isinstance(value, Tensor):
-            tau = value.detach().to("cpu", torch.float32).clone()
-            if tau.dim() == 0:
-                tau = tau.expand(n).clone()
+            tau = value.expand(n).clone() if value.dim() == 0 else value.clone()
             if tau.shape != (n,):
                 raise UserError(
                     f"{name} has shape {tuple(tau.shape)}, expected a float or ({n},) per neuron"
                 )
-            if not bool((tau > 0).all()) or not bool(torch.isfinite(tau).all()):
-                raise UserError(
-                    f"{name} holds {tau.min().item():g} (time constants must be > 0 seconds)"
-                )
         else:
-            tau = torch.full((n,), _positive(value, name))
+            tau = torch.full((n,), float(value))
         log_tau = tau.log()
         if self.learn_tau:
             setattr(self, f"log_{name}", nn.Parameter(log_tau))
@@ -270,8 +376,9 @@ class RecurrentLayer(nn.Module):
             return signed_weights(w, sign, mask)
         _CACHED_LAYERS.add(self)
         parts = (w, sign, mask)
-        versions = [None if t is None else (t._version, t.data_ptr(), t.dtype, t.device)
-                    for t in parts]
+        versions = [
+            None if t is None else (t._version, t.data_ptr(), t.dtype, t.device) for t in parts
+        ]
         hit = self._weight_memo.get(name)
         # the memo holds the tensors themselves, so identity cannot be a reused address
         if (
@@ -600,33 +707,27 @@ class RecurrentLayer(nn.Module):
 
 
 class SpikingLayer(RecurrentLayer):
-    """Base of the spiking layers: threshold, reset and surrogate gradient."""
+    """Base of the spiking layers: threshold, reset and surrogate gradient (the fields of
+    :class:`~snrl.layers.params.LIFParameters`)."""
 
-    def __init__(
-        self,
-        input_size: int,
-        output_size: int,
-        *,
-        threshold: float,
-        reset: str,
-        spike_grad: SpikeFn | None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(input_size, output_size, **kwargs)
-        if reset not in RESETS:
-            raise UserError(f"unknown reset={reset!r} (use one of {', '.join(RESETS)})")
-        thr = float(threshold)
-        if not (thr > 0 and math.isfinite(thr)):
-            raise UserError(f"threshold={threshold!r} is not positive (give a threshold > 0)")
-        self.threshold = thr
-        self.reset = reset
-        if spike_grad is not None and not callable(spike_grad):
-            raise UserError(
-                f"spike_grad={spike_grad!r} is not callable (pass a "
-                "snrl.functional.Surrogate, e.g. Surrogate('atan'), or a snntorch surrogate)"
-            )
-        self.spike_grad = default_spike_grad() if spike_grad is None else spike_grad
+    params_type: ClassVar[type[LIParameters]] = LIFParameters
+    params: LIFParameters
+
+    @property
+    def threshold(self) -> float:
+        """Spike threshold, membrane units (``params.threshold``)."""
+        return self.params.threshold
+
+    @property
+    def reset(self) -> str:
+        """``"subtract"`` or ``"zero"`` (``params.reset``)."""
+        return self.params.reset
+
+    @property
+    def spike_grad(self) -> SpikeFn:
+        """The surrogate spike function used with autograd (``params.spike_grad``)."""
+        return self.params.spike_grad
 
     def _spike_fn(self) -> SpikeFn | None:
         """The surrogate when autograd is on, else None (a plain ``v > threshold``)."""
-        return self.spike_grad if torch.is_grad_enabled() else None
+        return self.params.spike_grad if torch.is_grad_enabled() else None

@@ -6,11 +6,11 @@ from typing import Any
 
 from torch import Tensor
 
-from snrl.config import NEURON_DEFAULTS
 from snrl.functional.lif_sequence import li_sequence
 from snrl.functional.neurons import LIState, li_step
 from snrl.functional.surrogate import SpikeFn
 from snrl.layers.base import LayerOutput, RecurrentLayer
+from snrl.layers.params import LIParameters
 
 # The fused sequence path (no recurrence); a module attribute so that tests can switch it off.
 _li_sequence = li_sequence
@@ -19,52 +19,18 @@ _li_sequence = li_sequence
 class LILayer(RecurrentLayer):
     """Leaky integrators whose membrane is the output (a readout of spikes).
 
-    Args are those of :class:`snrl.layers.LIFLayer` without the spike-related ones
-    (``threshold``, ``reset``, ``spike_grad``); ``use_recurrent_connection`` defaults to
-    False. With recurrence the feedback is the membrane: ``I_t = x_t W_in + v_{t-1} W_rec + b``.
+    The arguments of :class:`snrl.layers.LIFLayer` without the spike-related ones: its
+    parameters are an :class:`~snrl.layers.params.LIParameters` (no ``threshold``,
+    ``reset``, ``spike_grad``), and ``use_recurrent_connection`` defaults to False. With
+    recurrence the feedback is the membrane: ``I_t = x_t W_in + v_{t-1} W_rec + b``.
 
     Shape:
         ``forward(x, state)``: x (B, F) or (T, B, F) -> membrane (B, N) or (T, B, N).
     """
 
     state_type = LIState
-
-    def __init__(
-        self,
-        input_size: int,
-        output_size: int,
-        *,
-        use_recurrent_connection: bool = False,
-        use_rec_eye_mask: bool = True,
-        dt: float = NEURON_DEFAULTS["dt"],
-        tau_m: float | Tensor = NEURON_DEFAULTS["tau_m"],
-        force_dale_law: bool = NEURON_DEFAULTS["force_dale_law"],
-        forward_sign: Tensor | None = None,
-        recurrent_sign: float | Tensor = NEURON_DEFAULTS["recurrent_sign"],
-        hh_init: str = NEURON_DEFAULTS["hh_init"],
-        hh_init_mu: float = 0.0,
-        hh_init_std: float = 1.0,
-        hh_init_seed: int | None = None,
-        learn_tau: bool = False,
-        seed: int | None = None,
-    ) -> None:
-        super().__init__(
-            input_size,
-            output_size,
-            use_recurrent_connection=use_recurrent_connection,
-            use_rec_eye_mask=use_rec_eye_mask,
-            dt=dt,
-            tau_m=tau_m,
-            force_dale_law=force_dale_law,
-            forward_sign=forward_sign,
-            recurrent_sign=recurrent_sign,
-            hh_init=hh_init,
-            hh_init_mu=hh_init_mu,
-            hh_init_std=hh_init_std,
-            hh_init_seed=hh_init_seed,
-            learn_tau=learn_tau,
-            seed=seed,
-        )
+    params_type = LIParameters
+    recurrent_default = False
 
     def _constants(self) -> tuple:
         return (self._decay("tau_m"),)

@@ -235,7 +235,9 @@ class _RecurrentANN(nn.Module):
         self.output_size = output_size if output_size is not None else hidden_size
 
     def _zeros(self, batch_size: int, device: torch.device | None) -> Tensor:
-        return torch.zeros(batch_size, self.hidden_size, device=device)
+        """Zeros (B, hidden) on ``device``, by default the weights' (as the spiking layers)."""
+        dev = self.rnn.weight_hh_l0.device if device is None else device
+        return torch.zeros(batch_size, self.hidden_size, device=dev)
 
     def initial_state(self, batch_size: int, *, device: torch.device | None = None, **_: object):
         z = self._zeros(batch_size, device)

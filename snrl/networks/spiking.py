@@ -29,7 +29,7 @@ from snrl.functional.lif_sequence import lif_sequence_group
 from snrl.functional.neurons import LIFState, LIState
 from snrl.functional.state import map_state
 from snrl.functional.surrogate import Surrogate
-from snrl.layers import ALIFLayer, LIFLayer, LILayer, SpyLIFLayer
+from snrl.layers import ALIFLayer, LIFLayer, LIFParameters, LILayer, LIParameters, SpyLIFLayer
 from snrl.layers import li as li_module
 from snrl.layers import lif as lif_module
 from snrl.layers.base import LayerOutput, RecurrentLayer, _seed_from_global
@@ -61,17 +61,25 @@ class SpikingBackbone(nn.Module):
         n_layers: spiking layers (default: 1 for an int ``hidden_size``, else its length).
         backbone: the neuron model, ``"lif"``, ``"alif"`` or ``"spylif"`` (the agents'
             ``backbone=`` and the CLI's ``--backbone``).
+        params: the neuron parameters of every spiking layer, an instance of the model's
+            parameter class (:class:`~snrl.layers.LIFParameters`,
+            :class:`~snrl.layers.ALIFParameters`, :class:`~snrl.layers.SpyLIFParameters`),
+            passed unchanged to each layer; None: built from the neuron keywords.
         force_dale_law: hard Dale's law in every spiking layer, signs wired downstream.
         recurrent_sign: fraction of inhibitory neurons (float), or one entry per spiking layer
             (a float or a ±1 tensor each).
         readout_tau_m: membrane time constant of the readout, seconds.
         substeps: neuron steps per input step (int >= 1): each input is held for
             ``substeps`` steps of ``dt`` and the output after the last one is returned.
+        use_recurrent_connection: recurrent weights in every spiking layer.
+        use_rec_eye_mask: no autapses in the spiking layers.
         seed: base seed; every layer's ``seed`` (and ``hh_init_seed`` unless given) is derived
             from it. None: drawn from the global torch RNG.
-        **layer_kwargs: passed to every spiking layer (``tau_m``, ``dt``, ``hh_init``, ...).
-            ``dt`` is also used by the readout. ``hh_init_seed``, if given, is a base seed
-            from which each layer's own is derived.
+        hh_init_seed: base seed from which each layer's ``hh_init_seed`` is derived (None:
+            ``seed``).
+        **neuron: the fields of the model's parameter class as keywords (``tau_m``, ``dt``,
+            ``threshold``, ``hh_init`` ...), instead of ``params``. Its ``dt`` is also the
+            readout's.
 
     Shape:
         ``forward(x, state)``: x (B, F) or (T, B, F) -> out (B, O) or (T, B, O). The
@@ -90,12 +98,16 @@ class SpikingBackbone(nn.Module):
         *,
         n_layers: int | None = None,
         backbone: str = "lif",
+        params: LIFParameters | None = None,
         force_dale_law: bool = NEURON_DEFAULTS["force_dale_law"],
         recurrent_sign: float | Sequence[float | Tensor] = NEURON_DEFAULTS["recurrent_sign"],
         readout_tau_m: float | Tensor = NEURON_DEFAULTS["readout_tau_m"],
         substeps: int = 1,
+        use_recurrent_connection: bool = True,
+        use_rec_eye_mask: bool = True,
         seed: int | None = None,
-        **layer_kwargs: Any,
+        hh_init_seed: int | None = None,
+        **neuron_keywords: Any,
     ) -> None:
         super().__init__()
         if backbone not in NEURONS:
@@ -107,9 +119,10 @@ class SpikingBackbone(nn.Module):
                 "env step, >= 1)"
             )
         self.substeps = substeps
-        for key in ("forward_sign", "seed", "force_dale_law", "recurrent_sign"):
-            if key in layer_kwargs:
-                raise UserError(f"{key} is set by SpikingBackbone itself (do not pass it)")
+        if "forward_sign" in neuron_keywords:
+            raise UserError("forward_sign is set by SpikingBackbone itself (do not pass it)")
+        cls = NEURONS[backbone]
+        params = cls.make_params(params, **neuron_keywords)
         if isinstance(recurrent_sign, (int, float)) and not isinstance(recurrent_sign, bool):
             signs: list[Any] = [float(recurrent_sign)] * len(sizes)
         else:
@@ -120,8 +133,8 @@ class SpikingBackbone(nn.Module):
                     "(give one per layer, or a float)"
                 )
         self.seed = _seed_from_global() if seed is None else int(seed)
-        hh_seed = layer_kwargs.pop("hh_init_seed", None)
-        hh_seed = self.seed if hh_seed is None else int(hh_seed)
+        hh_seed = self.seed if hh_init_seed is None else int(hh_init_seed)
+        self.params = params
         self.input_size = input_size
         self.backbone = backbone
         self.force_dale_law = bool(force_dale_law)
@@ -129,19 +142,20 @@ class SpikingBackbone(nn.Module):
         self.n_layers = len(sizes)
         self.output_size = sizes[-1] if output_size is None else output_size
 
-        cls = NEURONS[backbone]
         layers: dict[str, RecurrentLayer] = {}
         n_in, fsign = input_size, None
         for k, n in enumerate(sizes):
             layer = cls(
                 n_in,
                 n,
+                params=params,
+                use_recurrent_connection=use_recurrent_connection,
+                use_rec_eye_mask=use_rec_eye_mask,
                 force_dale_law=self.force_dale_law,
                 forward_sign=fsign,
                 recurrent_sign=signs[k],
                 seed=_derive_seed(self.seed, k, 0),
                 hh_init_seed=_derive_seed(hh_seed, k, 1),
-                **layer_kwargs,
             )
             layers[f"{backbone}{k}"] = layer
             n_in, fsign = n, layer.recurrent_sign
@@ -150,8 +164,7 @@ class SpikingBackbone(nn.Module):
             layers["readout"] = LILayer(
                 n_in,
                 output_size,
-                dt=layer_kwargs.get("dt", NEURON_DEFAULTS["dt"]),
-                tau_m=readout_tau_m,
+                params=LIParameters(dt=params.dt, tau_m=readout_tau_m),
                 forward_sign=fsign,
                 seed=_derive_seed(self.seed, len(sizes), 0),
                 hh_init_seed=_derive_seed(hh_seed, len(sizes), 1),

@@ -547,6 +547,19 @@ def task_arrays(traj: Any) -> dict[str, Any]:
                 new_trial=new_trial, discrete=np.issubdtype(acts.dtype, np.integer))  # fmt: skip
 
 
+class _Sheet:
+    """The layout of one video's figure while :class:`VideoCanvas` builds it: the scale and
+    its pixel function, font sizes, margins, column boxes, the figure and its time window."""
+
+    def __init__(self, scale: float) -> None:
+        self.s = scale
+        self.fig: Any = None
+
+    def px(self, v: float) -> int:
+        """``v`` pixels at scale 1, at this video's scale (at least 1)."""
+        return max(int(round(v * self.s)), 1)
+
+
 class VideoCanvas:
     """Every frame of the video of one trajectory, painted over a static background.
 
@@ -582,28 +595,55 @@ class VideoCanvas:
         max_layers: int = 3,
         timeline: str = "page",
     ) -> None:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
+        task = self._read(traj, window, timeline)
+        mats = matrix_layers(traj, max_layers) if activity else []
+        trace = _trace_source(traj, mats, max_traces) if activity else None
+        policy = _policy_source(traj) if activity else None
+        g = self._layout(scale, frame_hw, crop, policy, bool(mats or trace), panel_width)
+        self._title(traj, g)
+        task_axes: list[Any] = []
+        task_spec: list[tuple[Any, np.ndarray, list, bool]] = []
+        if frame_hw is not None:
+            env_bottom = g.height - (g.xtick_h + g.bars_h + g.title_h + g.px(8) if policy else 0)
+            self.env_box = (
+                g.top + max(env_bottom - g.top - g.fh, 0) // 2,
+                (g.left_w - g.fw) // 2,
+                g.fh,
+                g.fw,
+            )
+        else:
+            task_axes, task_spec = self._task_axes(traj, task, g, policy)
+        bar_ax = self._policy_axes(traj, policy, g, frame_hw) if policy else None
+        mat_axes, trace_top = self._matrix_axes(traj, mats, trace, g)
+        trace_ax = self._trace_axes(trace, trace_top, g) if trace else None
 
-        s = float(scale)
+        g.fig.canvas.draw()
+        self.background = np.asarray(g.fig.canvas.buffer_rgba())[..., :3].copy()
+        self._fig = g.fig
+        self._page_shown = 0
+        self._painters(traj, task, g, mat_axes, trace, trace_ax, task_axes, task_spec, bar_ax)
+        self.buf = self.background.copy()
+        if not self.page:
+            g.fig.clear()
+            self._fig = None
 
-        def px(v: float) -> int:
-            return max(int(round(v * s)), 1)
-
+    # ------------------------------------------------------------------ building
+    def _read(self, traj: Any, window: int, timeline: str) -> dict[str, Any]:
+        """What the frames show of ``traj`` besides activity: length, time step, returns,
+        trial numbers and performance; returns its task arrays (:func:`task_arrays`)."""
         self.t = t = len(traj)
         if timeline not in ("page", "scroll"):
             raise ValueError(f"timeline={timeline!r} (use 'page' or 'scroll')")
-        self.page = page = timeline == "page"
-        if page:  # an episode shorter than the window fills one page
+        self.page = timeline == "page"
+        if self.page:  # an episode shorter than the window fills one page
             window = max(min(window, t), 2)
         self.window = window
-        sub = int(getattr(traj, "substeps", None) or 1)
-        self.sub = sub
+        self.sub = int(getattr(traj, "substeps", None) or 1)
         dt = getattr(traj, "dt", None)
         if dt is None:
             dt = traj.meta.get("dt") if isinstance(traj.meta.get("dt"), (int, float)) else None
         self.dt = float(dt) if dt is not None and dt > 0 else None
-        step_unit = self.dt if self.dt else 1.0  # data x units per env step
+        self._step_unit = self.dt if self.dt else 1.0  # data x units per env step
         self.rewards = traj.rewards
         self.cum = np.concatenate([[0.0], np.cumsum(traj.rewards)])
         self.ended = (
@@ -618,214 +658,242 @@ class VideoCanvas:
         perf = (getattr(traj, "task", None) or {}).get("performance")
         if perf is not None:
             self.performance = np.asarray(perf, np.float64).reshape(t)
+        return task
 
-        mats = matrix_layers(traj, max_layers) if activity else []
-        trace = _trace_source(traj, mats, max_traces) if activity else None
-        policy = _policy_source(traj) if activity else None
-        right = bool(mats or trace)
+    def _layout(
+        self,
+        scale: float,
+        frame_hw: tuple[int, int] | None,
+        crop: tuple[int, int, int, int] | None,
+        policy: dict | None,
+        right: bool,
+        panel_width: int,
+    ) -> _Sheet:
+        """Sizes of the columns and the figure; the left column holds the env frame (or the
+        task panel) over the policy bars, the right one the network."""
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
 
-        fs, fs_label = px(TEXT_PX) * 0.72, px(16) * 0.72  # points at dpi 100
-        pad = px(12)
-        text_px = px(18)
-        self.glyphs = _glyphs(text_px)
-        top = pad + self.glyphs.h + px(12)  # the text line (left) and the title (right)
-        ylab_w = px(64)  # room left of an axes for tick labels and its y label
-        xtick_h = px(44)  # room under an axes for tick labels and x label
-        title_h = px(24)  # room above an axes for its title
+        g = _Sheet(float(scale))
+        px = g.px
+        g.fs, g.fs_label = px(TEXT_PX) * 0.72, px(16) * 0.72  # points at dpi 100
+        g.pad = pad = px(12)
+        self.glyphs = _glyphs(px(18))
+        g.top = top = pad + self.glyphs.h + px(12)  # the text line (left), the title (right)
+        g.ylab_w = ylab_w = px(64)  # room left of an axes for tick labels and its y label
+        g.xtick_h = xtick_h = px(44)  # room under an axes for tick labels and x label
+        g.title_h = title_h = px(24)  # room above an axes for its title
 
-        # ---------------------------------------------------------------- left column
         self.env_box: tuple[int, int, int, int] | None = None  # y, x, h, w (after zoom)
         self.zoom = 1
         self.crop = crop
-        bars_h = (px(150) if frame_hw is not None else px(100)) if policy else 0
+        g.bars_h = bars_h = (px(150) if frame_hw is not None else px(100)) if policy else 0
         if frame_hw is not None:
             ch, cw = (crop[1] - crop[0], crop[3] - crop[2]) if crop else frame_hw
             max_w = px(640)
             room_h = max(px(BASE_HEIGHT) - top - bars_h - (xtick_h + title_h if policy else 0),
                          1)  # fmt: skip
             self.zoom = max(1, min(room_h // max(ch, 1), max_w // max(cw, 1)))
-            fh, fw = ch * self.zoom, cw * self.zoom
-            left_w = max(fw, px(360) if policy else 0)
-            left_content_h = fh
+            g.fh, g.fw = ch * self.zoom, cw * self.zoom
+            left_w = max(g.fw, px(360) if policy else 0)
+            left_content_h = g.fh
         else:
-            fh = fw = 0
+            g.fh = g.fw = 0
             left_w = px(560)
             left_content_h = px(300)
+        g.left_w = left_w
         left_h = top + left_content_h + (title_h + bars_h + xtick_h if policy else pad)
         height = max(left_h, px(BASE_HEIGHT) if (right or frame_hw is None) else left_h)
-        x_right = left_w + pad + ylab_w
-        right_w = px(panel_width) if right else 0
+        g.x_right = x_right = left_w + pad + ylab_w
+        g.right_w = right_w = px(panel_width) if right else 0
         cbar_w = px(90)  # room right of the matrices: E/I counts or a colour bar
         width = x_right + right_w + cbar_w if right else left_w + (pad if frame_hw else 0)
         if not right and frame_hw is None:
             width = left_w + pad + ylab_w + pad
         self.height, self.width = height + height % 2, width + width % 2
-        height, width = self.height, self.width
+        g.height, g.width = self.height, self.width
 
-        fig = Figure(figsize=(width / 100, height / 100), dpi=100)
-        FigureCanvasAgg(fig)
-        fig.patch.set_facecolor(_hex(BG_COLOR))
+        g.fig = Figure(figsize=(g.width / 100, g.height / 100), dpi=100)
+        FigureCanvasAgg(g.fig)
+        g.fig.patch.set_facecolor(_hex(BG_COLOR))
 
-        def axes(x: int, y_top: int, w: int, h: int) -> Any:
-            ax = fig.add_axes((x / width, 1 - (y_top + h) / height, w / width, h / height))
-            for sp in ax.spines.values():
-                sp.set_linewidth(1.0)
-                sp.set_color("#555555")
-            ax.spines["top"].set_visible(True)
-            ax.tick_params(labelsize=fs, length=px(3), pad=px(2))
-            return ax
-
-        # window in data units: env steps, or seconds when dt is known
-        wr = window * sub  # matrix rows in the window (neuron steps)
-        row_unit = step_unit / sub
-        if page:
-            xlim = (-0.5 * row_unit, (wr - 0.5) * row_unit)
+        # the time window in data units: env steps, or seconds when dt is known
+        g.wr = wr = self.window * self.sub  # matrix rows in the window (neuron steps)
+        g.row_unit = row_unit = self._step_unit / self.sub
+        if self.page:
+            self._xlim = (-0.5 * row_unit, (wr - 0.5) * row_unit)
         else:
-            xlim = (-(wr - 0.5) * row_unit, 0.5 * row_unit)
-        xlabel = "time (s)" if self.dt else "env step"
+            self._xlim = (-(wr - 0.5) * row_unit, 0.5 * row_unit)
+        g.xlabel = "time (s)" if self.dt else "env step"
         self._time_axes: list[tuple[Any, bool]] = []
-        self._xlim = xlim
-        self._step_unit = step_unit
+        return g
 
-        def time_axis(ax: Any, show: bool) -> None:
-            ax.set_xlim(*xlim)
-            self._time_axes.append((ax, show))
-            if not show:
-                ax.set_xticks([])
-                return
-            ax.set_xlabel(xlabel, fontsize=fs, labelpad=px(1))
-            self._set_ticks(ax, 0)
+    def _axes(self, g: _Sheet, x: int, y_top: int, w: int, h: int) -> Any:
+        """Axes at pixel box (x, y_top, w, h) of the figure, in the video's style."""
+        ax = g.fig.add_axes((x / g.width, 1 - (y_top + h) / g.height, w / g.width, h / g.height))
+        for sp in ax.spines.values():
+            sp.set_linewidth(1.0)
+            sp.set_color("#555555")
+        ax.spines["top"].set_visible(True)
+        ax.tick_params(labelsize=g.fs, length=g.px(3), pad=g.px(2))
+        return ax
 
-        # Title (static) and the dynamic text line below it.
+    def _time_axis(self, g: _Sheet, ax: Any, show: bool) -> None:
+        """Make ``ax``'s x axis the time window (ticks and label only when ``show``)."""
+        ax.set_xlim(*self._xlim)
+        self._time_axes.append((ax, show))
+        if not show:
+            ax.set_xticks([])
+            return
+        ax.set_xlabel(g.xlabel, fontsize=g.fs, labelpad=g.px(1))
+        self._set_ticks(ax, 0)
+
+    def _title(self, traj: Any, g: _Sheet) -> None:
+        """The static title (top right); the dynamic text line goes top left."""
         meta = traj.meta
         algo = str(meta.get("algo") or "").upper()
         title = "  ".join(
             str(x) for x in (traj.env, algo, backbone_label(meta.get("backbone"))) if x
         )
         if title:
-            fig.text((width - pad) / width, 1 - (pad + self.glyphs.h / 2) / height, title,
-                     fontsize=fs_label, color="#333333", va="center", ha="right")  # fmt: skip
-        self.text_row = pad
-        self.text_col = pad
+            g.fig.text((g.width - g.pad) / g.width, 1 - (g.pad + self.glyphs.h / 2) / g.height,
+                       title, fontsize=g.fs_label, color="#333333", va="center",
+                       ha="right")  # fmt: skip
+        self.text_row = g.pad
+        self.text_col = g.pad
 
-        # ---------------------------------------------------------------- env or task
+    def _task_axes(
+        self, traj: Any, task: dict[str, Any], g: _Sheet, policy: dict | None
+    ) -> tuple[list[Any], list[tuple[Any, np.ndarray, list, bool]]]:
+        """The task panel (envs without frames): observation channels, the chosen action
+        against the ground truth, the reward; returns the axes and what each one traces."""
+        from matplotlib.ticker import MaxNLocator
+
+        px, fs, meta = g.px, g.fs, traj.meta
         task_axes: list[Any] = []
         task_spec: list[tuple[Any, np.ndarray, list, bool]] = []
-        if frame_hw is not None:
-            env_bottom = height - (xtick_h + bars_h + title_h + px(8) if policy else 0)
-            self.env_box = (top + max(env_bottom - top - fh, 0) // 2, (left_w - fw) // 2, fh, fw)
-        else:
-            obs, f = task["obs"], task["obs"].shape[1]
-            names = meta.get("obs_names")
-            names = names if isinstance(names, list) and len(names) == f else None
-            ax_x, ax_w = pad + ylab_w, left_w - ylab_w
-            n_ax = 3
-            gap = px(6)
-            # each axes has a legend line above it; the last one its time ticks below
-            used = top + n_ax * title_h + gap * (n_ax - 1) + xtick_h
-            if policy:
-                used += px(8) + title_h + bars_h + xtick_h
-            each = (height - used) // n_ax
-            y = top + title_h
-            # observation channels (lines; a heatmap would hide values of few channels)
-            ax = axes(ax_x, y, ax_w, each)
-            chans = min(f, 6)
-            vals = obs[:, :chans]
-            ax.set_ylim(*_limits(vals))
-            ax.yaxis.set_major_locator(__import__("matplotlib.ticker").ticker.MaxNLocator(3))
-            time_axis(ax, False)
-            ax.set_ylabel("observation", fontsize=fs)
-            styles = pal.group_styles(chans)
-            colors = [pal.rgb(c) for c, _ in styles]
-            label = ", ".join((names[i] if names else f"ch {i}") for i in range(chans)) + (
-                "" if f <= chans else f" (of {f})"
-            )
-            self._legend(fig, ax, "Observation", label.split(", "), colors, fs, height, width,
-                         px)  # fmt: skip
-            task_axes.append(ax)
-            task_spec.append((ax, vals, colors, False))
-            y += each + gap + title_h
-            # chosen action vs ground truth
-            ax = axes(ax_x, y, ax_w, each)
-            av = [task["action"]] + ([task["gt"]] if task["gt"] is not None else [])
-            lim = _limits(*av)
-            ax.set_ylim(*lim)
-            if task["discrete"]:
-                n_act = int(np.nanmax(np.concatenate(av))) + 1
-                anames = meta.get("action_names")
-                ticks = list(range(n_act))
-                if isinstance(anames, list) and len(anames) >= n_act:
-                    ax.set_yticks(ticks, [str(anames[i]) for i in ticks])
-                else:
-                    ax.set_yticks(ticks)
-            time_axis(ax, False)
-            ax.set_ylabel("action", fontsize=fs)
-            cols2 = [CHOSEN_COLOR] + ([GT_COLOR] if task["gt"] is not None else [])
-            names2 = ["chosen"] + (["ground truth"] if task["gt"] is not None else [])
-            self._legend(fig, ax, "Action", names2, cols2, fs, height, width, px)
-            task_axes.append(ax)
-            # ground truth first, the chosen action over it
-            task_spec.append((ax, np.stack(av[::-1], 1), cols2[::-1], True))
-            y += each + gap + title_h
-            # reward
-            ax = axes(ax_x, y, ax_w, each)
-            ax.set_ylim(*_limits(task["reward"], include=(0.0,)))
-            ax.yaxis.set_major_locator(__import__("matplotlib.ticker").ticker.MaxNLocator(3))
-            ax.axhline(0, lw=0.8, color=pal.MUTED_COLOR)
-            time_axis(ax, True)
-            ax.set_ylabel("reward", fontsize=fs)
-            self._legend(fig, ax, "Reward", [], [], fs, height, width, px)
-            task_axes.append(ax)
-            task_spec.append((ax, task["reward"][:, None], [GT_COLOR], True))
-            if task["new_trial"] is not None:
-                ax.annotate("| = trial start", (1.0, 1.0), xycoords="axes fraction",
-                            xytext=(0, px(4)), textcoords="offset points", ha="right",
-                            va="bottom", color="#999999", fontsize=fs)  # fmt: skip
-
-        # ---------------------------------------------------------------- policy bars
-        bar_ax = None
+        obs, f = task["obs"], task["obs"].shape[1]
+        names = meta.get("obs_names")
+        names = names if isinstance(names, list) and len(names) == f else None
+        ax_x, ax_w = g.pad + g.ylab_w, g.left_w - g.ylab_w
+        n_ax = 3
+        gap = px(6)
+        # each axes has a legend line above it; the last one its time ticks below
+        used = g.top + n_ax * g.title_h + gap * (n_ax - 1) + g.xtick_h
         if policy:
-            bx = pad + ylab_w if frame_hw is None else max(pad + px(56), (left_w - px(300)) // 2)
-            bw = (left_w - ylab_w) if frame_hw is None else min(px(300), left_w - bx - pad)
-            by = height - xtick_h - bars_h
-            bar_ax = axes(bx, by, bw, bars_h)
-            vals = traj.policy[policy["key"]]
-            k = vals.shape[1]
-            bar_ax.set_xlim(-0.5, k - 0.5)
-            std = traj.policy.get("std") if policy["kind"] == "box" else None
-            taken = None
-            if policy["kind"] == "box":
-                acts = np.asarray(traj.actions, dtype=np.float64).reshape(t, -1)
-                taken = acts if acts.shape[1] == k else None
-            if policy["lim"] is not None:
-                lim = policy["lim"]
+            used += px(8) + g.title_h + g.bars_h + g.xtick_h
+        each = (g.height - used) // n_ax
+        y = g.top + g.title_h
+        # observation channels (lines; a heatmap would hide values of few channels)
+        ax = self._axes(g, ax_x, y, ax_w, each)
+        chans = min(f, 6)
+        vals = obs[:, :chans]
+        ax.set_ylim(*_limits(vals))
+        ax.yaxis.set_major_locator(MaxNLocator(3))
+        self._time_axis(g, ax, False)
+        ax.set_ylabel("observation", fontsize=fs)
+        styles = pal.group_styles(chans)
+        colors = [pal.rgb(c) for c, _ in styles]
+        label = ", ".join((names[i] if names else f"ch {i}") for i in range(chans)) + (
+            "" if f <= chans else f" (of {f})"
+        )
+        self._legend(g.fig, ax, "Observation", label.split(", "), colors, fs, g.height,
+                     g.width, px)  # fmt: skip
+        task_axes.append(ax)
+        task_spec.append((ax, vals, colors, False))
+        y += each + gap + g.title_h
+        # chosen action vs ground truth
+        ax = self._axes(g, ax_x, y, ax_w, each)
+        av = [task["action"]] + ([task["gt"]] if task["gt"] is not None else [])
+        ax.set_ylim(*_limits(*av))
+        if task["discrete"]:
+            n_act = int(np.nanmax(np.concatenate(av))) + 1
+            anames = meta.get("action_names")
+            ticks = list(range(n_act))
+            if isinstance(anames, list) and len(anames) >= n_act:
+                ax.set_yticks(ticks, [str(anames[i]) for i in ticks])
             else:
-                lo = None if std is None else vals - std
-                hi = None if std is None else vals + std
-                lim = _limits(vals, lo, hi, taken, include=(0.0,))
-            bar_ax.set_ylim(*lim)
-            bar_ax.set_yticks(_ticks_with(lim, None, 3))
-            if lim[0] < 0 < lim[1]:
-                bar_ax.axhline(0, lw=0.8, color=pal.MUTED_COLOR)
-            names = meta.get("action_names")
-            step = max(1, int(np.ceil(k / 8)))
-            ticks = list(range(0, k, step))
-            if isinstance(names, list) and len(names) == k:
-                bar_ax.set_xticks(ticks, [str(names[i]) for i in ticks])
-            else:
-                bar_ax.set_xticks(ticks, [str(i) for i in ticks])
-            bar_ax.set_xlabel("action", fontsize=fs, labelpad=px(1))
-            bar_ax.set_ylabel(policy["ylabel"], fontsize=fs, labelpad=px(2))
-            what = "chosen action highlighted" if policy["kind"] == "bars" else "mean ± std, taken"
-            bar_ax.set_title(f"Policy ({what})", fontsize=fs, loc="left", pad=px(4))
-            self._bar_args = dict(vals=vals, std=std, taken=taken, kind=policy["kind"],
-                                  base=float(np.clip(0.0, *lim)))  # fmt: skip
+                ax.set_yticks(ticks)
+        self._time_axis(g, ax, False)
+        ax.set_ylabel("action", fontsize=fs)
+        cols2 = [CHOSEN_COLOR] + ([GT_COLOR] if task["gt"] is not None else [])
+        names2 = ["chosen"] + (["ground truth"] if task["gt"] is not None else [])
+        self._legend(g.fig, ax, "Action", names2, cols2, fs, g.height, g.width, px)
+        task_axes.append(ax)
+        # ground truth first, the chosen action over it
+        task_spec.append((ax, np.stack(av[::-1], 1), cols2[::-1], True))
+        y += each + gap + g.title_h
+        # reward
+        ax = self._axes(g, ax_x, y, ax_w, each)
+        ax.set_ylim(*_limits(task["reward"], include=(0.0,)))
+        ax.yaxis.set_major_locator(MaxNLocator(3))
+        ax.axhline(0, lw=0.8, color=pal.MUTED_COLOR)
+        self._time_axis(g, ax, True)
+        ax.set_ylabel("reward", fontsize=fs)
+        self._legend(g.fig, ax, "Reward", [], [], fs, g.height, g.width, px)
+        task_axes.append(ax)
+        task_spec.append((ax, task["reward"][:, None], [GT_COLOR], True))
+        if task["new_trial"] is not None:
+            ax.annotate("| = trial start", (1.0, 1.0), xycoords="axes fraction",
+                        xytext=(0, px(4)), textcoords="offset points", ha="right",
+                        va="bottom", color="#999999", fontsize=fs)  # fmt: skip
+        return task_axes, task_spec
 
-        # ---------------------------------------------------------------- network column
+    def _policy_axes(
+        self, traj: Any, policy: dict, g: _Sheet, frame_hw: tuple[int, int] | None
+    ) -> Any:
+        """The policy's bars under the env frame or the task panel."""
+        px, fs, t = g.px, g.fs, self.t
+        left_w = g.left_w
+        bx = g.pad + g.ylab_w if frame_hw is None else max(g.pad + px(56), (left_w - px(300)) // 2)
+        bw = (left_w - g.ylab_w) if frame_hw is None else min(px(300), left_w - bx - g.pad)
+        by = g.height - g.xtick_h - g.bars_h
+        bar_ax = self._axes(g, bx, by, bw, g.bars_h)
+        vals = traj.policy[policy["key"]]
+        k = vals.shape[1]
+        bar_ax.set_xlim(-0.5, k - 0.5)
+        std = traj.policy.get("std") if policy["kind"] == "box" else None
+        taken = None
+        if policy["kind"] == "box":
+            acts = np.asarray(traj.actions, dtype=np.float64).reshape(t, -1)
+            taken = acts if acts.shape[1] == k else None
+        if policy["lim"] is not None:
+            lim = policy["lim"]
+        else:
+            lo = None if std is None else vals - std
+            hi = None if std is None else vals + std
+            lim = _limits(vals, lo, hi, taken, include=(0.0,))
+        bar_ax.set_ylim(*lim)
+        bar_ax.set_yticks(_ticks_with(lim, None, 3))
+        if lim[0] < 0 < lim[1]:
+            bar_ax.axhline(0, lw=0.8, color=pal.MUTED_COLOR)
+        names = traj.meta.get("action_names")
+        step = max(1, int(np.ceil(k / 8)))
+        ticks = list(range(0, k, step))
+        if isinstance(names, list) and len(names) == k:
+            bar_ax.set_xticks(ticks, [str(names[i]) for i in ticks])
+        else:
+            bar_ax.set_xticks(ticks, [str(i) for i in ticks])
+        bar_ax.set_xlabel("action", fontsize=fs, labelpad=px(1))
+        bar_ax.set_ylabel(policy["ylabel"], fontsize=fs, labelpad=px(2))
+        what = "chosen action highlighted" if policy["kind"] == "bars" else "mean ± std, taken"
+        bar_ax.set_title(f"Policy ({what})", fontsize=fs, loc="left", pad=px(4))
+        self._bar_args = dict(vals=vals, std=std, taken=taken, kind=policy["kind"],
+                              base=float(np.clip(0.0, *lim)))  # fmt: skip
+        return bar_ax
+
+    def _matrix_axes(
+        self, traj: Any, mats: list, trace: dict | None, g: _Sheet
+    ) -> tuple[list[tuple[Any, LayerActivity]], int]:
+        """One raster (spiking) or heatmap (ANN) per layer in the network column; returns
+        the axes with their layers and where the traces start."""
+        px, fs, meta = g.px, g.fs, traj.meta
         min_trace_h = px(110) if trace else 0
-        mat_top = top + title_h
-        mat_bottom = height - (min_trace_h + title_h + xtick_h + px(8) if trace else xtick_h)
-        gap = title_h + px(6)
+        mat_top = g.top + g.title_h
+        mat_bottom = g.height - (
+            min_trace_h + g.title_h + g.xtick_h + px(8) if trace else g.xtick_h
+        )
+        gap = g.title_h + px(6)
         n = len(mats)
         mat_axes = []
         index = {layer.name: i for i, layer in enumerate(traj.activity)}
@@ -834,10 +902,9 @@ class VideoCanvas:
             each = (mat_bottom - mat_top - gap * (n - 1)) // n
             for i, layer in enumerate(mats):
                 size = layer.size
-                inner = matrix_height(size, each - 2)
-                h_ax = inner + 2
-                ax = axes(x_right, y, right_w, h_ax)
-                time_axis(ax, i == n - 1 and not trace)
+                h_ax = matrix_height(size, each - 2) + 2
+                ax = self._axes(g, g.x_right, y, g.right_w, h_ax)
+                self._time_axis(g, ax, i == n - 1 and not trace)
                 ax.set_ylim(size, 0)
                 ax.set_yticks([0, size], ["0", str(size)] if size else ["0", ""])
                 ax.set_ylabel("neuron" if layer.kind == "spiking" else "unit", fontsize=fs,
@@ -845,47 +912,57 @@ class VideoCanvas:
                 label = layer_label(layer, index[layer.name], backbone=meta.get("backbone"))
                 if layer.kind == "ann":
                     label = label.replace(f"{size} units", f"{size} units, activation")
-                ax.set_title(label, fontsize=fs_label, loc="left", pad=px(4))
+                ax.set_title(label, fontsize=g.fs_label, loc="left", pad=px(4))
                 if layer.kind == "spiking":
                     counts = ei_counts(layer.sign)
                     if counts is not None:
-                        self._ei_labels(fig, ax, counts, size, each, fs, px, height, width)
+                        self._ei_labels(g.fig, ax, counts, size, each, fs, px, g.height, g.width)
                 else:
-                    self._colorbar(fig, ax, matrix_of(layer), fs, px, height, width)
+                    self._colorbar(g.fig, ax, matrix_of(layer), fs, px, g.height, g.width)
                 mat_axes.append((ax, layer))
                 y += h_ax + (gap if i < n - 1 else 0)
         # the traces take the room the matrices leave
-        trace_top = y + title_h + px(8) if n else mat_top
-        trace_h = height - xtick_h - trace_top if trace else 0
+        return mat_axes, (y + g.title_h + px(8) if n else mat_top)
 
-        self.traces: _Traces | None = None
-        trace_ax = None
-        if trace:
-            trace_ax = axes(x_right, trace_top, right_w, trace_h)
-            time_axis(trace_ax, True)
-            vals = trace["values"][:, trace["units"]]
-            thr = trace["threshold"]
-            lim = _limits(vals, include=() if thr is None else (thr,))
-            trace_ax.set_ylim(*lim)
-            trace_ax.set_yticks(_ticks_with(lim, thr, 4))
-            trace_ax.yaxis.set_major_formatter("{x:g}")
-            if thr is not None:
-                trace_ax.axhline(thr, ls="--", lw=1.2, color=pal.MUTED_COLOR)
-                trace_ax.annotate(f"threshold {thr:g}", (1.0, thr),
-                                  xycoords=("axes fraction", "data"), xytext=(px(6), 0),
-                                  textcoords="offset points", va="center", ha="left",
-                                  fontsize=fs, color=pal.MUTED_COLOR)  # fmt: skip
-            unit_word = trace["unit_word"]
-            colors = [TRACE_COLORS[j % len(TRACE_COLORS)] for j in range(vals.shape[1])]
-            self._legend(fig, trace_ax, trace["label"],
-                         [f"{unit_word} {int(u)}" for u in trace["units"]], colors, fs, height,
-                         width, px, big=True)  # fmt: skip
+    def _trace_axes(self, trace: dict, trace_top: int, g: _Sheet) -> Any:
+        """Membrane (or unit) traces of a few units under the matrices."""
+        px, fs = g.px, g.fs
+        trace_ax = self._axes(g, g.x_right, trace_top, g.right_w, g.height - g.xtick_h - trace_top)
+        self._time_axis(g, trace_ax, True)
+        vals = trace["values"][:, trace["units"]]
+        thr = trace["threshold"]
+        lim = _limits(vals, include=() if thr is None else (thr,))
+        trace_ax.set_ylim(*lim)
+        trace_ax.set_yticks(_ticks_with(lim, thr, 4))
+        trace_ax.yaxis.set_major_formatter("{x:g}")
+        if thr is not None:
+            trace_ax.axhline(thr, ls="--", lw=1.2, color=pal.MUTED_COLOR)
+            trace_ax.annotate(f"threshold {thr:g}", (1.0, thr),
+                              xycoords=("axes fraction", "data"), xytext=(px(6), 0),
+                              textcoords="offset points", va="center", ha="left",
+                              fontsize=fs, color=pal.MUTED_COLOR)  # fmt: skip
+        unit_word = trace["unit_word"]
+        colors = [TRACE_COLORS[j % len(TRACE_COLORS)] for j in range(vals.shape[1])]
+        self._legend(g.fig, trace_ax, trace["label"],
+                     [f"{unit_word} {int(u)}" for u in trace["units"]], colors, fs, g.height,
+                     g.width, px, big=True)  # fmt: skip
+        return trace_ax
 
-        fig.canvas.draw()
-        self.background = np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
-        self._fig = fig
-        self._page_shown = 0
-
+    def _painters(
+        self,
+        traj: Any,
+        task: dict[str, Any],
+        g: _Sheet,
+        mat_axes: list[tuple[Any, LayerActivity]],
+        trace: dict | None,
+        trace_ax: Any,
+        task_axes: list[Any],
+        task_spec: list[tuple[Any, np.ndarray, list, bool]],
+        bar_ax: Any,
+    ) -> None:
+        """What paints each frame over the background: matrices, traces, trial marks,
+        policy bars, and the palette of every colour they use."""
+        height, page, s = g.height, self.page, g.s
         self.matrices: list[_Matrix] = []
         for ax, layer in mat_axes:
             rect = _rect(ax, height)
@@ -896,15 +973,24 @@ class VideoCanvas:
             else:
                 codes, _ = heatmap_codes(arr, rect.h)
                 palette = heatmap_palette()
-            self.matrices.append(_Matrix(codes, palette, rect, wr, height, row_unit, page=page))
+            self.matrices.append(_Matrix(codes, palette, rect, g.wr, height, g.row_unit, page=page))
+        self.traces: _Traces | None = None
         if trace_ax is not None:
             rect = _rect(trace_ax, height)
             vals = trace["values"][:, trace["units"]]
             colors = [TRACE_COLORS[j % len(TRACE_COLORS)] for j in range(vals.shape[1])]
-            self.traces = _Traces(vals, colors, rect, wr, height, row_unit, width=s, page=page)
+            self.traces = _Traces(vals, colors, rect, g.wr, height, g.row_unit, width=s, page=page)
         self.task_traces = [
             _Traces(
-                v, c, _rect(ax, height), window, height, step_unit, steps=st, width=s, page=page
+                v,
+                c,
+                _rect(ax, height),
+                self.window,
+                height,
+                self._step_unit,
+                steps=st,
+                width=s,
+                page=page,
             )  # fmt: skip
             for ax, v, c, st in task_spec
         ]
@@ -914,13 +1000,13 @@ class VideoCanvas:
             # NeuroGym's new_trial is True on the last step of a trial: the line goes
             # between that step and the next one (the left edge of the next step's slot)
             starts = np.concatenate([[False], task["new_trial"][:-1]])
-            self.marks = _Marks(starts, rects, window, height, step_unit, page=page)
+            self.marks = _Marks(starts, rects, self.window, height, self._step_unit, page=page)
         self.bars: _Bars | None = None
         if bar_ax is not None:
             a = self._bar_args
             chosen = None
             if a["kind"] == "bars" and np.issubdtype(np.asarray(traj.actions).dtype, np.integer):
-                chosen = np.asarray(traj.actions).reshape(t, -1)[:, 0]
+                chosen = np.asarray(traj.actions).reshape(self.t, -1)[:, 0]
             self.bars = _Bars(a["vals"], _rect(bar_ax, height), height, chosen=chosen,
                               std=a["std"], taken=a["taken"], base=a["base"])  # fmt: skip
         parts = [RASTER_PALETTE, np.array(TRACE_COLORS + (BAR_COLOR, CHOSEN_COLOR, TEXT_COLOR,
@@ -928,10 +1014,6 @@ class VideoCanvas:
         if any(m.palette.shape[0] > RASTER_PALETTE.shape[0] for m in self.matrices):
             parts.append(heatmap_palette())
         self.colors = np.concatenate(parts).astype(np.uint8)
-        self.buf = self.background.copy()
-        if not page:
-            fig.clear()
-            self._fig = None
 
     # ------------------------------------------------------------------ static helpers
     @staticmethod

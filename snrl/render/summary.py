@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -115,69 +116,17 @@ def plot_episode(
     heights.append(1.0)
     fig.set_size_inches(8, 0.9 + sum(heights))
     axes = fig.subplots(len(heights), 1, sharex=True, height_ratios=heights, squeeze=False)[:, 0]
-    steps = np.arange(t)
     extent = (-0.5, t - 0.5, None, None)
     row = 0
     index = {layer.name: i for i, layer in enumerate(traj.activity)}
     backbone = traj.meta.get("backbone")
     for layer in mats:
-        ax = axes[row]
-        arr = matrix_of(layer)
-        n = arr.shape[1]
-        ext4 = (extent[0], extent[1], n - 0.5, -0.5)
-        if layer.kind == "spiking":
-            img, n_e = _raster_image(arr, layer.sign)
-            # "antialiased": when steps outnumber pixels, spikes blend instead of vanishing.
-            ax.imshow(img, aspect="auto", interpolation="antialiased", extent=ext4)
-            if layer.sign is not None and 0 < n_e < n:
-                ax.axhline(n_e - 0.5, color="#999999", lw=0.5)
-                ax.set_yticks([(n_e - 1) / 2, (n_e + n - 1) / 2], ["E", "I"])
-                for lab, c in zip(ax.get_yticklabels(), (E_COLOR, I_COLOR)):
-                    lab.set_color(_hex(c))
-            ax.set_ylabel(f"neuron ({n})")
-            ax.set_title(layer_label(layer, index[layer.name], backbone=backbone), loc="left",
-                         fontsize=9)  # fmt: skip
-        else:
-            vmax = float(np.percentile(np.abs(arr), 99)) or 1.0
-            im = ax.imshow(
-                np.asarray(arr, dtype=np.float64).T, aspect="auto", interpolation="nearest",
-                cmap="RdBu_r", vmin=-vmax, vmax=vmax, extent=ext4,
-            )  # fmt: skip
-            fig.colorbar(im, cax=ax.inset_axes((1.01, 0.0, 0.012, 1.0)))
-            ax.set_ylabel(f"unit ({n})")
-            ax.set_title(layer_label(layer, index[layer.name], backbone=backbone), loc="left",
-                         fontsize=9)  # fmt: skip
+        _matrix_row(fig, axes[row], layer, index[layer.name], backbone, extent)
         row += 1
-
     if spiking:
-        ax = axes[row]
-        dt = getattr(traj, "dt", None)  # seconds per env step (rollouts record it)
-        dt = dt if dt is not None else traj.meta.get("dt")
-        sub = int(getattr(traj, "substeps", None) or 1)
-        ok = isinstance(dt, (int, float)) and dt > 0
-        scale = sub / float(dt) if ok else 1.0  # per neuron step -> Hz
-        for layer, (color, ls) in zip(spiking, group_styles(len(spiking))):
-            z = layer.spikes > 0
-            rate = z.reshape(t, sub, -1).mean(axis=(1, 2)) * scale  # per env step
-            ax.plot(steps, _moving_average(rate, smooth), lw=1.2, color=color, ls=ls,
-                    label=layer_label(layer, index[layer.name], backbone=backbone))  # fmt: skip
-        ax.set_ylabel("rate (Hz)" if scale != 1.0 else "spikes /\nneuron / step")
-        ax.set_ylim(bottom=0)
-        if len(spiking) > 1:
-            ax.legend(fontsize=7, frameon=False)
+        _rate_row(axes[row], traj, spiking, index, backbone, smooth)
         row += 1
-
-    ax = axes[row]
-    ret = np.concatenate([[0.0], traj.cumulative_reward])  # return after 0..T steps
-    ax.plot(np.arange(t + 1), ret, color="#333333", lw=1.4)
-    ax.set_ylabel("return")
-    ax.set_xlabel("env step")
-    end = "terminated" if traj.terminated[-1] else "truncated" if traj.truncated[-1] else ""
-    if end:
-        ax.annotate(
-            end, (t, traj.cumulative_reward[-1]), xytext=(-4, 4), textcoords="offset points",
-            ha="right", fontsize=7, color="#555555",
-        )  # fmt: skip
+    _return_row(axes[row], traj)
     axes[-1].set_xlim(-0.5, t + 0.5)
     if title is None:
         meta = traj.meta
@@ -197,3 +146,65 @@ def plot_episode(
     except OSError as exc:
         raise UserError(f"cannot write {out}: {exc} (choose a writable path)") from exc
     return out
+
+
+def _matrix_row(fig: Any, ax: Any, layer: Any, i: int, backbone: Any, extent: tuple) -> None:
+    """A raster (spiking, E and I coloured) or a heatmap (ANN) of one layer."""
+    arr = matrix_of(layer)
+    n = arr.shape[1]
+    ext4 = (extent[0], extent[1], n - 0.5, -0.5)
+    if layer.kind == "spiking":
+        img, n_e = _raster_image(arr, layer.sign)
+        # "antialiased": when steps outnumber pixels, spikes blend instead of vanishing.
+        ax.imshow(img, aspect="auto", interpolation="antialiased", extent=ext4)
+        if layer.sign is not None and 0 < n_e < n:
+            ax.axhline(n_e - 0.5, color="#999999", lw=0.5)
+            ax.set_yticks([(n_e - 1) / 2, (n_e + n - 1) / 2], ["E", "I"])
+            for lab, c in zip(ax.get_yticklabels(), (E_COLOR, I_COLOR)):
+                lab.set_color(_hex(c))
+        ax.set_ylabel(f"neuron ({n})")
+    else:
+        vmax = float(np.percentile(np.abs(arr), 99)) or 1.0
+        im = ax.imshow(
+            np.asarray(arr, dtype=np.float64).T, aspect="auto", interpolation="nearest",
+            cmap="RdBu_r", vmin=-vmax, vmax=vmax, extent=ext4,
+        )  # fmt: skip
+        fig.colorbar(im, cax=ax.inset_axes((1.01, 0.0, 0.012, 1.0)))
+        ax.set_ylabel(f"unit ({n})")
+    ax.set_title(layer_label(layer, i, backbone=backbone), loc="left", fontsize=9)
+
+
+def _rate_row(
+    ax: Any, traj: Trajectory, spiking: list, index: dict, backbone: Any, smooth: int
+) -> None:
+    """Population firing rate of each spiking layer (Hz when the time step is known)."""
+    t = len(traj)
+    dt = getattr(traj, "dt", None)  # seconds per env step (rollouts record it)
+    dt = dt if dt is not None else traj.meta.get("dt")
+    sub = int(getattr(traj, "substeps", None) or 1)
+    ok = isinstance(dt, (int, float)) and dt > 0
+    scale = sub / float(dt) if ok else 1.0  # per neuron step -> Hz
+    for layer, (color, ls) in zip(spiking, group_styles(len(spiking))):
+        z = layer.spikes > 0
+        rate = z.reshape(t, sub, -1).mean(axis=(1, 2)) * scale  # per env step
+        ax.plot(np.arange(t), _moving_average(rate, smooth), lw=1.2, color=color, ls=ls,
+                label=layer_label(layer, index[layer.name], backbone=backbone))  # fmt: skip
+    ax.set_ylabel("rate (Hz)" if scale != 1.0 else "spikes /\nneuron / step")
+    ax.set_ylim(bottom=0)
+    if len(spiking) > 1:
+        ax.legend(fontsize=7, frameon=False)
+
+
+def _return_row(ax: Any, traj: Trajectory) -> None:
+    """The return after 0..T steps, and how the episode ended."""
+    t = len(traj)
+    ret = np.concatenate([[0.0], traj.cumulative_reward])
+    ax.plot(np.arange(t + 1), ret, color="#333333", lw=1.4)
+    ax.set_ylabel("return")
+    ax.set_xlabel("env step")
+    end = "terminated" if traj.terminated[-1] else "truncated" if traj.truncated[-1] else ""
+    if end:
+        ax.annotate(
+            end, (t, traj.cumulative_reward[-1]), xytext=(-4, 4), textcoords="offset points",
+            ha="right", fontsize=7, color="#555555",
+        )  # fmt: skip

@@ -106,7 +106,9 @@ RUN_OUTPUTS = (*LAYOUT, *DEMO_FILES, *EVAL_FILES, *ANALYSIS_OUTPUTS)
 # Temp names of our own writers: tempfile.mkstemp's 8 random characters between a prefix
 # ".<name>." and the suffix ".tmp" (snrl.io) or ".tmp.<ext>" (video writers), and the
 # write probe of _check_writable.
-_TEMP_RE = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp(\.(gif|mp4))?$|^\.snrl-write-test\.[a-z0-9_]{8}$")
+_TEMP_RE = re.compile(
+    r"^\..+\.[a-z0-9_]{8}\.tmp(\.(gif|mp4))?\Z|^\.snrl-write-test\.[a-z0-9_]{8}\Z"
+)
 
 
 def _check_path_arg(out: str | os.PathLike) -> Path:

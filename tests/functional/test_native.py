@@ -269,3 +269,101 @@ def test_li_kernel_equals_the_torch_loop_bit_for_bit(monkeypatch, n, fresh):
     assert _native.li_forward(u.double(), u[0].double(), u[0, 0].double(), None, None) is None
     monkeypatch.setenv("SNRL_NATIVE", "0")
     assert _native.li_forward(u, u[0], u[0, 0], None, None) is None
+
+
+def test_the_cache_key_follows_the_cpus_instruction_set_and_the_compiler():
+    """A kernel built with -march=native is named by the CPU's flags, not its model name
+    (generic on VMs): another instruction set or another compiler gets another build."""
+    src = b"int f(void) { return 0; }"
+    base = _native.cache_key(src, "fpu sse2 avx2", "cc 12.2")
+    assert _native.cache_key(src, "fpu sse2 avx2", "cc 12.2") == base
+    assert _native.cache_key(src, "fpu sse2 avx2 avx512f", "cc 12.2") != base
+    assert _native.cache_key(src, "fpu sse2", "cc 12.2") != base
+    assert _native.cache_key(src, "fpu sse2 avx2", "cc 13.1") != base
+    assert _native.cache_key(src + b" ", "fpu sse2 avx2", "cc 12.2") != base
+    # unknown flags (no /proc/cpuinfo): a generic build, under its own name
+    assert "-march=native" not in _native._build_flags(None)
+    assert "-march=native" in _native._build_flags("fpu sse2")
+    assert _native.cache_key(src, None, "cc 12.2") != _native.cache_key(src, "", "cc 12.2")
+
+
+def test_the_cpu_flags_come_from_the_flags_line(monkeypatch, tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text(
+        "processor\t: 0\nmodel name\t: Common KVM processor\nflags\t\t: sse2 avx2 fpu\n"
+        "\nprocessor\t: 1\nmodel name\t: Common KVM processor\nflags\t\t: sse2 avx2 fpu\n"
+    )
+    real = _native.Path
+    monkeypatch.setattr(
+        _native, "Path", lambda p: real(info) if str(p) == "/proc/cpuinfo" else real(p)
+    )
+    assert _native._cpu_flags() == "avx2 fpu sse2"
+    info.unlink()
+    assert _native._cpu_flags() is None
+
+
+def _prototypes() -> dict[str, list[tuple[str, str]]]:
+    """(name, C type) of each argument of the exported functions, read from lif_kernel.c."""
+    import re
+    from importlib import resources
+
+    text = resources.files("snrl.functional").joinpath("lif_kernel.c").read_text()
+    found = {}
+    for m in re.finditer(r"^void (snrl_\w+)\(([^)]*)\)", text, re.M):
+        args = []
+        for part in m.group(2).split(","):
+            words = part.replace("*", " * ").split()
+            name = words[-1]
+            ctype = "ptr" if "*" in words else words[-2]
+            args.append((name, ctype))
+        found[m.group(1)] = args
+    return found
+
+
+def test_the_signature_table_matches_the_c_prototypes():
+    """One declaration per C function on the Python side, checked against the source: the
+    same functions, argument names, order and types."""
+    import ctypes
+
+    kinds = {ctypes.c_int: "int", ctypes.c_long: "long", ctypes.c_float: "float"}
+    kinds[ctypes.c_void_p] = "ptr"
+    protos = _prototypes()
+    assert set(protos) == set(_native.SIGNATURES)
+    for name, (restype, params) in _native.SIGNATURES.items():
+        assert restype is None
+        assert [(arg, kinds[ctype]) for arg, ctype in params] == protos[name], name
+
+
+@needs_kernel
+def test_a_wrong_call_of_a_kernel_function_raises_instead_of_crashing():
+    lib = _native.library()
+    u = torch.zeros(2, 1, 3)
+    good = dict(T=2, B=1, N=3, g=u, alpha=torch.ones(1, 3), starts=None, dv=torch.empty(2, 1, 3))
+    lib.li_backward(**good)  # the right names: runs
+    with pytest.raises(TypeError, match="missing dv"):
+        lib.li_backward(**{k: v for k, v in good.items() if k != "dv"})
+    with pytest.raises(TypeError, match="unexpected G"):
+        lib.li_backward(**good, G=1)
+    with pytest.raises(TypeError, match="positional"):
+        lib.li_backward(2, 1, 3, u, good["alpha"], None, good["dv"])
+    with pytest.raises(TypeError, match="g is a pointer"):
+        lib.li_backward(**{**good, "g": 12345})
+
+
+def test_the_fallback_is_a_warning_said_once(monkeypatch, tmp_path, caplog):
+    monkeypatch.setattr(_native, "_STATE", {})
+    monkeypatch.setenv("SNRL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
+    with caplog.at_level(logging.WARNING, logger="snrl.functional._native"):
+        for _ in range(3):
+            assert _native.library() is None
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, caplog.text
+    assert "torch loop" in warnings[0].getMessage()
+    # switched off on purpose: no message at all
+    monkeypatch.setattr(_native, "_STATE", {})
+    monkeypatch.setenv("SNRL_NATIVE", "0")
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="snrl.functional._native"):
+        assert _native.library() is None
+    assert not caplog.records

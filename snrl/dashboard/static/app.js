@@ -1,16 +1,31 @@
 // snrl dashboard: the page. Hash routes: #/ (runs), #/run/<id>, #/launch, #/compare/<id>.
-// The token comes from the page (the server put it there); reads send it in the
-// X-SNRL-Token header, or as ?token= where a URL is all the browser takes (video, image,
-// EventSource); state-changing requests (POST) always send the header.
+// State-changing requests (POST) send the token in the X-SNRL-Token header. Reads carry the
+// cookie the first load set (HttpOnly, SameSite=Strict, a read-only key): no URL the page
+// builds holds the token (video, image, EventSource), so none shows in the history, a log
+// or a Referer.
 "use strict";
 
-const TOKEN = document.querySelector('meta[name="snrl-token"]').content;
+// The page holds the token only when it was loaded with it (the address snrl dashboard
+// prints): the tab keeps it (sessionStorage survives a reload, not the tab), and the address
+// bar and the history entry lose it. A page loaded with the cookie alone can read, not act.
+const TOKEN = (() => {
+  const given = document.querySelector('meta[name="snrl-token"]').content;
+  if (given) sessionStorage.setItem("snrl-token", given);
+  if (location.search) history.replaceState(null, "", location.pathname + location.hash);
+  return given || sessionStorage.getItem("snrl-token") || "";
+})();
 const main = document.getElementById("main");
 const banner = document.getElementById("banner");
 let cleanup = [];  // what the current view must stop when the route changes
 
-function q(path) { return path + (path.includes("?") ? "&" : "?") + "token=" + encodeURIComponent(TOKEN); }
-function fileUrl(path) { return q("/files/" + path.split("/").map(encodeURIComponent).join("/")); }
+function fileUrl(path) { return "/files/" + path.split("/").map(encodeURIComponent).join("/"); }
+// Plotly reads a subset of HTML in trace names and titles (<a href>, <span style>, ...): a
+// metrics column named "<a href=...>" would become a link, a style a fetch. Names are data,
+// so they reach plotly escaped: with no "<" there is no tag, and plotly shows &amp; &lt; &gt;
+// as the characters (tests/test_dashboard_browser.py).
+function plain(text) {
+  return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+}
 function el(tag, attrs = {}, ...children) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
@@ -24,7 +39,7 @@ function el(tag, attrs = {}, ...children) {
   return e;
 }
 async function api(path, opts = {}) {
-  const headers = { "X-SNRL-Token": TOKEN };
+  const headers = TOKEN ? { "X-SNRL-Token": TOKEN } : {};
   if (opts.body !== undefined) headers["Content-Type"] = "application/json";
   const r = await fetch(path, { method: opts.method || "GET", headers,
                                 body: opts.body === undefined ? undefined : JSON.stringify(opts.body) });
@@ -103,7 +118,7 @@ function listView() {
       const cell = (key, cls, ...children) => el("td", { class: cls, "data-col": key }, ...children);
       body.append(el("tr", { "data-run": r.id },
         cell("id", "", el("a", { href: "#/run/" + encodeURIComponent(r.id), text: r.id })),
-        el("td", { title: r.reason || "", "data-col": "status" }, statusBadge(r.status)),
+        el("td", { title: [r.reason, r.problem].filter(Boolean).join("; "), "data-col": "status" }, statusBadge(r.status)),
         cell("algo", "", r.algo ?? ""), cell("env", "", r.env ?? ""), cell("backbone", "", r.backbone ?? ""),
         cell("hidden_size", "num", fmt(r.hidden_size)),
         cell("dale", "", r.dale === null || r.dale === undefined ? "" : (r.dale ? "yes" : "no")),
@@ -198,13 +213,13 @@ function runView(runId) {
       }
       Plotly.react(id, ret, LAYOUT("Return", "mean episode return"), { responsive: true });
     } else if (id === "plot-loss") {
-      Plotly.react(id, g.losses.map(c => ({ x, y: column(c), name: c, mode: "lines" })),
+      Plotly.react(id, g.losses.map(c => ({ x, y: column(c), name: plain(c), mode: "lines" })),
                    LAYOUT("Losses (click a legend entry to hide it)", "loss"), { responsive: true });
     } else if (id === "plot-stats") {
-      Plotly.react(id, g.stats.map(c => ({ x, y: column(c), name: c, mode: "lines" })),
+      Plotly.react(id, g.stats.map(c => ({ x, y: column(c), name: plain(c), mode: "lines" })),
                    LAYOUT("Update statistics", "value"), { responsive: true });
     } else if (id === "plot-spikes") {
-      Plotly.react(id, g.spikes.map(c => ({ x, y: column(c), name: c.replace("spike_rate_", ""), mode: "lines" })),
+      Plotly.react(id, g.spikes.map(c => ({ x, y: column(c), name: plain(c.replace("spike_rate_", "")), mode: "lines" })),
                    LAYOUT("Spike rates", g.spikes.length ? "spikes per neuron per step" : "(no spiking layer)"),
                    { responsive: true });
     }
@@ -278,13 +293,13 @@ function runView(runId) {
     if (key !== filesKey) { filesKey = key; drawFiles(); }
     showStatus(info);
     if (info.launched) {
-      const t = await fetch(q("/api/log/" + encodeURIComponent(runId)));
+      const t = await fetch("/api/log/" + encodeURIComponent(runId));
       if (t.ok) document.getElementById("log").textContent = await t.text();
     } else log.hidden = true;
   }
   loadInfo();
   const timer = setInterval(loadInfo, 5000);
-  const es = new EventSource(q(`/api/run/${runId.split("/").map(encodeURIComponent).join("/")}/events`));
+  const es = new EventSource(`/api/run/${runId.split("/").map(encodeURIComponent).join("/")}/events`);
   es.addEventListener("header", e => { header = JSON.parse(e.data); rows = []; });
   es.addEventListener("reset", () => { header = []; rows = []; redraw(); redrawOthers(); });
   // a plot redraw costs the browser far more than a row costs the server (measured:
@@ -426,7 +441,7 @@ async function compareView(compId) {
                   legendgroup: g });
     traces.push({ x: cv.steps, y: cv.low, mode: "lines", line: { width: 0 }, fill: "tonexty", fillcolor: color + "33",
                   showlegend: false, hoverinfo: "skip", legendgroup: g });
-    traces.push({ x: cv.steps, y: cv.mean, mode: "lines", line: { color, width: 2 }, name: `${g} (${cv.n_seeds} seeds)`,
+    traces.push({ x: cv.steps, y: cv.mean, mode: "lines", line: { color, width: 2 }, name: plain(`${g} (${cv.n_seeds} seeds)`),
                   legendgroup: g });
   });
   Plotly.react("plot-compare", traces, LAYOUT("Mean episode return, 95% bootstrap band over seeds", "mean episode return"),
