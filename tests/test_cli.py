@@ -68,7 +68,8 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path, capsys, monkeypatch):
 
     assert_user_error(snrl("train", "--env", "CartPol-v1", "--out", out), "CartPole-v1")
     assert not out.exists()
-    assert_user_error(snrl("train", "--env", "Blackjack-v1", "--out", out), "supports")
+    bad_space = "tests.input_envs:MultiDiscrete2DEnv"  # (Blackjack's Tuple is flattened now)
+    assert_user_error(snrl("train", "--env", bad_space, "--out", out), "supports")
     assert_user_error(snrl("train", "--out", out, "--set", "hiden_size=3"), "hidden_size")
     assert_user_error(snrl("train", "--out", out, "--set", "lr=-1"), "lr=")
     assert_user_error(snrl("train", "--out", out, "--config", tmp_path / "no.toml"), "no.toml")

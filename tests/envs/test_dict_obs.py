@@ -29,6 +29,11 @@ def test_a_dict_observation_is_one_vector_key_by_key():
     np.testing.assert_array_equal(obs, expected)
     box = gym.make("CartPole-v1")
     assert flatten_obs_env(box) is box  # any other env unchanged
+    # a Tuple of Discretes, one-hot side by side: Blackjack's (32, 11, 2) is 45 values
+    blackjack = make_env("Blackjack-v1")
+    assert blackjack.observation_space.shape == (45,)
+    obs, _ = blackjack.reset(seed=0)
+    assert obs.shape == (45,) and obs.sum() == 3
 
 
 def test_ppo_trains_on_a_dict_env_and_records_it():
