@@ -36,7 +36,8 @@ import imageio
 import numpy as np
 
 from snrl.networks import Activity, LayerActivity
-from snrl.render import Trajectory, TrajectoryRenderer
+from snrl.render import TrajectoryRenderer
+from snrl.trajectory import Trajectory
 
 
 def balance(obs: np.ndarray) -> int:

@@ -10,7 +10,7 @@ from snrl.networks.spiking import SpikingBackbone
 from snrl.render import TrajectoryRenderer, plot_episode
 from snrl.trajectory import Trajectory
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "DQN",

@@ -1,7 +1,15 @@
-"""Building typed, frozen, keyword-only dataclass configs from TOML files and ``--set`` strings.
+"""Building typed, frozen, keyword-only dataclass configs: one merge, one validation.
 
-Precedence (later wins): the dataclass defaults, ``base``, the TOML file, the ``--set`` items.
-Values are converted to the field's annotated type:
+Every way to make a config goes through the same two steps: :func:`merge` takes
+:class:`Layer` s in the order of precedence (later wins: the dataclass defaults, then e.g. a
+tuned entry, a TOML file, CLI flags or keywords, ``--set`` items), checks each key and
+converts each value of a text or TOML layer; :func:`build` then constructs the config once,
+and its ``__post_init__`` is the one validation. :func:`load_config` (defaults < ``base`` <
+file < ``--set``) and :func:`config_from_dict` (a saved config) are such merges;
+:func:`snrl.zoo.configure` adds the tuned layer and is what both ``snrl train`` and
+``snrl.PPO(env, **keywords)`` call.
+
+Values of untyped layers are converted to the field's annotated type:
 
 * ``int``: ``"3"``, ``"100_000"``, ``"1e6"`` (an integral float); ``float``: ``"3e-4"``;
 * ``bool``: ``true/false/1/0/yes/no`` (any case);
@@ -26,13 +34,12 @@ import pathlib
 import sys
 import types
 import typing
-import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 import numpy as np
 
-from snrl.errors import UserError
+from snrl.errors import MIGRATING, MigrationError, UserError
 from snrl.io import MAX_DEPTH, check_depth, check_json_depth, load_json
 
 if sys.version_info >= (3, 11):
@@ -41,13 +48,20 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 __all__ = [
+    "FOREIGN_OPTIONS",
     "MAX_INT",
+    "SAVED_KEY_RENAMES",
+    "Layer",
+    "build",
     "check_host",
     "check_values",
     "config_from_dict",
     "config_to_dict",
+    "file_layer",
     "load_config",
+    "merge",
     "parse_set",
+    "sets_layer",
     "unknown_key_error",
 ]
 
@@ -210,10 +224,36 @@ def _fields(cls: type) -> tuple[dict[str, dataclasses.Field], dict[str, Any]]:
     return fields, hints
 
 
+#: Option names of Stable-Baselines3 and huskarl-style DQNs that snrl spells otherwise, and
+#: what to write instead (the error of such an unknown key says it; docs/migrating.md).
+FOREIGN_OPTIONS: Mapping[str, str] = types.MappingProxyType(
+    {
+        "policy_kwargs": "Stable-Baselines3's policy_kwargs are options here: backbone=, "
+        "hidden_size=, n_layers=, activation= (or policy=/critic= modules)",
+        "learning_rate": "Stable-Baselines3's learning_rate is lr",
+        "total_timesteps": "Stable-Baselines3's total_timesteps is total_steps",
+        "clip_range": "Stable-Baselines3's clip_range is clip_coef",
+        "verbose": "snrl prints a progress bar (learn(progress=False) for silence)",
+        "tensorboard_log": "metrics go to metrics.csv of the run directory (run_dir=)",
+        "exploration_fraction": "exploration is eps_start, eps_end, eps_decay_steps",
+        "exploration_initial_eps": "Stable-Baselines3's exploration_initial_eps is eps_start",
+        "exploration_final_eps": "Stable-Baselines3's exploration_final_eps is eps_end",
+        "actions": "the actions come from the env's action space (pass the env first)",
+        "nsteps": "huskarl's nsteps is n_step",
+        "memsize": "huskarl's memsize is buffer_size",
+        "target_update": "the target network follows target_update_interval (or tau)",
+        "enable_double_dqn": "double Q-learning is double=True (the default)",
+        "enable_dueling_network": 'a dueling head is dueling="avg" (or "max", "naive")',
+    }
+)
+
+
 def unknown_key_error(
     key: str, valid: Iterable[str], source: str, *, what: str = "config key"
 ) -> UserError:
-    """The error for an unknown ``key`` among ``valid`` names, with a "did you mean" hint.
+    """The error for an unknown ``key`` among ``valid`` names, with a "did you mean" hint, or
+    with snrl's name when ``key`` is another library's (:data:`FOREIGN_OPTIONS`: then a
+    :class:`~snrl.errors.MigrationError` pointing to docs/migrating.md).
 
     Args:
         key: The name the user wrote.
@@ -222,53 +262,120 @@ def unknown_key_error(
         what: What a key is called in the message.
     """
     valid = sorted(valid)
+    if key in FOREIGN_OPTIONS:
+        return MigrationError(
+            f"unknown {what} {key!r} in {source} ({FOREIGN_OPTIONS[key]}; see {MIGRATING})"
+        )
     close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.6)
     hint = f"did you mean {close[0]!r}? " if close else ""
     return UserError(f"unknown {what} {key!r} in {source} ({hint}valid keys: {', '.join(valid)})")
 
 
-#: Config keys of snrl 0.1 and their names now: accepted for one release with a
-#: DeprecationWarning (configs, ``--set``, saved ``config.json`` files, keyword arguments).
-RENAMED_KEYS: Mapping[str, str] = types.MappingProxyType(
-    {"env_id": "env", "sim_steps": "substeps"}
-)
+@dataclasses.dataclass(frozen=True)
+class Layer:
+    """One source of config values, in the order of precedence (a later layer wins).
+
+    ``items`` are ``(key, value)`` pairs. A ``typed`` layer (keywords of ``snrl.PPO(...)``, a
+    config object) is used as given: its values are checked once, by the config's own
+    validation (:func:`check_values` in ``__post_init__``). Other layers (a TOML file, ``--set``
+    text, CLI flags, a tuned entry, a saved ``config.json``) are converted by the field types
+    first (:func:`_convert`), naming ``source`` in the error of a value that does not fit.
+    """
+
+    source: str
+    """Where the values come from, as the messages name it (``"--set"``, a file name ...)."""
+    items: tuple[tuple[str, Any], ...] = ()
+    """The ``(key, value)`` pairs, in order (a repeated key: the last wins)."""
+    typed: bool = False
+    """Whether the values are used as given (True) or converted by the field types."""
+    what: str = "config key"
+    """What a key is called in the message of an unknown one."""
+
+    @classmethod
+    def of(cls, source: str, values: Mapping[str, Any] | None, **kwargs: Any) -> Layer:
+        """A layer of the ``values`` mapping (None: empty)."""
+        return cls(source, tuple((values or {}).items()), **kwargs)
 
 
-def _set_value(
-    values: dict[str, Any],
-    fields: Mapping[str, dataclasses.Field],
-    hints: Mapping[str, Any],
-    key: str,
-    value: Any,
-    *,
-    source: str,
-    from_string: bool,
-) -> None:
-    if key in RENAMED_KEYS and key not in fields and RENAMED_KEYS[key] in fields:
-        new = RENAMED_KEYS[key]
-        warnings.warn(
-            f"config key {key!r} in {source} is deprecated: use {new!r}",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        key = new
-    if key not in fields:
-        raise unknown_key_error(key, fields, source)
-    tp = hints.get(key, Any)
-    what = f"config key {key!r} in {source}"
-    if isinstance(value, str):  # JSON text (env_kwargs, curriculum), checked before parsing
-        check_json_depth(value, what=what)
-    else:
-        check_depth(value, what=what)
+def file_layer(toml_path: str | os.PathLike | None) -> Layer:
+    """The layer of a TOML file whose top-level keys are config keys (None: empty).
+
+    Raises:
+        UserError: A missing, unreadable, non-UTF-8 or invalid TOML file.
+    """
+    if toml_path is None:
+        return Layer("no config file")
+    path = pathlib.Path(toml_path)
     try:
-        values[key] = _convert(tp, value, from_string)
-    except _BadValue:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise UserError(f"config file {path} does not exist (check the --config path)") from None
+    except IsADirectoryError:
+        raise UserError(f"config file {path} is a directory (pass a .toml file)") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"config file {path} is not valid TOML: {e} (fix the file)") from None
+    except RecursionError:  # tomllib recurses into nested arrays and inline tables
         raise UserError(
-            f"bad value {value!r} for config key {key!r} in {source} (expected {_type_name(tp)})"
+            f"config file {path} nests more than {MAX_DEPTH} levels of tables and arrays "
+            "(write a flatter file)"
         ) from None
+    except UnicodeDecodeError as e:
+        raise UserError(
+            f"config file {path} is not UTF-8 text (byte {e.start}: {e.reason}; save it as UTF-8)"
+        ) from None
+    check_depth(data, what=f"config file {path}")
+    return Layer.of(str(path), data)
 
 
-def _build(cls: type[C], fields: Mapping[str, dataclasses.Field], values: dict[str, Any]) -> C:
+def sets_layer(sets: Iterable[str]) -> Layer:
+    """The layer of ``--set key=value`` items (text, converted by the field types)."""
+    return Layer("--set", tuple(parse_set(item) for item in sets))
+
+
+def merge(cls: type, layers: Iterable[Layer]) -> dict[str, Any]:
+    """The config values of ``layers`` merged by precedence (a later layer wins).
+
+    Every key is checked against the fields of ``cls`` and every value of an untyped layer
+    converted to its field's type; nothing is built (:func:`build` does that, once).
+
+    Raises:
+        UserError: An unknown key (with a close match) or a value that does not fit its
+            field's type, naming the layer's source.
+    """
+    fields, hints = _fields(cls)
+    values: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in layer.items:
+            if key not in fields:
+                raise unknown_key_error(key, fields, layer.source, what=layer.what)
+            if layer.typed:  # checked by the config's own validation (check_values)
+                values[key] = value
+                continue
+            tp = hints.get(key, Any)
+            what = f"config key {key!r} in {layer.source}"
+            if isinstance(value, str):  # JSON text (env_kwargs, curriculum), checked first
+                check_json_depth(value, what=what)
+            else:
+                check_depth(value, what=what)
+            try:
+                values[key] = _convert(tp, value, False)
+            except _BadValue:
+                raise UserError(
+                    f"bad value {value!r} for config key {key!r} in {layer.source} "
+                    f"(expected {_type_name(tp)})"
+                ) from None
+    return values
+
+
+def build(cls: type[C], values: Mapping[str, Any]) -> C:
+    """``cls(**values)``: the one validation of a merged config (its ``__post_init__``).
+
+    Raises:
+        UserError: A required key without a value.
+        ValueError: Whatever the dataclass's ``__post_init__`` raises.
+    """
+    fields, _ = _fields(cls)
     missing = [
         name
         for name, f in fields.items()
@@ -309,7 +416,7 @@ def load_config(
         cls: A dataclass type (typically frozen and keyword-only).
         toml_path: A TOML file whose top-level keys are field names.
         sets: ``"key=value"`` strings, converted by the field types.
-        base: Field values applied before the TOML file (e.g. from CLI flags).
+        base: Field values applied before the TOML file (converted like the file's).
 
     Returns:
         The config.
@@ -319,40 +426,8 @@ def load_config(
             value (naming key, value and expected type), missing required key.
         ValueError: Whatever the dataclass's ``__post_init__`` raises.
     """
-    fields, hints = _fields(cls)
-    values: dict[str, Any] = {}
-    for key, value in (base or {}).items():
-        _set_value(values, fields, hints, key, value, source="the base config", from_string=False)
-    if toml_path is not None:
-        path = pathlib.Path(toml_path)
-        try:
-            with open(path, "rb") as f:
-                data = tomllib.load(f)
-        except FileNotFoundError:
-            raise UserError(
-                f"config file {path} does not exist (check the --config path)"
-            ) from None
-        except IsADirectoryError:
-            raise UserError(f"config file {path} is a directory (pass a .toml file)") from None
-        except tomllib.TOMLDecodeError as e:
-            raise UserError(f"config file {path} is not valid TOML: {e} (fix the file)") from None
-        except RecursionError:  # tomllib recurses into nested arrays and inline tables
-            raise UserError(
-                f"config file {path} nests more than {MAX_DEPTH} levels of tables and arrays "
-                "(write a flatter file)"
-            ) from None
-        except UnicodeDecodeError as e:
-            raise UserError(
-                f"config file {path} is not UTF-8 text (byte {e.start}: {e.reason}; "
-                "save it as UTF-8)"
-            ) from None
-        check_depth(data, what=f"config file {path}")
-        for key, value in data.items():
-            _set_value(values, fields, hints, key, value, source=str(path), from_string=False)
-    for item in sets:
-        key, text = parse_set(item)
-        _set_value(values, fields, hints, key, text, source="--set", from_string=True)
-    return _build(cls, fields, values)
+    base_layer = Layer.of("the base config", base)
+    return build(cls, merge(cls, [base_layer, file_layer(toml_path), sets_layer(sets)]))
 
 
 def _jsonable(value: Any) -> Any:
@@ -374,20 +449,33 @@ def config_to_dict(cfg: Any) -> dict[str, Any]:
     return {f.name: _jsonable(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.init}
 
 
+#: Keys that run files of snrl 0.1 (a run's ``config.json``, a checkpoint's config) spell
+#: otherwise, and their names now. A saved run is data, not API: old runs stay loadable and
+#: resumable, so :func:`config_from_dict`, and nothing else, reads these keys as the new ones
+#: (keywords, TOML files and ``--set`` take only today's names).
+SAVED_KEY_RENAMES: Mapping[str, str] = types.MappingProxyType(
+    {"env_id": "env", "sim_steps": "substeps"}
+)
+
+
 def config_from_dict(cls: type[C], d: Mapping[str, Any]) -> C:
     """Rebuild a config from :func:`config_to_dict` output (e.g. a run's ``config.json``).
 
-    Keys absent from ``d`` take the dataclass defaults.
+    Keys absent from ``d`` take the dataclass defaults; a key of an snrl 0.1 run file
+    (:data:`SAVED_KEY_RENAMES`) is read as its name now.
 
     Raises:
         UserError: Unknown key, bad value, missing required key.
         ValueError: Whatever the dataclass's ``__post_init__`` raises.
     """
-    fields, hints = _fields(cls)
-    values: dict[str, Any] = {}
-    for key, value in d.items():
-        _set_value(values, fields, hints, key, value, source="the saved config", from_string=False)
-    return _build(cls, fields, values)
+    fields, _ = _fields(cls)
+
+    def name(key: str) -> str:
+        new = SAVED_KEY_RENAMES.get(key)
+        return new if key not in fields and new in fields else key
+
+    items = tuple((name(k), v) for k, v in d.items())
+    return build(cls, merge(cls, [Layer("the saved config", items)]))
 
 
 # ---------------------------------------------------------------- the one table of defaults
@@ -473,6 +561,8 @@ def defaults_table(*config_classes: type) -> str:
             + f" | {reasons} |"
         )
     return "\n".join(lines) + "\n"
+
+
 def _fits(tp: Any, value: Any) -> bool:
     """Whether ``value`` already is of type ``tp`` (no conversion; an int is a float)."""
     origin = typing.get_origin(tp)

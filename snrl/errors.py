@@ -16,6 +16,12 @@ the last good state because they are raised before anything non-finite is writte
 from __future__ import annotations
 
 import errno
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class UserError(ValueError):
@@ -83,3 +89,64 @@ def error_message(e: BaseException) -> str:
     if isinstance(e, MemoryError):
         return "out of memory (lower n_envs, hidden_size, n_steps or buffer_size)"
     return one_line(str(e)) or type(e).__name__
+
+
+# ---- calls written for another library (docs/migrating.md) ------------------------------------
+#: Where a NeuroTorch, huskarl-style or Stable-Baselines3 user finds snrl's names.
+MIGRATING = "docs/migrating.md"
+
+
+class MigrationError(UserError, TypeError):
+    """A call written for another library: snrl shares some of its names (``Trajectory``,
+    ``ReplayBuffer``, ``Curriculum``, ``Agent``, ``PPO``, ``DQN``) with other meanings. The
+    message says what the call means in snrl and points to docs/migrating.md. It is a
+    ``TypeError`` (a wrong call) and a :class:`UserError` (``snrl`` prints it as one line)."""
+
+
+def explain_foreign_calls(
+    owner: str,
+    keywords: Mapping[str, str],
+    *,
+    default: str | None = None,
+    positional: Callable[[tuple[Any, ...]], str | None] | None = None,
+) -> Callable[[F], F]:
+    """Decorate a function (or ``__init__``) so that a call that does not fit its signature,
+    as another library would write it, raises :class:`MigrationError` with snrl's way.
+
+    The signature is checked before the call, so an error raised inside the function is
+    never mistaken for a wrong call; a call that fits runs unchanged.
+
+    Args:
+        owner: the call as the user wrote it (``"snrl.Trajectory(...)"``).
+        keywords: a keyword of the other library -> what to write in snrl instead.
+        default: the hint for any other call that does not fit (None: the plain
+            ``TypeError``).
+        positional: given the positional arguments (``self`` excluded), the hint for
+            them if no call of the function takes such arguments, else None (checked on
+            every call, also one that fits the signature).
+    """
+
+    def decorate(func: F) -> F:
+        signature = inspect.signature(func)
+        method = next(iter(signature.parameters), None) == "self"
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            hint = positional(args[1:] if method else args) if positional is not None else None
+            if hint:
+                raise MigrationError(f"{owner}: {hint} (see {MIGRATING})")
+            try:
+                signature.bind(*args, **kwargs)
+            except TypeError as e:
+                hints = [keywords[k] for k in kwargs if k in keywords]
+                if not hints and default is not None:
+                    hints = [default]
+                if hints:
+                    raise MigrationError(
+                        f"{owner}: {first_line(e)}; {'; '.join(hints)} (see {MIGRATING})"
+                    ) from None
+            return func(*args, **kwargs)  # a wrong call without a hint: Python's own error
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate

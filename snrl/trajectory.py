@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 import zipfile
 import zlib
 from collections.abc import Mapping, Sequence
@@ -40,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from snrl.errors import UserError
+from snrl.errors import UserError, explain_foreign_calls
 from snrl.io import atomic_open, load_json
 from snrl.networks.activity import KINDS, Activity, as_numpy
 
@@ -128,11 +127,7 @@ class Trajectory:
         frames: uint8 (T + 1, H, W, 3) RGB frames, ``frames[0]`` after reset and
             ``frames[t + 1]`` after step t; or ``None`` (the renderer can re-simulate them).
         activity: the policy backbone's per-step :class:`~snrl.networks.Activity`, every
-            array (T, N) (tensors are converted to numpy). Deprecated for one release: a
-            mapping ``"<layer>.<field>" -> (T, N)`` (``"lif0.spikes"``, ``"mlp0.h"``), with
-            ``layers`` describing its layers.
-        layers: only with a deprecated flat ``activity`` mapping: the layers' ``LayerInfo``
-            (or plain dicts, see :func:`layer_dicts`). An ``Activity`` carries its own.
+            array (T, N) (tensors are converted to numpy); None: no activity.
         policy: ``name -> (T, K)`` per-step policy outputs: ``"probs"`` (Discrete action
             probabilities), ``"q_values"`` (DQN), ``"mean"``/``"std"`` (Box),
             ``"logit_noise"`` (the exploration offsets of a Discrete ``use_sde`` policy acting
@@ -150,6 +145,13 @@ class Trajectory:
             ``meta`` is not JSON-able.
     """
 
+    @explain_foreign_calls(
+        "snrl.Trajectory(...)",
+        {},
+        default="snrl.Trajectory is one recorded episode as arrays (observations=, actions=, "
+        "rewards=, terminated=, truncated=, keywords only), not NeuroTorch's list of "
+        "Experience; record one with algo.rollout(seed=0, record=True)",
+    )
     def __init__(
         self,
         *,
@@ -161,20 +163,14 @@ class Trajectory:
         env: str = "",
         seed: int | None = None,
         frames: Any | None = None,
-        activity: Activity | Mapping[str, Any] | None = None,
-        layers: Sequence[Any] | None = None,
+        activity: Activity | None = None,
         policy: Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
-        env_id: str | None = None,
         task: Mapping[str, Any] | None = None,
         trials: Sequence[Mapping[str, Any]] | None = None,
         dt: float | None = None,
         substeps: int = 1,
     ) -> None:
-        if env_id is not None:  # the name of snrl 0.1
-            msg = "Trajectory(env_id=...) is deprecated: use env=..."
-            warnings.warn(msg, DeprecationWarning, 2)
-            env = env_id
         self.observations = _numeric("observations", observations)
         self.actions = _numeric("actions", actions)
         self.rewards = _numeric("rewards", rewards).astype(np.float64, copy=False)
@@ -183,23 +179,12 @@ class Trajectory:
         self.env = str(env)
         self.seed = None if seed is None else int(seed)
         self.frames = None if frames is None else _numeric("frames", frames)
-        if isinstance(activity, Activity):
-            if layers:
-                raise UserError(
-                    "layers= goes with a flat activity mapping only (an Activity carries "
-                    "its layers' description; drop layers=)"
-                )
-            self.activity = activity.to_numpy()
-        else:
-            if activity:
-                warnings.warn(
-                    "Trajectory(activity={'<layer>.<field>': ...}) is deprecated and will be "
-                    "removed in the next release; pass a snrl.networks.Activity",
-                    DeprecationWarning,
-                    stacklevel=2,
-                )
-            flat = {str(k): _numeric(f"activity {k}", v) for k, v in (activity or {}).items()}
-            self.activity = Activity.from_flat(flat, layer_dicts(layers)).to_numpy()
+        if activity is not None and not isinstance(activity, Activity):
+            raise UserError(
+                f"activity= is a {type(activity).__name__}; pass a snrl.Activity (a mapping "
+                "'<layer>.<field>' -> array converts with Activity.from_flat(mapping, layers))"
+            )
+        self.activity = (Activity.from_flat({}, []) if activity is None else activity).to_numpy()
         policy_arrays = {str(k): _numeric(f"policy[{k!r}]", v) for k, v in (policy or {}).items()}
         self.policy = {k: v[:, None] if v.ndim == 1 else v for k, v in policy_arrays.items()}
         self.meta = dict(meta or {})
@@ -330,12 +315,6 @@ class Trajectory:
             if layer["name"] == name:
                 return layer
         return None
-
-    @property
-    def env_id(self) -> str:
-        """Deprecated name of :attr:`env`."""
-        warnings.warn("Trajectory.env_id is deprecated: use .env", DeprecationWarning, stacklevel=2)
-        return self.env
 
     def replace(self, **changes: Any) -> Trajectory:
         """A new trajectory with some fields replaced (arrays are shared, not copied)."""

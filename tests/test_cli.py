@@ -68,7 +68,8 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path, capsys, monkeypatch):
 
     assert_user_error(snrl("train", "--env", "CartPol-v1", "--out", out), "CartPole-v1")
     assert not out.exists()
-    assert_user_error(snrl("train", "--env", "Blackjack-v1", "--out", out), "supports")
+    bad_space = "tests.input_envs:MultiDiscrete2DEnv"  # (Blackjack's Tuple is flattened now)
+    assert_user_error(snrl("train", "--env", bad_space, "--out", out), "supports")
     assert_user_error(snrl("train", "--out", out, "--set", "hiden_size=3"), "hidden_size")
     assert_user_error(snrl("train", "--out", out, "--set", "lr=-1"), "lr=")
     assert_user_error(snrl("train", "--out", out, "--config", tmp_path / "no.toml"), "no.toml")
@@ -193,3 +194,13 @@ def test_demo_writes_everything_and_can_run_again(tmp_path):
     (other / "notes.txt").write_text("keep me")
     assert_user_error(snrl("demo", "--out", other), "not an snrl run directory")
     assert (other / "notes.txt").read_text() == "keep me"
+
+
+def test_a_bad_flag_value_names_the_flag(tmp_path, capsys):
+    """Flags are typed values merged with the file and --set; a value the config refuses
+    names the flag it came from, and nothing is written."""
+    res = snrl_inproc(capsys, "train", "--env-kwargs", "[1, 2]", "--out", tmp_path / "r")
+    assert_user_error(res, "bad value '[1, 2]' for config key 'env_kwargs' in --env-kwargs")
+    res = snrl_inproc(capsys, "train", "--hidden", "0", "--out", tmp_path / "r")
+    assert_user_error(res, "hidden_size")
+    assert not (tmp_path / "r").exists()

@@ -284,3 +284,29 @@ def test_unknown_key_error_names_what():
     assert str(e).startswith(
         "unknown PPO option 'hiden_size' in snrl.PPO(...) (did you mean 'hidden_size'?"
     )
+
+
+def test_merge_later_layer_wins_and_errors_name_their_layer():
+    from snrl.config import Layer, build, merge, sets_layer
+
+    layers = [
+        Layer.of("the base config", {"total_steps": "5", "learning_rate": 0.5}),
+        Layer.of("snrl.X(...)", {"total_steps": 7}, typed=True),
+        sets_layer(["learning_rate=0.25"]),
+    ]
+    assert merge(Cfg, layers) == {"total_steps": 7, "learning_rate": 0.25}
+    assert build(Checked, merge(Checked, layers)) == Checked(total_steps=7, learning_rate=0.25)
+    with pytest.raises(UserError, match=r"bad value 'x' for config key 'total_steps' in --steps"):
+        merge(Cfg, [Layer("--steps", (("total_steps", "x"),))])
+    with pytest.raises(UserError, match=r"unknown X option 'nope' in snrl.X\(...\)"):
+        merge(Cfg, [Layer.of("snrl.X(...)", {"nope": 1}, typed=True, what="X option")])
+
+
+def test_a_typed_layer_is_used_as_given_and_validated_by_the_config():
+    """Keywords are not parsed from text: lr="0.1" is refused by the config's own check."""
+    from snrl.config import Layer, build, merge
+
+    typed = [Layer.of("snrl.X(...)", {"learning_rate": "0.1"}, typed=True)]
+    assert merge(Checked, typed) == {"learning_rate": "0.1"}
+    with pytest.raises(UserError, match=r"learning_rate='0.1' is a str \(pass float\)"):
+        build(Checked, merge(Checked, typed))

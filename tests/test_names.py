@@ -1,53 +1,46 @@
-"""One name per idea: the spellings of snrl 0.1 still work for one release, with a
-DeprecationWarning, and mean the same as the new names."""
+"""One name per idea: the spellings of snrl 0.1 are gone from the API (0.1 was never
+published; CHANGELOG.md), while run files written by 0.1 are still read."""
 
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pytest
 
 import snrl
 from snrl.config import config_from_dict, load_config
-from snrl.networks.spiking import SpikingBackbone
+from snrl.errors import UserError
 
 TINY = dict(backbone="mlp", hidden_size=8, n_envs=1, seed=0)
 
 
-def test_env_id_keyword_is_the_env():
-    with pytest.warns(DeprecationWarning, match=r"PPO\(env_id=\.\.\.\) is deprecated: use env="):
-        algo = snrl.PPO(env_id="Acrobot-v1", **TINY)
-    assert algo.config.env == "Acrobot-v1"
-    with pytest.warns(DeprecationWarning, match="config.env_id is deprecated"):
-        assert algo.config.env_id == "Acrobot-v1"
-    algo.close()
+def test_env_id_keyword_is_gone_with_a_hint():
+    """snrl 0.1's spelling was never published: an unknown option, pointing at the name."""
+    with pytest.raises(UserError, match=r"unknown PPO option 'env_id' .*did you mean 'env'\?"):
+        snrl.PPO(env_id="Acrobot-v1", **TINY)
+    assert not hasattr(snrl.PPOConfig(), "env_id")
 
 
-def test_env_id_in_a_saved_config_or_toml_file(tmp_path):
+def test_a_saved_run_of_snrl_0_1_is_read_and_a_toml_file_is_not(tmp_path):
+    """Run files are data: a config.json with env_id reads as env, with no warning. A TOML
+    file or --set item is input of today's snrl: env_id there is an unknown key."""
     saved = snrl.config.config_to_dict(snrl.PPOConfig(env="Acrobot-v1"))
     saved["env_id"] = saved.pop("env")  # a config.json written by snrl 0.1
-    with pytest.warns(DeprecationWarning, match="'env_id' in the saved config is deprecated"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         assert config_from_dict(snrl.PPOConfig, saved).env == "Acrobot-v1"
     toml = tmp_path / "c.toml"
     toml.write_text('env_id = "MountainCar-v0"\n')
-    with pytest.warns(DeprecationWarning, match="use 'env'"):
-        assert load_config(snrl.DQNConfig, toml_path=toml).env == "MountainCar-v0"
-    with pytest.warns(DeprecationWarning):
-        assert load_config(snrl.PPOConfig, sets=["env_id=Pendulum-v1"]).env == "Pendulum-v1"
+    with pytest.raises(UserError, match=r"unknown config key 'env_id' in .*c.toml"):
+        load_config(snrl.DQNConfig, toml_path=toml)
+    with pytest.raises(UserError, match="unknown config key 'env_id' in --set"):
+        load_config(snrl.PPOConfig, sets=["env_id=Pendulum-v1"])
     assert json.loads(json.dumps(snrl.config.config_to_dict(snrl.PPOConfig())))["env"]
 
 
-def test_old_backbone_keywords_build_the_same_network():
-    with pytest.warns(DeprecationWarning):
-        old = SpikingBackbone(3, None, 2, hidden_sizes=[5, 4], neuron="alif", seed=1)
-    new = SpikingBackbone(3, [5, 4], 2, backbone="alif", seed=1)
-    assert old.backbone == new.backbone == "alif"
-    for (ka, a), (kb, b) in zip(old.state_dict().items(), new.state_dict().items()):
-        assert ka == kb and np.array_equal(a.numpy(), b.numpy())
-
-
-def test_trajectory_env_id_keyword_and_attribute():
+def test_trajectory_takes_env_only():
     kw = dict(
         observations=np.zeros((2, 1)),
         actions=np.zeros(2),
@@ -55,11 +48,10 @@ def test_trajectory_env_id_keyword_and_attribute():
         terminated=np.zeros(2, bool),
         truncated=np.zeros(2, bool),
     )
-    with pytest.warns(DeprecationWarning, match="use env="):
-        t = snrl.Trajectory(env_id="CartPole-v1", **kw)
-    assert t.env == "CartPole-v1"
-    with pytest.warns(DeprecationWarning, match="use .env"):
-        assert t.env_id == "CartPole-v1"
+    assert snrl.Trajectory(env="CartPole-v1", **kw).env == "CartPole-v1"
+    with pytest.raises(TypeError, match="env_id"):
+        snrl.Trajectory(env_id="CartPole-v1", **kw)
+    assert not hasattr(snrl.Trajectory(**kw), "env_id")
 
 
 @pytest.mark.parametrize("algo_cls", [snrl.PPO, snrl.DQN])
@@ -130,3 +122,18 @@ def test_snrl_load_picks_the_algorithm_of_the_checkpoint(tmp_path):
         algo.save(tmp_path / f"{cls.algo_name}.pt")
         back = snrl.load(tmp_path / f"{cls.algo_name}.pt")
         assert type(back) is cls and back.config == algo.config
+
+
+def test_one_version_number():
+    """snrl.__version__ is the version pyproject.toml declares (0.2.0: CHANGELOG.md)."""
+    import sys
+    from pathlib import Path
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    root = Path(__file__).resolve().parents[1]
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert snrl.__version__ == project["version"]
+    assert f"## {snrl.__version__}" in (root / "CHANGELOG.md").read_text(encoding="utf-8")

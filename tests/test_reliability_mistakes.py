@@ -205,7 +205,8 @@ def test_curriculum_numbers_follow_the_config_rule(lessons, fragment):
 
 # ---- threads: the flag is the config key -------------------------------------------------------
 def test_threads_0_means_the_same_as_flag_and_key():
-    from snrl.cli import _train_config, build_parser
+    from snrl.cli import build_parser
+    from snrl.cli.commands import _train_config
 
     def config(*args):
         return _train_config(build_parser().parse_args(["train", "--out", "x", *args]))

@@ -100,8 +100,8 @@ def test_precedence_defaults_tuned_file_set(tmp_path):
     assert (cfg.n_envs, cfg.gamma) == (8, 0.5)
     cfg, _ = zoo.resolve(PPOConfig, "ppo", toml_path=toml, base={"n_envs": 8})
     assert cfg.n_envs == 4
-    # an old key name counts as its new one (sim_steps is substeps since issue 9)
-    cfg, _ = zoo.resolve(PPOConfig, "ppo", base=env, sets=["sim_steps=1"])
+    # a key the caller gives is not listed in the record
+    cfg, _ = zoo.resolve(PPOConfig, "ppo", base=env, sets=["substeps=1"])
     assert cfg.substeps == 1 and "substeps" not in cfg.tuned_from
     # a value equal to the default still counts as given
     cfg, _ = zoo.resolve(PPOConfig, "ppo", base=env, sets=["gamma=0.98"])
@@ -283,3 +283,82 @@ def test_fit_leaves_out_the_whole_entry_when_no_single_key_is_to_blame():
         [],
         ["the whole entry (a and b clash with yours)"],
     )
+
+
+def _train_config(*argv):
+    """The config `snrl train ARGV --out x` would train (the CLI's own path, nothing run)."""
+    from snrl.cli import build_parser
+    from snrl.cli.commands import _train_config
+
+    return _train_config(build_parser().parse_args(["train", *argv, "--out", "x"]))
+
+
+def test_merge_order_is_defaults_tuned_file_flags_set(tmp_path, capsys):
+    """One key decided at each level of the CLI's merge, all in one command: clip_coef by the
+    defaults, gae_lambda by the tuned entry, gamma by the file (over the entry), n_envs and
+    hidden_size by the flags (over the file and the entry), total_steps by --set (over a flag
+    and the file)."""
+    default, tuned = PPOConfig(), ENTRY.values
+    assert "clip_coef" not in tuned and tuned["gae_lambda"] != default.gae_lambda
+    assert tuned["gamma"] == 0.9 and tuned["n_envs"] == 16
+    toml = tmp_path / "c.toml"
+    toml.write_text("gamma = 0.95\nn_envs = 4\nhidden_size = 64\ntotal_steps = 5000\n")
+    cfg = _train_config(
+        "--env", "Pendulum-v1", "--config", str(toml), "--n-envs", "8", "--hidden", "32",
+        "--steps", "1024", "--set", "total_steps=2048",
+    )  # fmt: skip
+    assert cfg.clip_coef == default.clip_coef  # defaults
+    assert cfg.gae_lambda == tuned["gae_lambda"]  # tuned < ...
+    assert cfg.gamma == 0.95  # ... < file
+    assert (cfg.n_envs, cfg.hidden_size) == (8, 32)  # ... < flags
+    assert cfg.total_steps == 2048  # ... < --set
+    # the record lists the tuned keys that decided something, no other
+    listed = {i.split("=", 1)[0] for i in cfg.tuned_from.split(": ", 1)[1].split(", ")}
+    assert "gae_lambda" in listed and not {"gamma", "n_envs", "total_steps"} & listed
+    assert "tuned settings:" in capsys.readouterr().err
+
+
+def test_the_api_and_the_cli_give_the_same_config_from_the_same_values():
+    """snrl.PPO's keywords and `snrl train`'s flags are one layer of the same merge."""
+    cli = _train_config("--env", "Pendulum-v1", "--n-envs", "8", "--hidden", "32", "--no-dale")
+    layer = zoo.Layer.of(
+        "snrl.PPO(...)",
+        {"env": "Pendulum-v1", "n_envs": 8, "hidden_size": 32, "force_dale_law": False},
+        typed=True,
+    )
+    api, entry, skipped = zoo.configure(PPOConfig, "ppo", [layer])
+    assert entry is ENTRY and skipped == []
+    assert api == cli
+    algo = snrl.PPO("Pendulum-v1", n_envs=8, hidden_size=32, force_dale_law=False)
+    _same(algo.config, api)
+    algo.close()
+
+
+def test_a_config_is_built_and_validated_once(monkeypatch):
+    """The tuned entry, the file, the flags: merged as dicts, then one construction (a retry
+    only when a tuned key clashes with the caller's values)."""
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Counted:
+        env: str = "E-v0"
+        backbone: str = "lif"
+        tuned: bool = True
+        tuned_from: str = ""
+        a: int = 1
+        b: int = 1
+
+        def __post_init__(self):
+            built.append(self)
+            if self.a > self.b:
+                raise UserError(f"a={self.a} must be <= b={self.b}")
+
+    built: list = []
+    entry = zoo.TunedEntry("ppo", "E-v0", "lif", {"a": 5, "b": 9})
+    monkeypatch.setattr(zoo, "lookup", lambda *args: entry)
+    sets = zoo.sets_layer(["b=7"])
+    cfg, used, skipped = zoo.configure(Counted, "ppo", [sets])
+    assert (cfg.a, cfg.b, used, skipped) == (5, 7, entry, []) and len(built) == 1
+    assert cfg.tuned_from.endswith(": a=5")
+    built.clear()  # the caller's b=3 clashes with the tuned a=5: a is left out, and said
+    cfg, _, skipped = zoo.configure(Counted, "ppo", [zoo.sets_layer(["b=3"])])
+    assert (cfg.a, cfg.b) == (1, 3) and skipped == ["a=5 must be <= b=3"] and len(built) > 1

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from torch.distributions import Categorical, Normal
 
 from snrl.envs.spaces import ActionMap, ObsFlattener
-from snrl.errors import UserError
+from snrl.errors import UserError, explain_foreign_calls
 from snrl.functional.state import State
 from snrl.networks.activity import Activity
 from snrl.networks.sequence import run_many_with_resets
@@ -138,6 +138,13 @@ class Agent(nn.Module):
     #: state_dict keys of older snrl versions -> today's keys (prefix renames); None drops
     legacy_keys: ClassVar[dict[str, str | None]] = {"act_low": None, "act_high": None}
 
+    @explain_foreign_calls(
+        "snrl.Agent(...)",
+        {},
+        default="snrl.Agent(observation_space, action_space) maps spaces to network heads, it "
+        "does not train (NeuroTorch's Agent(env=..., policy=...) does): train with "
+        "snrl.PPO(env, policy=module) or snrl.DQN(env, policy=module)",
+    )
     def __init__(
         self,
         observation_space: gym.Space,

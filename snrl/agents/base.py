@@ -29,12 +29,11 @@ from snrl.agents.curriculum import Curriculum, CurriculumProgress, check_lesson_
 from snrl.agents.evaluation import evaluate_agent, record_trajectory
 from snrl.config import (
     NEURON_DEFAULTS,
-    RENAMED_KEYS,
+    Layer,
     check_values,
     config_from_dict,
     config_to_dict,
     override,
-    unknown_key_error,
 )
 from snrl.envs import check_spaces, make_env, make_vector_env
 from snrl.envs.make import (
@@ -47,7 +46,7 @@ from snrl.envs.make import (
 from snrl.envs.spaces import ObsFlattener
 from snrl.envs.timing import env_time_step
 from snrl.envs.trials import TrialTracker
-from snrl.errors import NonFiniteError, UserError, first_line
+from snrl.errors import NonFiniteError, UserError, explain_foreign_calls, first_line
 from snrl.layers.base import cached_weights
 from snrl.networks.ann import ACTIVATIONS
 from snrl.networks.factory import BACKBONES, ENCODERS, SPIKING, build_backbone
@@ -60,7 +59,7 @@ from snrl.training.checkpoint import (
 from snrl.training.rundir import continue_run_dir
 from snrl.training.runlog import RunLogger
 from snrl.trajectory import Trajectory
-from snrl.zoo import tuned_overrides
+from snrl.zoo import configure
 
 log = logging.getLogger("snrl")
 
@@ -84,7 +83,6 @@ MAX_ASYNC_ENVS = 256
 MAX_TOTAL_STEPS = 10**12
 #: Neuron steps per env step of a spiking backbone (``substeps``).
 MAX_SUBSTEPS = 1000
-MAX_SIM_STEPS = MAX_SUBSTEPS  # the old name
 #: Share of this machine's physical memory that the estimated buffers and networks may take.
 MEMORY_FRACTION = 0.8
 
@@ -306,7 +304,7 @@ class AgentConfig:
     the other backbones ignore it."""
     substeps: int = 1
     """Neuron steps per env step (spiking backbones; ANN backbones ignore it): each
-    observation is held for ``substeps`` steps of ``dt``. Old name: ``sim_steps``."""
+    observation is held for ``substeps`` steps of ``dt``."""
     rate_reg: float = 0.0
     """Firing-rate regularization: adds ``rate_reg`` times the mean over the acting network's
     spiking neurons of ``(r_j - clip(r_j, *rate_range))**2`` to the loss, ``r_j`` the
@@ -462,12 +460,6 @@ class AgentConfig:
             )
 
     @property
-    def sim_steps(self) -> int:
-        """Deprecated name of :attr:`substeps`."""
-        warnings.warn("config.sim_steps is deprecated: use config.substeps", DeprecationWarning, 2)
-        return self.substeps
-
-    @property
     def neuron_dt(self) -> float:
         """The neuron time step in seconds: ``dt``, or 1 ms while ``dt`` is unresolved."""
         return NEURON_DEFAULTS["dt"] if self.dt is None else float(self.dt)
@@ -479,12 +471,6 @@ class AgentConfig:
             return self
         dt = NEURON_DEFAULTS["dt"] if task_dt is None else task_dt / self.substeps
         return dataclasses.replace(self, dt=dt)
-
-    @property
-    def env_id(self) -> str:
-        """Deprecated name of :attr:`env`."""
-        warnings.warn("config.env_id is deprecated: use config.env", DeprecationWarning, 2)
-        return self.env
 
     def build_backbone(self, input_size: int, output_size: int, *, seed: int) -> nn.Module:
         """The backbone these fields describe (:func:`snrl.build_backbone`); a spiking one
@@ -514,6 +500,32 @@ class AgentConfig:
         )
 
 
+#: ``learn()`` keywords of Stable-Baselines3 and what snrl does instead (docs/migrating.md).
+_FOREIGN_LEARN_KEYWORDS = {
+    "total_timesteps": "Stable-Baselines3's learn(total_timesteps=N) is learn(total_steps=N)",
+    "log_interval": "snrl writes one metrics row per update (metrics.csv of run_dir=)",
+    "tb_log_name": "metrics go to metrics.csv of the run directory (run_dir= of the algorithm)",
+    "reset_num_timesteps": "learn() continues from algo.env_step; a new run is a new algorithm",
+    "progress_bar": "learn(progress=True/False)",
+}
+
+
+def _foreign_algo_arguments(args: tuple[Any, ...]) -> str | None:
+    """What snrl.PPO/DQN make of positional arguments written for another library."""
+    if len(args) >= 2 and isinstance(args[0], str) and args[0].endswith("Policy"):
+        return (
+            f"Stable-Baselines3's PPO({args[0]!r}, env) is snrl.PPO(env, backbone=...): the env "
+            "comes first, the network is backbone=/hidden_size= or policy=/critic= modules"
+        )
+    if any(isinstance(a, nn.Module) for a in args):
+        return (
+            "a network is not a positional argument: the env is the one positional argument "
+            "and your network a keyword, snrl.DQN(env, policy=q_network) (not a huskarl-style "
+            "DQN(model, ...) or DQN(env, model))"
+        )
+    return None
+
+
 class Algorithm:
     """Base of :class:`snrl.PPO` and :class:`snrl.DQN`."""
 
@@ -532,6 +544,16 @@ class Algorithm:
     """Where the run is in its curriculum (None: it has none)."""
     wall_time: float = 0.0
     """Seconds of training so far (over every ``learn`` call and resume)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Each algorithm's constructor explains a call written for another library
+        (Stable-Baselines3's ``PPO("MlpPolicy", env)``, a huskarl-style ``DQN(env, model)``):
+        docs/migrating.md."""
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            owner = f"snrl.{cls.algo_name.upper()}(...)"
+            explain = explain_foreign_calls(owner, {}, positional=_foreign_algo_arguments)
+            cls.__init__ = explain(cls.__dict__["__init__"])  # type: ignore[method-assign]
 
     @staticmethod
     @contextlib.contextmanager
@@ -577,15 +599,6 @@ class Algorithm:
             )
         for key, module in (modules or {}).items():
             _check_protocol(key, module)
-        cfg = config or self.Config()
-        for old, new in RENAMED_KEYS.items():
-            if old in overrides:
-                warnings.warn(
-                    f"snrl.{name}({old}=...) is deprecated: use {new}=...",
-                    DeprecationWarning,
-                    stacklevel=3,
-                )
-                overrides.setdefault(new, overrides.pop(old))
         if is_env_object(env):
             self._env_source = env
             forced = _env_count(env)
@@ -602,17 +615,23 @@ class Algorithm:
             overrides["env"] = env
         if isinstance(overrides.get("curriculum"), (list, tuple)):  # lessons as dicts
             overrides["curriculum"] = Curriculum(overrides["curriculum"])
-        if config is None and not any(m is not None for m in (modules or {}).values()):
-            # snrl/zoo: the tuned settings of this env and backbone under the keywords given
-            # (a config object, a saved run or a custom backbone: used as given)
-            overrides, entry = tuned_overrides(self.Config, self.algo_name, overrides)
-            if entry is not None:
-                log.info("snrl.%s: tuned settings %s", name, overrides["tuned_from"])
-        valid = [f.name for f in dataclasses.fields(self.Config) if f.init]
-        for key in overrides:
-            if key not in valid:
-                raise unknown_key_error(key, valid, f"snrl.{name}(...)", what=f"{name} option")
-        self.config = cfg = dataclasses.replace(cfg, **overrides)  # __post_init__ validates
+        # the one config path (snrl.zoo.configure, as `snrl train`): the tuned settings of this
+        # env and backbone under the keywords; a config object, a saved run or a custom
+        # backbone is used as given
+        layers = [Layer.of(f"snrl.{name}(...)", overrides, typed=True, what=f"{name} option")]
+        if config is not None:
+            given = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.init}
+            layers.insert(0, Layer.of("config=", given, typed=True))
+        custom = any(m is not None for m in (modules or {}).values())
+        cfg, entry, skipped = configure(
+            self.Config, self.algo_name, layers, tuned=config is None and not custom
+        )
+        if entry is not None:
+            log.info("snrl.%s: tuned settings %s", name, cfg.tuned_from)
+        if skipped:
+            msg = f"tuned settings {entry.source}: not applied {'; '.join(skipped)}"
+            warnings.warn(msg, stacklevel=3)
+        self.config = cfg
         self.device = _available_device(cfg.device)
         source = self._env_source
         if isinstance(source, gym.vector.VectorEnv):
@@ -680,6 +699,7 @@ class Algorithm:
             yield
 
     # ---- the public surface ----------------------------------------------------------------
+    @explain_foreign_calls("learn(...)", _FOREIGN_LEARN_KEYWORDS)
     def learn(self, total_steps: int | None = None, *, progress: bool = True) -> dict[str, list]:
         """Train until ``total_steps`` env steps (default ``config.total_steps``).
 

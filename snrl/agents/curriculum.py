@@ -36,7 +36,7 @@ from typing import Any
 from snrl.config import unknown_key_error
 from snrl.envs import make_env
 from snrl.envs.make import check_env_kwargs
-from snrl.errors import UserError, first_line
+from snrl.errors import UserError, explain_foreign_calls, first_line
 from snrl.io import load_json
 
 __all__ = [
@@ -157,6 +157,13 @@ class Curriculum:
 
     __slots__ = ("_lessons",)
 
+    @explain_foreign_calls(
+        "snrl.Curriculum(...)",
+        {},
+        default="snrl.Curriculum(lessons) takes only the lessons, as dicts or "
+        "Lesson(env_kwargs=..., metric=..., threshold=...), each promoted by an evaluation "
+        "metric (NeuroTorch's name=, description= and channels do not exist here)",
+    )
     def __init__(self, lessons: Sequence[Lesson | Mapping[str, Any]]):
         if isinstance(lessons, (str, bytes, Mapping)) or not isinstance(lessons, Sequence):
             raise UserError(

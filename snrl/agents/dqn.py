@@ -41,7 +41,6 @@ import copy
 import json
 import math
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
@@ -320,17 +319,6 @@ class QAgent(Agent):
         self.dueling = dueling
         self.q_net = q_net
         self.explore_eps = float(explore_eps)
-
-    @property
-    def policy(self) -> nn.Module:
-        """Deprecated name of :attr:`q_net` (removed in the next release)."""
-        warnings.warn(
-            "QAgent.policy is deprecated: the Q-network is QAgent.q_net (or agent.actor, the "
-            "backbone that chooses actions in every agent)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return self.q_net
 
     def q_values(self, out: Tensor) -> Tensor:
         """Q-values (..., A) from a readout (..., head_size)."""

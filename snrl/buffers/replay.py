@@ -44,7 +44,7 @@ from snrl.buffers.storage import (
     rng_from_state,
     save_arrays,
 )
-from snrl.errors import UserError
+from snrl.errors import UserError, explain_foreign_calls
 
 WRITERS = {w.kind: w for w in (NStepWriter, SequenceWriter)}
 SAMPLERS = {s.kind: s for s in (UniformSampler, PrioritizedSampler)}
@@ -60,6 +60,14 @@ class ReplayBuffer:
             :class:`PrioritizedSampler`.
     """
 
+    @explain_foreign_calls(
+        "ReplayBuffer(...)",
+        {},
+        default="snrl's ReplayBuffer(capacity, writer, sampler) is the storage inside snrl.DQN; "
+        "set a DQN's replay with its options (buffer_size=, batch_size=, prioritized=, "
+        "n_step=) rather than building one (NeuroTorch's ReplayBuffer(capacity=, "
+        "use_priority=) is another class)",
+    )
     def __init__(
         self,
         capacity: int,

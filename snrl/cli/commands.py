@@ -16,7 +16,16 @@ from typing import Any
 
 from snrl.agents import ALGOS, load_algo
 from snrl.agents.base import MAX_TOTAL_STEPS, check_int
-from snrl.config import config_from_dict, config_to_dict, load_config
+from snrl.config import (
+    Layer,
+    build,
+    config_from_dict,
+    config_to_dict,
+    file_layer,
+    load_config,
+    merge,
+    sets_layer,
+)
 from snrl.errors import UserError, first_line
 from snrl.experiments.runner import train_run
 from snrl.io import load_json, write_json_atomic
@@ -28,7 +37,7 @@ from snrl.training.rundir import (
     read_manifest,
     remove_stale_temps,
 )
-from snrl.zoo import resolve as resolve_tuned
+from snrl.zoo import configure
 
 VIDEO_EXTS = (".gif", ".mp4")
 
@@ -52,32 +61,41 @@ def _video_path(out: str) -> Path:
     return path
 
 
-def _flag_items(args: argparse.Namespace) -> list[str]:
-    """The config flags of ``snrl train`` as ``key=value`` items (those given)."""
-    flags: list[str] = []
-    for key, value in (
-        ("env", args.env),
-        ("env_kwargs", args.env_kwargs),
-        ("backbone", args.backbone),
-        ("hidden_size", args.hidden),
-        ("force_dale_law", args.dale),
-        ("total_steps", args.steps),
-        ("n_envs", args.n_envs),
-        ("seed", args.seed),
-        ("threads", getattr(args, "threads", None)),
-        ("tuned", False if getattr(args, "no_tuned", False) else None),
-    ):
-        if value is not None:
-            flags.append(f"{key}={value}")
-    return flags
+#: The config flags of ``snrl train``: flag, its config key, and its value in ``args``.
+CONFIG_FLAGS: tuple[tuple[str, str, Any], ...] = (
+    ("--env", "env", lambda a: a.env),
+    ("--env-kwargs", "env_kwargs", lambda a: a.env_kwargs),
+    ("--backbone", "backbone", lambda a: a.backbone),
+    ("--hidden", "hidden_size", lambda a: a.hidden),
+    ("--dale/--no-dale", "force_dale_law", lambda a: a.dale),
+    ("--steps", "total_steps", lambda a: a.steps),
+    ("--n-envs", "n_envs", lambda a: a.n_envs),
+    ("--seed", "seed", lambda a: a.seed),
+    ("--threads", "threads", lambda a: getattr(a, "threads", None)),
+    ("--no-tuned", "tuned", lambda a: False if getattr(a, "no_tuned", False) else None),
+)
+
+
+def _flag_layers(args: argparse.Namespace, skip: tuple[str, ...] = ()) -> list[Layer]:
+    """The config flags given to ``snrl train`` (not those of keys in ``skip``), one layer
+    each, with their typed values (``--env-kwargs`` is JSON text, converted by the config)."""
+    layers = []
+    for flag, key, get in CONFIG_FLAGS:
+        value = get(args)
+        if value is not None and key not in skip:
+            layers.append(Layer(flag, ((key, value),)))
+    return layers
+
+
+def _caller_layers(args: argparse.Namespace, skip: tuple[str, ...] = ()) -> list[Layer]:
+    """Precedence of ``snrl train``'s values: the --config file < the flags < --set."""
+    return [file_layer(args.config), *_flag_layers(args, skip), sets_layer(args.set)]
 
 
 def _train_config(args: argparse.Namespace):
     algo = args.algo or "ppo"
     # precedence: defaults < tuned settings (snrl/zoo) < --config file < flags < --set
-    cfg, entry = resolve_tuned(
-        ALGOS[algo].Config, algo, toml_path=args.config, sets=[*_flag_items(args), *args.set]
-    )
+    cfg, entry, _ = configure(ALGOS[algo].Config, algo, _caller_layers(args))
     if entry is not None:
         print(f"tuned settings: {cfg.tuned_from} (--no-tuned: the defaults)", file=sys.stderr)
     return cfg
@@ -103,8 +121,8 @@ def _resume_steps(args: argparse.Namespace) -> int | None:
     """
     steps = args.steps
     # --steps may change and --env names the env to load the run with (train_run checks it)
-    items = [i for i in _flag_items(args) if i.split("=", 1)[0] not in RESUME_FLAGS_FREE]
-    if not (args.algo or args.config or args.set or items):
+    flags = _flag_layers(args, skip=RESUME_FLAGS_FREE)
+    if not (args.algo or args.config or args.set or flags):
         return steps
     path = Path(args.out) / "config.json"
     if not Path(args.out).is_dir():
@@ -124,9 +142,8 @@ def _resume_steps(args: argparse.Namespace) -> int | None:
             "saved config: drop --algo, or start a new run with another --out)"
         )
     old = config_from_dict(cls, saved)
-    new = load_config(
-        cls, toml_path=args.config, sets=[*items, *args.set], base=config_to_dict(old)
-    )
+    saved_layer = Layer.of(f"the saved config {path}", config_to_dict(old))
+    new = build(cls, merge(cls, [saved_layer, *_caller_layers(args, skip=RESUME_FLAGS_FREE)]))
     changed = [
         f"{k}={getattr(new, k)!r} (saved {getattr(old, k)!r})"
         for k in config_to_dict(old)

@@ -50,6 +50,7 @@ import gymnasium as gym
 import numpy as np
 
 from snrl.envs.neurogym import resolve_env_id, wrap_task
+from snrl.envs.spaces import flatten_obs_env
 from snrl.envs.wrappers import FiniteCheck, SeedOnFirstReset
 from snrl.errors import UserError
 
@@ -316,6 +317,13 @@ def check_env_kwargs(kwargs: Any, where: str = "env_kwargs") -> None:
 
 
 def make_env(env_id: Any, *, render_mode: str | None = None, **kwargs: Any) -> gym.Env:
+    """Create one environment (see :func:`_make_env`), its ``Dict`` or ``Tuple``
+    observations flattened into one ``Box`` vector (:func:`snrl.envs.spaces.flatten_obs_env`:
+    as Stable-Baselines3's ``MultiInputPolicy`` takes them, key by key)."""
+    return flatten_obs_env(_make_env(env_id, render_mode=render_mode, **kwargs))
+
+
+def _make_env(env_id: Any, *, render_mode: str | None = None, **kwargs: Any) -> gym.Env:
     """Create one environment.
 
     Args:

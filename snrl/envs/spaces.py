@@ -2,22 +2,32 @@
 an agent's actions become env actions.
 
 Supported observation spaces: ``Box`` (any shape; flattened to float32) and ``Discrete``
-(one-hot encoded). Supported action spaces: ``Discrete`` and ``MultiDiscrete`` (1-D ``nvec``;
-any ``start``) and ``Box`` (any shape; the agent acts on the flattened vector). An algorithm
-states what it needs (``discrete_actions=True`` for a Q-learner); this module knows no
-algorithm names.
+(one-hot encoded). A ``Dict`` or ``Tuple`` of them (nested too) is flattened into one ``Box``
+where snrl makes the env (:func:`flatten_obs_env`, called by :func:`snrl.envs.make_env`): the
+sub-observations side by side, a Dict's in its key order, Discrete ones one-hot, as
+Stable-Baselines3's ``MultiInputPolicy`` concatenates them.
+
+Supported action spaces: ``Discrete`` and ``MultiDiscrete`` (1-D ``nvec``; any ``start``)
+and ``Box`` (any shape; the agent acts on the flattened vector). An algorithm states what it
+needs (``discrete_actions=True`` for a Q-learner); this module knows no algorithm names.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from gymnasium import spaces
+from gymnasium.wrappers import FlattenObservation
 
 from snrl.errors import UserError
 
-__all__ = ["ActionMap", "ObsFlattener", "check_spaces", "flatten_obs_size"]
+__all__ = ["ActionMap", "ObsFlattener", "check_spaces", "flatten_obs_env", "flatten_obs_size"]
 
-_SUPPORTED_OBS = "Box (any shape, flattened) or Discrete (one-hot)"
+_SUPPORTED_OBS = (
+    "Box (any shape, flattened), Discrete (one-hot), or a Dict or Tuple of them, which snrl "
+    "flattens in the envs it makes"
+)
 _SUPPORTED_ACT = "Discrete, MultiDiscrete (1-D) or Box"
 
 
@@ -48,6 +58,14 @@ def check_spaces(
     Raises:
         UserError: For an unsupported space, naming the space and listing the supported ones.
     """
+    if isinstance(observation_space, (spaces.Dict, spaces.Tuple)):
+        _check_nested(observation_space)
+        raise UserError(
+            f"observation space {_space_name(observation_space)} of an env object snrl trains "
+            "on as given (an instance or a vector env is not copied, so snrl cannot flatten "
+            "it; pass a factory, env=lambda: MyEnv(), or an env id, whose Dict/Tuple "
+            "observations snrl flattens, or wrap it in gymnasium.wrappers.FlattenObservation)"
+        )
     if not isinstance(observation_space, (spaces.Box, spaces.Discrete)):
         raise UserError(
             f"unsupported observation space {_space_name(observation_space)} "
@@ -60,6 +78,35 @@ def check_spaces(
             f"({hint or 'wrap the env to give it a Discrete action space'})"
         )
     ActionMap(action_space)  # raises for the unsupported ones
+
+
+def _check_nested(space: spaces.Space) -> None:
+    """Raise :class:`UserError` unless every leaf of a Dict/Tuple space is a Box or a
+    Discrete (what snrl flattens)."""
+    children = space.spaces.values() if isinstance(space, spaces.Dict) else space.spaces
+    for child in children:
+        if isinstance(child, (spaces.Dict, spaces.Tuple)):
+            _check_nested(child)
+        elif not isinstance(child, (spaces.Box, spaces.Discrete)):
+            raise UserError(
+                f"unsupported observation space {_space_name(child)} inside "
+                f"{type(space).__name__} (snrl supports {_SUPPORTED_OBS})"
+            )
+
+
+def flatten_obs_env(env: Any) -> Any:
+    """``env`` with its ``Dict`` or ``Tuple`` observations flattened into one float ``Box``
+    (``gymnasium.wrappers.FlattenObservation``: the sub-observations side by side, a Dict's
+    in its key order, Discrete ones one-hot); any other env unchanged.
+
+    Raises:
+        UserError: A leaf space other than Box or Discrete (e.g. Text, Graph, Sequence).
+    """
+    space = getattr(env, "observation_space", None)
+    if not isinstance(space, (spaces.Dict, spaces.Tuple)):
+        return env
+    _check_nested(space)
+    return FlattenObservation(env)
 
 
 class ActionMap:

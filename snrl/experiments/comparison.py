@@ -27,18 +27,13 @@ status files each time, so there are never duplicate rows.
 from __future__ import annotations
 
 import itertools
-import os
-import warnings
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from snrl.experiments.spec import (
     CompareSpec,
     RunSpec,
-    format_value,
     plan_runs,
-    spec_from_strings,
 )
 from snrl.experiments.store import (
     check_compare_dir,
@@ -75,29 +70,7 @@ def default_threshold(env_id: str) -> float | None:
     return None if value is None else float(value)
 
 
-def _legacy_spec(env_id: str, kwargs: dict[str, Any]) -> CompareSpec:
-    """``compare(env_id, out=..., sets=[...], grid=..., config_file=...)`` of snrl 0.x."""
-    warnings.warn(
-        "compare(env_id, out=..., sets=..., ...) is deprecated and will be removed in the "
-        "next release: pass a CompareSpec (compare(CompareSpec(env=..., out=..., "
-        "overrides={...}, grid={...})))",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    grid: Mapping[str, Sequence[Any]] = kwargs.pop("grid", None) or {}
-    strings = {
-        k: [v if isinstance(v, str) else format_value(v) for v in vs] for k, vs in grid.items()
-    }
-    return spec_from_strings(
-        env_id,
-        grid=strings,
-        sets=list(kwargs.pop("sets", ())),
-        config_file=kwargs.pop("config_file", None),
-        **kwargs,
-    )
-
-
-def compare(spec: CompareSpec | str, *, verbose: bool = True, **legacy: Any) -> CompareResult:
+def compare(spec: CompareSpec, *, verbose: bool = True) -> CompareResult:
     """Train every (backbone, grid point, seed) of ``spec``, evaluate, and write the
     comparison into ``spec.out``.
 
@@ -105,8 +78,8 @@ def compare(spec: CompareSpec | str, *, verbose: bool = True, **legacy: Any) -> 
     directory, Ray when asked for): a bad request raises before anything is written.
 
     Args:
-        spec: the comparison. (A gymnasium id with the old keyword arguments is still
-            accepted, with a DeprecationWarning.)
+        spec: the comparison (:class:`CompareSpec`; from text, as the CLI gives it:
+            :func:`~snrl.experiments.spec.spec_from_strings`).
         verbose: print one line per finished run.
 
     Returns:
@@ -127,12 +100,11 @@ def compare(spec: CompareSpec | str, *, verbose: bool = True, **legacy: Any) -> 
     )
     from snrl.experiments.report import write_outputs
 
-    if isinstance(spec, (str, os.PathLike)) and not isinstance(spec, CompareSpec):
-        spec = _legacy_spec(str(spec), dict(legacy))
-    elif legacy:
-        raise TypeError(f"compare() got unexpected keyword arguments {sorted(legacy)}")
     if not isinstance(spec, CompareSpec):
-        raise TypeError(f"compare() takes a CompareSpec, got {type(spec).__name__}")
+        raise TypeError(
+            f"compare() takes a CompareSpec, got {type(spec).__name__} (build one: "
+            "CompareSpec(env=..., out=..., overrides={...}, grid={...}), or spec_from_strings)"
+        )
     out = spec.out
     check_compare_dir(out)
     runs_planned = plan_runs(spec)

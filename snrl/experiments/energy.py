@@ -1,7 +1,7 @@
 """Energy proxies per env step, from a backbone's :class:`~snrl.networks.protocol.LayerInfo`.
 
 Counted for the policy network at inference (the critic is not needed to act), per env step,
-with ``S`` network steps per env step (``sim_steps``), ``N_l`` units, ``F_l`` fan-in and
+with ``S`` network steps per env step (``substeps``), ``N_l`` units, ``F_l`` fan-in and
 ``O_l`` fan-out of layer ``l`` and ``r_l`` its mean spike rate (spikes per neuron per network
 step, measured during the deterministic evaluation):
 
@@ -29,7 +29,7 @@ _GATES = {"gru": 3, "lstm": 4}
 
 
 def count_ops(
-    layers: Sequence[Any], rates: Mapping[str, float] | None = None, *, sim_steps: int = 1
+    layers: Sequence[Any], rates: Mapping[str, float] | None = None, *, substeps: int = 1
 ) -> dict[str, float]:
     """Synaptic operations and multiply-accumulates per env step (see the module docstring).
 
@@ -37,7 +37,7 @@ def count_ops(
         layers: ``LayerInfo`` tuples (or objects with ``name``, ``kind``, ``size``,
             ``fan_in``, ``fan_out``) of one backbone, input side first.
         rates: spiking layer name -> mean spikes per neuron per network step.
-        sim_steps: network steps per env step (spiking backbones).
+        substeps: network steps per env step (spiking backbones).
 
     Returns:
         ``{"sops_per_step", "macs_per_step"}`` (``sops_per_step`` is NaN for an ANN backbone
@@ -55,8 +55,8 @@ def count_ops(
             r = rates.get(lay.name, float("nan"))
             sops += float(r) * lay.size * lay.fan_out
         return {
-            "sops_per_step": sim_steps * sops,
-            "macs_per_step": float(sim_steps * first.fan_in * first.size),
+            "sops_per_step": substeps * sops,
+            "macs_per_step": float(substeps * first.fan_in * first.size),
         }
     macs = 0.0
     for k, lay in enumerate(layers):

@@ -76,8 +76,8 @@ def execute_run(spec: RunSpec | Mapping[str, Any]) -> dict[str, Any]:
         if not all(bool(torch.isfinite(p).all()) for p in params):
             raise FloatingPointError("non-finite network parameters after training")
         layers = algo.agent.actor.layer_info()
-        sim_steps = int(getattr(algo.config, "substeps", 1))
-        ops = count_ops(layers, ev["spike_rates"], sim_steps=sim_steps)
+        substeps = int(getattr(algo.config, "substeps", 1))
+        ops = count_ops(layers, ev["spike_rates"], substeps=substeps)
         wall = float(getattr(algo, "wall_time", math.nan))
         record.update(
             status="done",

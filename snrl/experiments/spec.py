@@ -50,7 +50,6 @@ SPIKING_ONLY = frozenset(
         "hh_init",
         "encoder",
         "substeps",
-        "sim_steps",
     }
 )
 #: Config keys the spec sets itself, and the spec field (CLI flag) that sets them.

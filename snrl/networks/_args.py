@@ -1,39 +1,11 @@
-"""Constructor arguments shared by the backbones: layer widths and renamed keywords."""
+"""Constructor arguments shared by the backbones: layer widths."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
 from snrl.errors import UserError
-
-MISSING: Any = object()
-"""Default of a deprecated keyword: tells "not given" apart from any value."""
-
-
-def renamed(
-    old: str, old_value: Any, new: str, new_value: Any, owner: str, default: Any = None
-) -> Any:
-    """The value of keyword ``new``, taking the deprecated ``old`` (with a warning) if given.
-
-    Old spellings keep working for one release: ``owner(old=...)`` warns with a
-    ``DeprecationWarning`` naming the new keyword.
-
-    Raises:
-        UserError: both spellings were given (``new`` differs from its ``default``).
-    """
-    if old_value is MISSING:
-        return new_value
-    if new_value != default:
-        raise UserError(f"{owner} got both {old}= and {new}= (pass only {new}=)")
-    warnings.warn(
-        f"{owner}({old}=...) is deprecated and will be removed in the next release; "
-        f"use {new}=... (the same word as the agents' config and the CLI)",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return old_value
 
 
 def layer_widths(hidden_size: Any, n_layers: int | None, owner: str) -> list[int]:

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from snrl.errors import UserError
 from snrl.functional.grad import lazy_no_grad
 from snrl.functional.state import mask_state
-from snrl.networks._args import MISSING, layer_widths, renamed
+from snrl.networks._args import layer_widths
 from snrl.networks.activity import Activity, LayerActivity
 from snrl.networks.protocol import BackboneOutput, LayerInfo
 
@@ -66,9 +66,6 @@ class MLP(nn.Module):
         n_layers: hidden layers (default: 1 for an int ``hidden_size``, else its length).
         activation: ``"tanh"`` (SB3's PPO default) or ``"relu"`` (SB3's DQN default) after
             each hidden layer.
-
-    Deprecated (one release, with a ``DeprecationWarning``): ``hidden_sizes=`` for
-    ``hidden_size=``.
     """
 
     def __init__(
@@ -79,14 +76,12 @@ class MLP(nn.Module):
         *,
         n_layers: int | None = None,
         activation: str = "tanh",
-        hidden_sizes: Sequence[int] = MISSING,
     ) -> None:
         super().__init__()
         if activation not in ACTIVATIONS:
             raise UserError(
                 f"unknown activation {activation!r} (choose one of {', '.join(ACTIVATIONS)})"
             )
-        hidden_size = renamed("hidden_sizes", hidden_sizes, "hidden_size", hidden_size, "MLP")
         self.activation = activation
         self._act = ACTIVATIONS[activation]
         widths = layer_widths(hidden_size, n_layers, "MLP")

@@ -6,8 +6,7 @@
   with ``sigma = 2 span / (k - 1)`` — a graded current, no sampling, so it is deterministic.
 
 :class:`EncodedBackbone` puts an encoder in front of a backbone. Neuron steps per env step are
-the backbone's own ``substeps`` (:class:`snrl.networks.spiking.SpikingBackbone`); the
-wrapper's ``sim_steps`` is kept for old scripts and multiplies them.
+the backbone's own ``substeps`` (:class:`snrl.networks.spiking.SpikingBackbone`).
 """
 
 from __future__ import annotations
@@ -43,26 +42,21 @@ class PopulationEncoder(nn.Module):
 
 
 class EncodedBackbone(nn.Module):
-    """An encoder in front of a backbone, with ``sim_steps`` network steps per env step.
+    """An encoder in front of a backbone (the backbone's ``substeps`` are its own).
 
-    Follows the recurrent protocol of :mod:`snrl.networks.protocol`. With ``sim_steps > 1`` the
-    encoded input is held for ``sim_steps`` steps; the output and the activity are those of the
-    last internal step.
+    Follows the recurrent protocol of :mod:`snrl.networks.protocol`.
     """
 
-    def __init__(self, encoder: nn.Module, backbone: nn.Module, *, sim_steps: int = 1):
+    def __init__(self, encoder: nn.Module, backbone: nn.Module):
         super().__init__()
-        if sim_steps < 1:
-            raise ValueError(f"sim_steps must be >= 1, got {sim_steps}")
         self.encoder = encoder
         self.backbone = backbone
-        self.sim_steps = sim_steps
         self.output_size = backbone.output_size
 
     @property
     def substeps(self) -> int:
-        """Neuron steps per input step: the backbone's ``substeps`` times ``sim_steps``."""
-        return int(getattr(self.backbone, "substeps", 1)) * self.sim_steps
+        """Neuron steps per input step: the backbone's ``substeps``."""
+        return int(getattr(self.backbone, "substeps", 1))
 
     def initial_state(self, batch_size: int, **kwargs):
         return self.backbone.initial_state(batch_size, **kwargs)
@@ -71,18 +65,7 @@ class EncodedBackbone(nn.Module):
         return self.backbone.reset_state(state, done, **kwargs)
 
     def run(self, x: Tensor, state) -> BackboneOutput:
-        u = self.encoder(x)
-        k = self.sim_steps
-        if k == 1:
-            return self.backbone.run(u, state)
-        seq = u if u.dim() == 3 else u.unsqueeze(0)
-        res = self.backbone.run(seq.repeat_interleave(k, dim=0), state)
-        last = slice(k - 1, None, k)
-        out = res.out[last]
-        act = res.activity.map(lambda a: a[last])
-        if u.dim() == 2:
-            out, act = out[0], act.map(lambda a: a[0])
-        return BackboneOutput(out, res.state, act)
+        return self.backbone.run(self.encoder(x), state)
 
     def forward(self, x: Tensor, state):
         out, state, _ = self.run(x, state)

@@ -9,7 +9,7 @@ from torch import nn
 from snrl.config import NEURON_DEFAULTS
 from snrl.errors import UserError
 from snrl.layers import LIFParameters
-from snrl.networks._args import MISSING, layer_widths, renamed
+from snrl.networks._args import layer_widths
 from snrl.networks.ann import ACTIVATIONS, GRU, LSTM, MLP
 from snrl.networks.encoders import EncodedBackbone, PopulationEncoder
 from snrl.networks.spiking import NEURONS, SpikingBackbone
@@ -36,7 +36,6 @@ def build_backbone(
     readout_tau_m: float = NEURON_DEFAULTS["readout_tau_m"],
     activation: str = "tanh",
     seed: int | None = None,
-    sim_steps: int = MISSING,
 ) -> nn.Module:
     """Build a backbone that follows the recurrent protocol.
 
@@ -64,10 +63,7 @@ def build_backbone(
         activation: hidden nonlinearity of an ``mlp``: ``tanh`` or ``relu`` (the other
             backbones ignore it).
         seed: seeds the layers' own generators.
-
-    Deprecated (one release, with a ``DeprecationWarning``): ``sim_steps=`` for ``substeps=``.
     """
-    substeps = renamed("sim_steps", sim_steps, "substeps", substeps, "build_backbone", 1)
     if name not in BACKBONES:
         raise UserError(f"unknown backbone {name!r} (choose one of {', '.join(BACKBONES)})")
     if activation not in ACTIVATIONS:

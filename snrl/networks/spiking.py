@@ -33,7 +33,7 @@ from snrl.layers import ALIFLayer, LIFLayer, LIFParameters, LILayer, LIParameter
 from snrl.layers import li as li_module
 from snrl.layers import lif as lif_module
 from snrl.layers.base import LayerOutput, RecurrentLayer, _seed_from_global
-from snrl.networks._args import MISSING, layer_widths, renamed
+from snrl.networks._args import layer_widths
 from snrl.networks.activity import Activity, LayerActivity
 from snrl.networks.protocol import BackboneOutput, LayerInfo
 
@@ -81,9 +81,6 @@ class SpikingBackbone(nn.Module):
             ``threshold``, ``hh_init`` ...), instead of ``params``. Its ``dt`` is also the
             readout's.
 
-    Deprecated (one release, with a ``DeprecationWarning``): ``neuron=`` for ``backbone=``,
-    ``hidden_sizes=`` for ``hidden_size=``.
-
     Shape:
         ``forward(x, state)``: x (B, F) or (T, B, F) -> out (B, O) or (T, B, O). The
         activity of ``run`` is (B, N) / (T, B, N) with ``substeps = 1``, else
@@ -110,15 +107,9 @@ class SpikingBackbone(nn.Module):
         use_rec_eye_mask: bool = True,
         seed: int | None = None,
         hh_init_seed: int | None = None,
-        neuron: str = MISSING,
-        hidden_sizes: int | Sequence[int] = MISSING,
         **neuron_keywords: Any,
     ) -> None:
         super().__init__()
-        backbone = renamed("neuron", neuron, "backbone", backbone, "SpikingBackbone", "lif")
-        hidden_size = renamed(
-            "hidden_sizes", hidden_sizes, "hidden_size", hidden_size, "SpikingBackbone"
-        )
         if backbone not in NEURONS:
             raise UserError(f"unknown backbone={backbone!r} (use one of {', '.join(NEURONS)})")
         sizes = layer_widths(hidden_size, n_layers, "SpikingBackbone")

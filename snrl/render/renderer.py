@@ -1,7 +1,7 @@
-"""Render a :class:`~snrl.render.Trajectory` to GIF or MP4, with the network beside the env.
+"""Render a :class:`~snrl.Trajectory` to GIF or MP4, with the network beside the env.
 
 ```python
-from snrl.render import Trajectory, TrajectoryRenderer
+from snrl.render import TrajectoryRenderer
 traj = algo.rollout(seed=0, record=True)
 TrajectoryRenderer(traj).to_file("out/episode.mp4", fps=30)   # or .gif
 fig, ax, anim = TrajectoryRenderer(traj).render()              # matplotlib animation

@@ -10,8 +10,10 @@ and backbone; the keys are that algorithm's config keys::
 
 A run picks the entry of its algorithm, env and backbone. Precedence, later wins:
 
-    built-in defaults < tuned settings < the caller's values (a --config file, flags, --set;
-    keywords of snrl.PPO / snrl.DQN)
+    built-in defaults < tuned settings < the caller's values (a --config file < flags <
+    --set; keywords of snrl.PPO / snrl.DQN)
+
+:func:`configure` is the one function that does it, for the CLI and the Python API alike.
 
 ``tuned = false`` (``--no-tuned``) skips them; an env or backbone without an entry is
 unchanged. The config key ``tuned_from`` records what was applied (``config.json`` keeps it), so
@@ -26,12 +28,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import sys
-import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
-from snrl.config import RENAMED_KEYS, load_config, parse_set
+from snrl.config import Layer, build, file_layer, merge, sets_layer
 from snrl.errors import UserError, first_line
 
 if sys.version_info >= (3, 11):
@@ -42,12 +43,13 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 __all__ = [
     "ALGOS",
     "FIXED_KEYS",
+    "Configured",
     "TunedEntry",
+    "configure",
     "entries",
     "lookup",
     "parse",
     "resolve",
-    "tuned_overrides",
 ]
 
 C = TypeVar("C")
@@ -121,6 +123,68 @@ def lookup(algo: str, env: str, backbone: str) -> TunedEntry | None:
     return entries(algo).get((env, backbone))
 
 
+class Configured(NamedTuple):
+    """What :func:`configure` returns."""
+
+    config: Any
+    """The config, built and validated once."""
+    entry: TunedEntry | None
+    """The tuned entry used (None: no entry applied)."""
+    skipped: list[str]
+    """A note per tuned key left out because it clashed with the caller's values."""
+
+
+def configure(
+    cls: type[C], algo: str, layers: Sequence[Layer], *, tuned: bool = True
+) -> Configured:
+    """The one config path of snrl: the tuned entry under the caller's ``layers``, merged by
+    precedence and validated once.
+
+    Precedence, later wins: the defaults of ``cls`` < the tuned entry of ``algo`` for the
+    env and backbone the caller's values select < ``layers`` in their order (``snrl train``:
+    the ``--config`` file, the flags, the ``--set`` items; ``snrl.PPO(...)``: its keywords).
+    ``tuned=False`` (a config object or a custom backbone passed), the config key
+    ``tuned = false``, or no entry: the caller's values alone. The config's ``tuned_from``
+    names the entry and the keys it set (a key the caller gives wins and is not listed).
+
+    A tuned key that makes the caller's values invalid (e.g. ``n_minibatches = 4`` with
+    the caller's ``n_envs = 2``) is left out and noted (:func:`_fit`): only then is the config
+    built more than once.
+
+    Raises:
+        UserError: An unknown key or a bad value (naming its layer), or the caller's own
+            values failing the config's validation.
+    """
+    given = merge(cls, layers)
+    entry = _select(cls, algo, given) if tuned else None
+    applied = [k for k in entry.values if k not in given] if entry is not None else []
+    if entry is None or not applied:  # no entry, or the caller gave every key of it
+        return Configured(build(cls, given), None, [])
+    values = merge(cls, [Layer.of(entry.source, {k: entry.values[k] for k in applied})])
+
+    def make(keys: list[str], skipped: list[str]) -> Any:
+        record = _record(entry, keys, skipped)
+        return build(cls, {**{k: values[k] for k in keys}, **given, "tuned_from": record})
+
+    try:
+        return Configured(make(applied, []), entry, [])
+    except UserError:
+        pass
+    applied, skipped = _fit(entry, applied, lambda keys: make(keys, []))
+    return Configured(make(applied, skipped), entry, skipped)
+
+
+def _select(cls: type, algo: str, given: Mapping[str, Any]) -> TunedEntry | None:
+    """The entry of the env and backbone that ``given`` selects (the defaults of ``cls``
+    where it does not), or None with ``tuned`` off or an env that is not an id."""
+    defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.init}
+    chosen = {**defaults, **given}
+    env, backbone = chosen.get("env"), chosen.get("backbone")
+    if not chosen.get("tuned", True) or not isinstance(env, str):
+        return None
+    return lookup(algo, env, backbone)
+
+
 def resolve(
     cls: type[C],
     algo: str,
@@ -129,82 +193,11 @@ def resolve(
     sets: Iterable[str] = (),
     base: Mapping[str, Any] | None = None,
 ) -> tuple[C, TunedEntry | None]:
-    """:func:`snrl.config.load_config` with the tuned settings under everything the caller
-    gives: defaults < tuned < ``base`` < the TOML file < ``sets``.
-
-    The env, backbone and ``tuned`` that select the entry are those of the config built
-    without it. The returned config's ``tuned_from`` names the entry and the keys it set
-    (the keys the caller gave are not listed: theirs won); with no entry, or ``tuned`` off,
-    it is the config ``load_config`` builds.
-    """
-    sets = list(sets)
-    plain = load_config(cls, toml_path=toml_path, sets=sets, base=base)
-    entry = lookup(algo, plain.env, plain.backbone) if plain.tuned else None
-    if entry is None:
-        return plain, None
-    # a key the caller names (base, file or --set) wins over the entry and is not recorded
-    given = _given_keys(toml_path, sets, base)
-    applied = [k for k in entry.values if k not in given]
-    if not applied:  # the caller gave every key: nothing of the entry is used
-        return plain, None
-
-    def build(keys: list[str]) -> Any:
-        return load_config(
-            cls,
-            toml_path=toml_path,
-            sets=sets,
-            base={**{k: entry.values[k] for k in keys}, **(base or {})},
-        )
-
-    applied, skipped = _fit(entry, applied, build)
-    return dataclasses.replace(build(applied), tuned_from=_record(entry, applied, skipped)), entry
-
-
-def _given_keys(toml_path: Any, sets: list[str], base: Mapping[str, Any] | None) -> set[str]:
-    """The config keys the caller sets: ``base``'s keys, the TOML file's, the ``--set`` items'
-    (an old key name counts as its new one, as in :func:`snrl.config.load_config`)."""
-    keys = set(base or {})
-    if toml_path is not None:
-        with open(toml_path, "rb") as f:  # load_config has read (and checked) it already
-            keys |= set(tomllib.load(f))
-    keys |= {parse_set(item)[0] for item in sets}
-    return keys | {RENAMED_KEYS[k] for k in keys if k in RENAMED_KEYS}
-
-
-def tuned_overrides(
-    cls: type, algo: str, overrides: dict[str, Any]
-) -> tuple[dict[str, Any], TunedEntry | None]:
-    """The Python API's resolution: the keyword ``overrides`` of ``snrl.PPO(...)`` /
-    ``snrl.DQN(...)`` over the tuned entry of their env and backbone (the class defaults
-    where they are not given), with ``tuned_from`` recording the keys applied. Entry values
-    are converted and checked like a config file's. Returns the new overrides and the entry
-    (None: unchanged)."""
-    defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.init}
-    env = overrides.get("env", defaults.get("env"))
-    backbone = overrides.get("backbone", defaults.get("backbone"))
-    if not overrides.get("tuned", defaults.get("tuned", True)) or not isinstance(env, str):
-        return overrides, None
-    entry = lookup(algo, env, backbone)
-    if entry is None:
-        return overrides, None
-    applied = [k for k in entry.values if k not in overrides]
-    if not applied:  # every key given: nothing of the entry is used (and no record)
-        return overrides, None
-    typed = load_config(cls, base={"env": env, **{k: entry.values[k] for k in applied}})
-    given = {k: v for k, v in overrides.items() if k in defaults}
-
-    def build(keys: list[str]) -> Any:
-        return dataclasses.replace(cls(), **{k: getattr(typed, k) for k in keys}, **given)
-
-    applied, skipped = _fit(entry, applied, build)
-    if skipped:
-        warnings.warn(
-            f"tuned settings {entry.source}: not applied {'; '.join(skipped)}", stacklevel=4
-        )
-    new = {k: getattr(typed, k) for k in applied}
-    new.update(overrides)
-    new["tuned_from"] = _record(entry, applied, skipped)
-    return new, entry
+    """:func:`configure` with the layers of :func:`snrl.config.load_config`: defaults <
+    tuned < ``base`` < the TOML file < ``sets``. Returns the config and the entry used."""
+    layers = [Layer.of("the base config", base), file_layer(toml_path), sets_layer(sets)]
+    cfg, entry, _ = configure(cls, algo, layers)
+    return cfg, entry
 
 
 def _record(entry: TunedEntry, applied: list[str], skipped: list[str]) -> str:

@@ -152,8 +152,7 @@ def test_old_checkpoint_keys_still_load():
     other.agent.load_state_dict(old)
     for k, v in other.agent.state_dict().items():
         assert torch.equal(v, new[k]), k
-    with pytest.warns(DeprecationWarning, match="q_net"):
-        assert other.agent.policy is other.agent.q_net
+    assert not hasattr(other.agent, "policy")  # the 0.1 name of the attribute is gone
     assert other.agent.actor is other.agent.q_net
 
     ppo = PPO("Pendulum-v1", backbone="mlp", hidden_size=8, seed=0)

@@ -20,7 +20,7 @@ SMALL = dict(hidden_size=16, n_envs=4, n_steps=48, eval_episodes=2, eval_interva
         ("lif", {"chunk_len": 10, "force_dale_law": False}),
         ("alif", {}),
         ("spylif", {}),
-        ("lif", {"encoder": "population", "sim_steps": 2}),
+        ("lif", {"encoder": "population", "substeps": 2}),
         ("mlp", {}),
         ("gru", {}),
         ("lstm", {"n_minibatches": 2}),

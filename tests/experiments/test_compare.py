@@ -284,21 +284,24 @@ def test_compare_refuses_a_non_empty_directory_it_did_not_write(tmp_path):
         compare(_spec(f, seeds=1, steps=128))
 
 
-def test_old_keyword_call_still_works_with_a_deprecation_warning(tmp_path):
+def test_a_spec_from_strings_runs_and_a_bare_env_id_is_refused(tmp_path):
+    from snrl.experiments import spec_from_strings
+
     out = tmp_path / "old"
-    with pytest.warns(DeprecationWarning, match="pass a CompareSpec"):
-        res = compare(
-            "CartPole-v1",
-            out=out,
-            backbones=["lif"],
-            seeds=1,
-            steps=128,
-            sets=TINY_SETS,
-            grid={"hidden_size": [4]},
-            eval_episodes=1,
-            workers=1,
-            verbose=False,
-        )
+    with pytest.raises(TypeError, match=r"compare\(\) takes a CompareSpec, got str"):
+        compare("CartPole-v1")
+    spec = spec_from_strings(
+        "CartPole-v1",
+        out=out,
+        backbones=["lif"],
+        seeds=1,
+        steps=128,
+        sets=TINY_SETS,
+        grid={"hidden_size": ["4"]},
+        eval_episodes=1,
+        workers=1,
+    )
+    res = compare(spec, verbose=False)
     assert [r["status"] for r in res.runs] == ["done"]
     cfg = json.loads((out / "runs" / "lif__hidden_size=4__seed0" / "config.json").read_text())
     assert (cfg["hidden_size"], cfg["n_steps"]) == (4, 32)

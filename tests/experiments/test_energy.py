@@ -32,7 +32,7 @@ def test_spiking_sops_match_a_hand_count_of_delivered_spikes():
     assert ops["sops_per_step"] == pytest.approx(hand)
     assert ops["macs_per_step"] == 3 * 4  # dense input current
     # rate 0.25 on 4 neurons with fan-out 5: 5 SOPs; two network steps per env step double it
-    two = count_ops(info, {"lif0": 0.25}, sim_steps=2)
+    two = count_ops(info, {"lif0": 0.25}, substeps=2)
     assert two == {"sops_per_step": 10.0, "macs_per_step": 24.0}
 
 

@@ -123,24 +123,26 @@ def test_ann_backbones_report_h(name: str) -> None:
         assert torch.allclose(res.activity[0].get("h"), h0)
 
 
-def test_encoded_backbone_keeps_the_last_internal_step() -> None:
-    inner = SpikingBackbone(3 * 4, [5], 2, seed=0)
-    net = EncodedBackbone(PopulationEncoder(3, k=4), inner, sim_steps=3)
+def test_encoded_backbone_is_its_backbone_on_the_encoded_input() -> None:
+    """Neuron steps are the backbone's own substeps: the wrapper only encodes."""
+    inner = SpikingBackbone(3 * 4, [5], 2, substeps=3, seed=0)
+    net = EncodedBackbone(PopulationEncoder(3, k=4), inner)
     x = _x(2, 3)
     res = net.run(x, net.initial_state(2))
-    full = inner.run(net.encoder(x).unsqueeze(0).repeat(3, 1, 1), inner.initial_state(2))
-    assert res.activity.names == ["lif0", "readout"]
-    assert torch.equal(res.activity[0].spikes, full.activity[0].spikes[-1])
-    assert torch.equal(res.activity["readout"].v, res.out)
+    full = inner.run(net.encoder(x), inner.initial_state(2))
+    assert net.substeps == 3 and res.activity.names == ["lif0", "readout"]
+    assert torch.equal(res.activity[0].spikes, full.activity[0].spikes)
+    assert torch.equal(res.out, full.out)
+    with pytest.raises(TypeError, match="sim_steps"):  # the wrapper's keyword of snrl 0.1
+        EncodedBackbone(PopulationEncoder(3, k=4), inner, sim_steps=3)
 
 
 def test_mlp_and_gru_take_one_width_name() -> None:
     a = MLP(3, 4, 2, n_layers=2)
     assert a.hidden_size == [4, 4] and [m.out_features for m in a.hidden] == [4, 4]
     assert MLP(3, [5, 2], None).output_size == 2
-    with pytest.warns(DeprecationWarning, match="hidden_size="):
-        old = MLP(3, hidden_sizes=[5, 2], output_size=1)
-    assert old.hidden_size == [5, 2]
+    with pytest.raises(TypeError, match="hidden_sizes"):  # the keyword of snrl 0.1
+        MLP(3, hidden_sizes=[5, 2], output_size=1)
     with pytest.raises(ValueError, match="n_layers=3"):
         MLP(3, [5, 2], 1, n_layers=3)
     assert GRU(3, 4).hidden_size == LSTM(3, 4, 1).hidden_size == 4

@@ -139,19 +139,12 @@ def test_int_hidden_size_with_n_layers_equals_the_list() -> None:
         assert torch.equal(p, q), k
 
 
-def test_old_keywords_warn_and_build_the_same_network() -> None:
-    with pytest.warns(DeprecationWarning, match="backbone="):
-        old = SpikingBackbone(4, [6, 5], 2, neuron="alif", seed=1)
-    with pytest.warns(DeprecationWarning, match="hidden_size="):
-        old2 = SpikingBackbone(4, hidden_sizes=[6, 5], output_size=2, backbone="alif", seed=1)
-    new = SpikingBackbone(4, [6, 5], 2, backbone="alif", seed=1)
-    assert old.backbone == old2.backbone == "alif" and old2.hidden_size == [6, 5]
-    for net in (old, old2):
-        assert list(net.layers) == list(new.layers)
-        for (k, p), q in zip(net.state_dict().items(), new.state_dict().values()):
-            assert torch.equal(p, q), k
-    with pytest.raises(ValueError, match="both"):
-        SpikingBackbone(4, 6, 2, hidden_sizes=[6])
+def test_the_keywords_of_snrl_0_1_are_gone() -> None:
+    """neuron= and hidden_sizes= were never published: refused, not aliases."""
+    with pytest.raises(TypeError, match="neuron"):
+        SpikingBackbone(4, [6, 5], 2, neuron="alif", seed=1)
+    with pytest.raises(ValueError, match="needs hidden_size"):
+        SpikingBackbone(4, hidden_sizes=[6, 5], output_size=2, seed=1)
 
 
 def test_readout_and_spiking_layers_accessors() -> None:

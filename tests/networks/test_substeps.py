@@ -111,12 +111,11 @@ def test_bad_substeps_is_refused_naming_the_key(bad) -> None:
         SpikingBackbone(3, 8, 2, substeps=bad, seed=0)
 
 
-def test_build_backbone_substeps_and_old_sim_steps_name() -> None:
+def test_build_backbone_substeps() -> None:
     net = build_backbone("lif", 3, 2, hidden_size=8, substeps=4, seed=0)
     assert isinstance(net, SpikingBackbone) and net.substeps == 4
-    with pytest.warns(DeprecationWarning, match="substeps"):
-        old = build_backbone("lif", 3, 2, hidden_size=8, sim_steps=4, seed=0)
-    assert old.substeps == 4
+    with pytest.raises(TypeError, match="sim_steps"):  # the keyword of snrl 0.1
+        build_backbone("lif", 3, 2, hidden_size=8, sim_steps=4, seed=0)
     enc = build_backbone("lif", 3, 2, hidden_size=8, encoder="population", substeps=2, seed=0)
     assert enc.substeps == 2 and enc.backbone.substeps == 2
     # ANN backbones have no neuron time: substeps is ignored, as force_dale_law is

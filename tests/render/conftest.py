@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from snrl.networks import Activity, LayerActivity
-from snrl.render import Trajectory
+from snrl.trajectory import Trajectory
 
 
 def cartpole_trajectory(

@@ -16,9 +16,10 @@ import pytest
 from PIL import Image
 
 from snrl.networks import Activity, LayerActivity
-from snrl.render import Trajectory, TrajectoryRenderer
+from snrl.render import TrajectoryRenderer
 from snrl.render._encode import gif_delays_cs
 from snrl.render._panel import E_COLOR, I_COLOR, PRE_COLOR, raster_codes
+from snrl.trajectory import Trajectory
 
 
 def _ffmpeg_info(path) -> str:

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from snrl.render import Trajectory, plot_episode
+from snrl.render import plot_episode
 from snrl.render._panel import E_COLOR, I_COLOR
 from snrl.render.summary import _moving_average, _raster_image
+from snrl.trajectory import Trajectory
 
 
 def test_moving_average_by_hand():

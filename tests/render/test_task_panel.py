@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from snrl.networks import Activity, LayerActivity
-from snrl.render import Trajectory, TrajectoryRenderer
+from snrl.render import TrajectoryRenderer
 from snrl.render._panel import CHOSEN_COLOR, E_COLOR, MARK_COLOR
+from snrl.trajectory import Trajectory
 
 
 def task_trajectory(t: int = 30, *, trial_len: int = 10, seed: int = 0) -> Trajectory:

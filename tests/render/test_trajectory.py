@@ -12,7 +12,7 @@ import torch
 from snrl.errors import UserError
 from snrl.networks import Activity, LayerActivity
 from snrl.networks.protocol import LayerInfo
-from snrl.render import Trajectory
+from snrl.trajectory import Trajectory, layer_dicts
 
 
 def _minimal(t: int = 4, **kw):
@@ -67,7 +67,7 @@ def test_activity_and_policy_shapes_checked():
         _minimal(4, activity=Activity([LayerActivity("lif0", "spiking", 6, v=np.zeros((4, 5)))]))
     with pytest.raises(ValueError, match="sign"):
         _minimal(4, activity=_spiking(4, 3, sign=np.array([1, 0, -1])))
-    with pytest.raises(ValueError, match="layers="):  # an Activity carries its layers
+    with pytest.raises(TypeError, match="layers"):  # an Activity carries its layers
         _minimal(4, activity=_spiking(4, 3), layers=[dict(name="lif0", kind="spiking", size=3)])
     # A 1-D policy output is read as (T, 1).
     assert _minimal(4, policy={"value": np.zeros(4)}).policy["value"].shape == (4, 1)
@@ -91,13 +91,15 @@ def test_tensors_become_numpy_and_layers_plain_data():
         LayerActivity("x", "conv", 3)
 
 
-def test_flat_activity_mapping_is_deprecated_but_read():
-    """The format before the Activity structure: '<layer>.<field>' keys plus LayerInfo."""
+def test_a_flat_activity_mapping_is_refused_with_the_conversion():
+    """The format before the Activity structure ('<layer>.<field>' keys plus LayerInfo) is
+    converted by Activity.from_flat; the constructor takes an Activity only."""
     sign = torch.tensor([1.0, -1.0, -1.0])
     info = LayerInfo("lif0", "spiking", 3, 4, 5, 1.0, sign)
     flat = {"lif0.spikes": np.eye(3)[:2], "lif0.v": torch.zeros(2, 3), "readout.v": np.ones((2, 1))}
-    with pytest.warns(DeprecationWarning, match="Activity"):
-        traj = _minimal(2, activity=flat, layers=[info])
+    with pytest.raises(UserError, match=r"pass a snrl.Activity .*Activity.from_flat"):
+        _minimal(2, activity=flat)
+    traj = _minimal(2, activity=Activity.from_flat(flat, layer_dicts([info])))
     assert traj.activity.names == ["lif0", "readout"]
     lif = traj.activity["lif0"]
     assert (lif.kind, lif.size, lif.threshold, lif.sign.tolist()) == (
@@ -109,12 +111,6 @@ def test_flat_activity_mapping_is_deprecated_but_read():
     np.testing.assert_array_equal(lif.spikes, np.eye(3)[:2])
     ro = traj.activity["readout"]  # not described: kind from its fields, size from its arrays
     assert (ro.kind, ro.size, ro.spikes, ro.sign) == ("readout", 1, None, None)
-    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="size 6"):
-        _minimal(
-            4,
-            activity={"lif0.spikes": np.zeros((4, 5))},
-            layers=[dict(name="lif0", kind="spiking", size=6, threshold=1.0, sign=None)],
-        )
 
 
 def test_meta_must_be_json():

@@ -23,7 +23,7 @@ import pytest
 from snrl.errors import UserError
 from snrl.io import MAX_DEPTH
 from snrl.networks import Activity, LayerActivity
-from snrl.render import Trajectory
+from snrl.trajectory import Trajectory
 
 T = 3
 
