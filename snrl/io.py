@@ -30,7 +30,7 @@ import stat
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import IO, Any
 
 from snrl.errors import UserError
@@ -42,6 +42,7 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "cache_dir",
+    "check_no_links",
     "hold_lock",
     "is_own_temp",
     "make_temp",
@@ -337,6 +338,27 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
         TypeError: If ``obj`` is not JSON-serializable (nothing is written).
     """
     atomic_write_text(path, json.dumps(obj, indent=2) + "\n")
+
+
+# ---------------------------------------------------------------- output paths
+def check_no_links(base: str | os.PathLike, rel: str | os.PathLike) -> Path:
+    """``base / rel``, after checking that no component of ``rel`` is a symbolic link: not
+    the last one, and not a directory on the way (``lnk/sub`` with ``lnk -> elsewhere``
+    would write elsewhere). For paths snrl writes inside a directory it was given (a run
+    directory, a comparison); ``base`` itself is the user's choice and may be a link.
+
+    Raises:
+        UserError: naming the first component that is a link.
+    """
+    path = Path(base)
+    for part in PurePath(rel).parts:
+        path = path / part
+        if path.is_symlink():
+            raise UserError(
+                f"{path} is a symbolic link; snrl writes only into real directories inside "
+                f"{base} (remove the link, or choose another --out)"
+            )
+    return path
 
 
 # ---------------------------------------------------------------- locks

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
 from snrl.errors import UserError
-from snrl.io import write_json_atomic
+from snrl.io import check_no_links, write_json_atomic
 from snrl.training.rundir import (
     ANALYSIS_DIR,
     ANALYSIS_FILES,
@@ -64,8 +64,8 @@ def claim_output_dir(base: str | Path, sub: str) -> Path:
         The folder, created, with its marker listing every name snrl may write there.
 
     Raises:
-        UserError: ``sub`` leaves ``base``, the folder is a file or a link, or holds one of
-            snrl's names that snrl did not write.
+        UserError: ``sub`` leaves ``base``, the folder is a file, it or a folder on the way
+            is a link, or it holds one of snrl's names that snrl did not write.
     """
     base = Path(base)
     out = _check(base, sub)
@@ -88,9 +88,9 @@ def _check(base: Path, sub: str) -> Path:
             f"--out {sub!r} is not a folder inside {base} (give a relative name such as "
             f"'{ANALYSIS_DIR}')"
         )
-    out = base / sub
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
-        raise UserError(f"{out} is a file or a link (remove it or choose another --out)")
+    out = check_no_links(base, sub)  # every component, not only the last
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out} is a file (remove it or choose another --out)")
     listed = _listed(out) if out.is_dir() else []
     foreign = [n for n in ANALYSIS_FILES if (out / n).exists() and n not in listed]
     if foreign and not (foreign == [MARKER] and listed):

@@ -383,6 +383,26 @@ def _refuse_foreign(out: Path, foreign: list[Path], hint: str) -> None:
     )
 
 
+def _refuse_links(out: Path) -> None:
+    """Refuse a run directory where one of snrl's names, or a directory on its way (say
+    ``checkpoints``), is a symbolic link: writing it would write outside the run."""
+    links = sorted(
+        {
+            "/".join(parts[: i + 1])
+            for n in RUN_OUTPUTS
+            for parts in [PurePosixPath(n.rstrip("/")).parts]
+            for i in range(len(parts))
+            if (out.joinpath(*parts[: i + 1])).is_symlink()
+        }
+    )
+    if links:  # a crafted bundle: writing would go through the link, out of the run
+        raise UserError(
+            f"run directory {out} holds symbolic links ({', '.join(links)}); snrl writes "
+            "its runs' files itself and will not write through a link (remove the links, "
+            "or choose another run directory)"
+        )
+
+
 def _check_dir_arg(out: str | os.PathLike) -> Path:
     out = _check_path_arg(out)
     if out.exists() and not out.is_dir():
@@ -395,9 +415,9 @@ def lock_run_dir(out: str | os.PathLike) -> Iterator[Path]:
     """Hold the run directory ``out``'s lock (:data:`LOCK`) while the block runs; ``out``
     is created when missing. Re-entrant within a process.
 
-    When the block fails and ``out`` did not become a run directory, the lock file this
-    call created is removed again (and ``out`` itself, when this call created it and it is
-    empty), so a refused folder is left as it was.
+    When the block fails without having made ``out`` a new run directory, the lock file
+    this call created is removed again (and ``out`` itself, when this call created it and
+    it is empty), so a refused folder is left as it was.
 
     Raises:
         UserError: ``out`` is a file or cannot be created; another process holds the lock
@@ -409,6 +429,7 @@ def lock_run_dir(out: str | os.PathLike) -> Iterator[Path]:
     _mkdir(out)
     lock = out / LOCK
     made_lock = not lock.exists() and not lock.is_symlink()
+    had_manifest = (out / MANIFEST).exists()
     with hold_lock(
         lock,
         what=f"run directory {out}",
@@ -417,7 +438,7 @@ def lock_run_dir(out: str | os.PathLike) -> Iterator[Path]:
         try:
             yield out
         except BaseException:
-            if made_lock and not is_run_dir(out):
+            if made_lock and (had_manifest or not is_run_dir(out)):  # not a run made here
                 with contextlib.suppress(OSError):
                     lock.unlink()
                 if made_dir:
@@ -468,6 +489,7 @@ def prepare_run_dir(out: str | os.PathLike, *, resume: bool = False, force: bool
         with lock_run_dir(out):
             return _create(out, LAYOUT, bind=True)
     with lock_run_dir(out):
+        _refuse_links(out)
         entries, foreign, ours = _contents(out)
         if entries is None:
             if foreign:
@@ -508,13 +530,7 @@ def continue_run_dir(out: str | os.PathLike) -> Path:
         with lock_run_dir(out):
             return _create(out, LAYOUT, bind=True)
     with lock_run_dir(out):
-        links = [n.rstrip("/") for n in RUN_OUTPUTS if (out / n.rstrip("/")).is_symlink()]
-        if links:  # a crafted bundle: continuing would write through the link, out of the run
-            raise UserError(
-                f"run directory {out} holds symbolic links ({', '.join(links)}); snrl writes "
-                "its runs' files itself and will not write through a link (remove the links, "
-                "or choose another run directory)"
-            )
+        _refuse_links(out)
         entries, foreign, _ = _contents(out)
         adopted = (out / "checkpoints" / "last.pt").is_file()
         if entries is None and foreign and not adopted:
