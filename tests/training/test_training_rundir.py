@@ -197,12 +197,13 @@ def test_force_never_follows_links_out_of_the_run(tmp_path):
     (out / "checkpoints").symlink_to(elsewhere)  # a crafted bundle
     (out / "config.json").unlink()
     (out / "config.json").symlink_to(elsewhere / "precious.txt")
-    # the files behind the link are not ours: kept, and not overwritten by a new run either
-    with pytest.raises(UserError, match="holds checkpoints/best.pt, checkpoints/last.pt, which"):
+    # the files behind the links are not ours: a run with links is refused before anything
+    # is deleted or written (a new run would write through the checkpoints link)
+    with pytest.raises(UserError, match=r"holds symbolic links \(checkpoints, config.json\)"):
         prepare_run_dir(out, force=True)
     for name in ("best.pt", "last.pt", "precious.txt"):
         assert (elsewhere / name).read_text() == "keep"
-    assert not (out / "config.json").is_symlink()  # the link went, not its target
+    assert (out / "config.json").is_symlink() and (out / "checkpoints").is_symlink()
 
 
 def test_a_file_of_the_layout_that_is_not_ours_is_not_overwritten(tmp_path):
