@@ -42,7 +42,9 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "cache_dir",
+    "binding_mismatch",
     "check_no_links",
+    "dir_binding",
     "hold_lock",
     "is_own_temp",
     "make_temp",
@@ -359,6 +361,34 @@ def check_no_links(base: str | os.PathLike, rel: str | os.PathLike) -> Path:
                 f"{base} (remove the link, or choose another --out)"
             )
     return path
+
+
+# ---------------------------------------------------------------- markers bound to a directory
+_BINDING_KEYS = ("dir", "device", "inode")
+
+
+def dir_binding(directory: str | os.PathLike) -> dict[str, Any]:
+    """What ties a marker file (a run's manifest, an analysis folder's marker) to the
+    directory it lists files of: the directory's resolved path, device and inode."""
+    st = os.stat(directory)
+    return {"dir": str(Path(directory).resolve()), "device": st.st_dev, "inode": st.st_ino}
+
+
+def binding_mismatch(directory: str | os.PathLike, record: Any) -> str | None:
+    """Why the marker ``record`` (a dict) does not vouch for files in ``directory``, in
+    words, or None when its binding (:func:`dir_binding`) is this directory's. A marker
+    without a binding (snrl 0.1's, or not snrl's) never vouches: snrl cannot tell that it
+    was written there rather than planted or copied."""
+    recorded = {k: record.get(k) for k in _BINDING_KEYS} if isinstance(record, dict) else {}
+    if not recorded or any(v is None for v in recorded.values()):
+        return "it records no directory (written by snrl 0.1, or not by snrl)"
+    if recorded != dir_binding(directory):
+        return (
+            f"it was written for another directory ({recorded['dir']}, device "
+            f"{recorded['device']}, inode {recorded['inode']}): moved or copied there, or "
+            "not written there by snrl"
+        )
+    return None
 
 
 # ---------------------------------------------------------------- locks

@@ -280,6 +280,33 @@ def test_run_and_compare_directories_with_a_symlinked_folder_are_refused(tmp_pat
     assert os.listdir(elsewhere) == []
 
 
+def test_an_analysis_marker_snrl_did_not_write_there_vouches_for_nothing(tmp_path):
+    """The sibling of the planted run manifest: `snrl analyze` replaces and deletes only the
+    files of a marker bound to its folder."""
+    from snrl.analysis.outdir import MARKER, claim_output_dir, finish_output_dir
+
+    run = tmp_path / "run"
+    folder = run / "figs"
+    folder.mkdir(parents=True)
+    (folder / "summary.json").write_text('{"mine": 1}')
+    (folder / "pca.png").write_bytes(b"my figure")
+    (folder / MARKER).write_text(
+        json.dumps({"format": "snrl-analysis", "files": [MARKER, "summary.json", "pca.png"]})
+    )
+    before = tree(folder)
+    res = snrl_cli("analyze", run, "--out", "figs")
+    assert_user_error(res, "which snrl did not write there", "records no directory")
+    assert tree(folder) == before
+    # a marker snrl wrote in another folder, copied here: the same
+    other = claim_output_dir(tmp_path / "other", "figs")
+    finish_output_dir(other, [other / "summary.json"])
+    (folder / MARKER).write_bytes((other / MARKER).read_bytes())
+    before = tree(folder)
+    res = snrl_cli("analyze", run, "--out", "figs")
+    assert_user_error(res, "which snrl did not write there", "written for another directory")
+    assert tree(folder) == before
+
+
 # ---- item 12: a remote env's token is never written ------------------------------------------
 
 TOKEN = "s3cret-token-0123456789abcdef"

@@ -40,7 +40,15 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from snrl.errors import UserError
-from snrl.io import hold_lock, is_own_temp, make_temp, remove_stale_temps, write_json_atomic
+from snrl.io import (
+    binding_mismatch,
+    dir_binding,
+    hold_lock,
+    is_own_temp,
+    make_temp,
+    remove_stale_temps,
+    write_json_atomic,
+)
 
 __all__ = [
     "ANALYSIS_DIR",
@@ -192,26 +200,6 @@ def read_manifest(run_dir: str | os.PathLike) -> list[str] | None:
     return None if data is None else data["entries"]
 
 
-def _binding(run_dir: Path) -> dict[str, Any]:
-    """What ties a manifest to ``run_dir``: its resolved path, device and inode."""
-    st = os.stat(run_dir)
-    return {"dir": str(run_dir.resolve()), "device": st.st_dev, "inode": st.st_ino}
-
-
-def _unbound_reason(run_dir: Path, data: dict[str, Any]) -> str | None:
-    """Why the manifest ``data`` may not be trusted to delete files in ``run_dir``, or None."""
-    recorded = {k: data.get(k) for k in ("dir", "device", "inode")}
-    if any(v is None for v in recorded.values()):
-        return "its manifest records no directory (written by snrl 0.1, or not by snrl)"
-    if recorded != _binding(run_dir):
-        return (
-            f"its manifest was written for another directory ({recorded['dir']}, device "
-            f"{recorded['device']}, inode {recorded['inode']}): the run was moved or copied, "
-            "or the manifest was not written here by snrl"
-        )
-    return None
-
-
 def _write_manifest(run_dir: Path, entries: Iterable[str], *, bind: bool = False) -> None:
     """Write the manifest listing ``entries``. ``bind``: record ``run_dir``'s binding (only
     for a fresh manifest whose entries snrl checked do not exist yet); otherwise the binding
@@ -219,7 +207,7 @@ def _write_manifest(run_dir: Path, entries: Iterable[str], *, bind: bool = False
     unique = list(dict.fromkeys(entries))
     old = None if bind else _manifest_data(run_dir)
     binding = (
-        _binding(run_dir)
+        dir_binding(run_dir)
         if bind
         else {k: old[k] for k in ("dir", "device", "inode") if old is not None and k in old}
     )
@@ -320,11 +308,12 @@ def _remove_listed(out: Path, entries: list[str]) -> None:
             f"delete the files listed in {out / MANIFEST} by hand)"
         )
     data = _manifest_data(out)
-    unbound = None if data is None else _unbound_reason(out, data)
+    unbound = None if data is None else binding_mismatch(out, data)
     if unbound is not None:
         raise UserError(
-            f"refusing to clear the run in {out}: {unbound} (delete the files listed in "
-            f"{out / MANIFEST} by hand if they are yours to delete, or choose another --out)"
+            f"refusing to clear the run in {out}: its manifest {unbound} (delete the files "
+            f"listed in {out / MANIFEST} by hand if they are yours to delete, or choose "
+            "another --out)"
         )
     files = [e for e in entries if not e.endswith("/")]
     dirs = sorted((e for e in entries if e.endswith("/")), key=lambda e: -e.count("/"))
