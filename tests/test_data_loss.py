@@ -277,6 +277,11 @@ def test_run_and_compare_directories_with_a_symlinked_folder_are_refused(tmp_pat
     (cmp_dir / "runs").symlink_to(elsewhere)
     with pytest.raises(UserError, match=r"runs is a symbolic link"):
         check_compare_dir(cmp_dir)
+    (cmp_dir / "runs").unlink()
+    (cmp_dir / "runs").mkdir()
+    (cmp_dir / "runs" / "lif_s0").symlink_to(elsewhere)  # one run of it
+    with pytest.raises(UserError, match=r"runs/lif_s0 is a symbolic link"):
+        check_compare_dir(cmp_dir)
     assert os.listdir(elsewhere) == []
 
 

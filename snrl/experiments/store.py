@@ -82,6 +82,9 @@ def check_compare_dir(out: Path) -> None:
         raise UserError(f"--out {out} exists and is not a directory (choose another --out)")
     for name in ("runs", "status"):  # a crafted comparison: its runs would be written elsewhere
         check_no_links(out, name)
+    if (out / "runs").is_dir():
+        for run in sorted((out / "runs").iterdir()):
+            check_no_links(out, Path("runs") / run.name)
     entries = sorted(p.name for p in out.iterdir() if p.name != _LOCK)
     if not entries or _is_manifest(out / MANIFEST):
         return
