@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from snrl.errors import UserError
+from snrl.experiments.runner import train_run
 from snrl.training.rundir import LOCK, MANIFEST, prepare_run_dir, read_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -228,6 +229,10 @@ def test_a_refused_folder_is_left_without_a_lock_file(tmp_path):
     with pytest.raises(UserError, match="is not an snrl run directory"):
         prepare_run_dir(folder)
     assert sorted(os.listdir(folder)) == ["notes.txt"]
+    # a resume of a run that is not there makes no folder on the way
+    with pytest.raises(UserError, match="nothing to resume"):
+        train_run(tmp_path / "a" / "b" / "run", resume=True)
+    assert sorted(os.listdir(tmp_path)) == ["proj"]
 
 
 # ---- item 6: no output through a symlinked folder on the way -----------------------------------

@@ -405,8 +405,8 @@ def lock_run_dir(out: str | os.PathLike) -> Iterator[Path]:
     is created when missing. Re-entrant within a process.
 
     When the block fails without having made ``out`` a new run directory, the lock file
-    this call created is removed again (and ``out`` itself, when this call created it and
-    it is empty), so a refused folder is left as it was.
+    this call created is removed again (and the folders it created, while empty), so a
+    refused folder is left as it was.
 
     Raises:
         UserError: ``out`` is a file or cannot be created; another process holds the lock
@@ -414,7 +414,7 @@ def lock_run_dir(out: str | os.PathLike) -> Iterator[Path]:
             or a file that snrl did not write.
     """
     out = _check_dir_arg(out)
-    made_dir = not out.exists()
+    made = [d for d in (out, *out.parents) if not d.exists() and not d.is_symlink()]
     _mkdir(out)
     lock = out / LOCK
     made_lock = not lock.exists() and not lock.is_symlink()
@@ -430,9 +430,11 @@ def lock_run_dir(out: str | os.PathLike) -> Iterator[Path]:
             if made_lock and (had_manifest or not is_run_dir(out)):  # not a run made here
                 with contextlib.suppress(OSError):
                     lock.unlink()
-                if made_dir:
-                    with contextlib.suppress(OSError):
-                        out.rmdir()  # only when empty
+                for d in made:  # the folders this call made, deepest first, while empty
+                    try:
+                        d.rmdir()
+                    except OSError:
+                        break
             raise
 
 
