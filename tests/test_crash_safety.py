@@ -19,9 +19,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from snrl.io import is_own_temp
 from snrl.training.checkpoint import load_checkpoint
 from snrl.training.metrics import read_metrics
-from snrl.training.rundir import _TEMP_RE, MANIFEST, read_manifest
+from snrl.training.rundir import LOCK, MANIFEST, read_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
@@ -59,7 +60,7 @@ def _check_consistent(out: Path) -> int:
     listed = {e.rstrip("/") for e in read_manifest(out)}
     for p in out.rglob("*"):
         rel = str(p.relative_to(out))
-        assert rel == MANIFEST or rel in listed or _TEMP_RE.match(p.name), rel
+        assert rel in (MANIFEST, LOCK) or rel in listed or is_own_temp(p.name), rel
     return len(steps)
 
 
@@ -137,7 +138,7 @@ def _kill_cycles(tmp_path: Path, n_kills: int, seed: int) -> dict:
     assert res.returncode == 0, res.stderr
     assert _check_consistent(out) == done // UPDATE
     # kills left temps behind; the next start removed them
-    assert not [p for p in out.rglob("*") if _TEMP_RE.match(p.name)]
+    assert not [p for p in out.rglob("*") if is_own_temp(p.name)]
     record["seconds"] = round(time.perf_counter() - t0, 1)
     print(json.dumps(record))
     return record

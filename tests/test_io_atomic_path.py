@@ -59,3 +59,79 @@ def test_unwritable_directory_raises_oserror(tmp_path):
     with pytest.raises(OSError):
         atomic_path(blocker / "x.mp4")
     assert blocker.read_text() == "x"
+
+
+def test_the_umask_is_never_changed_and_still_applies(tmp_path, monkeypatch):
+    """io.py used to set the process umask to 0 and back to read it: a file another thread
+    made in that moment came out world-writable. The kernel applies the umask now."""
+    import snrl.io
+
+    old = os.umask(0o027)
+    try:
+
+        def no_umask(_mask):
+            raise AssertionError("snrl.io changed the process umask")
+
+        monkeypatch.setattr(snrl.io.os, "umask", no_umask)
+        snrl.io.atomic_write_text(tmp_path / "a.txt", "x")
+        with atomic_path(tmp_path / "b.mp4") as tmp:
+            tmp.write_bytes(b"v")
+    finally:
+        monkeypatch.undo()
+        os.umask(old)
+    for name in ("a.txt", "b.mp4"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o640, name
+
+
+def test_only_temps_that_snrl_made_are_its_own(tmp_path):
+    from snrl.io import is_own_temp, make_temp, remove_stale_temps
+
+    fd, tmp = make_temp(tmp_path / "video.gif")
+    os.close(fd)
+    assert tmp.parent == tmp_path and tmp.name.startswith(".video.gif.") and is_own_temp(tmp.name)
+    lookalikes = [
+        ".backup.20240101.tmp",
+        ".thesis.chapter1.tmp",
+        ".video.gif.k2j_9x0a.tmp",
+        ".video.gif.k2j_9x0a.tmp.gif",
+        tmp.name[:-5] + ("0" if tmp.name[-5] != "0" else "1") + ".tmp",  # the tag, one digit off
+        tmp.name.replace(".video.gif.", ".other.gif."),  # a tag of another name
+    ]
+    assert not any(is_own_temp(n) for n in lookalikes)
+    for n in lookalikes:
+        (tmp_path / n).write_text("mine")
+    assert remove_stale_temps(tmp_path) == [tmp]
+    assert sorted(os.listdir(tmp_path)) == sorted(lookalikes)
+    # a long name is shortened to a legal file name, and still proved
+    fd, long_tmp = make_temp(tmp_path / ("x" * 250))
+    os.close(fd)
+    assert len(long_tmp.name.encode()) <= 255 and is_own_temp(long_tmp.name)
+
+
+def test_the_key_is_per_user_and_a_process_key_stands_in(tmp_path, monkeypatch):
+    import snrl.io
+
+    monkeypatch.setattr(snrl.io, "_KEYS", {})
+    monkeypatch.setenv("SNRL_CACHE_DIR", str(tmp_path / "cache"))
+    key = snrl.io.temp_key()
+    key_file = tmp_path / "cache" / "temp-key"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert bytes.fromhex(key_file.read_text().strip()) == key
+    fd, tmp = snrl.io.make_temp(tmp_path / "a.txt")
+    os.close(fd)
+    # another process of the same user reads the same key: it recognizes the temp
+    monkeypatch.setattr(snrl.io, "_KEYS", {})
+    assert snrl.io.is_own_temp(tmp.name)
+    # a cache that cannot hold a key (a file where the directory should be): a key of this
+    # process only, so the temps of earlier processes are left alone, never deleted by guess
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")
+    monkeypatch.setenv("SNRL_CACHE_DIR", str(blocker / "cache"))
+    assert snrl.io.temp_key() != key and not snrl.io.is_own_temp(tmp.name)
+    assert snrl.io.remove_stale_temps(tmp_path) == [] and tmp.exists()
+    # a key file that is not a key is not trusted either, and not overwritten
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "temp-key").write_text("not a key\n")
+    monkeypatch.setenv("SNRL_CACHE_DIR", str(bad))
+    assert len(snrl.io.temp_key()) == 32 and (bad / "temp-key").read_text() == "not a key\n"

@@ -16,6 +16,7 @@ import torch
 
 import snrl
 from snrl.errors import UserError
+from snrl.io import make_temp
 from snrl.training.checkpoint import load_checkpoint, save_checkpoint
 from snrl.training.metrics import read_metrics
 from snrl.training.rundir import MANIFEST, prepare_run_dir
@@ -297,26 +298,39 @@ def test_ctrl_c_before_the_first_checkpoint_says_there_is_nothing_to_resume(tmp_
     assert res.returncode == 0, res.stderr
 
 
+def _killed_write(path: Path) -> Path:
+    """The temp file that a process killed while writing ``path`` leaves (snrl.io's)."""
+    fd, tmp = make_temp(path)
+    os.write(fd, b"\0" * 1000)
+    os.close(fd)
+    return tmp
+
+
+#: Hidden files of a user that look like snrl 0.1's temp names (issue 32, item 3).
+LOOKALIKES = (".backup.20240101.tmp", ".thesis.chapter1.tmp", ".ep.q9w8e7r6.tmp.gif")
+
+
 def test_stale_temps_are_cleaned_on_the_next_start(bundle):
     out, _ = bundle
     ckpt = out / "checkpoints"
-    stale = [ckpt / ".last.pt.x7k2m9q0.tmp", out / ".metrics.csv.ab12cd34.tmp"]
-    for p in stale:
-        p.write_bytes(b"")
-    foreign = out / ".my.own.tmp"
-    foreign.write_bytes(b"keep")
+    stale = [_killed_write(ckpt / "last.pt"), _killed_write(out / "metrics.csv")]
     videos = out / "videos"
     videos.mkdir()
-    old_video = videos / ".ep.q9w8e7r6.tmp.gif"  # a render killed an hour ago
-    old_video.write_bytes(b"\0" * 1000)
+    for d in (out, ckpt, videos):
+        for name in LOOKALIKES:
+            (d / name).write_bytes(b"keep")
+    old_video = _killed_write(videos / "ep.gif")  # a render killed an hour ago
     hour_ago = time.time() - 3600
     os.utime(old_video, (hour_ago, hour_ago))
     res = snrl_cli(
         "train", "--out", out, "--resume", "--env", "CartPole-v1", "--steps", 32, "--quiet"
     )
     assert res.returncode == 0, res.stderr
-    assert not any(p.exists() for p in stale) and foreign.read_bytes() == b"keep"
+    assert not any(p.exists() for p in stale)
     res = snrl_cli("render", out, "--out", videos / "ep.gif", "--env", "CartPole-v1")
     assert res.returncode == 0, res.stderr
-    assert sorted(p.name for p in videos.iterdir()) == ["ep.gif"]
+    assert sorted(p.name for p in videos.iterdir()) == sorted(["ep.gif", *LOOKALIKES])
+    for d in (out, ckpt, videos):
+        for name in LOOKALIKES:
+            assert (d / name).read_bytes() == b"keep", d / name
     assert MANIFEST in os.listdir(out)

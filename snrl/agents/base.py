@@ -51,6 +51,7 @@ from snrl.layers.base import cached_weights
 from snrl.networks.ann import ACTIVATIONS
 from snrl.networks.factory import BACKBONES, ENCODERS, SPIKING, build_backbone
 from snrl.training.checkpoint import (
+    check_persistable,
     corrupt_checkpoint,
     read_algo_checkpoint,
     rng_state,
@@ -370,6 +371,7 @@ class AgentConfig:
         check(
             0 <= self.seed <= MAX_SEED, f"seed={self.seed} (must be an integer in [0, {MAX_SEED}])"
         )
+        check_persistable(self)  # a remote env's token never goes to config.json / checkpoints
         for name in ("n_envs", "eval_episodes"):
             v = getattr(self, name)
             check(

@@ -1,7 +1,10 @@
 """The output folder of ``snrl analyze``: what it may create, replace or delete there.
 
 The folder (``RUN_DIR/analysis`` by default) holds a marker, ``.snrl-analysis.json``, that
-lists the files snrl wrote there. Before anything is written, every name snrl may write
+lists the files snrl wrote there, bound to the folder as a run's manifest is (its resolved
+path, device and inode, :func:`snrl.io.dir_binding`): a marker written for another folder
+(copied, moved, planted) or by snrl 0.1 (no binding) vouches for nothing, so the files there
+count as someone else's. Before anything is written, every name snrl may write
 (:data:`snrl.training.rundir.ANALYSIS_FILES`) is checked: one that exists without being
 listed belongs to someone else, and the analysis is refused (nothing is written). A rerun
 replaces the files it writes again and deletes the listed ones it no longer writes (say, an
@@ -16,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
 from snrl.errors import UserError
-from snrl.io import write_json_atomic
+from snrl.io import binding_mismatch, check_no_links, dir_binding, write_json_atomic
 from snrl.training.rundir import (
     ANALYSIS_DIR,
     ANALYSIS_FILES,
@@ -44,7 +47,13 @@ def _listed(out: Path) -> list[str]:
         raise UserError(
             f"{path} is corrupt (remove the folder's files by hand or choose another --out)"
         )
+    if binding_mismatch(out, data) is not None:
+        return []  # not written here by snrl: it vouches for nothing
     return [f for f in files if f in ANALYSIS_FILES]
+
+
+def _write_marker(out: Path, files: list[str]) -> None:
+    write_json_atomic(out / MARKER, {"format": _FORMAT, **dir_binding(out), "files": files})
 
 
 def check_output_dir(base: str | Path, sub: str) -> Path:
@@ -64,8 +73,8 @@ def claim_output_dir(base: str | Path, sub: str) -> Path:
         The folder, created, with its marker listing every name snrl may write there.
 
     Raises:
-        UserError: ``sub`` leaves ``base``, the folder is a file or a link, or holds one of
-            snrl's names that snrl did not write.
+        UserError: ``sub`` leaves ``base``, the folder is a file, it or a folder on the way
+            is a link, or it holds one of snrl's names that snrl did not write.
     """
     base = Path(base)
     out = _check(base, sub)
@@ -77,7 +86,7 @@ def claim_output_dir(base: str | Path, sub: str) -> Path:
         raise UserError(
             f"cannot create {out}: {exc.strerror or exc} (choose another --out)"
         ) from exc
-    write_json_atomic(out / MARKER, {"format": _FORMAT, "files": list(ANALYSIS_FILES)})
+    _write_marker(out, list(ANALYSIS_FILES))
     return out
 
 
@@ -88,15 +97,19 @@ def _check(base: Path, sub: str) -> Path:
             f"--out {sub!r} is not a folder inside {base} (give a relative name such as "
             f"'{ANALYSIS_DIR}')"
         )
-    out = base / sub
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
-        raise UserError(f"{out} is a file or a link (remove it or choose another --out)")
+    out = check_no_links(base, sub)  # every component, not only the last
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out} is a file (remove it or choose another --out)")
     listed = _listed(out) if out.is_dir() else []
     foreign = [n for n in ANALYSIS_FILES if (out / n).exists() and n not in listed]
     if foreign and not (foreign == [MARKER] and listed):
+        why = ""
+        if MARKER in foreign and (out / MARKER).is_file():
+            data = json.loads((out / MARKER).read_text(encoding="utf-8"))  # read by _listed
+            why = f"; its {MARKER} vouches for nothing: {binding_mismatch(out, data)}"
         raise UserError(
-            f"{out} holds {', '.join(foreign)}, which snrl did not write and will not "
-            "overwrite (move it away or choose another --out)"
+            f"{out} holds {', '.join(foreign)}, which snrl did not write there and will not "
+            f"overwrite{why} (move them away or choose another --out)"
         )
     return out
 
@@ -111,4 +124,4 @@ def finish_output_dir(out: str | Path, written: Iterable[str | Path]) -> None:
         if n not in names and p.is_file() and not p.is_symlink():
             p.unlink()
     keep = [n for n in ANALYSIS_FILES[1:] if n in names]
-    write_json_atomic(out / MARKER, {"format": _FORMAT, "files": [MARKER, *keep]})
+    _write_marker(out, [MARKER, *keep])

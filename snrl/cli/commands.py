@@ -34,6 +34,7 @@ from snrl.training.rundir import (
     DEMO_FILES,
     claim_files,
     is_run_dir,
+    lock_run_dir,
     read_manifest,
     remove_stale_temps,
 )
@@ -273,6 +274,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if not args.out.strip():  # Path("") would be the current directory
         raise UserError("--out '' is empty (pass a directory name, e.g. --out snrl-demo)")
     out = Path(args.out)
+    with lock_run_dir(out):  # held from the first check to the last video
+        return _demo(args, out)
+
+
+def _demo(args: argparse.Namespace, out: Path) -> int:
     replace = is_run_dir(out)  # its own earlier demo (or run): replaced, and only its files
     if replace:
         listed = read_manifest(out) or []

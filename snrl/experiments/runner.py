@@ -15,7 +15,7 @@ from snrl.agents import ALGOS, load_algo
 from snrl.config import config_to_dict
 from snrl.errors import UserError
 from snrl.io import write_json_atomic
-from snrl.training.rundir import prepare_run_dir
+from snrl.training.rundir import lock_run_dir, prepare_run_dir
 
 __all__ = ["train_run"]
 
@@ -54,10 +54,43 @@ def train_run(
     Returns:
         The algorithm object after training (its envs closed; ``evaluate`` still works).
 
+    The run directory's lock (:func:`snrl.training.rundir.lock_run_dir`) is held from the
+    first check to the end of training, so a second run into the same directory is refused
+    (naming this one) instead of mixing its files with this run's.
+
     Raises:
         UserError: unknown algorithm, missing config, a run directory that does not fit the
-            request (see :func:`snrl.training.rundir.prepare_run_dir`).
+            request (see :func:`snrl.training.rundir.prepare_run_dir`), another process
+            writing ``run_dir``.
     """
+    with lock_run_dir(run_dir):
+        return _train_run(
+            run_dir,
+            algo=algo,
+            config=config,
+            total_steps=total_steps,
+            resume=resume,
+            force=force,
+            progress=progress,
+            env=env,
+            trust_env_module=trust_env_module,
+            threads=threads,
+        )
+
+
+def _train_run(
+    run_dir: str | os.PathLike,
+    *,
+    algo: str | None,
+    config: Any,
+    total_steps: int | None,
+    resume: bool,
+    force: bool,
+    progress: bool,
+    env: str | None,
+    trust_env_module: bool,
+    threads: int | None,
+) -> Any:
     if resume:
         out = prepare_run_dir(run_dir, resume=True, force=False)
         obj = load_algo(

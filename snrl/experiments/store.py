@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from snrl.errors import UserError
-from snrl.io import write_json_atomic
+from snrl.io import check_no_links, hold_lock, write_json_atomic
 
 __all__ = [
     "MANIFEST",
@@ -80,6 +80,11 @@ def check_compare_dir(out: Path) -> None:
         return
     if not out.is_dir():
         raise UserError(f"--out {out} exists and is not a directory (choose another --out)")
+    for name in ("runs", "status"):  # a crafted comparison: its runs would be written elsewhere
+        check_no_links(out, name)
+    if (out / "runs").is_dir():
+        for run in sorted((out / "runs").iterdir()):
+            check_no_links(out, Path("runs") / run.name)
     entries = sorted(p.name for p in out.iterdir() if p.name != _LOCK)
     if not entries or _is_manifest(out / MANIFEST):
         return
@@ -97,25 +102,19 @@ def write_manifest(out: Path, request: Mapping[str, Any]) -> None:
 
 @contextlib.contextmanager
 def lock(out: Path) -> Iterator[None]:
-    """Hold ``out/.compare.lock`` (creating ``out``) while the block runs.
+    """Hold ``out/.compare.lock`` (creating ``out``) while the block runs (see
+    :func:`snrl.io.hold_lock`: never through a link; the holder is named).
 
     Raises:
         UserError: another comparison holds it.
     """
-    import fcntl
-
     out.mkdir(parents=True, exist_ok=True)
-    fd = os.open(out / _LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raise UserError(
-                f"another `snrl compare` is running on {out} (wait for it, or use another --out)"
-            ) from None
+    with hold_lock(
+        out / _LOCK,
+        what=f"comparison directory {out}",
+        hint="another `snrl compare` is running on it: wait for it, or use another --out",
+    ):
         yield
-    finally:
-        os.close(fd)
 
 
 def read_status(path: str | os.PathLike) -> dict[str, Any] | None:

@@ -13,17 +13,20 @@ import os
 import pickle
 import random
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from snrl.envs.remote import is_remote_env
 from snrl.errors import UserError
 from snrl.io import atomic_open
 
 __all__ = [
     "algo_checkpoint_schema",
+    "check_persistable",
     "check_schema",
     "corrupt_checkpoint",
     "generator_state_schema",
@@ -60,6 +63,39 @@ def _validate(obj: Any, where: str) -> None:
     )
 
 
+#: Options of a remote env that are secrets: snrl never writes them to a run's files.
+SECRET_ENV_KWARGS = ("token",)
+
+
+def _field(config: Any, name: str) -> Any:
+    return config.get(name) if isinstance(config, Mapping) else getattr(config, name, None)
+
+
+def check_persistable(config: Any) -> None:
+    """Refuse a config that carries a remote env's secret (its ``token``) in ``env_kwargs``
+    or a curriculum lesson's: a config is written whole to ``config.json`` and to every
+    checkpoint, and docs/remote.md promises that the token never lands there.
+
+    Args:
+        config: An algorithm config (dataclass) or its dict (``config_to_dict``).
+
+    Raises:
+        UserError: naming the key and where the token goes instead.
+    """
+    if not is_remote_env(_field(config, "env")):
+        return
+    options = [_field(config, "env_kwargs")]
+    options += [_field(lesson, "env_kwargs") for lesson in _field(config, "curriculum") or ()]
+    keys = {k for kw in options if isinstance(kw, Mapping) for k in kw}
+    found = sorted(keys & set(SECRET_ENV_KWARGS))
+    if found:
+        raise UserError(
+            f"env_kwargs holds {', '.join(found)} for the remote env, which snrl would write "
+            "to config.json and every checkpoint (give the token in the SNRL_ENV_TOKEN "
+            "environment variable instead, see docs/remote.md)"
+        )
+
+
 def save_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> None:
     """Write ``payload`` to ``path`` atomically (temp file + fsync + ``os.replace``).
 
@@ -69,10 +105,13 @@ def save_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> None:
 
     Raises:
         TypeError: If ``payload`` holds anything else (nothing is written).
+        UserError: If its ``config`` holds a remote env's token (:func:`check_persistable`).
     """
     if not isinstance(payload, dict):
         raise TypeError(f"checkpoint payload must be a dict, got {type(payload).__name__}")
     _validate(payload, "payload")
+    if isinstance(payload.get("config"), Mapping):
+        check_persistable(payload["config"])
     with atomic_open(path, "wb") as f:
         torch.save({"format": _FORMAT, "version": _VERSION, "payload": payload}, f)
 

@@ -7,30 +7,48 @@ Layout (see DESIGN.md): ``config.json``, ``metrics.csv``, ``checkpoints/best.pt`
 A directory is an snrl run directory when it holds the manifest :data:`MANIFEST`
 (``.snrl-run.json``): the list of the files and directories snrl itself created there. A
 name is added to the manifest (atomically) *before* its file is first written, so after a
-crash the manifest lists every file of ours that may exist. Replacing a run (``--force``,
-``snrl demo`` over its own output, ``overwrite=True`` in Python) deletes only the entries the
-manifest lists -- a listed directory only when it is empty -- and never anything else; it is
-refused for the current directory, a parent of it, the home directory and ``/``. A
-non-empty directory without a manifest is never written into (except ``--resume`` of a run
-written before manifests existed, recognized by its ``checkpoints/last.pt``).
+crash the manifest lists every file of ours that may exist. A non-empty directory without a
+manifest is never written into (except ``--resume`` of a run written before manifests
+existed, recognized by its ``checkpoints/last.pt``).
 
-Stale temp files that a killed process left (``.<name>.XXXXXXXX.tmp`` from
-:mod:`snrl.io`, ``.<stem>.XXXXXXXX.tmp.<ext>`` from the video writers) are removed when a
-run directory is opened (:func:`remove_stale_temps`).
+What snrl deletes. Replacing a run (``--force``, ``snrl demo`` over its own output,
+``overwrite=True`` in Python) deletes only the entries the manifest lists -- a listed
+directory only when it is empty -- and never anything else, and only when the manifest is
+*bound* to the directory: snrl records the directory's resolved path, device and inode in
+the manifest when it writes a fresh one, and deletes nothing when they differ from the
+directory's now (a manifest planted in or copied into a folder, a run moved or copied
+elsewhere, a manifest written by snrl 0.1, which recorded none). Replacing is also refused
+when ``--out`` is itself a symbolic link, and for the current directory, a parent of it, the
+home directory and ``/``. Stale temp files are removed only when their name proves that
+snrl made them (:func:`snrl.io.is_own_temp`), never by their look.
+
+One run at a time. Everything that writes a run holds the lock :data:`LOCK`
+(``.snrl-run.lock``, an ``flock`` on a file of ours, see :func:`snrl.io.hold_lock`) for its
+whole life: :func:`prepare_run_dir`, :func:`continue_run_dir` and the run log of
+``learn`` take it, ``snrl train`` (``--resume`` too) holds it from start to end; a second
+process is refused with a message naming the holder (pid, host, start time). The lock file
+stays in the directory (it is never deleted by ``--force``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import re
-import tempfile
-import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from snrl.errors import UserError
-from snrl.io import write_json_atomic
+from snrl.io import (
+    binding_mismatch,
+    dir_binding,
+    hold_lock,
+    is_own_temp,
+    make_temp,
+    remove_stale_temps,
+    write_json_atomic,
+)
 
 __all__ = [
     "ANALYSIS_DIR",
@@ -39,11 +57,13 @@ __all__ = [
     "DEMO_FILES",
     "EVAL_FILES",
     "LAYOUT",
+    "LOCK",
     "RUN_OUTPUTS",
     "MANIFEST",
     "claim_files",
     "continue_run_dir",
     "is_run_dir",
+    "lock_run_dir",
     "prepare_run_dir",
     "read_manifest",
     "remove_stale_temps",
@@ -52,8 +72,10 @@ __all__ = [
 
 #: The manifest file that marks a run directory and lists what snrl wrote there.
 MANIFEST = ".snrl-run.json"
+#: The lock file every process that writes a run holds (never listed, never deleted).
+LOCK = ".snrl-run.lock"
 _FORMAT = "snrl-run"
-_VERSION = 1
+_VERSION = 2  # 2: the manifest records the directory it was written for ("dir", "device", "inode")
 
 #: What every training run writes (directories end in ``/``), claimed when the run starts.
 LAYOUT = (
@@ -103,13 +125,6 @@ ANALYSIS_OUTPUTS = (f"{ANALYSIS_DIR}/", *(f"{ANALYSIS_DIR}/{n}" for n in ANALYSI
 #: a crafted manifest in a folder someone sent cannot make ``--force`` delete anything else.
 RUN_OUTPUTS = (*LAYOUT, *DEMO_FILES, *EVAL_FILES, *ANALYSIS_OUTPUTS)
 
-# Temp names of our own writers: tempfile.mkstemp's 8 random characters between a prefix
-# ".<name>." and the suffix ".tmp" (snrl.io) or ".tmp.<ext>" (video writers), and the
-# write probe of _check_writable.
-_TEMP_RE = re.compile(
-    r"^\..+\.[a-z0-9_]{8}\.tmp(\.(gif|mp4))?\Z|^\.snrl-write-test\.[a-z0-9_]{8}\Z"
-)
-
 
 def _check_path_arg(out: str | os.PathLike) -> Path:
     if not isinstance(out, (str, os.PathLike)):
@@ -152,14 +167,9 @@ def _check_entry(entry: object, manifest: Path) -> str:
     return entry  # type: ignore[return-value]
 
 
-def read_manifest(run_dir: str | os.PathLike) -> list[str] | None:
-    """The entries of ``run_dir``'s manifest (directories end in ``/``), or None without one.
-
-    Raises:
-        UserError: If the manifest is unreadable, not snrl's, or lists a path that leaves
-            the directory.
-    """
-    path = Path(run_dir) / MANIFEST
+def _manifest_data(run_dir: Path) -> dict[str, Any] | None:
+    """The manifest of ``run_dir`` as checked JSON (entries checked), or None without one."""
+    path = run_dir / MANIFEST
     if not path.is_file() and not path.is_symlink():
         return None
     try:
@@ -175,13 +185,35 @@ def read_manifest(run_dir: str | os.PathLike) -> list[str] | None:
             f"run manifest {path} is corrupt (not an snrl run manifest; remove the run's files "
             "by hand or choose another directory)"
         )
-    return [_check_entry(e, path) for e in entries]
+    data["entries"] = [_check_entry(e, path) for e in entries]
+    return data
 
 
-def _write_manifest(run_dir: Path, entries: Iterable[str]) -> None:
+def read_manifest(run_dir: str | os.PathLike) -> list[str] | None:
+    """The entries of ``run_dir``'s manifest (directories end in ``/``), or None without one.
+
+    Raises:
+        UserError: If the manifest is unreadable, not snrl's, or lists a path that leaves
+            the directory.
+    """
+    data = _manifest_data(Path(run_dir))
+    return None if data is None else data["entries"]
+
+
+def _write_manifest(run_dir: Path, entries: Iterable[str], *, bind: bool = False) -> None:
+    """Write the manifest listing ``entries``. ``bind``: record ``run_dir``'s binding (only
+    for a fresh manifest whose entries snrl checked do not exist yet); otherwise the binding
+    of the manifest there, if any, is kept as it is."""
     unique = list(dict.fromkeys(entries))
+    old = None if bind else _manifest_data(run_dir)
+    binding = (
+        dir_binding(run_dir)
+        if bind
+        else {k: old[k] for k in ("dir", "device", "inode") if old is not None and k in old}
+    )
     write_json_atomic(
-        run_dir / MANIFEST, {"format": _FORMAT, "version": _VERSION, "entries": unique}
+        run_dir / MANIFEST,
+        {"format": _FORMAT, "version": _VERSION, **binding, "entries": unique},
     )
 
 
@@ -217,41 +249,6 @@ def claim_files(run_dir: str | os.PathLike, names: Iterable[str]) -> None:
         _write_manifest(run_dir, [*entries, *new])
 
 
-def remove_stale_temps(directory: str | os.PathLike, *, min_age_s: float = 0.0) -> list[Path]:
-    """Delete the temp files a killed snrl process left in ``directory`` (not recursive).
-
-    Only names of snrl's own writers are touched: ``.<name>.XXXXXXXX.tmp`` (atomic writes),
-    ``.<stem>.XXXXXXXX.tmp.gif|mp4`` (videos) and ``.snrl-write-test.XXXXXXXX``; only plain
-    files, not links or directories.
-
-    Args:
-        directory: The directory to clean (missing: nothing to do).
-        min_age_s: Keep temps modified less than this many seconds ago (a concurrent writer
-            may still own them).
-
-    Returns:
-        The removed paths.
-    """
-    d = Path(directory)
-    removed: list[Path] = []
-    try:
-        entries = list(d.iterdir())
-    except OSError:
-        return removed
-    now = time.time()
-    for p in entries:
-        if not _TEMP_RE.match(p.name) or p.is_symlink() or not p.is_file():
-            continue
-        try:
-            if now - p.stat().st_mtime < min_age_s:
-                continue
-            p.unlink()
-        except OSError:
-            continue
-        removed.append(p)
-    return removed
-
-
 def _clean_temps(run_dir: Path) -> None:
     remove_stale_temps(run_dir)
     remove_stale_temps(run_dir / "checkpoints")
@@ -259,7 +256,7 @@ def _clean_temps(run_dir: Path) -> None:
 
 def _check_writable(out: Path) -> None:
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".snrl-write-test.", dir=out)
+        fd, tmp = make_temp(out / ".snrl-write-test")
     except OSError as e:
         raise UserError(
             f"run directory {out} is not writable ({e.strerror or e}; choose another --out)"
@@ -295,7 +292,7 @@ def _contents(out: Path) -> tuple[list[str] | None, list[Path], bool]:
     foreign = [
         p
         for p in out.iterdir()
-        if p.name != MANIFEST and p.name not in tops and not _TEMP_RE.match(p.name)
+        if p.name not in (MANIFEST, LOCK) and p.name not in tops and not is_own_temp(p.name)
     ]
     ours = any(
         not e.endswith("/") and ((out / e).is_file() or (out / e).is_symlink()) for e in listed
@@ -309,6 +306,14 @@ def _remove_listed(out: Path, entries: list[str]) -> None:
         raise UserError(
             f"refusing to clear the run in {out}: it is {why} (choose another directory, or "
             f"delete the files listed in {out / MANIFEST} by hand)"
+        )
+    data = _manifest_data(out)
+    unbound = None if data is None else binding_mismatch(out, data)
+    if unbound is not None:
+        raise UserError(
+            f"refusing to clear the run in {out}: its manifest {unbound} (delete the files "
+            f"listed in {out / MANIFEST} by hand if they are yours to delete, or choose "
+            "another --out)"
         )
     files = [e for e in entries if not e.endswith("/")]
     dirs = sorted((e for e in entries if e.endswith("/")), key=lambda e: -e.count("/"))
@@ -333,16 +338,23 @@ def _remove_listed(out: Path, entries: list[str]) -> None:
         ) from err
 
 
-def _create(out: Path, entries: Iterable[str]) -> Path:
+def _mkdir(out: Path) -> None:
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(
             f"cannot create run directory {out} ({e.strerror or e}; choose another --out)"
         ) from e
+
+
+def _create(out: Path, entries: Iterable[str], *, bind: bool) -> Path:
+    """Make ``out`` a run directory claiming ``entries``. ``bind``: a new manifest records
+    the directory (see :func:`_write_manifest`); an existing manifest keeps its own."""
+    _mkdir(out)
     _check_writable(out)
-    existing = read_manifest(out) or []
-    _write_manifest(out, [*existing, *entries])  # claimed before anything is written
+    existing = read_manifest(out)
+    # claimed before anything is written
+    _write_manifest(out, [*(existing or []), *entries], bind=bind and existing is None)
     try:
         (out / "checkpoints").mkdir(exist_ok=True)
     except OSError as e:
@@ -360,15 +372,83 @@ def _refuse_foreign(out: Path, foreign: list[Path], hint: str) -> None:
     )
 
 
+def _refuse_links(out: Path) -> None:
+    """Refuse a run directory where one of snrl's names, or a directory on its way (say
+    ``checkpoints``), is a symbolic link: writing it would write outside the run."""
+    links = sorted(
+        {
+            "/".join(parts[: i + 1])
+            for n in RUN_OUTPUTS
+            for parts in [PurePosixPath(n.rstrip("/")).parts]
+            for i in range(len(parts))
+            if (out.joinpath(*parts[: i + 1])).is_symlink()
+        }
+    )
+    if links:  # a crafted bundle: writing would go through the link, out of the run
+        raise UserError(
+            f"run directory {out} holds symbolic links ({', '.join(links)}); snrl writes "
+            "its runs' files itself and will not write through a link (remove the links, "
+            "or choose another run directory)"
+        )
+
+
+def _check_dir_arg(out: str | os.PathLike) -> Path:
+    out = _check_path_arg(out)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"run directory {out} exists and is not a directory (choose another --out)")
+    return out
+
+
+@contextlib.contextmanager
+def lock_run_dir(out: str | os.PathLike) -> Iterator[Path]:
+    """Hold the run directory ``out``'s lock (:data:`LOCK`) while the block runs; ``out``
+    is created when missing. Re-entrant within a process.
+
+    When the block fails without having made ``out`` a new run directory, the lock file
+    this call created is removed again (and the folders it created, while empty), so a
+    refused folder is left as it was.
+
+    Raises:
+        UserError: ``out`` is a file or cannot be created; another process holds the lock
+            (the message names it: pid, host, start time); ``out/.snrl-run.lock`` is a link
+            or a file that snrl did not write.
+    """
+    out = _check_dir_arg(out)
+    made = [d for d in (out, *out.parents) if not d.exists() and not d.is_symlink()]
+    _mkdir(out)
+    lock = out / LOCK
+    made_lock = not lock.exists() and not lock.is_symlink()
+    had_manifest = (out / MANIFEST).exists()
+    with hold_lock(
+        lock,
+        what=f"run directory {out}",
+        hint="another snrl run is writing there: wait for it to finish, or choose another --out",
+    ):
+        try:
+            yield out
+        except BaseException:
+            if made_lock and (had_manifest or not is_run_dir(out)):  # not a run made here
+                with contextlib.suppress(OSError):
+                    lock.unlink()
+                for d in made:  # the folders this call made, deepest first, while empty
+                    try:
+                        d.rmdir()
+                    except OSError:
+                        break
+            raise
+
+
 def prepare_run_dir(out: str | os.PathLike, *, resume: bool = False, force: bool = False) -> Path:
     """Create, reuse or replace the run directory ``out`` for a training run.
 
-    Rules:
+    Rules (checked and applied while holding the run's lock, :func:`lock_run_dir`):
         * both ``resume`` and ``force`` -> UserError;
         * ``resume``: ``out/checkpoints/last.pt`` must exist; nothing is deleted;
         * a new or empty directory (or a run that has written no file yet) is used as is;
-        * ``force`` on an snrl run: the files its manifest lists are deleted, nothing else
-          (refused for the current directory, its parents, the home directory and ``/``);
+        * ``force`` on an snrl run: the files its manifest lists are deleted, nothing else,
+          and only when the manifest is bound to ``out`` (see the module docstring); refused
+          when ``out`` is a symbolic link, for the current directory, its parents, the home
+          directory and ``/``;
         * an existing run without ``force`` or ``resume`` -> UserError;
         * any other non-empty directory -> UserError naming what is there.
 
@@ -377,13 +457,12 @@ def prepare_run_dir(out: str | os.PathLike, *, resume: bool = False, force: bool
         :data:`LAYOUT`.
 
     Raises:
-        UserError: For the cases above, when ``out`` is a file, or is not writable.
+        UserError: For the cases above, when ``out`` is a file, is not writable, or another
+            process holds its lock.
     """
     if resume and force:
         raise UserError("--resume and --force are mutually exclusive (pass at most one)")
-    out = _check_path_arg(out)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"run directory {out} exists and is not a directory (choose another --out)")
+    out = _check_dir_arg(out)
     if resume:
         last = out / "checkpoints" / "last.pt"
         if not last.is_file():
@@ -392,57 +471,64 @@ def prepare_run_dir(out: str | os.PathLike, *, resume: bool = False, force: bool
                 "new run without --resume, with --force to replace a partial one)"
             )
         return continue_run_dir(out)
+    if force and out.is_symlink():
+        raise UserError(
+            f"--force will not replace a run through the symbolic link {out} (pass the "
+            f"directory it points to, {out.resolve()}, or choose another --out)"
+        )
     if not out.is_dir():
-        return _create(out, LAYOUT)
-    entries, foreign, ours = _contents(out)
-    if entries is None:
-        if foreign:
-            _refuse_foreign(out, foreign, "choose another --out")
-        return _create(out, LAYOUT)
-    if ours and not force:
-        raise UserError(
-            f"run directory {out} holds an earlier run (continue it with --resume, or in "
-            "Python load(.../checkpoints/last.pt, run_dir=...); replace it with --force, or "
-            "overwrite=True)"
-        )
-    if ours:
-        _remove_listed(out, entries)
-    clash = [n for n in LAYOUT if not n.endswith("/") and (out / n).exists()]
-    if clash:
-        raise UserError(
-            f"{out} holds {', '.join(clash)}, which snrl did not write and will not overwrite "
-            "(move it away or choose another --out)"
-        )
-    _write_manifest(out, LAYOUT)
-    return _create(out, ())
+        with lock_run_dir(out):
+            return _create(out, LAYOUT, bind=True)
+    with lock_run_dir(out):
+        _refuse_links(out)
+        entries, foreign, ours = _contents(out)
+        if entries is None:
+            if foreign:
+                _refuse_foreign(out, foreign, "choose another --out")
+            return _create(out, LAYOUT, bind=True)
+        if ours and not force:
+            raise UserError(
+                f"run directory {out} holds an earlier run (continue it with --resume, or in "
+                "Python load(.../checkpoints/last.pt, run_dir=...); replace it with --force, or "
+                "overwrite=True)"
+            )
+        if ours:
+            _remove_listed(out, entries)
+        clash = [n for n in LAYOUT if not n.endswith("/") and (out / n).exists()]
+        if clash:
+            raise UserError(
+                f"{out} holds {', '.join(clash)}, which snrl did not write and will not "
+                "overwrite (move it away or choose another --out)"
+            )
+        _check_writable(out)
+        _write_manifest(out, LAYOUT, bind=True)  # none of its files exists: a fresh manifest
+        return _create(out, (), bind=False)
 
 
 def continue_run_dir(out: str | os.PathLike) -> Path:
     """Open ``out`` to continue a run into it: an snrl run (kept as it is), a new or empty
     directory (created), or a run written before manifests existed (one with
-    ``checkpoints/last.pt``, adopted). Nothing is deleted except stale temp files.
+    ``checkpoints/last.pt``, adopted; its manifest is not bound, so ``--force`` will not
+    clear it). Nothing is deleted except stale temp files of snrl's.
 
     Raises:
         UserError: If ``out`` is a file, not writable, a non-empty directory that is not
-            an snrl run, or holds one of snrl's names as a symbolic link.
+            an snrl run, holds one of snrl's names as a symbolic link, or another process
+            holds its lock.
     """
-    out = _check_path_arg(out)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"run directory {out} exists and is not a directory (choose another --out)")
+    out = _check_dir_arg(out)
     if not out.is_dir():
-        return _create(out, LAYOUT)
-    links = [n.rstrip("/") for n in RUN_OUTPUTS if (out / n.rstrip("/")).is_symlink()]
-    if links:  # a crafted bundle: continuing would write through the link, out of the run
-        raise UserError(
-            f"run directory {out} holds symbolic links ({', '.join(links)}); snrl writes its "
-            "runs' files itself and will not write through a link (remove the links, or "
-            "choose another run directory)"
-        )
-    entries, foreign, _ = _contents(out)
-    if entries is None and foreign and not (out / "checkpoints" / "last.pt").is_file():
-        _refuse_foreign(out, foreign, "choose another run directory")
-    if entries is not None and all(e in entries for e in LAYOUT):
-        _check_writable(out)
-        _clean_temps(out)
-        return out
-    return _create(out, LAYOUT)
+        with lock_run_dir(out):
+            return _create(out, LAYOUT, bind=True)
+    with lock_run_dir(out):
+        _refuse_links(out)
+        entries, foreign, _ = _contents(out)
+        adopted = (out / "checkpoints" / "last.pt").is_file()
+        if entries is None and foreign and not adopted:
+            _refuse_foreign(out, foreign, "choose another run directory")
+        if entries is not None and all(e in entries for e in LAYOUT):
+            _check_writable(out)
+            _clean_temps(out)
+            return out
+        # a new manifest binds the directory only when it held nothing (not an adopted run)
+        return _create(out, LAYOUT, bind=entries is None and not foreign and not adopted)

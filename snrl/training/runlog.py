@@ -7,6 +7,7 @@ It knows no algorithm: the loop passes its counters in and writes the checkpoint
 
 from __future__ import annotations
 
+import contextlib
 import math
 from pathlib import Path
 from typing import Any
@@ -14,10 +15,15 @@ from typing import Any
 from snrl.training.metrics import MetricsWriter
 from snrl.training.plots import plot_learning_curve
 from snrl.training.progress import Progress
+from snrl.training.rundir import lock_run_dir
 
 
 class RunLogger:
     """Receives one metrics row per update and keeps the run's bookkeeping.
+
+    With a run directory, the log holds the directory's lock from its creation to
+    :meth:`close` (:func:`snrl.training.rundir.lock_run_dir`): a second process that tries
+    to write the same run meanwhile is refused.
 
     Args:
         total_steps: env steps of the run (the progress bar's total; last.pt is due there).
@@ -55,6 +61,9 @@ class RunLogger:
         self._wall_offset = float(wall_time)
         self._resumed = n_updates > 0
         self._last_step = env_step
+        self._lock = contextlib.ExitStack()
+        if run_dir is not None:
+            self._lock.enter_context(lock_run_dir(run_dir))
         self.progress = Progress(total_steps, initial=env_step, disable=not progress, title=title)
 
     def _metrics_path(self) -> Path | None:
@@ -108,9 +117,11 @@ class RunLogger:
         return best_due, last_due
 
     def close(self) -> None:
-        self.progress.close()
-        if self.writer is not None:
-            self.writer.close()
-            plot_learning_curve(
-                self._metrics_path(), self.run_dir / "learning_curve.png", title=self.title
-            )
+        """Close the progress bar and metrics.csv, draw the learning curve, release the lock."""
+        with self._lock:
+            self.progress.close()
+            if self.writer is not None:
+                self.writer.close()
+                plot_learning_curve(
+                    self._metrics_path(), self.run_dir / "learning_curve.png", title=self.title
+                )

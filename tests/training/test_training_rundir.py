@@ -9,10 +9,11 @@ import time
 import pytest
 
 from snrl.errors import UserError
-from snrl.io import write_json_atomic
+from snrl.io import make_temp, write_json_atomic
 from snrl.training import prepare_run_dir
 from snrl.training.rundir import (
     LAYOUT,
+    LOCK,
     MANIFEST,
     claim_files,
     continue_run_dir,
@@ -47,7 +48,7 @@ def test_fresh_and_empty_dir_get_a_manifest(tmp_path):
     out = prepare_run_dir(tmp_path / "run", resume=False, force=False)
     assert out == tmp_path / "run" and (out / "checkpoints").is_dir()
     assert read_manifest(out) == list(LAYOUT) and is_run_dir(out)
-    assert _tree(out) == [MANIFEST, "checkpoints/"]
+    assert _tree(out) == [MANIFEST, LOCK, "checkpoints/"]
     empty = tmp_path / "empty"
     empty.mkdir()
     assert (prepare_run_dir(empty) / "checkpoints").is_dir()
@@ -71,13 +72,21 @@ def test_force_deletes_only_what_the_manifest_lists(tmp_path):
     (out / "extra" / "a.txt").write_text("mine")
     prepare_run_dir(out, force=True)
     assert _tree(out) == sorted(
-        [MANIFEST, "checkpoints/", "checkpoints/mine.pt", "extra/", "extra/a.txt", "notes.txt"]
+        [
+            MANIFEST,
+            LOCK,
+            "checkpoints/",
+            "checkpoints/mine.pt",
+            "extra/",
+            "extra/a.txt",
+            "notes.txt",
+        ]
     )
     assert (out / "notes.txt").read_text() == "mine"
     # and a listed directory that holds only our files goes and comes back empty
     out2 = _fake_run(tmp_path / "run2")
     prepare_run_dir(out2, force=True)
-    assert _tree(out2) == [MANIFEST, "checkpoints/"]
+    assert _tree(out2) == [MANIFEST, LOCK, "checkpoints/"]
 
 
 def test_project_folder_with_a_config_json_is_never_touched(tmp_path):
@@ -188,12 +197,13 @@ def test_force_never_follows_links_out_of_the_run(tmp_path):
     (out / "checkpoints").symlink_to(elsewhere)  # a crafted bundle
     (out / "config.json").unlink()
     (out / "config.json").symlink_to(elsewhere / "precious.txt")
-    # the files behind the link are not ours: kept, and not overwritten by a new run either
-    with pytest.raises(UserError, match="holds checkpoints/best.pt, checkpoints/last.pt, which"):
+    # the files behind the links are not ours: a run with links is refused before anything
+    # is deleted or written (a new run would write through the checkpoints link)
+    with pytest.raises(UserError, match=r"holds symbolic links \(checkpoints, config.json\)"):
         prepare_run_dir(out, force=True)
     for name in ("best.pt", "last.pt", "precious.txt"):
         assert (elsewhere / name).read_text() == "keep"
-    assert not (out / "config.json").is_symlink()  # the link went, not its target
+    assert (out / "config.json").is_symlink() and (out / "checkpoints").is_symlink()
 
 
 def test_a_file_of_the_layout_that_is_not_ours_is_not_overwritten(tmp_path):
@@ -258,29 +268,47 @@ def test_unwritable_or_file_path(tmp_path):
         prepare_run_dir(f / "run")
 
 
+def _killed_write(path):
+    """The temp file a process killed while writing ``path`` leaves: made by snrl.io."""
+    fd, tmp = make_temp(path)
+    os.write(fd, b"half")
+    os.close(fd)
+    return tmp
+
+
 def test_stale_temps_of_ours_are_removed_on_start_and_nothing_else(tmp_path):
     out = _fake_run(tmp_path / "run")
     ours = [
-        "checkpoints/.last.pt.k2j_9x0a.tmp",  # 0-byte temp of a killed checkpoint write
-        ".metrics.csv.abcdefgh.tmp",
-        f".{MANIFEST}.a1b2c3d4.tmp",
-        ".demo.zz99zz99.tmp.mp4",  # a killed video write
-        ".snrl-write-test.q1w2e3r4",
+        _killed_write(out / "checkpoints" / "last.pt"),
+        _killed_write(out / "metrics.csv"),
+        _killed_write(out / MANIFEST),
+        _killed_write(out / "demo.mp4"),
+        _killed_write(out / ".snrl-write-test"),
     ]
-    theirs = [".notes.tmp", ".last.pt.TOOLONG123.tmp", "x.a1b2c3d4.tmp", ".cache.a1b2c3d4.tmp.avi"]
-    for name in ours + theirs:
-        (out / name).write_bytes(b"")
-    prepare_run_dir(out, resume=True)
-    for name in ours:
-        assert not (out / name).exists(), name
+    # the user's hidden files, some shaped like snrl 0.1's temp names (issue 32, item 3): a
+    # name that only looks like a temp of ours is the user's
+    theirs = [
+        ".notes.tmp",
+        ".backup.20240101.tmp",
+        ".thesis.chapter1.tmp",
+        ".last.pt.k2j_9x0a.tmp",
+        ".demo.zz99zz99.tmp.mp4",
+        ".snrl-write-test.q1w2e3r4",
+        f".{ours[0].name}",  # one of ours, renamed: the tag covers the whole name
+        ours[1].name.replace(".tmp", "0.tmp"),
+        "x.a1b2c3d4.tmp",
+    ]
     for name in theirs:
-        assert (out / name).exists(), name
+        (out / name).write_bytes(b"mine")
+    prepare_run_dir(out, resume=True)
+    for path in ours:
+        assert not path.exists(), path.name
+    for name in theirs:
+        assert (out / name).read_bytes() == b"mine", name
 
 
 def test_remove_stale_temps_keeps_fresh_ones_when_asked(tmp_path):
-    old, new = tmp_path / ".a.mp4.abcdefgh.tmp", tmp_path / ".b.abcdefgh.tmp.gif"
-    old.write_bytes(b"1")
-    new.write_bytes(b"2")
+    old, new = _killed_write(tmp_path / "a.mp4"), _killed_write(tmp_path / "b.gif")
     t = time.time() - 600
     os.utime(old, (t, t))
     assert remove_stale_temps(tmp_path, min_age_s=60) == [old]
