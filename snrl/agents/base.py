@@ -14,6 +14,7 @@ import logging
 import math
 import os
 import sys
+import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ from snrl.training.checkpoint import (
     rng_state,
     save_checkpoint,
 )
+from snrl.training.metrics import trial_columns
 from snrl.training.rundir import continue_run_dir
 from snrl.training.runlog import RunLogger
 from snrl.trajectory import Trajectory
@@ -523,6 +525,10 @@ class Algorithm:
     """Where the run is in its curriculum (None: it has none)."""
     wall_time: float = 0.0
     """Seconds of training so far (over every ``learn`` call and resume)."""
+    #: the callbacks of the running ``learn`` (none outside it)
+    _callbacks: tuple | list = ()
+    #: ``n_updates`` when last.pt was last written by this object (-1: not yet)
+    _last_saved: int = -1
 
     @staticmethod
     @contextlib.contextmanager
@@ -671,8 +677,18 @@ class Algorithm:
             yield
 
     # ---- the public surface ----------------------------------------------------------------
-    def learn(self, total_steps: int | None = None, *, progress: bool = True) -> dict[str, list]:
+    def learn(
+        self,
+        total_steps: int | None = None,
+        *,
+        callbacks: Any = None,
+        progress: bool = True,
+    ) -> dict[str, list]:
         """Train until ``total_steps`` env steps (default ``config.total_steps``).
+
+        One loop for every algorithm, one iteration per metrics row: collect, update (each
+        algorithm's own), then the shared schedule: the row, a periodic evaluation, the
+        checkpoints, the curriculum and the callbacks (docs/agents.md, "Callbacks").
 
         Returns the metrics history (column -> list). With a run directory, also appends each
         row to ``metrics.csv``, writes ``checkpoints/last.pt`` every ``checkpoint_interval``
@@ -681,9 +697,16 @@ class Algorithm:
 
         Runs on the torch thread count of ``config.threads``, with subnormal floats flushed
         to zero unless ``config.flush_denormals`` is False (both restored afterwards); the
-        environment variable ``SNRL_MAX_STEPS`` caps ``total_steps``. ``progress``: a bar on
-        a terminal (tqdm.auto's widget in a notebook), one line every 10 s or 10 % when
-        stderr is a file or pipe; False for silence.
+        environment variable ``SNRL_MAX_STEPS`` caps ``total_steps``.
+
+        Args:
+            total_steps: Env steps to train to (counted over the whole run, resumes included).
+            callbacks: A :class:`snrl.callbacks.Callback`, or a list of them. A hook that
+                returns ``False`` stops training after the current iteration: its row is
+                logged, ``checkpoints/last.pt`` written, and a later ``learn`` (or
+                ``--resume``) continues from there.
+            progress: A bar on a terminal (tqdm.auto's widget in a notebook), one line every
+                10 s or 10 % when stderr is a file or pipe; False for silence.
         """
         total = check_int(
             "total_steps",
@@ -692,13 +715,102 @@ class Algorithm:
             MAX_TOTAL_STEPS,
         )
         total = capped(total, "SNRL_MAX_STEPS", "total_steps")
+        hooks = callback_objects(callbacks)
         with self._runtime():
             if self._envs is None:
                 self._start_envs()
-            return self._learn(total, progress=bool(progress))
+            return self._train(total, hooks, progress=bool(progress))
 
-    def _learn(self, total: int, *, progress: bool) -> dict[str, list]:
+    def _train(self, total: int, callbacks: list[Any], *, progress: bool) -> dict[str, list]:
+        """The loop of :meth:`learn`: one iteration (one metrics row) at a time until
+        ``total`` env steps or a callback says stop."""
+        logger = self._run_logger(total, progress)
+        self._callbacks = callbacks
+        clock = _EvalClock(self.config.eval_interval, self.env_step)
+        t_start = time.perf_counter()
+        try:
+            go = self._notify("on_training_start", self)
+            while go and self.env_step < total:
+                self._set_lr(total)
+                rollout, returns = self._collect_rollout(total)
+                go = self._notify("on_rollout_end", self)
+                entries = self._learn_from(rollout)
+                check_parameters(self.agent, env_step=self.env_step)
+                self.n_updates += 1
+                row = self._metrics_row(returns, entries)
+                evaluated = clock.due(self.env_step, total)
+                if evaluated:
+                    go = self._evaluate_into(row) and go
+                self._log_row(logger, row, time.perf_counter() - t_start, evaluated=evaluated)
+                go = self._notify("on_update_end", self, logger.last_row) and go
+                if not go and self._last_saved != self.n_updates and self.run_dir is not None:
+                    self._checkpoint("last")  # stopped by a callback: resumable from here
+        finally:
+            logger.close()
+            self._callbacks = []
+        self._notify("on_training_end", self)
+        return logger.history
+
+    # ---- what each algorithm supplies -------------------------------------------------------
+    def _collect_rollout(self, total: int) -> tuple[Any, list[float]]:
+        """Collect one iteration's experience (never past ``total`` env steps): what
+        :meth:`_learn_from` takes, and the returns of the episodes that ended meanwhile."""
         raise NotImplementedError
+
+    def _learn_from(self, rollout: Any) -> dict[str, Any]:
+        """Learn from what :meth:`_collect_rollout` gave, with ``env_step`` counting the env
+        steps of the iteration when it returns; returns the algorithm's own entries of the
+        metrics row (after ``env_step``, ``episode_return_mean`` and ``episodes``)."""
+        raise NotImplementedError
+
+    def _set_lr(self, total: int) -> None:
+        """Set the learning rate of the iteration about to start (of ``total`` env steps)."""
+
+    # ---- the shared schedule ----------------------------------------------------------------
+    def _notify(self, hook: str, *args: Any) -> bool:
+        """Call ``hook`` of every callback of the running ``learn``; False when any of them
+        returned False (every callback is called all the same)."""
+        go = True
+        for cb in self._callbacks:
+            fn = getattr(cb, hook, None)
+            if fn is not None and fn(*args) is False:
+                go = False
+        return go
+
+    def _metrics_row(self, returns: list[float], entries: dict[str, Any]) -> dict[str, Any]:
+        """The metrics row of the iteration just done: counters, the mean return of the last
+        100 episodes, the algorithm's ``entries`` and, on a trial task, the trial columns."""
+        self._recent = (self._recent + returns)[-100:]
+        row = {
+            "env_step": self.env_step,
+            "episode_return_mean": float(np.mean(self._recent)) if self._recent else math.nan,
+            "episodes": len(returns),
+            **entries,
+        }
+        if self._trials.active:
+            row.update(trial_columns(self._trial_log))
+        self._trial_log = []
+        return row
+
+    def _evaluate_into(self, row: dict[str, Any]) -> bool:
+        """The periodic evaluation: its columns into ``row``; False when a callback's
+        ``on_eval_end`` asks to stop."""
+        cfg = self.config
+        res = self.evaluate(
+            n_episodes=cfg.eval_episodes, seed=cfg.seed + 10_000, lesson=self.lesson
+        )
+        row["eval_return_mean"] = res["mean_return"]
+        if "accuracy" in res:
+            row["eval_trial_accuracy"] = res["accuracy"]
+        return self._notify("on_eval_end", self, res)
+
+    def _checkpoint(self, name: str) -> None:
+        """Write ``checkpoints/<name>.pt`` of the run directory and tell the callbacks."""
+        path = self.run_dir / "checkpoints" / f"{name}.pt"
+        self.save(path)
+        if name == "last":
+            self._last_saved = self.n_updates
+        self._notify("on_checkpoint", self, path)
 
     def _start_envs(self) -> None:
         raise NotImplementedError
@@ -804,7 +916,7 @@ class Algorithm:
         if self.env_step < logger.total:
             self._start_envs()
         if self.run_dir is not None:
-            self.save(self.run_dir / "checkpoints" / "last.pt")
+            self._checkpoint("last")
 
     def evaluate(
         self,
@@ -1018,9 +1130,9 @@ class Algorithm:
         self.best_eval, self.wall_time = logger.best_eval, logger.wall_time
         if self.run_dir is not None:
             if best_due:
-                self.save(self.run_dir / "checkpoints" / "best.pt")
+                self._checkpoint("best")
             if last_due:
-                self.save(self.run_dir / "checkpoints" / "last.pt")
+                self._checkpoint("last")
         if promoted:
             self._promote(logger)
 
@@ -1029,6 +1141,51 @@ class Algorithm:
         if self._envs is not None:
             self._envs.close()
             self._envs = None
+
+
+#: The hooks of a callback (:class:`snrl.callbacks.Callback`), in the order a run calls them.
+CALLBACK_HOOKS = (
+    "on_training_start",
+    "on_rollout_end",
+    "on_eval_end",
+    "on_checkpoint",
+    "on_update_end",
+    "on_training_end",
+)
+
+
+def callback_objects(callbacks: Any) -> list[Any]:
+    """``learn(callbacks=...)`` as a list: None, one callback, or a list/tuple of them. A
+    callback is any object with at least one of :data:`CALLBACK_HOOKS` (the algorithms call
+    them by name, so this floor does not import :mod:`snrl.callbacks`)."""
+    if callbacks is None:
+        return []
+    items = list(callbacks) if isinstance(callbacks, (list, tuple)) else [callbacks]
+    for cb in items:
+        if not any(callable(getattr(cb, h, None)) for h in CALLBACK_HOOKS):
+            raise UserError(
+                f"callbacks= got {cb!r}, which has none of the hooks {', '.join(CALLBACK_HOOKS)} "
+                "(pass snrl.callbacks.Callback objects, e.g. snrl.callbacks.StopOnReward(475))"
+            )
+    return items
+
+
+class _EvalClock:
+    """When the periodic evaluations of one ``learn`` call are due: after the first row at
+    or past each multiple of ``interval`` env steps (0: none), and after the last row."""
+
+    def __init__(self, interval: int, env_step: int) -> None:
+        self.interval = interval
+        self.next = (env_step // interval + 1) * interval if interval else None
+
+    def due(self, env_step: int, total: int) -> bool:
+        """Whether the row at ``env_step`` is evaluated (and the clock moved past it)."""
+        if not (self.next is not None and env_step >= self.next or env_step >= total):
+            return False
+        if self.next is not None:
+            while self.next <= env_step:
+                self.next += self.interval
+        return True
 
 
 class _Spaces:

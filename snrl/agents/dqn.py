@@ -31,8 +31,9 @@ them: one preprocessing path, and stored data never goes stale when the running
 normalization statistics move (normalized-at-write observations would mix statistics of
 different ages in one batch).
 
-The training loop (:meth:`DQN.learn`) reads top to bottom: act, store, train, update the
-target, log, evaluate, checkpoint.
+The training loop is :meth:`snrl.agents.base.Algorithm.learn` (log, evaluate, checkpoint,
+callbacks); DQN supplies one iteration (:meth:`DQN._collect_rollout`: act, store, train,
+update the target; :meth:`DQN._learn_from`: the row's entries).
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,7 +57,6 @@ from snrl.agents.base import (
     Algorithm,
     check,
     check_finite,
-    check_parameters,
 )
 from snrl.agents.dqn_math import (
     DUELING_MODES,
@@ -87,7 +86,6 @@ from snrl.functional.state import State, detach_state, map_state, mask_state
 from snrl.networks.activity import Activity
 from snrl.networks.ann import MLP
 from snrl.networks.sequence import run_with_resets
-from snrl.training.metrics import trial_columns
 from snrl.training.rundir import prepare_run_dir
 
 REPLAYS = ("auto", "transition", "sequence")
@@ -784,76 +782,46 @@ class DQN(Algorithm):
         stats.add("q_mean", q_mean.item())
         stats.add("grad_norm", grad_norm)
 
-    # ---- the loop ------------------------------------------------------------------------
-    def _learn(self, total: int, *, progress: bool) -> dict[str, list]:
-        """The loop of :meth:`~snrl.agents.base.Algorithm.learn`: one metrics row per
-        ``log_interval`` env steps until ``total``."""
+    # ---- one iteration of the loop (Algorithm.learn) ---------------------------------------
+    def _collect_rollout(self, total: int) -> tuple[_Stats, list[float]]:
+        """The env steps of one metrics row (up to the next multiple of ``log_interval``, at
+        most ``total``). DQN learns while it collects: a training phase every ``train_freq``
+        vector steps after ``learning_starts``, a target update every
+        ``target_update_interval`` env steps."""
         cfg = self.config
-        logger = self._run_logger(total, progress)
-        next_eval = (
-            (self.env_step // cfg.eval_interval + 1) * cfg.eval_interval
-            if cfg.eval_interval
-            else None
-        )
+        stats, returns = _Stats(), []
+        row_end = min((self.env_step // cfg.log_interval + 1) * cfg.log_interval, total)
+        while self.env_step < row_end:
+            step_before = self.env_step
+            returns += self._act_and_store(stats)
+            vector_steps = self.env_step // cfg.n_envs
+            if self._buffer_steps >= cfg.learning_starts and vector_steps % cfg.train_freq == 0:
+                for _ in range(cfg.gradient_steps):
+                    self._gradient_step(stats)
+            if self.env_step // cfg.target_update_interval > (
+                step_before // cfg.target_update_interval
+            ):
+                polyak_update(self.target_net, self.agent.q_net, cfg.tau)
+        return stats, returns
+
+    def _learn_from(self, rollout: _Stats) -> dict[str, Any]:
+        """Nothing left to learn (the gradient steps ran while collecting); the row entries:
+        mean loss, Q and gradient norm of the row's gradient steps, epsilon, the gradient
+        steps so far and the spike rates of the acting steps."""
+        stats = rollout
         spike_keys = [
             f"spike_rate_{info.name}"
             for info in self.agent.q_net.layer_info()
             if info.kind == "spiking"
         ]
-        t_start = time.perf_counter()
-        try:
-            while self.env_step < total:
-                stats, returns = _Stats(), []
-                row_end = min((self.env_step // cfg.log_interval + 1) * cfg.log_interval, total)
-                while self.env_step < row_end:
-                    step_before = self.env_step
-                    returns += self._act_and_store(stats)
-                    vector_steps = self.env_step // cfg.n_envs
-                    if (
-                        self._buffer_steps >= cfg.learning_starts
-                        and vector_steps % cfg.train_freq == 0
-                    ):
-                        for _ in range(cfg.gradient_steps):
-                            self._gradient_step(stats)
-                    if self.env_step // cfg.target_update_interval > (
-                        step_before // cfg.target_update_interval
-                    ):
-                        polyak_update(self.target_net, self.agent.q_net, cfg.tau)
-                check_parameters(self.agent, env_step=self.env_step)
-                self.n_updates += 1
-                self._recent = (self._recent + returns)[-100:]
-                row = {
-                    "env_step": self.env_step,
-                    "episode_return_mean": float(np.mean(self._recent))
-                    if self._recent
-                    else math.nan,
-                    "episodes": len(returns),
-                    "loss": stats.mean("loss"),
-                    "q_mean": stats.mean("q_mean"),
-                    "grad_norm": stats.mean("grad_norm"),
-                    "epsilon": self.exploration.epsilon(self.env_step),
-                    "grad_steps": self.n_grad_steps,
-                    **{k: stats.mean(k) for k in spike_keys},
-                }
-                if self._trials.active:
-                    row.update(trial_columns(self._trial_log))
-                self._trial_log = []
-                evaluated = False
-                if next_eval is not None and self.env_step >= next_eval or self.env_step >= total:
-                    res = self.evaluate(
-                        n_episodes=cfg.eval_episodes, seed=cfg.seed + 10_000, lesson=self.lesson
-                    )
-                    row["eval_return_mean"] = res["mean_return"]
-                    if "accuracy" in res:
-                        row["eval_trial_accuracy"] = res["accuracy"]
-                    evaluated = True
-                    if next_eval is not None:
-                        while next_eval <= self.env_step:
-                            next_eval += cfg.eval_interval
-                self._log_row(logger, row, time.perf_counter() - t_start, evaluated=evaluated)
-        finally:
-            logger.close()
-        return logger.history
+        return {
+            "loss": stats.mean("loss"),
+            "q_mean": stats.mean("q_mean"),
+            "grad_norm": stats.mean("grad_norm"),
+            "epsilon": self.exploration.epsilon(self.env_step),
+            "grad_steps": self.n_grad_steps,
+            **{k: stats.mean(k) for k in spike_keys},
+        }
 
     def extra_state(self) -> dict[str, Any]:
         """What a checkpoint holds beyond the shared fields: the target network, the

@@ -12,14 +12,14 @@ Data flow, one update::
         --> clipped surrogate + value loss (optionally clipped) - entropy bonus
         --> one global grad-norm clip, Adam step; linear LR annealing; optional target-KL stop.
 
-The training loop (:meth:`PPO.learn`) reads top to bottom: collect, update, evaluate, log,
-checkpoint.
+The training loop is :meth:`snrl.agents.base.Algorithm.learn` (collect, update, log,
+evaluate, checkpoint, callbacks); PPO supplies one iteration: :meth:`PPO._collect_rollout`
+and :meth:`PPO._learn_from`.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -42,7 +42,6 @@ from snrl.envs import ActionMap, ObsFlattener, finished_episodes
 from snrl.errors import NonFiniteError
 from snrl.functional.state import index_state
 from snrl.layers.base import cached_weights
-from snrl.training.metrics import trial_columns
 from snrl.training.rundir import prepare_run_dir
 
 
@@ -455,55 +454,23 @@ class PPO(Algorithm):
             out[f"spike_rate_{k}"] = float(np.mean(v))
         return out
 
-    # ---- the loop ------------------------------------------------------------------------
-    def _learn(self, total: int, *, progress: bool) -> dict[str, list]:
-        """The loop of :meth:`~snrl.agents.base.Algorithm.learn`: one metrics row per update
-        until ``total`` env steps."""
+    # ---- one iteration of the loop (Algorithm.learn) ---------------------------------------
+    def _set_lr(self, total: int) -> None:
+        """Anneal the learning rate linearly to 0 over ``total`` env steps (``anneal_lr``)."""
         cfg = self.config
-        logger = self._run_logger(total, progress)
-        next_eval = (
-            (self.env_step // cfg.eval_interval + 1) * cfg.eval_interval
-            if cfg.eval_interval
-            else None
-        )
-        t_start = time.perf_counter()
-        try:
-            while self.env_step < total:
-                if cfg.anneal_lr:
-                    frac = 1.0 - self.env_step / total
-                    for g in self.optimizer.param_groups:
-                        g["lr"] = cfg.lr * frac
-                buf, returns = self._collect()
-                stats = self._update(buf)
-                check_parameters(self.agent, env_step=self.env_step + cfg.batch_size)
-                self.env_step += cfg.batch_size
-                self.n_updates += 1
-                self._recent = (self._recent + returns)[-100:]
-                row = {
-                    "env_step": self.env_step,
-                    "episode_return_mean": float(np.mean(self._recent))
-                    if self._recent
-                    else math.nan,
-                    "episodes": len(returns),
-                    "lr": self.optimizer.param_groups[0]["lr"],
-                    **stats,
-                }
-                if self._trials.active:
-                    row.update(trial_columns(self._trial_log))
-                self._trial_log = []
-                evaluated = False
-                if next_eval is not None and self.env_step >= next_eval or self.env_step >= total:
-                    res = self.evaluate(
-                        n_episodes=cfg.eval_episodes, seed=cfg.seed + 10_000, lesson=self.lesson
-                    )
-                    row["eval_return_mean"] = res["mean_return"]
-                    if "accuracy" in res:
-                        row["eval_trial_accuracy"] = res["accuracy"]
-                    evaluated = True
-                    if next_eval is not None:
-                        while next_eval <= self.env_step:
-                            next_eval += cfg.eval_interval
-                self._log_row(logger, row, time.perf_counter() - t_start, evaluated=evaluated)
-        finally:
-            logger.close()
-        return logger.history
+        if cfg.anneal_lr:
+            frac = 1.0 - self.env_step / total
+            for g in self.optimizer.param_groups:
+                g["lr"] = cfg.lr * frac
+
+    def _collect_rollout(self, total: int) -> tuple[RolloutBuffer, list[float]]:
+        """One segment of ``n_steps`` per env (an update's batch)."""
+        return self._collect()
+
+    def _learn_from(self, rollout: RolloutBuffer) -> dict[str, Any]:
+        """The PPO update on one segment; its row entries: the learning rate and the
+        update's losses, KL, clip fraction, explained variance and spike rates."""
+        lr = self.optimizer.param_groups[0]["lr"]
+        stats = self._update(rollout)
+        self.env_step += self.config.batch_size
+        return {"lr": lr, **stats}
