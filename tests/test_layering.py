@@ -21,6 +21,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("buffers",),
     ("training",),
     ("agents",),
+    ("callbacks",),
     ("analysis",),
     ("plot", "render"),
     ("experiments",),

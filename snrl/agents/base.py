@@ -747,8 +747,10 @@ class Algorithm:
                     self._checkpoint("last")  # stopped by a callback: resumable from here
         finally:
             logger.close()
-            self._callbacks = []
-        self._notify("on_training_end", self)
+        try:
+            self._notify("on_training_end", self)
+        finally:
+            self._callbacks = ()
         return logger.history
 
     # ---- what each algorithm supplies -------------------------------------------------------
