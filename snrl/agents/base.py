@@ -28,6 +28,14 @@ from torch import nn
 
 from snrl.agents.curriculum import Curriculum, CurriculumProgress, check_lesson_spaces
 from snrl.agents.evaluation import evaluate_agent, record_trajectory
+from snrl.agents.optim import (
+    CUSTOM,
+    LR_SCHEDULES,
+    OPTIMIZERS,
+    FlatAdam,
+    build_optimizer,
+    lr_multiplier,
+)
 from snrl.config import (
     NEURON_DEFAULTS,
     RENAMED_KEYS,
@@ -336,6 +344,24 @@ class AgentConfig:
     """Flush subnormal floats (below 1.2e-38) to zero while learn/evaluate/rollout run
     (restored afterwards): some CPUs take ~100x longer on them, and Adam's state decays into
     that range for weights whose gradient stays near zero. False: leave them."""
+    optimizer: str = "adam"
+    """adam (snrl's flat Adam: torch.optim.Adam's arithmetic, faster) | adamw | sgd |
+    rmsprop; in Python also a callable ``params -> torch.optim.Optimizer``, recorded as
+    "custom" (docs/agents.md, "Optimizers")."""
+    optimizer_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """More keyword arguments of the optimizer, e.g. ``{"momentum": 0.9}`` for sgd (adam
+    takes eps and betas)."""
+    weight_decay: float = 0.0
+    """Weight decay of the optimizer (L2 added to the gradient; decoupled for adamw)."""
+    lr_schedule: str = "constant"
+    """The learning rate over the run: lr times a multiplier of the progress p (env steps
+    done / total_steps), set before each iteration: constant (1) | linear (1 - p) | cosine
+    ((1 + cos(pi p)) / 2); in Python also a callable ``p -> multiplier``, recorded as
+    "custom"."""
+    loss_terms: tuple[str, ...] = ()
+    """Written by snrl: the names of the ``loss_terms`` functions passed in Python (each
+    ``fn(activity, batch) -> scalar tensor`` added to the loss); loading such a run needs
+    them passed again."""
     curriculum: Curriculum | None = None
     """Lessons of increasing difficulty (snrl.Curriculum; [[curriculum.lesson]] tables in
     TOML): env options merged over env_kwargs and a promotion criterion each
@@ -410,6 +436,17 @@ class AgentConfig:
             f"hh_init={self.hh_init!r} (zeros | random | learned for agents)",
         )
         check(self.eval_interval >= 0, f"eval_interval={self.eval_interval} (must be >= 0)")
+        check(
+            self.optimizer in (*OPTIMIZERS, CUSTOM),
+            f"optimizer={self.optimizer!r} (one of {', '.join(OPTIMIZERS)}; in Python also a "
+            "function params -> torch.optim.Optimizer)",
+        )
+        check(
+            self.lr_schedule in (*LR_SCHEDULES, CUSTOM),
+            f"lr_schedule={self.lr_schedule!r} (one of {', '.join(LR_SCHEDULES)}; in Python "
+            "also a function of the progress in [0, 1])",
+        )
+        check(self.weight_decay >= 0, f"weight_decay={self.weight_decay} (must be >= 0)")
         check(self.rate_reg >= 0, f"rate_reg={self.rate_reg} (must be >= 0)")
         lo, hi = self.rate_range
         check(
@@ -529,6 +566,10 @@ class Algorithm:
     _callbacks: tuple | list = ()
     #: ``n_updates`` when last.pt was last written by this object (-1: not yet)
     _last_saved: int = -1
+    loss_terms: list[Any]
+    """Functions ``fn(activity, batch) -> scalar tensor`` added to the loss (PPO: to the
+    policy and value loss, with the policy's activity; DQN: to the TD loss, with the
+    Q-network's)."""
 
     @staticmethod
     @contextlib.contextmanager
@@ -597,6 +638,7 @@ class Algorithm:
             env = env_name(env)
         if env is not None:
             overrides["env"] = env
+        self._take_callables(overrides)
         if isinstance(overrides.get("curriculum"), (list, tuple)):  # lessons as dicts
             overrides["curriculum"] = Curriculum(overrides["curriculum"])
         if config is None and not any(m is not None for m in (modules or {}).values()):
@@ -610,6 +652,7 @@ class Algorithm:
             if key not in valid:
                 raise unknown_key_error(key, valid, f"snrl.{name}(...)", what=f"{name} option")
         self.config = cfg = dataclasses.replace(cfg, **overrides)  # __post_init__ validates
+        self._check_callables()
         self.device = _available_device(cfg.device)
         source = self._env_source
         if isinstance(source, gym.vector.VectorEnv):
@@ -633,6 +676,45 @@ class Algorithm:
             return probe.observation_space, probe.action_space
         finally:
             probe.close()
+
+    def _take_callables(self, overrides: dict[str, Any]) -> None:
+        """Move the Python-only arguments out of ``overrides``: a callable ``optimizer`` or
+        ``lr_schedule`` (the config records ``"custom"``) and the ``loss_terms`` functions
+        (the config records their names)."""
+        self._custom: dict[str, Any] = {}
+        for key in ("optimizer", "lr_schedule"):
+            if callable(overrides.get(key)):
+                self._custom[key] = overrides[key]
+                overrides[key] = CUSTOM
+        terms = overrides.pop("loss_terms", None)
+        if terms is None:
+            self.loss_terms: list[Any] = []
+            return
+        terms = list(terms) if isinstance(terms, (list, tuple)) else [terms]
+        for fn in terms:
+            check(
+                callable(fn),
+                f"loss_terms has {fn!r} (pass functions fn(activity, batch) -> scalar tensor; "
+                "loss terms are Python-only, config files cannot name them)",
+            )
+        self.loss_terms = terms
+        overrides["loss_terms"] = tuple(_callable_name(fn) for fn in terms)
+
+    def _check_callables(self) -> None:
+        """Refuse a config that records a Python-only callable that was not passed."""
+        cfg, name = self.config, self.algo_name.upper()
+        for key in ("optimizer", "lr_schedule"):
+            check(
+                getattr(cfg, key) != CUSTOM or key in self._custom,
+                f"{key}='custom' stands for a function passed in Python, which files do not "
+                f"hold (pass it again: snrl.{name}(..., {key}=fn) or snrl.{name}.load(path, "
+                f"{key}=fn))",
+            )
+        check(
+            not cfg.loss_terms or bool(self.loss_terms),
+            f"this run was trained with loss_terms {list(cfg.loss_terms)}, functions that "
+            f"files do not hold (pass them again: snrl.{name}.load(path, loss_terms=[...]))",
+        )
 
     def _check_output_width(self, key: str, module: nn.Module, expected: int) -> None:
         """Run a custom backbone once on a zero observation and refuse it unless its output
@@ -765,8 +847,71 @@ class Algorithm:
         metrics row (after ``env_step``, ``episode_return_mean`` and ``episodes``)."""
         raise NotImplementedError
 
+    # ---- optimizer, learning rate and loss terms (docs/agents.md) ----------------------------
+    def _make_optimizer(
+        self, params: Iterator[nn.Parameter], *, eps: float, fused: bool
+    ) -> torch.optim.Optimizer:
+        """The optimizer of ``config.optimizer`` (or the callable passed) over the trainable
+        ``params``; ``eps`` and ``fused`` are those of ``"adam"`` (:class:`FlatAdam`)."""
+        cfg = self.config
+        self._trained = [p for p in params if p.requires_grad]
+        make = self._custom.get("optimizer")
+        if make is None:
+            opt = build_optimizer(
+                cfg.optimizer,
+                self._trained,
+                lr=cfg.lr,
+                weight_decay=cfg.weight_decay,
+                kwargs=cfg.optimizer_kwargs,
+                eps=eps,
+                fused=fused,
+            )
+        else:
+            opt = make(self._trained)
+            check(
+                isinstance(opt, torch.optim.Optimizer),
+                f"optimizer={make!r} returned {type(opt).__name__} (a callable optimizer must "
+                "return a torch.optim.Optimizer over the parameters it is given)",
+            )
+        self._base_lrs = [g["lr"] for g in opt.param_groups]
+        return opt
+
     def _set_lr(self, total: int) -> None:
-        """Set the learning rate of the iteration about to start (of ``total`` env steps)."""
+        """Set the learning rate of the iteration about to start: each parameter group's
+        initial lr times ``lr_schedule``'s multiplier at progress ``env_step / total``."""
+        schedule = self._custom.get("lr_schedule", self.config.lr_schedule)
+        if schedule == "constant":
+            return
+        m = lr_multiplier(schedule, self.env_step / total)
+        for g, base in zip(self.optimizer.param_groups, self._base_lrs):
+            g["lr"] = base * m
+
+    def _clip_grad_norm(self, max_norm: float) -> torch.Tensor:
+        """Scale the gradients to a global 2-norm of at most ``max_norm``; the norm before."""
+        if isinstance(self.optimizer, FlatAdam):
+            return self.optimizer.clip_grad_norm_(max_norm)
+        return nn.utils.clip_grad_norm_(self._trained, max_norm)
+
+    def _optimizer_step(self) -> None:
+        """One step of the optimizer (:meth:`FlatAdam.update` skips torch's wrapper)."""
+        if isinstance(self.optimizer, FlatAdam):
+            self.optimizer.update()
+        else:
+            self.optimizer.step()
+
+    def _extra_loss(self, activity: Any, batch: Any) -> torch.Tensor:
+        """The sum of the ``loss_terms`` on this minibatch (each checked to be a scalar
+        tensor)."""
+        total = None
+        for fn in self.loss_terms:
+            value = fn(activity, batch)
+            if not isinstance(value, torch.Tensor) or value.numel() != 1:
+                raise UserError(
+                    f"loss term {_callable_name(fn)} returned {type(value).__name__} "
+                    f"{getattr(value, 'shape', '')} (a loss term must return a scalar tensor)"
+                )
+            total = value.reshape(()) if total is None else total + value.reshape(())
+        return total
 
     # ---- the shared schedule ----------------------------------------------------------------
     def _notify(self, hook: str, *args: Any) -> bool:
@@ -1003,7 +1148,11 @@ class Algorithm:
             Path(path),
             {
                 "algo": self.algo_name,
-                "config": config_to_dict(self.config),
+                "config": config_to_dict(
+                    dataclasses.replace(
+                        self.config, loss_terms=tuple(map(_callable_name, self.loss_terms))
+                    )
+                ),
                 "custom_backbones": bool(self.custom_backbones),
                 "agent": self.agent.state_dict(),
                 "optimizer": self.optimizer.state_dict(),
@@ -1038,9 +1187,14 @@ class Algorithm:
         run_dir: str | Path | None = None,
         env: Any = None,
         trust_env_module: bool = False,
+        optimizer: Any = None,
+        lr_schedule: Any = None,
+        loss_terms: Any = None,
     ):
         """Restore an algorithm saved by :meth:`save`; pass ``policy``/``critic`` modules of
-        the same architecture when it was built with custom backbones. ``run_dir``: continue
+        the same architecture when it was built with custom backbones, and the callable
+        ``optimizer``, ``lr_schedule`` and ``loss_terms`` it was trained with (files do not
+        hold functions). ``run_dir``: continue
         training into this run directory (its own, or a new one). A ``module:Class`` env
         named by the file is imported only with ``trust_env_module=True`` or when ``env``
         names the env (it replaces the saved ``env``; an env object is taken as by the
@@ -1072,7 +1226,16 @@ class Algorithm:
         except ValueError as e:
             raise corrupt_checkpoint(path, f"its config: {first_line(e)}") from None
         obj = env if is_env_object(env) else None
-        algo = cls(obj, config=cfg, policy=policy, critic=critic, run_dir=None)
+        python_only = {
+            k: v
+            for k, v in (
+                ("optimizer", optimizer),
+                ("lr_schedule", lr_schedule),
+                ("loss_terms", loss_terms),
+            )
+            if v is not None
+        }
+        algo = cls(obj, config=cfg, policy=policy, critic=critic, run_dir=None, **python_only)
         try:
             algo.agent.load_state_dict(d["agent"])
             algo.optimizer.load_state_dict(d["optimizer"])
@@ -1215,6 +1378,13 @@ def _env_count_why(env: Any, count: int) -> str:
     if isinstance(env, gym.vector.VectorEnv):
         return f"the vector env {env_name(env)} has {count} envs"
     return f"an env instance is one env ({env_name(env)}; snrl trains on it, not on copies)"
+
+
+def _callable_name(fn: Any) -> str:
+    """How a config records a function passed in Python: ``module.qualname``."""
+    module = getattr(fn, "__module__", None) or ""
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    return f"{module}.{name}" if module else name
 
 
 def _check_protocol(key: str, module: Any) -> None:

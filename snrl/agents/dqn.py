@@ -118,7 +118,7 @@ class DQNConfig(AgentConfig):
     membranes) are in these units: a spiking readout reaches Q of 100 (CartPole) only with
     large weights or rates. Greedy actions do not change; returns in metrics stay raw."""
     lr: float = 5e-4
-    """Adam learning rate."""
+    """Learning rate (its start value: see lr_schedule)."""
     max_grad_norm: float = 10.0
     """Global gradient-norm clip."""
     buffer_size: int = 100_000
@@ -454,7 +454,7 @@ class DQN(Algorithm):
         if policy is not None:
             self._check_output_width("policy", policy, self.agent.head_size)
         self.target_net = copy.deepcopy(self.agent.q_net).requires_grad_(False)
-        self.optimizer = FlatAdam(self.agent.q_net.parameters(), cfg.lr)
+        self.optimizer = self._make_optimizer(self.agent.q_net.parameters(), eps=1e-8, fused=True)
         self.exploration = self._make_exploration()
         self.run_dir = None if run_dir is None else prepare_run_dir(run_dir, force=overwrite)
         self.env_step = 0
@@ -670,6 +670,8 @@ class DQN(Algorithm):
             w = torch.as_tensor(batch["weights"], device=dev).expand_as(q[bi:])
         loss = td_loss(q[bi:], y[bi:], cfg.loss, weights=w, mask=mask[bi:])
         loss = loss + cfg.rate_term(activity)
+        if self.loss_terms:
+            loss = loss + self._extra_loss(activity, batch)
         return loss, ((y - q)[bi:] * mask[bi:]).detach(), mask[bi:], q[bi:].detach()
 
     @lazy_no_grad
@@ -705,20 +707,30 @@ class DQN(Algorithm):
         b = batch["obs"].shape[0]
         x = agent.preprocess(batch["obs"], dev)
         net = agent.q_net
-        q_all = agent.q_values(net(x, net.initial_state(b, device=dev))[0])
+        state = net.initial_state(b, device=dev)
+        if self.loss_terms:  # the activity they take
+            res = net.run(x, state)
+            q_all, activity = agent.q_values(res.out), res.activity
+        else:
+            q_all = agent.q_values(net(x, state)[0])
         y = self._transition_targets(batch, lean=False)
         actions = torch.as_tensor(batch["actions"], device=dev).long()
         q = q_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         w = torch.as_tensor(batch["weights"], device=dev) if cfg.prioritized else None
         loss = td_loss(q, y, cfg.loss, weights=w)
+        if self.loss_terms:
+            loss = loss + self._extra_loss(activity, batch)
         return loss, (y - q).detach(), None, q.detach()
 
     def _manual_grad(self) -> bool:
         """Whether a gradient step takes the MLP's gradient by hand (:meth:`MLP.backward_into`)
         instead of autograd: an ``mlp`` Q-network of bare linear layers (no pruning hooks or
-        parametrizations) without dueling, on transitions."""
+        parametrizations) without dueling, on transitions, with snrl's Adam (``optimizer=
+        "adam"``) and no ``loss_terms``."""
         return (
             self.manual_grad
+            and not self.loss_terms
+            and isinstance(self.optimizer, FlatAdam)
             and type(self.agent.q_net) is MLP
             and self.agent.q_net.plain()
             and self.agent.dueling == "none"
@@ -771,9 +783,9 @@ class DQN(Algorithm):
         if not by_hand:
             self.optimizer.zero_grad()
             loss.backward()
-        grad_norm = float(self.optimizer.clip_grad_norm_(cfg.max_grad_norm))
+        grad_norm = float(self._clip_grad_norm(cfg.max_grad_norm))
         check_finite(grad_norm, "gradient norm", env_step=self.env_step, cause=_LOSS_CAUSE)
-        self.optimizer.update()
+        self._optimizer_step()
         self.n_grad_steps += 1
         if cfg.prioritized:
             self.buffer.update_priorities(batch["indices"], td, mask)

@@ -10,7 +10,8 @@ Data flow, one update::
         --> minibatches of whole env sequences (optionally chunked), state rebuilt from the
             stored state at the sequence start (truncated BPTT)
         --> clipped surrogate + value loss (optionally clipped) - entropy bonus
-        --> one global grad-norm clip, Adam step; linear LR annealing; optional target-KL stop.
+        --> one global grad-norm clip, optimizer step (Adam); LR schedule (linear); optional
+            target-KL stop.
 
 The training loop is :meth:`snrl.agents.base.Algorithm.learn` (collect, update, log,
 evaluate, checkpoint, callbacks); PPO supplies one iteration: :meth:`PPO._collect_rollout`
@@ -36,7 +37,6 @@ from snrl.agents.base import (
     check_finite,
     check_parameters,
 )
-from snrl.agents.optim import FlatAdam
 from snrl.buffers.rollout import RolloutBuffer
 from snrl.envs import ActionMap, ObsFlattener, finished_episodes
 from snrl.errors import NonFiniteError
@@ -65,9 +65,10 @@ class PPOConfig(AgentConfig):
     chunk_len: int = 0
     """Cut sequences into chunks of this many steps for BPTT (0: whole segment)."""
     lr: float = 1e-3
-    """Adam learning rate (start value when annealed)."""
-    anneal_lr: bool = True
-    """Anneal the learning rate linearly to 0 over the run."""
+    """Learning rate (its start value: see lr_schedule)."""
+    lr_schedule: str = "linear"
+    """The learning rate over the run: linear (annealed to 0, as rl-zoo's PPO) | constant |
+    cosine; in Python also a callable of the progress in [0, 1] (see AgentConfig)."""
     gamma: float = 0.98
     """Discount."""
     gae_lambda: float = 0.8
@@ -257,7 +258,7 @@ class PPO(Algorithm):
             self._check_output_width("policy", policy, self.agent.head_size)
         if critic is not None:
             self._check_output_width("critic", critic, 1)
-        self.optimizer = FlatAdam(self.agent.parameters(), cfg.lr, eps=1e-5, fused=False)
+        self.optimizer = self._make_optimizer(self.agent.parameters(), eps=1e-5, fused=False)
         self.run_dir = None if run_dir is None else prepare_run_dir(run_dir, force=overwrite)
         self.env_step = 0
         self.n_updates = 0
@@ -377,8 +378,45 @@ class PPO(Algorithm):
             self.reward_scaler.load_state_dict(extra["reward_scaler"])
 
     # ---- update --------------------------------------------------------------------------
+    def minibatch_loss(self, mb: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor], Any]:
+        """The loss PPO descends on one minibatch of whole sequences (with its graph):
+        clipped surrogate + ``vf_coef`` x value loss - ``ent_coef`` x entropy + the rate
+        regularization + the ``loss_terms``. Returns ``(loss, parts, activity)``: ``parts``
+        the ``policy``, ``value`` and ``entropy`` terms and the probability ``ratio`` and
+        ``log_ratio``; ``activity`` the policy's."""
+        cfg = self.config
+        logp, entropy, values, activity = self.agent.evaluate_sequence(
+            mb.obs, mb.actions, mb.starts, mb.states, mb.logit_noise
+        )
+        log_ratio = logp - mb.log_probs
+        ratio = log_ratio.exp()
+        adv = mb.advantages
+        if cfg.norm_adv and adv.numel() > 1:
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        pg_loss = torch.max(
+            -adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)
+        ).mean()
+        if cfg.clip_vloss:
+            v_clip = mb.values + (values - mb.values).clamp(-cfg.clip_coef, cfg.clip_coef)
+            v_loss = 0.5 * torch.max((values - mb.returns) ** 2, (v_clip - mb.returns) ** 2).mean()
+        else:
+            v_loss = 0.5 * ((values - mb.returns) ** 2).mean()
+        ent = entropy.mean()
+        loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
+        loss = loss + cfg.rate_term(activity)
+        if self.loss_terms:
+            loss = loss + self._extra_loss(activity, mb)
+        parts = {
+            "policy": pg_loss,
+            "value": v_loss,
+            "entropy": ent,
+            "ratio": ratio,
+            "log_ratio": log_ratio,
+        }
+        return loss, parts, activity
+
     def _update(self, buf: RolloutBuffer) -> dict[str, float]:
-        cfg, agent = self.config, self.agent
+        cfg = self.config
         B, T = cfg.n_envs, cfg.n_steps
         per_mb = B // cfg.n_minibatches
         L = cfg.chunk_len or T
@@ -392,32 +430,9 @@ class PPO(Algorithm):
                 idx = perm[m * per_mb : (m + 1) * per_mb]
                 for t0, t1 in chunks:
                     mb = buf.minibatch(idx, t0, t1)
-                    logp, entropy, values, activity = agent.evaluate_sequence(
-                        mb.obs, mb.actions, mb.starts, mb.states, mb.logit_noise
-                    )
-                    log_ratio = logp - mb.log_probs
-                    ratio = log_ratio.exp()
-                    adv = mb.advantages
-                    if cfg.norm_adv and adv.numel() > 1:
-                        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-                    pg_loss = torch.max(
-                        -adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)
-                    ).mean()
-                    if cfg.clip_vloss:
-                        v_clip = mb.values + (values - mb.values).clamp(
-                            -cfg.clip_coef, cfg.clip_coef
-                        )
-                        v_loss = (
-                            0.5
-                            * torch.max(
-                                (values - mb.returns) ** 2, (v_clip - mb.returns) ** 2
-                            ).mean()
-                        )
-                    else:
-                        v_loss = 0.5 * ((values - mb.returns) ** 2).mean()
-                    ent = entropy.mean()
-                    loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
-                    loss = loss + cfg.rate_term(activity)
+                    loss, parts, activity = self.minibatch_loss(mb)
+                    pg_loss, v_loss, ent = parts["policy"], parts["value"], parts["entropy"]
+                    ratio, log_ratio = parts["ratio"], parts["log_ratio"]
                     for name, value in (
                         ("value loss", v_loss),
                         ("policy loss", pg_loss),
@@ -426,9 +441,9 @@ class PPO(Algorithm):
                         check_finite(value, name, env_step=env_step, cause=_LOSS_CAUSE)
                     self.optimizer.zero_grad()
                     loss.backward()
-                    grad_norm = self.optimizer.clip_grad_norm_(cfg.max_grad_norm)
+                    grad_norm = self._clip_grad_norm(cfg.max_grad_norm)
                     check_finite(grad_norm, "gradient norm", env_step=env_step, cause=_LOSS_CAUSE)
-                    self.optimizer.update()
+                    self._optimizer_step()
                     with torch.no_grad():
                         approx_kl = ((ratio - 1) - log_ratio).mean().item()
                         clipfrac = ((ratio - 1).abs() > cfg.clip_coef).float().mean().item()
@@ -455,14 +470,6 @@ class PPO(Algorithm):
         return out
 
     # ---- one iteration of the loop (Algorithm.learn) ---------------------------------------
-    def _set_lr(self, total: int) -> None:
-        """Anneal the learning rate linearly to 0 over ``total`` env steps (``anneal_lr``)."""
-        cfg = self.config
-        if cfg.anneal_lr:
-            frac = 1.0 - self.env_step / total
-            for g in self.optimizer.param_groups:
-                g["lr"] = cfg.lr * frac
-
     def _collect_rollout(self, total: int) -> tuple[RolloutBuffer, list[float]]:
         """One segment of ``n_steps`` per env (an update's batch)."""
         return self._collect()
