@@ -1,9 +1,13 @@
-"""What every snrl algorithm (PPO, DQN) shares: config resolution and seeding, the space
-check, evaluation, recorded rollouts, checkpoints and closing its envs.
+"""What every snrl algorithm (PPO, DQN) shares: the one training loop (:meth:`Algorithm.learn`,
+with its callbacks), config resolution and seeding, the space check, the optimizer and its
+learning-rate schedule, evaluation, recorded rollouts, checkpoints and closing its envs.
 
-A subclass sets ``Config`` (its frozen config dataclass) and ``algo_name``, builds
-``self.agent`` (a :class:`snrl.agents.agent.Agent`) and keeps
-``self._envs`` (its training vector env, or None).
+A subclass sets ``Config`` (its frozen config dataclass, an
+:class:`~snrl.agents.config.AgentConfig`) and ``algo_name``, builds ``self.agent`` (a
+:class:`snrl.agents.agent.Agent`) and ``self.optimizer`` (:meth:`Algorithm._make_optimizer`),
+and supplies one iteration of the loop: ``_collect_rollout`` and ``_learn_from``. The input
+limits live in :mod:`snrl.agents.limits`, the thread and denormal policy in
+:mod:`snrl.agents.runtime`.
 """
 
 from __future__ import annotations
@@ -12,12 +16,9 @@ import contextlib
 import dataclasses
 import logging
 import math
-import os
-import sys
 import time
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -28,21 +29,28 @@ from torch import nn
 
 from snrl.agents.curriculum import Curriculum, CurriculumProgress, check_lesson_spaces
 from snrl.agents.evaluation import evaluate_agent, record_trajectory
+from snrl.agents.limits import (
+    MAX_ENVS,
+    MAX_SEED,
+    MAX_TOTAL_STEPS,
+    capped,
+    check,
+    check_int,
+    check_parameters,
+    env_cap,
+    notice,
+)
 from snrl.agents.optim import (
     CUSTOM,
-    LR_SCHEDULES,
-    OPTIMIZERS,
     FlatAdam,
     build_optimizer,
     lr_multiplier,
 )
+from snrl.agents.runtime import flush_denormals, policy_threads, torch_threads
 from snrl.config import (
-    NEURON_DEFAULTS,
     RENAMED_KEYS,
-    check_values,
     config_from_dict,
     config_to_dict,
-    override,
     unknown_key_error,
 )
 from snrl.envs import check_spaces, make_env, make_vector_env
@@ -50,10 +58,8 @@ from snrl.envs.make import check_env_id_trusted, env_factory, env_name, is_env_o
 from snrl.envs.spaces import ObsFlattener
 from snrl.envs.timing import env_time_step
 from snrl.envs.trials import TrialTracker
-from snrl.errors import NonFiniteError, UserError, first_line
+from snrl.errors import UserError, first_line
 from snrl.layers.base import cached_weights
-from snrl.networks.ann import ACTIVATIONS
-from snrl.networks.factory import BACKBONES, ENCODERS, SPIKING, build_backbone
 from snrl.training.checkpoint import (
     corrupt_checkpoint,
     read_algo_checkpoint,
@@ -67,481 +73,6 @@ from snrl.trajectory import Trajectory
 from snrl.zoo import tuned_overrides
 
 log = logging.getLogger("snrl")
-
-
-def check(cond: bool, msg: str) -> None:
-    """Raise :class:`UserError` with ``msg`` unless ``cond`` (config validation)."""
-    if not cond:
-        raise UserError(msg)
-
-
-# ---- limits: what one run may ask for (docs/reliability.md, "Inputs") ------------------------
-#: Seeds are integers in [0, MAX_SEED] (numpy's legacy seeding takes < 2**32; derived seeds
-#: such as ``seed + 10_000`` must stay valid).
-MAX_SEED = 2**31 - 1
-#: Envs built at once: ``n_envs``, ``eval_episodes`` and ``evaluate(n_episodes=...)`` (one
-#: env per episode).
-MAX_ENVS = 4096
-#: Envs of an ``asynchronous`` vector env (one process each).
-MAX_ASYNC_ENVS = 256
-#: Env steps of one run (at 10^5 steps/s, about four months).
-MAX_TOTAL_STEPS = 10**12
-#: Neuron steps per env step of a spiking backbone (``substeps``).
-MAX_SUBSTEPS = 1000
-MAX_SIM_STEPS = MAX_SUBSTEPS  # the old name
-#: Share of this machine's physical memory that the estimated buffers and networks may take.
-MEMORY_FRACTION = 0.8
-
-
-def check_int(name: str, value: Any, lo: int, hi: int, hint: str = "") -> int:
-    """``value`` as an int in ``[lo, hi]``, else :class:`UserError` naming ``name``.
-
-    Used for arguments of the algorithms' methods (``evaluate(n_episodes=...)``), which a
-    config does not check. ``hint`` ends the message (e.g. why there is an upper bound).
-    """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise UserError(
-            f"{name}={value!r} is a {type(value).__name__} (pass an integer in [{lo}, {hi}])"
-        )
-    if not lo <= value <= hi:
-        raise UserError(f"{name}={value} is out of range (pass an integer in [{lo}, {hi}]{hint})")
-    return int(value)
-
-
-#: Torch threads one run may ask for (``threads``, ``--threads``).
-MAX_THREADS = 1024
-#: The thread policy (``threads=None``): networks up to this many neurons per hidden layer
-#: run on one torch thread; wider ones on torch's own thread count. Measured with
-#: benchmarks/bench_threads.py (docs/benchmarks.md, "Torch threads").
-ONE_THREAD_MAX_HIDDEN = 512
-
-
-def policy_threads(config: Any, width: int | None = None) -> int | None:
-    """The torch thread count a run of ``config`` uses: its ``threads`` when set (0: leave
-    torch's current setting as it is, returned as None), else the thread policy: one thread
-    for networks whose widest layer (``width``, default ``config.hidden_size``) has at most
-    :data:`ONE_THREAD_MAX_HIDDEN` neurons, torch's own setting (None) for wider ones."""
-    threads = getattr(config, "threads", None)
-    if threads is not None:
-        return threads or None
-    width = config.hidden_size if width is None else width
-    return 1 if width <= ONE_THREAD_MAX_HIDDEN else None
-
-
-@contextlib.contextmanager
-def torch_threads(n: int | None) -> Iterator[None]:
-    """Run the block on ``n`` torch threads (None: as they are) and give the caller's thread
-    count back afterwards: a library call never leaves a changed ``torch.set_num_threads``
-    behind."""
-    before = torch.get_num_threads()
-    if n is None or n == before:
-        yield
-        return
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def denormals_flushed() -> bool:
-    """Whether float arithmetic on this thread flushes subnormal numbers to zero."""
-    return bool((torch.full((1,), 1e-30) * 1e-10)[0] == 0)  # 1e-40 is subnormal
-
-
-@contextlib.contextmanager
-def flush_denormals(on: bool) -> Iterator[None]:
-    """Run the block with subnormal floats flushed to zero (``torch.set_flush_denormal``)
-    when ``on``, and turn it off again afterwards unless it was on before: a library call
-    never leaves the setting changed. Where the CPU does not support it, nothing changes.
-
-    Why: on some CPUs (Intel's) an operation on a subnormal number (below 1.2e-38 in float32)
-    takes ~100x longer, and Adam's state for weights whose gradient stays near zero decays into
-    that range. A ReLU MLP DQN spent a quarter of its time in Adam's kernel because of it
-    (docs/benchmarks.md, issue 11). Values that small change nothing in training.
-    """
-    if not on or denormals_flushed() or not torch.set_flush_denormal(True):
-        yield
-        return
-    try:
-        yield
-    finally:
-        torch.set_flush_denormal(False)
-
-
-# ---- small budgets for smoke runs (docs/cli.md, "Small budgets") ---------------------------
-#: Environment variables that cap what one call may run: ``SNRL_MAX_STEPS`` caps
-#: ``learn(total_steps)`` and the length of a ``rollout``; ``SNRL_MAX_EPISODES`` caps
-#: ``evaluate(n_episodes)``. The docs' code blocks run under them in the tests.
-CAP_VARS = ("SNRL_MAX_STEPS", "SNRL_MAX_EPISODES")
-_noticed: set[str] = set()  # the notices already printed by this process (one line each)
-
-
-def env_cap(var: str) -> int | None:
-    """The cap set by the environment variable ``var`` (None when unset or empty)."""
-    text = os.environ.get(var, "").strip()
-    if not text:
-        return None
-    try:
-        cap = int(text.replace("_", ""))
-    except ValueError:
-        cap = 0
-    if cap < 1:
-        raise UserError(f"{var}={text!r} (set it to an integer >= 1, or unset it)")
-    return cap
-
-
-def capped(value: int, var: str, what: str) -> int:
-    """``value``, or the cap of ``var`` when it is smaller; then a one-line notice on stderr
-    (once per process and message)."""
-    cap = env_cap(var)
-    if cap is None or value <= cap:
-        return value
-    notice(f"snrl: {what} {value} capped at {cap} by {var}")
-    return cap
-
-
-def notice(line: str) -> None:
-    """Print ``line`` on stderr, once per process."""
-    if line not in _noticed:
-        _noticed.add(line)
-        print(line, file=sys.stderr, flush=True)
-
-
-def memory_limit() -> int:
-    """Bytes a run may plan to allocate: ``MEMORY_FRACTION`` of the physical memory (16 GiB
-    where the platform does not say)."""
-    try:
-        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, OSError, ValueError):
-        total = 16 * 2**30
-    return int(total * MEMORY_FRACTION)
-
-
-def _gib(n: float) -> str:
-    g = n / 2**30
-    return f"{g:.3g} GiB" if g < 1000 else f"{g:,.0f} GiB"
-
-
-def check_finite(value: Any, quantity: str, *, env_step: int, cause: str) -> None:
-    """Stop training with :class:`NonFiniteError` unless ``value`` (a float, array or
-    tensor) is finite everywhere.
-
-    Called before anything computed from ``value`` is stored or checkpointed, so
-    ``checkpoints/last.pt`` keeps the last good state.
-
-    Args:
-        value: What to check.
-        quantity: Its name in the message ("policy loss", "reward").
-        env_step: The env step of the run where it happened.
-        cause: The likely cause and its fix, named in the message.
-    """
-    # the short ways (the env's rewards are checked every step)
-    if isinstance(value, float) and math.isfinite(value):
-        return
-    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
-        if value.dtype.kind != "f" or np.isfinite(value).all():
-            return
-    t = torch.as_tensor(value)
-    if t.is_floating_point() and not bool(torch.isfinite(t).all()):
-        bad = t[~torch.isfinite(t)].flatten()[0].item()
-        raise NonFiniteError(
-            f"training stopped at env step {env_step}: the {quantity} is {bad} "
-            f"(likely cause: {cause}; checkpoints/last.pt keeps the last good state)"
-        )
-
-
-def check_parameters(module: nn.Module, *, env_step: int) -> None:
-    """:func:`check_finite` for every parameter of ``module``, naming the first bad one."""
-    for name, p in module.named_parameters():
-        check_finite(
-            p.detach(),
-            f"parameter {name}",
-            env_step=env_step,
-            cause="a diverging update; lower lr or max_grad_norm, or scale the rewards down",
-        )
-
-
-@dataclass(frozen=True, kw_only=True)
-class AgentConfig:
-    """The fields every algorithm's config shares: env, backbone, run bookkeeping."""
-
-    env: str = "CartPole-v1"
-    """Gymnasium id, or ``module:Class`` for a user's env (an env object given to the
-    constructor is recorded by its registered id, else as ``<...>``)."""
-    env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """Keyword arguments for the env (e.g. NeuroGym's ``dt``, ``timing``); ``--env-kwargs``
-    takes them as JSON."""
-    max_episode_steps: int | None = None
-    """Env steps after which an episode is truncated (a TimeLimit truncation, bootstrapped);
-    none: the env's own limit, else 20 trials for a NeuroGym task (docs/neuro.md), else none
-    in training and 10000 in evaluation."""
-    backbone: str = "lif"
-    """lif | alif | spylif | mlp | gru | lstm."""
-    hidden_size: int = 128
-    """Neurons / units per hidden layer (of each backbone)."""
-    n_layers: int = 1
-    """Hidden layers per backbone."""
-    force_dale_law: bool = override(
-        True, "agents train Dale networks unless told otherwise (--no-dale)"
-    )
-    """Hard Dale's law in spiking backbones."""
-    recurrent_sign: float = NEURON_DEFAULTS["recurrent_sign"]
-    """Fraction of inhibitory neurons with Dale's law (the biological 80/20). The layers
-    balance it at init (each neuron's recurrent input sums to zero; the same spectral radius
-    as without Dale), so 0.2 learns CartPole (docs/benchmarks.md)."""
-    tau_m: float = override(
-        10e-3, "CartPole PPO: 20 ms reached best 196 at 100k steps (seed 0), 10 ms 500"
-    )
-    """Membrane time constant of spiking layers, seconds."""
-    readout_tau_m: float = override(10e-3, "the readout follows the 10 ms hidden layer")
-    """Membrane time constant of the LI readout, seconds."""
-    dt: float | None = override(
-        None, "None: the task's step / substeps when the env declares one (NeuroGym), else 0.001"
-    )
-    """Neuron time step, seconds; None: from the task (docs/architecture.md, "Time"). The
-    resolved value replaces None in ``algo.config`` and config.json."""
-    hh_init: str = NEURON_DEFAULTS["hh_init"]
-    """Initial hidden state of spiking layers: zeros | random | learned."""
-    encoder: str = "direct"
-    """Input encoding of spiking backbones: direct | population."""
-    activation: str = "tanh"
-    """Hidden nonlinearity of an mlp backbone: tanh (as SB3's PPO) | relu (as SB3's DQN);
-    the other backbones ignore it."""
-    substeps: int = 1
-    """Neuron steps per env step (spiking backbones; ANN backbones ignore it): each
-    observation is held for ``substeps`` steps of ``dt``. Old name: ``sim_steps``."""
-    rate_reg: float = 0.0
-    """Firing-rate regularization: adds ``rate_reg`` times the mean over the acting network's
-    spiking neurons of ``(r_j - clip(r_j, *rate_range))**2`` to the loss, ``r_j`` the
-    neuron's spikes per step over the minibatch: no pull inside the range (0: off; ANN
-    backbones ignore it)."""
-    rate_range: tuple[float, float] = (0.02, 0.2)
-    """Spikes per neuron per network step that the rate regularization leaves alone."""
-    n_envs: int = 8
-    """Parallel envs."""
-    asynchronous: bool = False
-    """AsyncVectorEnv (processes) instead of SyncVectorEnv."""
-    normalize_obs: bool = True
-    """Running observation mean/std normalization (saved with the agent)."""
-    eval_interval: int = 5_000
-    """Env steps between deterministic evaluations that select best.pt (0: only at the end)."""
-    eval_episodes: int = 10
-    """Episodes per periodic evaluation."""
-    checkpoint_interval: int = 10
-    """Metrics rows (updates) between writes of last.pt."""
-    total_steps: int = 100_000
-    """Env steps of a run (used by the CLI and for annealing schedules)."""
-    seed: int = 0
-    """Seeds the network initialization, the envs, the agent's and the layers' own generators
-    (and replay/exploration); the global RNGs of torch and numpy are never touched."""
-    device: str = "cpu"
-    """Torch device."""
-    threads: int | None = None
-    """Torch threads while learn/evaluate/rollout run (restored afterwards); none: the
-    policy (1 up to 512 neurons per layer, measured); 0: leave torch's setting alone."""
-    flush_denormals: bool = True
-    """Flush subnormal floats (below 1.2e-38) to zero while learn/evaluate/rollout run
-    (restored afterwards): some CPUs take ~100x longer on them, and Adam's state decays into
-    that range for weights whose gradient stays near zero. False: leave them."""
-    optimizer: str = "adam"
-    """adam (snrl's flat Adam: torch.optim.Adam's arithmetic, faster) | adamw | sgd |
-    rmsprop; in Python also a callable ``params -> torch.optim.Optimizer``, recorded as
-    "custom" (docs/agents.md, "Optimizers")."""
-    optimizer_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """More keyword arguments of the optimizer, e.g. ``{"momentum": 0.9}`` for sgd (adam
-    takes eps and betas)."""
-    weight_decay: float = 0.0
-    """Weight decay of the optimizer (L2 added to the gradient; decoupled for adamw)."""
-    lr_schedule: str = "constant"
-    """The learning rate over the run: lr times a multiplier of the progress p (env steps
-    done / total_steps), set before each iteration: constant (1) | linear (1 - p) | cosine
-    ((1 + cos(pi p)) / 2); in Python also a callable ``p -> multiplier``, recorded as
-    "custom"."""
-    loss_terms: tuple[str, ...] = ()
-    """Written by snrl: the names of the ``loss_terms`` functions passed in Python (each
-    ``fn(activity, batch) -> scalar tensor`` added to the loss); loading such a run needs
-    them passed again."""
-    curriculum: Curriculum | None = None
-    """Lessons of increasing difficulty (snrl.Curriculum; [[curriculum.lesson]] tables in
-    TOML): env options merged over env_kwargs and a promotion criterion each
-    (docs/curriculum.md)."""
-    tuned: bool = True
-    """Apply snrl's tuned settings for this algorithm, env and backbone (snrl/zoo/*.toml,
-    docs/agents.md) under the values you give; false: the built-in defaults."""
-    tuned_from: str = ""
-    """Written by snrl: the tuned entry applied and its keys (empty: none)."""
-
-    #: integer fields that must be >= 1 (subclasses extend it)
-    positive_ints: ClassVar[tuple[str, ...]] = (
-        "hidden_size",
-        "n_layers",
-        "n_envs",
-        "substeps",
-        "eval_episodes",
-        "checkpoint_interval",
-        "total_steps",
-    )
-
-    def __post_init__(self) -> None:
-        check_values(self)  # types, finite numbers: every field of every algorithm's config
-        check(self.backbone in BACKBONES, f"backbone={self.backbone!r} (one of {BACKBONES})")
-        check(self.encoder in ENCODERS, f"encoder={self.encoder!r} (one of {ENCODERS})")
-        check(
-            self.activation in ACTIVATIONS,
-            f"activation={self.activation!r} (one of {tuple(ACTIVATIONS)})",
-        )
-        check(
-            0 <= self.seed <= MAX_SEED, f"seed={self.seed} (must be an integer in [0, {MAX_SEED}])"
-        )
-        for name in ("n_envs", "eval_episodes"):
-            v = getattr(self, name)
-            check(
-                v <= MAX_ENVS,
-                f"{name}={v} is more envs than snrl builds at once (must be <= {MAX_ENVS})",
-            )
-        check(
-            not self.asynchronous or self.n_envs <= MAX_ASYNC_ENVS,
-            f"n_envs={self.n_envs} with asynchronous=true starts one process per env "
-            f"(must be <= {MAX_ASYNC_ENVS}, or set asynchronous=false)",
-        )
-        check(
-            self.total_steps <= MAX_TOTAL_STEPS,
-            f"total_steps={self.total_steps} (must be <= {MAX_TOTAL_STEPS:.0e})",
-        )
-        check(
-            not isinstance(self.substeps, int) or self.substeps <= MAX_SUBSTEPS,
-            f"substeps={self.substeps} (neuron steps per env step, must be <= {MAX_SUBSTEPS})",
-        )
-        check(
-            0 <= self.recurrent_sign <= 1,
-            f"recurrent_sign={self.recurrent_sign} (the inhibitory fraction, in [0, 1])",
-        )
-        try:
-            torch.device(self.device)
-        except (RuntimeError, ValueError):
-            raise UserError(f"device={self.device!r} (use cpu, cuda, cuda:N or mps)") from None
-        for name in self.positive_ints:
-            v = getattr(self, name)
-            check(
-                isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-                f"{name}={v!r} (must be an integer >= 1)",
-            )
-        check(
-            self.tau_m > 0 and self.readout_tau_m > 0 and (self.dt is None or self.dt > 0),
-            "tau_m, readout_tau_m and dt must be > 0 seconds (dt may be None: from the task)",
-        )
-        check(
-            self.hh_init in ("zeros", "random", "learned"),
-            f"hh_init={self.hh_init!r} (zeros | random | learned for agents)",
-        )
-        check(self.eval_interval >= 0, f"eval_interval={self.eval_interval} (must be >= 0)")
-        check(
-            self.optimizer in (*OPTIMIZERS, CUSTOM),
-            f"optimizer={self.optimizer!r} (one of {', '.join(OPTIMIZERS)}; in Python also a "
-            "function params -> torch.optim.Optimizer)",
-        )
-        check(
-            self.lr_schedule in (*LR_SCHEDULES, CUSTOM),
-            f"lr_schedule={self.lr_schedule!r} (one of {', '.join(LR_SCHEDULES)}; in Python "
-            "also a function of the progress in [0, 1])",
-        )
-        check(self.weight_decay >= 0, f"weight_decay={self.weight_decay} (must be >= 0)")
-        check(self.rate_reg >= 0, f"rate_reg={self.rate_reg} (must be >= 0)")
-        lo, hi = self.rate_range
-        check(
-            0 <= lo <= hi <= 1,
-            f"rate_range={self.rate_range} (must be (low, high) with 0 <= low <= high <= 1"
-            " spikes per step)",
-        )
-        check(
-            self.max_episode_steps is None or self.max_episode_steps >= 1,
-            f"max_episode_steps={self.max_episode_steps} (must be an integer >= 1, or none)",
-        )
-        check(
-            self.threads is None or 0 <= self.threads <= MAX_THREADS,
-            f"threads={self.threads} (an integer in [1, {MAX_THREADS}], 0 for torch's own "
-            "setting, or none for the policy)",
-        )
-
-    def rate_term(self, activity: Any) -> Any:
-        """``rate_reg`` times the firing-rate penalty of ``activity`` (an
-        :class:`~snrl.networks.Activity`), 0 when off: the loss term PPO adds for its policy
-        and DQN for its online Q-network."""
-        if self.rate_reg <= 0:
-            return 0.0
-        return self.rate_reg * activity.rate_penalty(*self.rate_range)
-
-    def memory_bytes(self, obs_size: int, head_size: int) -> dict[str, int]:
-        """Rough bytes of what a run of this config allocates, by part (the subclasses add
-        their buffers): parameters, gradients and Adam moments of the backbones."""
-        h, n = self.hidden_size, self.n_layers
-        gates = 4 if self.backbone in ("gru", "lstm") else 1
-        params = gates * (obs_size * h + (2 * n - 1) * h * h + n * h) + h * head_size
-        return {"networks": 2 * 16 * params}  # two backbones x (param, grad, 2 moments) fp32
-
-    def check_memory(self, obs_size: int, head_size: int) -> None:
-        """Refuse a config whose :meth:`memory_bytes` exceed :func:`memory_limit`, before
-        anything is allocated."""
-        parts = self.memory_bytes(obs_size, head_size)
-        total, limit = sum(parts.values()), memory_limit()
-        if total > limit:
-            detail = ", ".join(f"{k} {_gib(v)}" for k, v in parts.items())
-            raise UserError(
-                f"this config needs about {_gib(total)} of memory ({detail}; observations of "
-                f"{obs_size} values) but this machine allows {_gib(limit)} (lower "
-                "hidden_size, n_layers, n_envs, n_steps or buffer_size)"
-            )
-
-    @property
-    def sim_steps(self) -> int:
-        """Deprecated name of :attr:`substeps`."""
-        warnings.warn("config.sim_steps is deprecated: use config.substeps", DeprecationWarning, 2)
-        return self.substeps
-
-    @property
-    def neuron_dt(self) -> float:
-        """The neuron time step in seconds: ``dt``, or 1 ms while ``dt`` is unresolved."""
-        return NEURON_DEFAULTS["dt"] if self.dt is None else float(self.dt)
-
-    def resolve_dt(self, task_dt: float | None) -> AgentConfig:
-        """This config with ``dt`` set: unchanged if given, else ``task_dt / substeps`` when
-        the task declares its step (seconds), else 1 ms."""
-        if self.dt is not None:
-            return self
-        dt = NEURON_DEFAULTS["dt"] if task_dt is None else task_dt / self.substeps
-        return dataclasses.replace(self, dt=dt)
-
-    @property
-    def env_id(self) -> str:
-        """Deprecated name of :attr:`env`."""
-        warnings.warn("config.env_id is deprecated: use config.env", DeprecationWarning, 2)
-        return self.env
-
-    def build_backbone(self, input_size: int, output_size: int, *, seed: int) -> nn.Module:
-        """The backbone these fields describe (:func:`snrl.build_backbone`)."""
-        layer_kwargs = None
-        if self.backbone in SPIKING:
-            layer_kwargs = dict(
-                tau_m=self.tau_m,
-                dt=self.neuron_dt,
-                hh_init=self.hh_init,
-                recurrent_sign=self.recurrent_sign,
-            )
-        return build_backbone(
-            self.backbone,
-            input_size,
-            output_size,
-            hidden_size=self.hidden_size,
-            n_layers=self.n_layers,
-            force_dale_law=self.force_dale_law,
-            encoder=self.encoder,
-            substeps=self.substeps,
-            readout_tau_m=self.readout_tau_m,
-            activation=self.activation,
-            seed=seed,
-            layer_kwargs=layer_kwargs,
-        )
 
 
 class Algorithm:

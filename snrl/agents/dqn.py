@@ -52,12 +52,8 @@ import torch
 from torch import Tensor, nn
 
 from snrl.agents.agent import Agent
-from snrl.agents.base import (
-    AgentConfig,
-    Algorithm,
-    check,
-    check_finite,
-)
+from snrl.agents.base import Algorithm
+from snrl.agents.config import AgentConfig
 from snrl.agents.dqn_math import (
     DUELING_MODES,
     LOSS_KINDS,
@@ -69,6 +65,7 @@ from snrl.agents.dqn_math import (
     td_loss_grad,
 )
 from snrl.agents.exploration import EXPLORATIONS, make_exploration
+from snrl.agents.limits import check, check_finite
 from snrl.agents.optim import FlatAdam
 from snrl.buffers import (
     NStepWriter,
@@ -94,7 +91,7 @@ REPLAYS = ("auto", "transition", "sequence")
 @dataclass(frozen=True, kw_only=True)
 class DQNConfig(AgentConfig):
     """DQN hyperparameters; the defaults train a Dale LIF Q-network on CartPole-v1 (the
-    fields shared with PPO are documented in :class:`snrl.agents.base.AgentConfig`)."""
+    fields shared with PPO are documented in :class:`snrl.agents.config.AgentConfig`)."""
 
     readout_tau_m: float = override(
         3e-3, "Q follows the current spikes (CartPole DQN was unstable with 10 ms)"

@@ -30,13 +30,9 @@ import torch
 from torch import nn
 
 from snrl.agents.agent import ActorCriticAgent, ReturnScaler
-from snrl.agents.base import (
-    AgentConfig,
-    Algorithm,
-    check,
-    check_finite,
-    check_parameters,
-)
+from snrl.agents.base import Algorithm
+from snrl.agents.config import AgentConfig
+from snrl.agents.limits import check, check_finite, check_parameters
 from snrl.buffers.rollout import RolloutBuffer
 from snrl.envs import ActionMap, ObsFlattener, finished_episodes
 from snrl.errors import NonFiniteError
@@ -48,7 +44,7 @@ from snrl.training.rundir import prepare_run_dir
 @dataclass(frozen=True, kw_only=True)
 class PPOConfig(AgentConfig):
     """PPO hyperparameters; the defaults solve CartPole-v1 with a Dale LIF backbone (the
-    fields shared with DQN are documented in :class:`snrl.agents.base.AgentConfig`)."""
+    fields shared with DQN are documented in :class:`snrl.agents.config.AgentConfig`)."""
 
     n_envs: int = 16
     """Parallel envs. 16 (was 8): on CartPole with a Dale LIF, the last model of 10 tuning
