@@ -253,3 +253,26 @@ def test_cli_callback_and_the_trust_rule_on_resume(tmp_path, capsys):
     res = snrl_inproc(capsys, "train", *fast, "--out", tmp_path / "b", "--callback", "planted_cb")
     assert_user_error(res, "module:Name")
     assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize(
+    "hook, rows",
+    [
+        ("on_training_start", 0),  # before the first iteration
+        ("on_rollout_end", 1),  # the iteration finishes: its row is logged
+        ("on_eval_end", 2),  # eval_interval=64: the first evaluation is on row 2
+        ("on_checkpoint", 2),  # best.pt after that evaluation
+    ],
+)
+def test_any_hook_returning_false_stops_after_the_iteration(tmp_path, hook, rows):
+    class Stop(Callback):
+        pass
+
+    setattr(Stop, hook, lambda self, *args: False)
+    algo = snrl.PPO("CartPole-v1", run_dir=tmp_path / "run", **PPO_TINY)
+    history = algo.learn(10 * 32, callbacks=CallbackList([Stop()]), progress=False)
+    algo.close()
+    assert len(history.get("env_step", [])) == rows == algo.n_updates
+    if rows:
+        last = load_checkpoint(tmp_path / "run" / "checkpoints" / "last.pt")
+        assert last["counters"]["n_updates"] == rows

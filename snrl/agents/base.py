@@ -97,6 +97,8 @@ class Algorithm:
     _callbacks: tuple | list = ()
     #: ``n_updates`` when last.pt was last written by this object (-1: not yet)
     _last_saved: int = -1
+    #: a callback asked the running ``learn`` to stop after the current iteration
+    _stopping: bool = False
     loss_terms: list[Any]
     """Functions ``fn(activity, batch) -> scalar tensor`` added to the loss (PPO: to the
     policy and value loss, with the policy's activity; DQN: to the TD loss, with the
@@ -341,22 +343,23 @@ class Algorithm:
         self._callbacks = callbacks
         clock = _EvalClock(self.config.eval_interval, self.env_step)
         t_start = time.perf_counter()
+        self._stopping = False
         try:
-            go = self._notify("on_training_start", self)
-            while go and self.env_step < total:
+            self._notify("on_training_start", self)
+            while not self._stopping and self.env_step < total:
                 self._set_lr(total)
                 rollout, returns = self._collect_rollout(total)
-                go = self._notify("on_rollout_end", self)
+                self._notify("on_rollout_end", self)
                 entries = self._learn_from(rollout)
                 check_parameters(self.agent, env_step=self.env_step)
                 self.n_updates += 1
                 row = self._metrics_row(returns, entries)
                 evaluated = clock.due(self.env_step, total)
                 if evaluated:
-                    go = self._evaluate_into(row) and go
+                    self._evaluate_into(row)
                 self._log_row(logger, row, time.perf_counter() - t_start, evaluated=evaluated)
-                go = self._notify("on_update_end", self, logger.last_row) and go
-                if not go and self._last_saved != self.n_updates and self.run_dir is not None:
+                self._notify("on_update_end", self, logger.last_row)
+                if self._stopping and self._last_saved != self.n_updates and self.run_dir:
                     self._checkpoint("last")  # stopped by a callback: resumable from here
         finally:
             logger.close()
@@ -445,15 +448,14 @@ class Algorithm:
         return total
 
     # ---- the shared schedule ----------------------------------------------------------------
-    def _notify(self, hook: str, *args: Any) -> bool:
-        """Call ``hook`` of every callback of the running ``learn``; False when any of them
-        returned False (every callback is called all the same)."""
-        go = True
+    def _notify(self, hook: str, *args: Any) -> None:
+        """Call ``hook`` of every callback of the running ``learn``; when any of them returns
+        False, training stops after the current iteration (every callback is called all the
+        same)."""
         for cb in self._callbacks:
             fn = getattr(cb, hook, None)
             if fn is not None and fn(*args) is False:
-                go = False
-        return go
+                self._stopping = True
 
     def _metrics_row(self, returns: list[float], entries: dict[str, Any]) -> dict[str, Any]:
         """The metrics row of the iteration just done: counters, the mean return of the last
@@ -470,9 +472,8 @@ class Algorithm:
         self._trial_log = []
         return row
 
-    def _evaluate_into(self, row: dict[str, Any]) -> bool:
-        """The periodic evaluation: its columns into ``row``; False when a callback's
-        ``on_eval_end`` asks to stop."""
+    def _evaluate_into(self, row: dict[str, Any]) -> None:
+        """The periodic evaluation: its columns into ``row``, then ``on_eval_end``."""
         cfg = self.config
         res = self.evaluate(
             n_episodes=cfg.eval_episodes, seed=cfg.seed + 10_000, lesson=self.lesson
@@ -480,7 +481,7 @@ class Algorithm:
         row["eval_return_mean"] = res["mean_return"]
         if "accuracy" in res:
             row["eval_trial_accuracy"] = res["accuracy"]
-        return self._notify("on_eval_end", self, res)
+        self._notify("on_eval_end", self, res)
 
     def _checkpoint(self, name: str) -> None:
         """Write ``checkpoints/<name>.pt`` of the run directory and tell the callbacks."""
