@@ -69,7 +69,9 @@ def evaluate_agent(
         lengths = np.zeros(n_episodes, dtype=np.int64)
         finished = np.zeros(n_episodes, dtype=bool)
         while not finished.all():
-            res = agent.step(agent.preprocess(obs), state, deterministic=deterministic, train=False)
+            res = agent.step(
+                agent.preprocess(obs), state, deterministic=deterministic, train=False
+            )
             action = agent.env_action(res.action)
             obs, reward, term, trunc, info = envs.step(action)
             live = ~finished
