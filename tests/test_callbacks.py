@@ -107,7 +107,7 @@ def test_a_callback_sees_every_metrics_row(tmp_path, cls, kw, total):
     assert all(name in ("best.pt", "last.pt") for _, name in rec.checkpoints)
 
 
-def test_stopping_from_a_hook_leaves_a_run_that_resume_completes(tmp_path):
+def test_stopping_from_a_hook_leaves_a_run_that_resume_completes(tmp_path, capsys):
     batch, total = 32, 8 * 32
     full = snrl.PPO("CartPole-v1", run_dir=tmp_path / "full", **PPO_TINY)
     full.learn(total, progress=False)
@@ -122,16 +122,18 @@ def test_stopping_from_a_hook_leaves_a_run_that_resume_completes(tmp_path):
     assert ckpt["counters"]["env_step"] == 3 * batch and ckpt["counters"]["n_updates"] == 3
     assert (3, "last.pt") in rec.checkpoints
     assert len(read_metrics(tmp_path / "run" / "metrics.csv")["env_step"]) == 3
-    # resume as `snrl train --resume` does: the schedule of the uninterrupted run
-    again = snrl.PPO.load(tmp_path / "run" / "checkpoints" / "last.pt", run_dir=tmp_path / "run")
-    again.learn(total, progress=False)
-    again.close()
+    # `snrl train --resume` completes it on the schedule of the uninterrupted run
+    res = snrl_inproc(
+        capsys, "train", "--out", tmp_path / "run", "--resume", "--steps", total, "--quiet"
+    )
+    assert res.returncode == 0, res.stderr
     m, ref = (read_metrics(tmp_path / d / "metrics.csv") for d in ("run", "full"))
     np.testing.assert_array_equal(m["env_step"], ref["env_step"])  # no row torn or doubled
     np.testing.assert_array_equal(
         np.isfinite(m["eval_return_mean"]), np.isfinite(ref["eval_return_mean"])
     )
-    assert again.n_updates == full.n_updates == 8
+    ckpt = load_checkpoint(tmp_path / "run" / "checkpoints" / "last.pt")
+    assert ckpt["counters"]["n_updates"] == full.n_updates == 8
 
 
 def test_stop_on_reward_stops_at_the_first_row_that_reaches_it(tmp_path):
