@@ -10,7 +10,7 @@ same measure for the API and the CLI.
     python benchmarks/bench_threads.py --steps 4096 --threads 1,2,4 --hidden 128,512,1024
 
 What it printed is in docs/benchmarks.md ("Torch threads"); the policy it decided is
-``snrl.agents.base.ONE_THREAD_MAX_HIDDEN``.
+``snrl.agents.runtime.ONE_THREAD_MAX_HIDDEN``.
 """
 
 from __future__ import annotations

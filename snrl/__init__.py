@@ -1,5 +1,6 @@
 """snrl: reinforcement learning with recurrent spiking neural networks."""
 
+from snrl import callbacks
 from snrl.agents import DQN, PPO, Agent, DQNConfig, PPOConfig
 from snrl.agents import load_algo as load
 from snrl.agents.curriculum import Curriculum, Lesson
@@ -28,6 +29,7 @@ __all__ = [
     "UserError",
     "__version__",
     "build_backbone",
+    "callbacks",
     "load",
     "plot_episode",
 ]

@@ -151,10 +151,10 @@ def test_budget_variables_cap_learn_evaluate_and_rollout(monkeypatch, capsys):
     import pytest
 
     import snrl
-    from snrl.agents import base
+    from snrl.agents import limits
     from snrl.errors import UserError
 
-    monkeypatch.setattr(base, "_noticed", set())
+    monkeypatch.setattr(limits, "_noticed", set())
     monkeypatch.setenv("SNRL_MAX_STEPS", "16")
     monkeypatch.setenv("SNRL_MAX_EPISODES", "1")
     algo = snrl.PPO("CartPole-v1", backbone="mlp", hidden_size=8, n_envs=2, n_steps=8, seed=0)

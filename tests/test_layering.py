@@ -22,6 +22,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("buffers",),
     ("training",),
     ("agents",),
+    ("callbacks",),
     ("analysis",),
     ("plot", "render"),
     ("experiments",),

@@ -19,7 +19,7 @@ import torch
 
 import snrl
 from snrl.agents import DQN, PPO, DQNConfig, PPOConfig
-from snrl.agents.base import MAX_ENVS, check_finite, check_parameters
+from snrl.agents.limits import MAX_ENVS, check_finite, check_parameters
 from snrl.errors import EnvError, NonFiniteError, UserError
 from tests.cli_run import snrl as snrl_cli
 from tests.cli_run import snrl_inproc as cli_inproc

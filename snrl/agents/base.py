@@ -1,9 +1,13 @@
-"""What every snrl algorithm (PPO, DQN) shares: config resolution and seeding, the space
-check, evaluation, recorded rollouts, checkpoints and closing its envs.
+"""What every snrl algorithm (PPO, DQN) shares: the one training loop (:meth:`Algorithm.learn`,
+with its callbacks), config resolution and seeding, the space check, the optimizer and its
+learning-rate schedule, evaluation, recorded rollouts, checkpoints and closing its envs.
 
-A subclass sets ``Config`` (its frozen config dataclass) and ``algo_name``, builds
-``self.agent`` (a :class:`snrl.agents.agent.Agent`) and keeps
-``self._envs`` (its training vector env, or None).
+A subclass sets ``Config`` (its frozen config dataclass, an
+:class:`~snrl.agents.config.AgentConfig`) and ``algo_name``, builds ``self.agent`` (a
+:class:`snrl.agents.agent.Agent`) and ``self.optimizer`` (:meth:`Algorithm._make_optimizer`),
+and supplies one iteration of the loop: ``_collect_rollout`` and ``_learn_from``. The input
+limits live in :mod:`snrl.agents.limits`, the thread and denormal policy in
+:mod:`snrl.agents.runtime`.
 """
 
 from __future__ import annotations
@@ -12,11 +16,9 @@ import contextlib
 import dataclasses
 import logging
 import math
-import os
-import sys
+import time
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -27,479 +29,49 @@ from torch import nn
 
 from snrl.agents.curriculum import Curriculum, CurriculumProgress, check_lesson_spaces
 from snrl.agents.evaluation import evaluate_agent, record_trajectory
+from snrl.agents.limits import (
+    MAX_ENVS,
+    MAX_SEED,
+    MAX_TOTAL_STEPS,
+    capped,
+    check,
+    check_int,
+    check_parameters,
+    env_cap,
+    notice,
+)
+from snrl.agents.optim import (
+    CUSTOM,
+    FlatAdam,
+    build_optimizer,
+    lr_multiplier,
+)
+from snrl.agents.runtime import flush_denormals, policy_threads, torch_threads
 from snrl.config import (
-    NEURON_DEFAULTS,
     Layer,
-    check_values,
     config_from_dict,
     config_to_dict,
-    override,
 )
 from snrl.envs import check_spaces, make_env, make_vector_env
-from snrl.envs.make import (
-    check_env_id_trusted,
-    check_env_kwargs,
-    env_factory,
-    env_name,
-    is_env_object,
-)
+from snrl.envs.make import check_env_id_trusted, env_factory, env_name, is_env_object
 from snrl.envs.spaces import ObsFlattener
 from snrl.envs.timing import env_time_step
 from snrl.envs.trials import TrialTracker
-from snrl.errors import NonFiniteError, UserError, explain_foreign_calls, first_line
+from snrl.errors import UserError, explain_foreign_calls, first_line
 from snrl.layers.base import cached_weights
-from snrl.networks.ann import ACTIVATIONS
-from snrl.networks.factory import BACKBONES, ENCODERS, SPIKING, build_backbone
 from snrl.training.checkpoint import (
-    check_persistable,
     corrupt_checkpoint,
     read_algo_checkpoint,
     rng_state,
     save_checkpoint,
 )
+from snrl.training.metrics import trial_columns
 from snrl.training.rundir import continue_run_dir
 from snrl.training.runlog import RunLogger
 from snrl.trajectory import Trajectory
 from snrl.zoo import configure
 
 log = logging.getLogger("snrl")
-
-
-def check(cond: bool, msg: str) -> None:
-    """Raise :class:`UserError` with ``msg`` unless ``cond`` (config validation)."""
-    if not cond:
-        raise UserError(msg)
-
-
-# ---- limits: what one run may ask for (docs/reliability.md, "Inputs") ------------------------
-#: Seeds are integers in [0, MAX_SEED] (numpy's legacy seeding takes < 2**32; derived seeds
-#: such as ``seed + 10_000`` must stay valid).
-MAX_SEED = 2**31 - 1
-#: Envs built at once: ``n_envs``, ``eval_episodes`` and ``evaluate(n_episodes=...)`` (one
-#: env per episode).
-MAX_ENVS = 4096
-#: Envs of an ``asynchronous`` vector env (one process each).
-MAX_ASYNC_ENVS = 256
-#: Env steps of one run (at 10^5 steps/s, about four months).
-MAX_TOTAL_STEPS = 10**12
-#: Neuron steps per env step of a spiking backbone (``substeps``).
-MAX_SUBSTEPS = 1000
-#: Share of this machine's physical memory that the estimated buffers and networks may take.
-MEMORY_FRACTION = 0.8
-
-
-def check_int(name: str, value: Any, lo: int, hi: int, hint: str = "") -> int:
-    """``value`` as an int in ``[lo, hi]``, else :class:`UserError` naming ``name``.
-
-    Used for arguments of the algorithms' methods (``evaluate(n_episodes=...)``), which a
-    config does not check. ``hint`` ends the message (e.g. why there is an upper bound).
-    """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise UserError(
-            f"{name}={value!r} is a {type(value).__name__} (pass an integer in [{lo}, {hi}])"
-        )
-    if not lo <= value <= hi:
-        raise UserError(f"{name}={value} is out of range (pass an integer in [{lo}, {hi}]{hint})")
-    return int(value)
-
-
-#: Torch threads one run may ask for (``threads``, ``--threads``).
-MAX_THREADS = 1024
-#: The thread policy (``threads=None``): networks up to this many neurons per hidden layer
-#: run on one torch thread; wider ones on torch's own thread count. Measured with
-#: benchmarks/bench_threads.py (docs/benchmarks.md, "Torch threads").
-ONE_THREAD_MAX_HIDDEN = 512
-
-
-def policy_threads(config: Any, width: int | None = None) -> int | None:
-    """The torch thread count a run of ``config`` uses: its ``threads`` when set (0: leave
-    torch's current setting as it is, returned as None), else the thread policy: one thread
-    for networks whose widest layer (``width``, default ``config.hidden_size``) has at most
-    :data:`ONE_THREAD_MAX_HIDDEN` neurons, torch's own setting (None) for wider ones."""
-    threads = getattr(config, "threads", None)
-    if threads is not None:
-        return threads or None
-    width = config.hidden_size if width is None else width
-    return 1 if width <= ONE_THREAD_MAX_HIDDEN else None
-
-
-@contextlib.contextmanager
-def torch_threads(n: int | None) -> Iterator[None]:
-    """Run the block on ``n`` torch threads (None: as they are) and give the caller's thread
-    count back afterwards: a library call never leaves a changed ``torch.set_num_threads``
-    behind."""
-    before = torch.get_num_threads()
-    if n is None or n == before:
-        yield
-        return
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def denormals_flushed() -> bool:
-    """Whether float arithmetic on this thread flushes subnormal numbers to zero."""
-    return bool((torch.full((1,), 1e-30) * 1e-10)[0] == 0)  # 1e-40 is subnormal
-
-
-@contextlib.contextmanager
-def flush_denormals(on: bool) -> Iterator[None]:
-    """Run the block with subnormal floats flushed to zero (``torch.set_flush_denormal``)
-    when ``on``, and turn it off again afterwards unless it was on before: a library call
-    never leaves the setting changed. Where the CPU does not support it, nothing changes.
-
-    Why: on some CPUs (Intel's) an operation on a subnormal number (below 1.2e-38 in float32)
-    takes ~100x longer, and Adam's state for weights whose gradient stays near zero decays into
-    that range. A ReLU MLP DQN spent a quarter of its time in Adam's kernel because of it
-    (docs/benchmarks.md, issue 11). Values that small change nothing in training.
-    """
-    if not on or denormals_flushed() or not torch.set_flush_denormal(True):
-        yield
-        return
-    try:
-        yield
-    finally:
-        torch.set_flush_denormal(False)
-
-
-# ---- small budgets for smoke runs (docs/cli.md, "Small budgets") ---------------------------
-#: Environment variables that cap what one call may run: ``SNRL_MAX_STEPS`` caps
-#: ``learn(total_steps)`` and the length of a ``rollout``; ``SNRL_MAX_EPISODES`` caps
-#: ``evaluate(n_episodes)``. The docs' code blocks run under them in the tests.
-CAP_VARS = ("SNRL_MAX_STEPS", "SNRL_MAX_EPISODES")
-_noticed: set[str] = set()  # the notices already printed by this process (one line each)
-
-
-def env_cap(var: str) -> int | None:
-    """The cap set by the environment variable ``var`` (None when unset or empty)."""
-    text = os.environ.get(var, "").strip()
-    if not text:
-        return None
-    try:
-        cap = int(text.replace("_", ""))
-    except ValueError:
-        cap = 0
-    if cap < 1:
-        raise UserError(f"{var}={text!r} (set it to an integer >= 1, or unset it)")
-    return cap
-
-
-def capped(value: int, var: str, what: str) -> int:
-    """``value``, or the cap of ``var`` when it is smaller; then a one-line notice on stderr
-    (once per process and message)."""
-    cap = env_cap(var)
-    if cap is None or value <= cap:
-        return value
-    notice(f"snrl: {what} {value} capped at {cap} by {var}")
-    return cap
-
-
-def notice(line: str) -> None:
-    """Print ``line`` on stderr, once per process."""
-    if line not in _noticed:
-        _noticed.add(line)
-        print(line, file=sys.stderr, flush=True)
-
-
-def memory_limit() -> int:
-    """Bytes a run may plan to allocate: ``MEMORY_FRACTION`` of the physical memory (16 GiB
-    where the platform does not say)."""
-    try:
-        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, OSError, ValueError):
-        total = 16 * 2**30
-    return int(total * MEMORY_FRACTION)
-
-
-def _gib(n: float) -> str:
-    g = n / 2**30
-    return f"{g:.3g} GiB" if g < 1000 else f"{g:,.0f} GiB"
-
-
-def check_finite(value: Any, quantity: str, *, env_step: int, cause: str) -> None:
-    """Stop training with :class:`NonFiniteError` unless ``value`` (a float, array or
-    tensor) is finite everywhere.
-
-    Called before anything computed from ``value`` is stored or checkpointed, so
-    ``checkpoints/last.pt`` keeps the last good state.
-
-    Args:
-        value: What to check.
-        quantity: Its name in the message ("policy loss", "reward").
-        env_step: The env step of the run where it happened.
-        cause: The likely cause and its fix, named in the message.
-    """
-    # the short ways (the env's rewards are checked every step)
-    if isinstance(value, float) and math.isfinite(value):
-        return
-    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
-        if value.dtype.kind != "f" or np.isfinite(value).all():
-            return
-    t = torch.as_tensor(value)
-    if t.is_floating_point() and not bool(torch.isfinite(t).all()):
-        bad = t[~torch.isfinite(t)].flatten()[0].item()
-        raise NonFiniteError(
-            f"training stopped at env step {env_step}: the {quantity} is {bad} "
-            f"(likely cause: {cause}; checkpoints/last.pt keeps the last good state)"
-        )
-
-
-def check_parameters(module: nn.Module, *, env_step: int) -> None:
-    """:func:`check_finite` for every parameter of ``module``, naming the first bad one."""
-    for name, p in module.named_parameters():
-        check_finite(
-            p.detach(),
-            f"parameter {name}",
-            env_step=env_step,
-            cause="a diverging update; lower lr or max_grad_norm, or scale the rewards down",
-        )
-
-
-@dataclass(frozen=True, kw_only=True)
-class AgentConfig:
-    """The fields every algorithm's config shares: env, backbone, run bookkeeping."""
-
-    env: str = "CartPole-v1"
-    """Gymnasium id, or ``module:Class`` for a user's env (an env object given to the
-    constructor is recorded by its registered id, else as ``<...>``)."""
-    env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """Keyword arguments for the env (e.g. NeuroGym's ``dt``, ``timing``); ``--env-kwargs``
-    takes them as JSON."""
-    max_episode_steps: int | None = None
-    """Env steps after which an episode is truncated (a TimeLimit truncation, bootstrapped);
-    none: the env's own limit, else 20 trials for a NeuroGym task (docs/neuro.md), else none
-    in training and 10000 in evaluation."""
-    backbone: str = "lif"
-    """lif | alif | spylif | mlp | gru | lstm."""
-    hidden_size: int = 128
-    """Neurons / units per hidden layer (of each backbone)."""
-    n_layers: int = 1
-    """Hidden layers per backbone."""
-    force_dale_law: bool = override(
-        True, "agents train Dale networks unless told otherwise (--no-dale)"
-    )
-    """Hard Dale's law in spiking backbones."""
-    recurrent_sign: float = NEURON_DEFAULTS["recurrent_sign"]
-    """Fraction of inhibitory neurons with Dale's law (the biological 80/20). The layers
-    balance it at init (each neuron's recurrent input sums to zero; the same spectral radius
-    as without Dale), so 0.2 learns CartPole (docs/benchmarks.md)."""
-    tau_m: float = override(
-        10e-3, "CartPole PPO: 20 ms reached best 196 at 100k steps (seed 0), 10 ms 500"
-    )
-    """Membrane time constant of spiking layers, seconds."""
-    readout_tau_m: float = override(10e-3, "the readout follows the 10 ms hidden layer")
-    """Membrane time constant of the LI readout, seconds."""
-    dt: float | None = override(
-        None, "None: the task's step / substeps when the env declares one (NeuroGym), else 0.001"
-    )
-    """Neuron time step, seconds; None: from the task (docs/architecture.md, "Time"). The
-    resolved value replaces None in ``algo.config`` and config.json."""
-    hh_init: str = NEURON_DEFAULTS["hh_init"]
-    """Initial hidden state of spiking layers: zeros | random | learned."""
-    encoder: str = "direct"
-    """Input encoding of spiking backbones: direct | population."""
-    activation: str = "tanh"
-    """Hidden nonlinearity of an mlp backbone: tanh (as SB3's PPO) | relu (as SB3's DQN);
-    the other backbones ignore it."""
-    substeps: int = 1
-    """Neuron steps per env step (spiking backbones; ANN backbones ignore it): each
-    observation is held for ``substeps`` steps of ``dt``."""
-    rate_reg: float = 0.0
-    """Firing-rate regularization: adds ``rate_reg`` times the mean over the acting network's
-    spiking neurons of ``(r_j - clip(r_j, *rate_range))**2`` to the loss, ``r_j`` the
-    neuron's spikes per step over the minibatch: no pull inside the range (0: off; ANN
-    backbones ignore it)."""
-    rate_range: tuple[float, float] = (0.02, 0.2)
-    """Spikes per neuron per network step that the rate regularization leaves alone."""
-    n_envs: int = 8
-    """Parallel envs."""
-    asynchronous: bool = False
-    """AsyncVectorEnv (processes) instead of SyncVectorEnv."""
-    normalize_obs: bool = True
-    """Running observation mean/std normalization (saved with the agent)."""
-    eval_interval: int = 5_000
-    """Env steps between deterministic evaluations that select best.pt (0: only at the end)."""
-    eval_episodes: int = 10
-    """Episodes per periodic evaluation."""
-    checkpoint_interval: int = 10
-    """Metrics rows (updates) between writes of last.pt."""
-    total_steps: int = 100_000
-    """Env steps of a run (used by the CLI and for annealing schedules)."""
-    seed: int = 0
-    """Seeds the network initialization, the envs, the agent's and the layers' own generators
-    (and replay/exploration); the global RNGs of torch and numpy are never touched."""
-    device: str = "cpu"
-    """Torch device."""
-    threads: int | None = None
-    """Torch threads while learn/evaluate/rollout run (restored afterwards); none: the
-    policy (1 up to 512 neurons per layer, measured); 0: leave torch's setting alone."""
-    flush_denormals: bool = True
-    """Flush subnormal floats (below 1.2e-38) to zero while learn/evaluate/rollout run
-    (restored afterwards): some CPUs take ~100x longer on them, and Adam's state decays into
-    that range for weights whose gradient stays near zero. False: leave them."""
-    curriculum: Curriculum | None = None
-    """Lessons of increasing difficulty (snrl.Curriculum; [[curriculum.lesson]] tables in
-    TOML): env options merged over env_kwargs and a promotion criterion each
-    (docs/curriculum.md)."""
-    tuned: bool = True
-    """Apply snrl's tuned settings for this algorithm, env and backbone (snrl/zoo/*.toml,
-    docs/agents.md) under the values you give; false: the built-in defaults."""
-    tuned_from: str = ""
-    """Written by snrl: the tuned entry applied and its keys (empty: none)."""
-
-    #: integer fields that must be >= 1 (subclasses extend it)
-    positive_ints: ClassVar[tuple[str, ...]] = (
-        "hidden_size",
-        "n_layers",
-        "n_envs",
-        "substeps",
-        "eval_episodes",
-        "checkpoint_interval",
-        "total_steps",
-    )
-
-    def __post_init__(self) -> None:
-        check_values(self)  # types, finite numbers: every field of every algorithm's config
-        check(self.backbone in BACKBONES, f"backbone={self.backbone!r} (one of {BACKBONES})")
-        check(self.encoder in ENCODERS, f"encoder={self.encoder!r} (one of {ENCODERS})")
-        check(
-            self.activation in ACTIVATIONS,
-            f"activation={self.activation!r} (one of {tuple(ACTIVATIONS)})",
-        )
-        check(
-            0 <= self.seed <= MAX_SEED, f"seed={self.seed} (must be an integer in [0, {MAX_SEED}])"
-        )
-        check_persistable(self)  # a remote env's token never goes to config.json / checkpoints
-        for name in ("n_envs", "eval_episodes"):
-            v = getattr(self, name)
-            check(
-                v <= MAX_ENVS,
-                f"{name}={v} is more envs than snrl builds at once (must be <= {MAX_ENVS})",
-            )
-        check(
-            not self.asynchronous or self.n_envs <= MAX_ASYNC_ENVS,
-            f"n_envs={self.n_envs} with asynchronous=true starts one process per env "
-            f"(must be <= {MAX_ASYNC_ENVS}, or set asynchronous=false)",
-        )
-        check(
-            self.total_steps <= MAX_TOTAL_STEPS,
-            f"total_steps={self.total_steps} (must be <= {MAX_TOTAL_STEPS:.0e})",
-        )
-        check(
-            not isinstance(self.substeps, int) or self.substeps <= MAX_SUBSTEPS,
-            f"substeps={self.substeps} (neuron steps per env step, must be <= {MAX_SUBSTEPS})",
-        )
-        check(
-            0 <= self.recurrent_sign <= 1,
-            f"recurrent_sign={self.recurrent_sign} (the inhibitory fraction, in [0, 1])",
-        )
-        try:
-            torch.device(self.device)
-        except (RuntimeError, ValueError):
-            raise UserError(f"device={self.device!r} (use cpu, cuda, cuda:N or mps)") from None
-        for name in self.positive_ints:
-            v = getattr(self, name)
-            check(
-                isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-                f"{name}={v!r} (must be an integer >= 1)",
-            )
-        check(
-            self.tau_m > 0 and self.readout_tau_m > 0 and (self.dt is None or self.dt > 0),
-            "tau_m, readout_tau_m and dt must be > 0 seconds (dt may be None: from the task)",
-        )
-        check(
-            self.hh_init in ("zeros", "random", "learned"),
-            f"hh_init={self.hh_init!r} (zeros | random | learned for agents)",
-        )
-        check(self.eval_interval >= 0, f"eval_interval={self.eval_interval} (must be >= 0)")
-        check(self.rate_reg >= 0, f"rate_reg={self.rate_reg} (must be >= 0)")
-        lo, hi = self.rate_range
-        check(
-            0 <= lo <= hi <= 1,
-            f"rate_range={self.rate_range} (must be (low, high) with 0 <= low <= high <= 1"
-            " spikes per step)",
-        )
-        check(
-            self.max_episode_steps is None or self.max_episode_steps >= 1,
-            f"max_episode_steps={self.max_episode_steps} (must be an integer >= 1, or none)",
-        )
-        check_env_kwargs(self.env_kwargs)
-        check(
-            self.threads is None or 0 <= self.threads <= MAX_THREADS,
-            f"threads={self.threads} (an integer in [1, {MAX_THREADS}], 0 for torch's own "
-            "setting, or none for the policy)",
-        )
-
-    def rate_term(self, activity: Any) -> Any:
-        """``rate_reg`` times the firing-rate penalty of ``activity`` (an
-        :class:`~snrl.networks.Activity`), 0 when off: the loss term PPO adds for its policy
-        and DQN for its online Q-network."""
-        if self.rate_reg <= 0:
-            return 0.0
-        return self.rate_reg * activity.rate_penalty(*self.rate_range)
-
-    def memory_bytes(self, obs_size: int, head_size: int) -> dict[str, int]:
-        """Rough bytes of what a run of this config allocates, by part (the subclasses add
-        their buffers): parameters, gradients and Adam moments of the backbones."""
-        h, n = self.hidden_size, self.n_layers
-        gates = 4 if self.backbone in ("gru", "lstm") else 1
-        params = gates * (obs_size * h + (2 * n - 1) * h * h + n * h) + h * head_size
-        return {"networks": 2 * 16 * params}  # two backbones x (param, grad, 2 moments) fp32
-
-    def check_memory(self, obs_size: int, head_size: int) -> None:
-        """Refuse a config whose :meth:`memory_bytes` exceed :func:`memory_limit`, before
-        anything is allocated."""
-        parts = self.memory_bytes(obs_size, head_size)
-        total, limit = sum(parts.values()), memory_limit()
-        if total > limit:
-            detail = ", ".join(f"{k} {_gib(v)}" for k, v in parts.items())
-            raise UserError(
-                f"this config needs about {_gib(total)} of memory ({detail}; observations of "
-                f"{obs_size} values) but this machine allows {_gib(limit)} (lower "
-                "hidden_size, n_layers, n_envs, n_steps or buffer_size)"
-            )
-
-    @property
-    def neuron_dt(self) -> float:
-        """The neuron time step in seconds: ``dt``, or 1 ms while ``dt`` is unresolved."""
-        return NEURON_DEFAULTS["dt"] if self.dt is None else float(self.dt)
-
-    def resolve_dt(self, task_dt: float | None) -> AgentConfig:
-        """This config with ``dt`` set: unchanged if given, else ``task_dt / substeps`` when
-        the task declares its step (seconds), else 1 ms."""
-        if self.dt is not None:
-            return self
-        dt = NEURON_DEFAULTS["dt"] if task_dt is None else task_dt / self.substeps
-        return dataclasses.replace(self, dt=dt)
-
-    def build_backbone(self, input_size: int, output_size: int, *, seed: int) -> nn.Module:
-        """The backbone these fields describe (:func:`snrl.build_backbone`); a spiking one
-        gets its neuron parameters as one object (``snrl.layers.LIFParameters`` ...), built
-        here from ``tau_m``, ``dt`` and ``hh_init``."""
-        from snrl.networks.spiking import NEURONS
-
-        params = None
-        if self.backbone in SPIKING:
-            params = NEURONS[self.backbone].params_type(
-                tau_m=self.tau_m, dt=self.neuron_dt, hh_init=self.hh_init
-            )
-        return build_backbone(
-            self.backbone,
-            input_size,
-            output_size,
-            hidden_size=self.hidden_size,
-            n_layers=self.n_layers,
-            params=params,
-            force_dale_law=self.force_dale_law,
-            recurrent_sign=self.recurrent_sign,
-            encoder=self.encoder,
-            substeps=self.substeps,
-            readout_tau_m=self.readout_tau_m,
-            activation=self.activation,
-            seed=seed,
-        )
 
 
 #: ``learn()`` keywords of Stable-Baselines3 and what snrl does instead (docs/migrating.md).
@@ -556,6 +128,17 @@ class Algorithm:
             owner = f"snrl.{cls.algo_name.upper()}(...)"
             explain = explain_foreign_calls(owner, {}, positional=_foreign_algo_arguments)
             cls.__init__ = explain(cls.__dict__["__init__"])  # type: ignore[method-assign]
+
+    #: the callbacks of the running ``learn`` (none outside it)
+    _callbacks: tuple | list = ()
+    #: ``n_updates`` when last.pt was last written by this object (-1: not yet)
+    _last_saved: int = -1
+    #: a callback asked the running ``learn`` to stop after the current iteration
+    _stopping: bool = False
+    loss_terms: list[Any]
+    """Functions ``fn(activity, batch) -> scalar tensor`` added to the loss (PPO: to the
+    policy and value loss, with the policy's activity; DQN: to the TD loss, with the
+    Q-network's)."""
 
     @staticmethod
     @contextlib.contextmanager
@@ -615,6 +198,7 @@ class Algorithm:
             env = env_name(env)
         if env is not None:
             overrides["env"] = env
+        self._take_callables(overrides)
         if isinstance(overrides.get("curriculum"), (list, tuple)):  # lessons as dicts
             overrides["curriculum"] = Curriculum(overrides["curriculum"])
         # the one config path (snrl.zoo.configure, as `snrl train`): the tuned settings of this
@@ -634,6 +218,7 @@ class Algorithm:
             msg = f"tuned settings {entry.source}: not applied {'; '.join(skipped)}"
             warnings.warn(msg, stacklevel=3)
         self.config = cfg
+        self._check_callables()
         self.device = _available_device(cfg.device)
         source = self._env_source
         if isinstance(source, gym.vector.VectorEnv):
@@ -657,6 +242,45 @@ class Algorithm:
             return probe.observation_space, probe.action_space
         finally:
             probe.close()
+
+    def _take_callables(self, overrides: dict[str, Any]) -> None:
+        """Move the Python-only arguments out of ``overrides``: a callable ``optimizer`` or
+        ``lr_schedule`` (the config records ``"custom"``) and the ``loss_terms`` functions
+        (the config records their names)."""
+        self._custom: dict[str, Any] = {}
+        for key in ("optimizer", "lr_schedule"):
+            if callable(overrides.get(key)):
+                self._custom[key] = overrides[key]
+                overrides[key] = CUSTOM
+        terms = overrides.pop("loss_terms", None)
+        if terms is None:
+            self.loss_terms: list[Any] = []
+            return
+        terms = list(terms) if isinstance(terms, (list, tuple)) else [terms]
+        for fn in terms:
+            check(
+                callable(fn),
+                f"loss_terms has {fn!r} (pass functions fn(activity, batch) -> scalar tensor; "
+                "loss terms are Python-only, config files cannot name them)",
+            )
+        self.loss_terms = terms
+        overrides["loss_terms"] = tuple(_callable_name(fn) for fn in terms)
+
+    def _check_callables(self) -> None:
+        """Refuse a config that records a Python-only callable that was not passed."""
+        cfg, name = self.config, self.algo_name.upper()
+        for key in ("optimizer", "lr_schedule"):
+            check(
+                getattr(cfg, key) != CUSTOM or key in self._custom,
+                f"{key}='custom' stands for a function passed in Python, which files do not "
+                f"hold (pass it again: snrl.{name}(..., {key}=fn) or snrl.{name}.load(path, "
+                f"{key}=fn))",
+            )
+        check(
+            not cfg.loss_terms or bool(self.loss_terms),
+            f"this run was trained with loss_terms {list(cfg.loss_terms)}, functions that "
+            f"files do not hold (pass them again: snrl.{name}.load(path, loss_terms=[...]))",
+        )
 
     def _check_output_width(self, key: str, module: nn.Module, expected: int) -> None:
         """Run a custom backbone once on a zero observation and refuse it unless its output
@@ -702,8 +326,18 @@ class Algorithm:
 
     # ---- the public surface ----------------------------------------------------------------
     @explain_foreign_calls("learn(...)", _FOREIGN_LEARN_KEYWORDS)
-    def learn(self, total_steps: int | None = None, *, progress: bool = True) -> dict[str, list]:
+    def learn(
+        self,
+        total_steps: int | None = None,
+        *,
+        callbacks: Any = None,
+        progress: bool = True,
+    ) -> dict[str, list]:
         """Train until ``total_steps`` env steps (default ``config.total_steps``).
+
+        One loop for every algorithm, one iteration per metrics row: collect, update (each
+        algorithm's own), then the shared schedule: the row, a periodic evaluation, the
+        checkpoints, the curriculum and the callbacks (docs/agents.md, "Callbacks").
 
         Returns the metrics history (column -> list). With a run directory, also appends each
         row to ``metrics.csv``, writes ``checkpoints/last.pt`` every ``checkpoint_interval``
@@ -712,9 +346,16 @@ class Algorithm:
 
         Runs on the torch thread count of ``config.threads``, with subnormal floats flushed
         to zero unless ``config.flush_denormals`` is False (both restored afterwards); the
-        environment variable ``SNRL_MAX_STEPS`` caps ``total_steps``. ``progress``: a bar on
-        a terminal (tqdm.auto's widget in a notebook), one line every 10 s or 10 % when
-        stderr is a file or pipe; False for silence.
+        environment variable ``SNRL_MAX_STEPS`` caps ``total_steps``.
+
+        Args:
+            total_steps: Env steps to train to (counted over the whole run, resumes included).
+            callbacks: A :class:`snrl.callbacks.Callback`, or a list of them. A hook that
+                returns ``False`` stops training after the current iteration: its row is
+                logged, ``checkpoints/last.pt`` written, and a later ``learn`` (or
+                ``--resume``) continues from there.
+            progress: A bar on a terminal (tqdm.auto's widget in a notebook), one line every
+                10 s or 10 % when stderr is a file or pipe; False for silence.
         """
         total = check_int(
             "total_steps",
@@ -723,13 +364,166 @@ class Algorithm:
             MAX_TOTAL_STEPS,
         )
         total = capped(total, "SNRL_MAX_STEPS", "total_steps")
+        hooks = callback_objects(callbacks)
         with self._runtime():
             if self._envs is None:
                 self._start_envs()
-            return self._learn(total, progress=bool(progress))
+            return self._train(total, hooks, progress=bool(progress))
 
-    def _learn(self, total: int, *, progress: bool) -> dict[str, list]:
+    def _train(self, total: int, callbacks: list[Any], *, progress: bool) -> dict[str, list]:
+        """The loop of :meth:`learn`: one iteration (one metrics row) at a time until
+        ``total`` env steps or a callback says stop."""
+        logger = self._run_logger(total, progress)
+        self._callbacks = callbacks
+        clock = _EvalClock(self.config.eval_interval, self.env_step)
+        t_start = time.perf_counter()
+        self._stopping = False
+        try:
+            self._notify("on_training_start", self)
+            while not self._stopping and self.env_step < total:
+                self._set_lr(total)
+                rollout, returns = self._collect_rollout(total)
+                self._notify("on_rollout_end", self)
+                entries = self._learn_from(rollout)
+                check_parameters(self.agent, env_step=self.env_step)
+                self.n_updates += 1
+                row = self._metrics_row(returns, entries)
+                evaluated = clock.due(self.env_step, total)
+                if evaluated:
+                    self._evaluate_into(row)
+                self._log_row(logger, row, time.perf_counter() - t_start, evaluated=evaluated)
+                self._notify("on_update_end", self, logger.last_row)
+                if self._stopping and self._last_saved != self.n_updates and self.run_dir:
+                    self._checkpoint("last")  # stopped by a callback: resumable from here
+        finally:
+            logger.close()
+        try:
+            self._notify("on_training_end", self)
+        finally:
+            self._callbacks = ()
+        return logger.history
+
+    # ---- what each algorithm supplies -------------------------------------------------------
+    def _collect_rollout(self, total: int) -> tuple[Any, list[float]]:
+        """Collect one iteration's experience (never past ``total`` env steps): what
+        :meth:`_learn_from` takes, and the returns of the episodes that ended meanwhile."""
         raise NotImplementedError
+
+    def _learn_from(self, rollout: Any) -> dict[str, Any]:
+        """Learn from what :meth:`_collect_rollout` gave, with ``env_step`` counting the env
+        steps of the iteration when it returns; returns the algorithm's own entries of the
+        metrics row (after ``env_step``, ``episode_return_mean`` and ``episodes``)."""
+        raise NotImplementedError
+
+    # ---- optimizer, learning rate and loss terms (docs/agents.md) ----------------------------
+    def _make_optimizer(
+        self, params: Iterator[nn.Parameter], *, eps: float, fused: bool
+    ) -> torch.optim.Optimizer:
+        """The optimizer of ``config.optimizer`` (or the callable passed) over the trainable
+        ``params``; ``eps`` and ``fused`` are those of ``"adam"`` (:class:`FlatAdam`)."""
+        cfg = self.config
+        self._trained = [p for p in params if p.requires_grad]
+        make = self._custom.get("optimizer")
+        if make is None:
+            opt = build_optimizer(
+                cfg.optimizer,
+                self._trained,
+                lr=cfg.lr,
+                weight_decay=cfg.weight_decay,
+                kwargs=cfg.optimizer_kwargs,
+                eps=eps,
+                fused=fused,
+            )
+        else:
+            opt = make(self._trained)
+            check(
+                isinstance(opt, torch.optim.Optimizer),
+                f"optimizer={make!r} returned {type(opt).__name__} (a callable optimizer must "
+                "return a torch.optim.Optimizer over the parameters it is given)",
+            )
+        self._base_lrs = [g["lr"] for g in opt.param_groups]
+        return opt
+
+    def _set_lr(self, total: int) -> None:
+        """Set the learning rate of the iteration about to start: each parameter group's
+        initial lr times ``lr_schedule``'s multiplier at progress ``env_step / total``."""
+        schedule = self._custom.get("lr_schedule", self.config.lr_schedule)
+        if schedule == "constant":
+            return
+        m = lr_multiplier(schedule, self.env_step / total)
+        for g, base in zip(self.optimizer.param_groups, self._base_lrs):
+            g["lr"] = base * m
+
+    def _clip_grad_norm(self, max_norm: float) -> torch.Tensor:
+        """Scale the gradients to a global 2-norm of at most ``max_norm``; the norm before."""
+        if isinstance(self.optimizer, FlatAdam):
+            return self.optimizer.clip_grad_norm_(max_norm)
+        return nn.utils.clip_grad_norm_(self._trained, max_norm)
+
+    def _optimizer_step(self) -> None:
+        """One step of the optimizer (:meth:`FlatAdam.update` skips torch's wrapper)."""
+        if isinstance(self.optimizer, FlatAdam):
+            self.optimizer.update()
+        else:
+            self.optimizer.step()
+
+    def _extra_loss(self, activity: Any, batch: Any) -> torch.Tensor:
+        """The sum of the ``loss_terms`` on this minibatch (each checked to be a scalar
+        tensor)."""
+        total = None
+        for fn in self.loss_terms:
+            value = fn(activity, batch)
+            if not isinstance(value, torch.Tensor) or value.numel() != 1:
+                raise UserError(
+                    f"loss term {_callable_name(fn)} returned {type(value).__name__} "
+                    f"{getattr(value, 'shape', '')} (a loss term must return a scalar tensor)"
+                )
+            total = value.reshape(()) if total is None else total + value.reshape(())
+        return total
+
+    # ---- the shared schedule ----------------------------------------------------------------
+    def _notify(self, hook: str, *args: Any) -> None:
+        """Call ``hook`` of every callback of the running ``learn``; when any of them returns
+        False, training stops after the current iteration (every callback is called all the
+        same)."""
+        for cb in self._callbacks:
+            fn = getattr(cb, hook, None)
+            if fn is not None and fn(*args) is False:
+                self._stopping = True
+
+    def _metrics_row(self, returns: list[float], entries: dict[str, Any]) -> dict[str, Any]:
+        """The metrics row of the iteration just done: counters, the mean return of the last
+        100 episodes, the algorithm's ``entries`` and, on a trial task, the trial columns."""
+        self._recent = (self._recent + returns)[-100:]
+        row = {
+            "env_step": self.env_step,
+            "episode_return_mean": float(np.mean(self._recent)) if self._recent else math.nan,
+            "episodes": len(returns),
+            **entries,
+        }
+        if self._trials.active:
+            row.update(trial_columns(self._trial_log))
+        self._trial_log = []
+        return row
+
+    def _evaluate_into(self, row: dict[str, Any]) -> None:
+        """The periodic evaluation: its columns into ``row``, then ``on_eval_end``."""
+        cfg = self.config
+        res = self.evaluate(
+            n_episodes=cfg.eval_episodes, seed=cfg.seed + 10_000, lesson=self.lesson
+        )
+        row["eval_return_mean"] = res["mean_return"]
+        if "accuracy" in res:
+            row["eval_trial_accuracy"] = res["accuracy"]
+        self._notify("on_eval_end", self, res)
+
+    def _checkpoint(self, name: str) -> None:
+        """Write ``checkpoints/<name>.pt`` of the run directory and tell the callbacks."""
+        path = self.run_dir / "checkpoints" / f"{name}.pt"
+        self.save(path)
+        if name == "last":
+            self._last_saved = self.n_updates
+        self._notify("on_checkpoint", self, path)
 
     def _start_envs(self) -> None:
         raise NotImplementedError
@@ -835,7 +629,7 @@ class Algorithm:
         if self.env_step < logger.total:
             self._start_envs()
         if self.run_dir is not None:
-            self.save(self.run_dir / "checkpoints" / "last.pt")
+            self._checkpoint("last")
 
     def evaluate(
         self,
@@ -920,7 +714,11 @@ class Algorithm:
             Path(path),
             {
                 "algo": self.algo_name,
-                "config": config_to_dict(self.config),
+                "config": config_to_dict(
+                    dataclasses.replace(
+                        self.config, loss_terms=tuple(map(_callable_name, self.loss_terms))
+                    )
+                ),
                 "custom_backbones": bool(self.custom_backbones),
                 "agent": self.agent.state_dict(),
                 "optimizer": self.optimizer.state_dict(),
@@ -955,10 +753,15 @@ class Algorithm:
         run_dir: str | Path | None = None,
         env: Any = None,
         trust_env_module: bool = False,
+        optimizer: Any = None,
+        lr_schedule: Any = None,
+        loss_terms: Any = None,
         device: str | None = None,
     ):
         """Restore an algorithm saved by :meth:`save`; pass ``policy``/``critic`` modules of
-        the same architecture when it was built with custom backbones. ``run_dir``: continue
+        the same architecture when it was built with custom backbones, and the callable
+        ``optimizer``, ``lr_schedule`` and ``loss_terms`` it was trained with (files do not
+        hold functions). ``run_dir``: continue
         training into this run directory (its own, or a new one). A ``module:Class`` env
         named by the file is imported only with ``trust_env_module=True`` or when ``env``
         names the env (it replaces the saved ``env``; an env object is taken as by the
@@ -994,7 +797,16 @@ class Algorithm:
         except ValueError as e:
             raise corrupt_checkpoint(path, f"its config: {first_line(e)}") from None
         obj = env if is_env_object(env) else None
-        algo = cls(obj, config=cfg, policy=policy, critic=critic, run_dir=None)
+        python_only = {
+            k: v
+            for k, v in (
+                ("optimizer", optimizer),
+                ("lr_schedule", lr_schedule),
+                ("loss_terms", loss_terms),
+            )
+            if v is not None
+        }
+        algo = cls(obj, config=cfg, policy=policy, critic=critic, run_dir=None, **python_only)
         try:
             algo.agent.load_state_dict(d["agent"])
             algo.optimizer.load_state_dict(d["optimizer"])
@@ -1054,9 +866,9 @@ class Algorithm:
         self.best_eval, self.wall_time = logger.best_eval, logger.wall_time
         if self.run_dir is not None:
             if best_due:
-                self.save(self.run_dir / "checkpoints" / "best.pt")
+                self._checkpoint("best")
             if last_due:
-                self.save(self.run_dir / "checkpoints" / "last.pt")
+                self._checkpoint("last")
         if promoted:
             self._promote(logger)
 
@@ -1065,6 +877,51 @@ class Algorithm:
         if self._envs is not None:
             self._envs.close()
             self._envs = None
+
+
+#: The hooks of a callback (:class:`snrl.callbacks.Callback`), in the order a run calls them.
+CALLBACK_HOOKS = (
+    "on_training_start",
+    "on_rollout_end",
+    "on_eval_end",
+    "on_checkpoint",
+    "on_update_end",
+    "on_training_end",
+)
+
+
+def callback_objects(callbacks: Any) -> list[Any]:
+    """``learn(callbacks=...)`` as a list: None, one callback, or a list/tuple of them. A
+    callback is any object with at least one of :data:`CALLBACK_HOOKS` (the algorithms call
+    them by name, so this floor does not import :mod:`snrl.callbacks`)."""
+    if callbacks is None:
+        return []
+    items = list(callbacks) if isinstance(callbacks, (list, tuple)) else [callbacks]
+    for cb in items:
+        if not any(callable(getattr(cb, h, None)) for h in CALLBACK_HOOKS):
+            raise UserError(
+                f"callbacks= got {cb!r}, which has none of the hooks {', '.join(CALLBACK_HOOKS)} "
+                "(pass snrl.callbacks.Callback objects, e.g. snrl.callbacks.StopOnReward(475))"
+            )
+    return items
+
+
+class _EvalClock:
+    """When the periodic evaluations of one ``learn`` call are due: after the first row at
+    or past each multiple of ``interval`` env steps (0: none), and after the last row."""
+
+    def __init__(self, interval: int, env_step: int) -> None:
+        self.interval = interval
+        self.next = (env_step // interval + 1) * interval if interval else None
+
+    def due(self, env_step: int, total: int) -> bool:
+        """Whether the row at ``env_step`` is evaluated (and the clock moved past it)."""
+        if not (self.next is not None and env_step >= self.next or env_step >= total):
+            return False
+        if self.next is not None:
+            while self.next <= env_step:
+                self.next += self.interval
+        return True
 
 
 class _Spaces:
@@ -1092,6 +949,13 @@ def _env_count_why(env: Any, count: int) -> str:
     if isinstance(env, gym.vector.VectorEnv):
         return f"the vector env {env_name(env)} has {count} envs"
     return f"an env instance is one env ({env_name(env)}; snrl trains on it, not on copies)"
+
+
+def _callable_name(fn: Any) -> str:
+    """How a config records a function passed in Python: ``module.qualname``."""
+    module = getattr(fn, "__module__", None) or ""
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    return f"{module}.{name}" if module else name
 
 
 def _check_protocol(key: str, module: Any) -> None:

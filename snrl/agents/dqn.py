@@ -31,8 +31,9 @@ them: one preprocessing path, and stored data never goes stale when the running
 normalization statistics move (normalized-at-write observations would mix statistics of
 different ages in one batch).
 
-The training loop (:meth:`DQN.learn`) reads top to bottom: act, store, train, update the
-target, log, evaluate, checkpoint.
+The training loop is :meth:`snrl.agents.base.Algorithm.learn` (log, evaluate, checkpoint,
+callbacks); DQN supplies one iteration (:meth:`DQN._collect_rollout`: act, store, train,
+update the target; :meth:`DQN._learn_from`: the row's entries).
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
@@ -51,13 +51,8 @@ import torch
 from torch import Tensor, nn
 
 from snrl.agents.agent import Agent
-from snrl.agents.base import (
-    AgentConfig,
-    Algorithm,
-    check,
-    check_finite,
-    check_parameters,
-)
+from snrl.agents.base import Algorithm
+from snrl.agents.config import AgentConfig
 from snrl.agents.dqn_math import (
     DUELING_MODES,
     LOSS_KINDS,
@@ -69,6 +64,7 @@ from snrl.agents.dqn_math import (
     td_loss_grad,
 )
 from snrl.agents.exploration import EXPLORATIONS, make_exploration
+from snrl.agents.limits import check, check_finite
 from snrl.agents.optim import FlatAdam
 from snrl.buffers import (
     NStepWriter,
@@ -86,7 +82,6 @@ from snrl.functional.state import State, detach_state, map_state, mask_state
 from snrl.networks.activity import Activity
 from snrl.networks.ann import MLP
 from snrl.networks.sequence import run_with_resets
-from snrl.training.metrics import trial_columns
 from snrl.training.rundir import prepare_run_dir
 
 REPLAYS = ("auto", "transition", "sequence")
@@ -95,7 +90,7 @@ REPLAYS = ("auto", "transition", "sequence")
 @dataclass(frozen=True, kw_only=True)
 class DQNConfig(AgentConfig):
     """DQN hyperparameters; the defaults train a Dale LIF Q-network on CartPole-v1 (the
-    fields shared with PPO are documented in :class:`snrl.agents.base.AgentConfig`)."""
+    fields shared with PPO are documented in :class:`snrl.agents.config.AgentConfig`)."""
 
     readout_tau_m: float = override(
         3e-3, "Q follows the current spikes (CartPole DQN was unstable with 10 ms)"
@@ -119,7 +114,7 @@ class DQNConfig(AgentConfig):
     membranes) are in these units: a spiking readout reaches Q of 100 (CartPole) only with
     large weights or rates. Greedy actions do not change; returns in metrics stay raw."""
     lr: float = 5e-4
-    """Adam learning rate."""
+    """Learning rate (its start value: see lr_schedule)."""
     max_grad_norm: float = 10.0
     """Global gradient-norm clip."""
     buffer_size: int = 100_000
@@ -444,7 +439,7 @@ class DQN(Algorithm):
         if policy is not None:
             self._check_output_width("policy", policy, self.agent.head_size)
         self.target_net = copy.deepcopy(self.agent.q_net).requires_grad_(False)
-        self.optimizer = FlatAdam(self.agent.q_net.parameters(), cfg.lr)
+        self.optimizer = self._make_optimizer(self.agent.q_net.parameters(), eps=1e-8, fused=True)
         self.exploration = self._make_exploration()
         self.run_dir = None if run_dir is None else prepare_run_dir(run_dir, force=overwrite)
         self.env_step = 0
@@ -661,6 +656,8 @@ class DQN(Algorithm):
             w = torch.as_tensor(batch["weights"], device=dev).expand_as(q[bi:])
         loss = td_loss(q[bi:], y[bi:], cfg.loss, weights=w, mask=mask[bi:])
         loss = loss + cfg.rate_term(activity)
+        if self.loss_terms:
+            loss = loss + self._extra_loss(activity, batch)
         return loss, ((y - q)[bi:] * mask[bi:]).detach(), mask[bi:], q[bi:].detach()
 
     @lazy_no_grad
@@ -696,20 +693,30 @@ class DQN(Algorithm):
         b = batch["obs"].shape[0]
         x = agent.preprocess(batch["obs"], dev)
         net = agent.q_net
-        q_all = agent.q_values(net(x, net.initial_state(b, device=dev))[0])
+        state = net.initial_state(b, device=dev)
+        if self.loss_terms:  # the activity they take
+            res = net.run(x, state)
+            q_all, activity = agent.q_values(res.out), res.activity
+        else:
+            q_all = agent.q_values(net(x, state)[0])
         y = self._transition_targets(batch, lean=False)
         actions = torch.as_tensor(batch["actions"], device=dev).long()
         q = q_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         w = torch.as_tensor(batch["weights"], device=dev) if cfg.prioritized else None
         loss = td_loss(q, y, cfg.loss, weights=w)
+        if self.loss_terms:
+            loss = loss + self._extra_loss(activity, batch)
         return loss, (y - q).detach(), None, q.detach()
 
     def _manual_grad(self) -> bool:
         """Whether a gradient step takes the MLP's gradient by hand (:meth:`MLP.backward_into`)
         instead of autograd: an ``mlp`` Q-network of bare linear layers (no pruning hooks or
-        parametrizations) without dueling, on transitions."""
+        parametrizations) without dueling, on transitions, with snrl's Adam (``optimizer=
+        "adam"``) and no ``loss_terms``."""
         return (
             self.manual_grad
+            and not self.loss_terms
+            and isinstance(self.optimizer, FlatAdam)
             and type(self.agent.q_net) is MLP
             and self.agent.q_net.plain()
             and self.agent.dueling == "none"
@@ -762,9 +769,9 @@ class DQN(Algorithm):
         if not by_hand:
             self.optimizer.zero_grad()
             loss.backward()
-        grad_norm = float(self.optimizer.clip_grad_norm_(cfg.max_grad_norm))
+        grad_norm = float(self._clip_grad_norm(cfg.max_grad_norm))
         check_finite(grad_norm, "gradient norm", env_step=self.env_step, cause=_LOSS_CAUSE)
-        self.optimizer.update()
+        self._optimizer_step()
         self.n_grad_steps += 1
         if cfg.prioritized:
             self.buffer.update_priorities(batch["indices"], td, mask)
@@ -773,76 +780,46 @@ class DQN(Algorithm):
         stats.add("q_mean", q_mean.item())
         stats.add("grad_norm", grad_norm)
 
-    # ---- the loop ------------------------------------------------------------------------
-    def _learn(self, total: int, *, progress: bool) -> dict[str, list]:
-        """The loop of :meth:`~snrl.agents.base.Algorithm.learn`: one metrics row per
-        ``log_interval`` env steps until ``total``."""
+    # ---- one iteration of the loop (Algorithm.learn) ---------------------------------------
+    def _collect_rollout(self, total: int) -> tuple[_Stats, list[float]]:
+        """The env steps of one metrics row (up to the next multiple of ``log_interval``, at
+        most ``total``). DQN learns while it collects: a training phase every ``train_freq``
+        vector steps after ``learning_starts``, a target update every
+        ``target_update_interval`` env steps."""
         cfg = self.config
-        logger = self._run_logger(total, progress)
-        next_eval = (
-            (self.env_step // cfg.eval_interval + 1) * cfg.eval_interval
-            if cfg.eval_interval
-            else None
-        )
+        stats, returns = _Stats(), []
+        row_end = min((self.env_step // cfg.log_interval + 1) * cfg.log_interval, total)
+        while self.env_step < row_end:
+            step_before = self.env_step
+            returns += self._act_and_store(stats)
+            vector_steps = self.env_step // cfg.n_envs
+            if self._buffer_steps >= cfg.learning_starts and vector_steps % cfg.train_freq == 0:
+                for _ in range(cfg.gradient_steps):
+                    self._gradient_step(stats)
+            if self.env_step // cfg.target_update_interval > (
+                step_before // cfg.target_update_interval
+            ):
+                polyak_update(self.target_net, self.agent.q_net, cfg.tau)
+        return stats, returns
+
+    def _learn_from(self, rollout: _Stats) -> dict[str, Any]:
+        """Nothing left to learn (the gradient steps ran while collecting); the row entries:
+        mean loss, Q and gradient norm of the row's gradient steps, epsilon, the gradient
+        steps so far and the spike rates of the acting steps."""
+        stats = rollout
         spike_keys = [
             f"spike_rate_{info.name}"
             for info in self.agent.q_net.layer_info()
             if info.kind == "spiking"
         ]
-        t_start = time.perf_counter()
-        try:
-            while self.env_step < total:
-                stats, returns = _Stats(), []
-                row_end = min((self.env_step // cfg.log_interval + 1) * cfg.log_interval, total)
-                while self.env_step < row_end:
-                    step_before = self.env_step
-                    returns += self._act_and_store(stats)
-                    vector_steps = self.env_step // cfg.n_envs
-                    if (
-                        self._buffer_steps >= cfg.learning_starts
-                        and vector_steps % cfg.train_freq == 0
-                    ):
-                        for _ in range(cfg.gradient_steps):
-                            self._gradient_step(stats)
-                    if self.env_step // cfg.target_update_interval > (
-                        step_before // cfg.target_update_interval
-                    ):
-                        polyak_update(self.target_net, self.agent.q_net, cfg.tau)
-                check_parameters(self.agent, env_step=self.env_step)
-                self.n_updates += 1
-                self._recent = (self._recent + returns)[-100:]
-                row = {
-                    "env_step": self.env_step,
-                    "episode_return_mean": float(np.mean(self._recent))
-                    if self._recent
-                    else math.nan,
-                    "episodes": len(returns),
-                    "loss": stats.mean("loss"),
-                    "q_mean": stats.mean("q_mean"),
-                    "grad_norm": stats.mean("grad_norm"),
-                    "epsilon": self.exploration.epsilon(self.env_step),
-                    "grad_steps": self.n_grad_steps,
-                    **{k: stats.mean(k) for k in spike_keys},
-                }
-                if self._trials.active:
-                    row.update(trial_columns(self._trial_log))
-                self._trial_log = []
-                evaluated = False
-                if next_eval is not None and self.env_step >= next_eval or self.env_step >= total:
-                    res = self.evaluate(
-                        n_episodes=cfg.eval_episodes, seed=cfg.seed + 10_000, lesson=self.lesson
-                    )
-                    row["eval_return_mean"] = res["mean_return"]
-                    if "accuracy" in res:
-                        row["eval_trial_accuracy"] = res["accuracy"]
-                    evaluated = True
-                    if next_eval is not None:
-                        while next_eval <= self.env_step:
-                            next_eval += cfg.eval_interval
-                self._log_row(logger, row, time.perf_counter() - t_start, evaluated=evaluated)
-        finally:
-            logger.close()
-        return logger.history
+        return {
+            "loss": stats.mean("loss"),
+            "q_mean": stats.mean("q_mean"),
+            "grad_norm": stats.mean("grad_norm"),
+            "epsilon": self.exploration.epsilon(self.env_step),
+            "grad_steps": self.n_grad_steps,
+            **{k: stats.mean(k) for k in spike_keys},
+        }
 
     def extra_state(self) -> dict[str, Any]:
         """What a checkpoint holds beyond the shared fields: the target network, the

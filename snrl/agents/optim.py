@@ -34,6 +34,7 @@ Two differences from ``torch.optim.Adam`` with ``zero_grad(set_to_none=True)``:
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -91,10 +92,19 @@ class FlatAdam(torch.optim.Adam):
         fused: torch's fused Adam kernel (where the probe finds it works) and one norm of the
             flat gradient for the clip; False: ``torch.optim.Adam``'s and
             ``nn.utils.clip_grad_norm_``'s own arithmetic, bit for bit.
+        betas: Adam's moment decay rates.
+        weight_decay: L2 weight decay added to the gradient (``torch.optim.Adam``'s).
     """
 
     def __init__(
-        self, params: Iterable[Tensor], lr: float, eps: float = 1e-8, *, fused: bool = True
+        self,
+        params: Iterable[Tensor],
+        lr: float,
+        eps: float = 1e-8,
+        *,
+        fused: bool = True,
+        betas: tuple[float, float] = (0.9, 0.999),
+        weight_decay: float = 0.0,
     ) -> None:
         self.fused = bool(fused)
         self.params = [p for p in params if p.requires_grad]
@@ -110,7 +120,9 @@ class FlatAdam(torch.optim.Adam):
         self.flat = nn.Parameter(torch.zeros(n, dtype=first.dtype, device=first.device))
         self.flat.grad = torch.zeros_like(self.flat)
         self._bind()
-        super().__init__([self.flat], lr=lr, eps=eps, foreach=False)
+        super().__init__(
+            [self.flat], lr=lr, eps=eps, betas=betas, weight_decay=weight_decay, foreach=False
+        )
 
     # ---- the views ---------------------------------------------------------------------
     def _slices(self):
@@ -235,3 +247,97 @@ class FlatAdam(torch.optim.Adam):
         group = {k: v for k, v in state_dict["param_groups"][0].items() if k != "params"}
         state = {0: flat_state} if flat_state else {}
         return {"state": state, "param_groups": [{**group, "params": [0]}]}
+
+
+# ---- the optimizers and learning-rate schedules a config names ------------------------------
+#: ``optimizer`` names: snrl's flat Adam (above) and three of torch's optimizers.
+OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
+#: ``lr_schedule`` names: the multiplier of ``lr`` at run progress ``p`` in [0, 1].
+LR_SCHEDULES = ("constant", "linear", "cosine")
+#: What a config records for an optimizer or schedule passed in Python as a callable.
+CUSTOM = "custom"
+#: ``optimizer_kwargs`` that ``"adam"`` (:class:`FlatAdam`) takes.
+FLAT_ADAM_KWARGS = ("eps", "betas")
+_TORCH_OPTIMIZERS = {
+    "adamw": torch.optim.AdamW,
+    "sgd": torch.optim.SGD,
+    "rmsprop": torch.optim.RMSprop,
+}
+
+
+def build_optimizer(
+    name: str,
+    params: list[Tensor],
+    *,
+    lr: float,
+    weight_decay: float = 0.0,
+    kwargs: dict[str, Any] | None = None,
+    eps: float = 1e-8,
+    fused: bool = True,
+) -> torch.optim.Optimizer:
+    """The optimizer ``name`` (one of :data:`OPTIMIZERS`) over ``params``.
+
+    Args:
+        name: ``"adam"`` (:class:`FlatAdam`: ``eps`` and ``fused`` as given unless ``kwargs``
+            sets ``eps``), ``"adamw"``, ``"sgd"`` or ``"rmsprop"`` (torch's).
+        params: The trainable parameters.
+        lr: Learning rate.
+        weight_decay: Weight decay (L2 added to the gradient; decoupled for ``adamw``).
+        kwargs: More keyword arguments of the optimizer (``"adam"``: ``eps``, ``betas``).
+        eps: Adam's epsilon when ``kwargs`` does not set it.
+        fused: :class:`FlatAdam`'s ``fused``.
+
+    Raises:
+        UserError: an unknown name, or ``kwargs`` the optimizer does not take.
+    """
+    kwargs = dict(kwargs or {})
+    if name == "adam":
+        bad = sorted(set(kwargs) - set(FLAT_ADAM_KWARGS))
+        if bad:
+            raise UserError(
+                f"optimizer_kwargs {bad} are not taken by optimizer='adam' (it takes "
+                f"{', '.join(FLAT_ADAM_KWARGS)}; for others choose adamw, sgd or rmsprop)"
+            )
+        return FlatAdam(
+            params,
+            lr,
+            eps=kwargs.get("eps", eps),
+            fused=fused,
+            betas=tuple(kwargs.get("betas", (0.9, 0.999))),
+            weight_decay=weight_decay,
+        )
+    if name not in _TORCH_OPTIMIZERS:
+        raise UserError(f"optimizer={name!r} (one of {', '.join(OPTIMIZERS)})")
+    cls = _TORCH_OPTIMIZERS[name]
+    try:
+        return cls(params, lr=lr, weight_decay=weight_decay, **kwargs)
+    except (TypeError, ValueError) as e:
+        raise UserError(
+            f"optimizer_kwargs {kwargs} do not fit torch.optim.{cls.__name__}: {e} (see its "
+            "keyword arguments)"
+        ) from None
+
+
+def lr_multiplier(schedule: Any, progress: float) -> float:
+    """The multiplier of the base learning rate at ``progress`` (env steps done / total, in
+    [0, 1]): ``"constant"`` 1, ``"linear"`` ``1 - p``, ``"cosine"`` ``(1 + cos(pi p)) / 2``,
+    or ``schedule(p)`` for a callable (a finite number >= 0, else :class:`UserError`)."""
+    if schedule == "constant":
+        return 1.0
+    if schedule == "linear":
+        return 1.0 - progress
+    if schedule == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+    if not callable(schedule):
+        raise UserError(f"lr_schedule={schedule!r} (one of {', '.join(LR_SCHEDULES)})")
+    value = schedule(progress)
+    try:
+        m = float(value)
+    except (TypeError, ValueError):
+        m = math.nan
+    if not math.isfinite(m) or m < 0:
+        raise UserError(
+            f"lr_schedule({progress}) returned {value!r} (a callable lr_schedule must return a "
+            "finite multiplier >= 0 of lr)"
+        )
+    return m

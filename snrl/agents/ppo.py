@@ -10,16 +10,17 @@ Data flow, one update::
         --> minibatches of whole env sequences (optionally chunked), state rebuilt from the
             stored state at the sequence start (truncated BPTT)
         --> clipped surrogate + value loss (optionally clipped) - entropy bonus
-        --> one global grad-norm clip, Adam step; linear LR annealing; optional target-KL stop.
+        --> one global grad-norm clip, optimizer step (Adam); LR schedule (linear); optional
+            target-KL stop.
 
-The training loop (:meth:`PPO.learn`) reads top to bottom: collect, update, evaluate, log,
-checkpoint.
+The training loop is :meth:`snrl.agents.base.Algorithm.learn` (collect, update, log,
+evaluate, checkpoint, callbacks); PPO supplies one iteration: :meth:`PPO._collect_rollout`
+and :meth:`PPO._learn_from`.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -29,27 +30,21 @@ import torch
 from torch import nn
 
 from snrl.agents.agent import ActorCriticAgent, ReturnScaler
-from snrl.agents.base import (
-    AgentConfig,
-    Algorithm,
-    check,
-    check_finite,
-    check_parameters,
-)
-from snrl.agents.optim import FlatAdam
+from snrl.agents.base import Algorithm
+from snrl.agents.config import AgentConfig
+from snrl.agents.limits import check, check_finite, check_parameters
 from snrl.buffers.rollout import RolloutBuffer
 from snrl.envs import ActionMap, ObsFlattener, finished_episodes
 from snrl.errors import NonFiniteError
 from snrl.functional.state import index_state
 from snrl.layers.base import cached_weights
-from snrl.training.metrics import trial_columns
 from snrl.training.rundir import prepare_run_dir
 
 
 @dataclass(frozen=True, kw_only=True)
 class PPOConfig(AgentConfig):
     """PPO hyperparameters; the defaults solve CartPole-v1 with a Dale LIF backbone (the
-    fields shared with DQN are documented in :class:`snrl.agents.base.AgentConfig`)."""
+    fields shared with DQN are documented in :class:`snrl.agents.config.AgentConfig`)."""
 
     n_envs: int = 16
     """Parallel envs. 16 (was 8): on CartPole with a Dale LIF, the last model of 10 tuning
@@ -66,9 +61,10 @@ class PPOConfig(AgentConfig):
     chunk_len: int = 0
     """Cut sequences into chunks of this many steps for BPTT (0: whole segment)."""
     lr: float = 1e-3
-    """Adam learning rate (start value when annealed)."""
-    anneal_lr: bool = True
-    """Anneal the learning rate linearly to 0 over the run."""
+    """Learning rate (its start value: see lr_schedule)."""
+    lr_schedule: str = "linear"
+    """The learning rate over the run: linear (annealed to 0, as rl-zoo's PPO) | constant |
+    cosine; in Python also a callable of the progress in [0, 1] (see AgentConfig)."""
     gamma: float = 0.98
     """Discount."""
     gae_lambda: float = 0.8
@@ -258,7 +254,7 @@ class PPO(Algorithm):
             self._check_output_width("policy", policy, self.agent.head_size)
         if critic is not None:
             self._check_output_width("critic", critic, 1)
-        self.optimizer = FlatAdam(self.agent.parameters(), cfg.lr, eps=1e-5, fused=False)
+        self.optimizer = self._make_optimizer(self.agent.parameters(), eps=1e-5, fused=False)
         self.run_dir = None if run_dir is None else prepare_run_dir(run_dir, force=overwrite)
         self.env_step = 0
         self.n_updates = 0
@@ -383,8 +379,45 @@ class PPO(Algorithm):
             self.reward_scaler.load_state_dict(extra["reward_scaler"])
 
     # ---- update --------------------------------------------------------------------------
+    def minibatch_loss(self, mb: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor], Any]:
+        """The loss PPO descends on one minibatch of whole sequences (with its graph):
+        clipped surrogate + ``vf_coef`` x value loss - ``ent_coef`` x entropy + the rate
+        regularization + the ``loss_terms``. Returns ``(loss, parts, activity)``: ``parts``
+        the ``policy``, ``value`` and ``entropy`` terms and the probability ``ratio`` and
+        ``log_ratio``; ``activity`` the policy's."""
+        cfg = self.config
+        logp, entropy, values, activity = self.agent.evaluate_sequence(
+            mb.obs, mb.actions, mb.starts, mb.states, mb.logit_noise
+        )
+        log_ratio = logp - mb.log_probs
+        ratio = log_ratio.exp()
+        adv = mb.advantages
+        if cfg.norm_adv and adv.numel() > 1:
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        pg_loss = torch.max(
+            -adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)
+        ).mean()
+        if cfg.clip_vloss:
+            v_clip = mb.values + (values - mb.values).clamp(-cfg.clip_coef, cfg.clip_coef)
+            v_loss = 0.5 * torch.max((values - mb.returns) ** 2, (v_clip - mb.returns) ** 2).mean()
+        else:
+            v_loss = 0.5 * ((values - mb.returns) ** 2).mean()
+        ent = entropy.mean()
+        loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
+        loss = loss + cfg.rate_term(activity)
+        if self.loss_terms:
+            loss = loss + self._extra_loss(activity, mb)
+        parts = {
+            "policy": pg_loss,
+            "value": v_loss,
+            "entropy": ent,
+            "ratio": ratio,
+            "log_ratio": log_ratio,
+        }
+        return loss, parts, activity
+
     def _update(self, buf: RolloutBuffer) -> dict[str, float]:
-        cfg, agent = self.config, self.agent
+        cfg = self.config
         B, T = cfg.n_envs, cfg.n_steps
         per_mb = B // cfg.n_minibatches
         L = cfg.chunk_len or T
@@ -398,32 +431,9 @@ class PPO(Algorithm):
                 idx = perm[m * per_mb : (m + 1) * per_mb]
                 for t0, t1 in chunks:
                     mb = buf.minibatch(idx, t0, t1)
-                    logp, entropy, values, activity = agent.evaluate_sequence(
-                        mb.obs, mb.actions, mb.starts, mb.states, mb.logit_noise
-                    )
-                    log_ratio = logp - mb.log_probs
-                    ratio = log_ratio.exp()
-                    adv = mb.advantages
-                    if cfg.norm_adv and adv.numel() > 1:
-                        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-                    pg_loss = torch.max(
-                        -adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)
-                    ).mean()
-                    if cfg.clip_vloss:
-                        v_clip = mb.values + (values - mb.values).clamp(
-                            -cfg.clip_coef, cfg.clip_coef
-                        )
-                        v_loss = (
-                            0.5
-                            * torch.max(
-                                (values - mb.returns) ** 2, (v_clip - mb.returns) ** 2
-                            ).mean()
-                        )
-                    else:
-                        v_loss = 0.5 * ((values - mb.returns) ** 2).mean()
-                    ent = entropy.mean()
-                    loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
-                    loss = loss + cfg.rate_term(activity)
+                    loss, parts, activity = self.minibatch_loss(mb)
+                    pg_loss, v_loss, ent = parts["policy"], parts["value"], parts["entropy"]
+                    ratio, log_ratio = parts["ratio"], parts["log_ratio"]
                     for name, value in (
                         ("value loss", v_loss),
                         ("policy loss", pg_loss),
@@ -432,9 +442,9 @@ class PPO(Algorithm):
                         check_finite(value, name, env_step=env_step, cause=_LOSS_CAUSE)
                     self.optimizer.zero_grad()
                     loss.backward()
-                    grad_norm = self.optimizer.clip_grad_norm_(cfg.max_grad_norm)
+                    grad_norm = self._clip_grad_norm(cfg.max_grad_norm)
                     check_finite(grad_norm, "gradient norm", env_step=env_step, cause=_LOSS_CAUSE)
-                    self.optimizer.update()
+                    self._optimizer_step()
                     with torch.no_grad():
                         approx_kl = ((ratio - 1) - log_ratio).mean().item()
                         clipfrac = ((ratio - 1).abs() > cfg.clip_coef).float().mean().item()
@@ -460,55 +470,15 @@ class PPO(Algorithm):
             out[f"spike_rate_{k}"] = float(np.mean(v))
         return out
 
-    # ---- the loop ------------------------------------------------------------------------
-    def _learn(self, total: int, *, progress: bool) -> dict[str, list]:
-        """The loop of :meth:`~snrl.agents.base.Algorithm.learn`: one metrics row per update
-        until ``total`` env steps."""
-        cfg = self.config
-        logger = self._run_logger(total, progress)
-        next_eval = (
-            (self.env_step // cfg.eval_interval + 1) * cfg.eval_interval
-            if cfg.eval_interval
-            else None
-        )
-        t_start = time.perf_counter()
-        try:
-            while self.env_step < total:
-                if cfg.anneal_lr:
-                    frac = 1.0 - self.env_step / total
-                    for g in self.optimizer.param_groups:
-                        g["lr"] = cfg.lr * frac
-                buf, returns = self._collect()
-                stats = self._update(buf)
-                check_parameters(self.agent, env_step=self.env_step + cfg.batch_size)
-                self.env_step += cfg.batch_size
-                self.n_updates += 1
-                self._recent = (self._recent + returns)[-100:]
-                row = {
-                    "env_step": self.env_step,
-                    "episode_return_mean": float(np.mean(self._recent))
-                    if self._recent
-                    else math.nan,
-                    "episodes": len(returns),
-                    "lr": self.optimizer.param_groups[0]["lr"],
-                    **stats,
-                }
-                if self._trials.active:
-                    row.update(trial_columns(self._trial_log))
-                self._trial_log = []
-                evaluated = False
-                if next_eval is not None and self.env_step >= next_eval or self.env_step >= total:
-                    res = self.evaluate(
-                        n_episodes=cfg.eval_episodes, seed=cfg.seed + 10_000, lesson=self.lesson
-                    )
-                    row["eval_return_mean"] = res["mean_return"]
-                    if "accuracy" in res:
-                        row["eval_trial_accuracy"] = res["accuracy"]
-                    evaluated = True
-                    if next_eval is not None:
-                        while next_eval <= self.env_step:
-                            next_eval += cfg.eval_interval
-                self._log_row(logger, row, time.perf_counter() - t_start, evaluated=evaluated)
-        finally:
-            logger.close()
-        return logger.history
+    # ---- one iteration of the loop (Algorithm.learn) ---------------------------------------
+    def _collect_rollout(self, total: int) -> tuple[RolloutBuffer, list[float]]:
+        """One segment of ``n_steps`` per env (an update's batch)."""
+        return self._collect()
+
+    def _learn_from(self, rollout: RolloutBuffer) -> dict[str, Any]:
+        """The PPO update on one segment; its row entries: the learning rate and the
+        update's losses, KL, clip fraction, explained variance and spike rates."""
+        lr = self.optimizer.param_groups[0]["lr"]
+        stats = self._update(rollout)
+        self.env_step += self.config.batch_size
+        return {"lr": lr, **stats}

@@ -165,6 +165,13 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise UserError(
             "--trust-env-module applies to --resume only (a fresh run makes the --env you name)"
         )
+    # --callback module:Name: imported because you named it; on --resume, the run's recorded
+    # callbacks only under the rule of env modules (snrl.callbacks.load_callbacks)
+    from snrl.callbacks import load_callbacks
+
+    callbacks = load_callbacks(
+        args.callback, run_dir=args.out, resume=args.resume, trusted=args.trust_env_module
+    )
     if args.resume:
         steps = _resume_steps(args)
         if steps is not None:
@@ -177,6 +184,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             progress=not args.quiet,
             env=args.env,
             trust_env_module=args.trust_env_module,
+            callbacks=callbacks,
         )
     else:
         config = _train_config(args)
@@ -186,6 +194,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             config=config,
             force=args.force,
             progress=not args.quiet,
+            callbacks=callbacks,
         )
     print(f"run directory: {args.out} (checkpoints/best.pt, metrics.csv, learning_curve.png)")
     cfg = getattr(obj, "config", None)

@@ -129,6 +129,15 @@ def _add_train(sub: Any) -> None:
         "default: 1 up to 512 neurons per layer, torch's own count above)",
     )
     t.add_argument("--quiet", action="store_true", help="no progress bar or progress lines")
+    t.add_argument(
+        "--callback",
+        action="append",
+        default=[],
+        metavar="MODULE:NAME",
+        help="a snrl.callbacks.Callback to run (repeatable; the module is imported: name only "
+        "code you trust; recorded in callbacks.json, --resume needs --trust-env-module or the "
+        "same --callback again)",
+    )
     t.set_defaults(func=cmd_train)
 
 

@@ -104,36 +104,47 @@ def _gym_make(env_id: str, render_mode: str | None, kwargs: dict[str, Any]) -> g
         ) from e
 
 
-def check_env_id_trusted(env_id: object, *, source: str, trusted: bool = False) -> None:
+def check_env_id_trusted(
+    env_id: object, *, source: str, trusted: bool = False, what: str = "env"
+) -> None:
     """Refuse an env id read from a file (a checkpoint, a run's config) that would import
     a module: only registered gymnasium ids are made from what a file says, because a run
     directory someone sent you can ship the module it names. ``trusted`` (the user asked
     for it: ``--trust-env-module``) lets ``module:Class`` through.
 
+    The same rule guards every ``module:Name`` a file names: ``what="callback"`` checks a
+    callback recorded by ``snrl train --callback`` (:mod:`snrl.callbacks`).
+
     Args:
-        env_id: The env id the file holds.
+        env_id: The env id (or ``module:Name``) the file holds.
         source: What the id was read from, for the message (``"checkpoint run/best.pt"``).
         trusted: The user trusts the file's module.
+        what: What the name is: ``"env"`` or ``"callback"`` (the message's words and flag).
 
     Raises:
         UserError: A ``module:...`` id without ``trusted``, or an id that is not a string.
     """
     if not isinstance(env_id, str) or not env_id.strip():
         raise UserError(
-            f"{source} names no env (env_id={env_id!r}; it is corrupt or not an snrl file)"
+            f"{source} names no {what} ({'env_id' if what == 'env' else what}={env_id!r}; it is "
+            "corrupt or not an snrl file)"
         )
     if ":" not in env_id or trusted:
         return
-    if env_id.startswith(("http://", "https://")):  # an env server: nothing is imported
+    if what == "env" and env_id.startswith(("http://", "https://")):  # an env server
         from snrl.envs.remote import check_url_trusted
 
         return check_url_trusted(env_id, source=source)
     module = env_id.partition(":")[0]
+    python = (
+        "; in Python: load(..., trust_env_module=True) or load(..., env=...)"
+        if what == "env"
+        else ""
+    )
     raise UserError(
-        f"{source} names the env {env_id!r}, which would import the module {module!r}; snrl "
+        f"{source} names the {what} {env_id!r}, which would import the module {module!r}; snrl "
         "does not import code named by a file (if you trust that module, pass "
-        f"--trust-env-module, or name the env yourself with --env {env_id}; in Python: "
-        "load(..., trust_env_module=True) or load(..., env=...))"
+        f"--trust-env-module, or name the {what} yourself with --{what} {env_id}{python})"
     )
 
 

@@ -32,6 +32,7 @@ def train_run(
     env: str | None = None,
     trust_env_module: bool = False,
     threads: int | None = None,
+    callbacks: Any = None,
 ) -> Any:
     """Train into ``run_dir``: a fresh run from ``algo`` + ``config``, or ``resume`` from
     ``run_dir/checkpoints/last.pt`` (the algorithm's own resume: counters, optimizer, RNG and
@@ -50,6 +51,7 @@ def train_run(
         env: resume only: the env, named by the caller (replaces the saved ``env``).
         trust_env_module: resume only: import a ``module:Class`` env named by the checkpoint.
         threads: resume only: torch threads instead of the saved ``threads`` (None: saved).
+        callbacks: passed to ``learn`` (:mod:`snrl.callbacks`).
 
     Returns:
         The algorithm object after training (its envs closed; ``evaluate`` still works).
@@ -75,6 +77,7 @@ def train_run(
             env=env,
             trust_env_module=trust_env_module,
             threads=threads,
+            callbacks=callbacks,
         )
 
 
@@ -90,6 +93,7 @@ def _train_run(
     env: str | None,
     trust_env_module: bool,
     threads: int | None,
+    callbacks: Any,
 ) -> Any:
     if resume:
         out = prepare_run_dir(run_dir, resume=True, force=False)
@@ -113,7 +117,7 @@ def _train_run(
         write_json_atomic(obj.run_dir / "config.json", {"algo": algo, **config_to_dict(obj.config)})
         total = total_steps if total_steps is not None else config.total_steps
     try:
-        obj.learn(total, progress=progress)
+        obj.learn(total, callbacks=callbacks, progress=progress)
     finally:
         obj.close()
     return obj

@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -54,6 +55,9 @@ __all__ = [
     "ANALYSIS_DIR",
     "ANALYSIS_FILES",
     "ANALYSIS_OUTPUTS",
+    "ACTIVITY_DIR",
+    "ACTIVITY_FILE_RE",
+    "CALLBACK_FILES",
     "DEMO_FILES",
     "EVAL_FILES",
     "LAYOUT",
@@ -121,9 +125,24 @@ ANALYSIS_FILES = (
 ANALYSIS_DIR = "analysis"
 ANALYSIS_OUTPUTS = (f"{ANALYSIS_DIR}/", *(f"{ANALYSIS_DIR}/{n}" for n in ANALYSIS_FILES))
 
-#: Every name snrl ever writes into a run directory: the only names a manifest may list, so
-#: a crafted manifest in a folder someone sent cannot make ``--force`` delete anything else.
-RUN_OUTPUTS = (*LAYOUT, *DEMO_FILES, *EVAL_FILES, *ANALYSIS_OUTPUTS)
+#: What ``snrl train --callback`` adds: the callbacks it ran, by name (``module:Name``).
+CALLBACK_FILES = ("callbacks.json",)
+#: The folder of :class:`snrl.callbacks.RecordActivity`'s trajectories, and their names
+#: (``activity/update_000010_episode_0.npz``: recorded after update 10, its first episode).
+ACTIVITY_DIR = "activity"
+ACTIVITY_FILE_RE = re.compile(r"^activity/update_\d{6,}_episode_\d+\.npz\Z")
+
+#: Every name snrl ever writes into a run directory: the only names a manifest may list
+#: (with the recordings that :data:`ACTIVITY_FILE_RE` matches), so a crafted manifest in a
+#: folder someone sent cannot make ``--force`` delete anything else.
+RUN_OUTPUTS = (
+    *LAYOUT,
+    *DEMO_FILES,
+    *EVAL_FILES,
+    *ANALYSIS_OUTPUTS,
+    *CALLBACK_FILES,
+    f"{ACTIVITY_DIR}/",
+)
 
 
 def _check_path_arg(out: str | os.PathLike) -> Path:
@@ -159,7 +178,7 @@ def _check_entry(entry: object, manifest: Path) -> str:
             f"run manifest {manifest} is corrupt (entry {entry!r} is not a relative path inside "
             "the run directory; remove the run's files by hand or choose another directory)"
         )
-    if entry not in RUN_OUTPUTS:
+    if entry not in RUN_OUTPUTS and not ACTIVITY_FILE_RE.match(entry):
         raise UserError(
             f"run manifest {manifest} lists {entry!r}, which snrl never writes (it was not "
             "written by snrl; remove the run's files by hand or choose another directory)"

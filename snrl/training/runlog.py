@@ -57,6 +57,9 @@ class RunLogger:
         self.checkpoint_interval = checkpoint_interval
         self.title = title
         self.history: dict[str, list] = {}
+        self.last_row: dict[str, Any] = {}
+        """The last row logged, as metrics.csv got it (``wall_time`` and the columns that
+        every row has included)."""
         self.writer: MetricsWriter | None = None
         self._wall_offset = float(wall_time)
         self._resumed = n_updates > 0
@@ -100,6 +103,7 @@ class RunLogger:
         row.setdefault("eval_return_mean", math.nan)
         if self.writer is None:
             self._open(row)
+        self.last_row = row
         for k, v in row.items():
             self.history.setdefault(k, []).append(v)
         if self.writer is not None:

@@ -113,7 +113,7 @@ def test_library_calls_restore_the_thread_count():
 
 
 def test_library_calls_flush_denormals_and_restore_the_setting():
-    from snrl.agents.base import denormals_flushed, flush_denormals
+    from snrl.agents.runtime import denormals_flushed, flush_denormals
 
     assert not denormals_flushed()  # torch's default
     if not torch.set_flush_denormal(True):
@@ -147,7 +147,7 @@ def test_misspelled_keyword_says_did_you_mean():
 
 
 def test_thread_policy_follows_the_widest_layer_and_the_key():
-    from snrl.agents.base import policy_threads
+    from snrl.agents.runtime import policy_threads
 
     cfg = snrl.PPOConfig()
     assert policy_threads(cfg) == 1 and policy_threads(cfg, width=513) is None

@@ -1,0 +1,307 @@
+"""The config fields every algorithm shares (:class:`AgentConfig`): env, backbone, optimizer,
+run bookkeeping; PPO's and DQN's configs extend it."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from snrl.agents.curriculum import Curriculum
+from snrl.agents.limits import (
+    MAX_ASYNC_ENVS,
+    MAX_ENVS,
+    MAX_SEED,
+    MAX_SUBSTEPS,
+    MAX_TOTAL_STEPS,
+    check,
+    gib,
+    memory_limit,
+)
+from snrl.agents.optim import CUSTOM, LR_SCHEDULES, OPTIMIZERS
+from snrl.agents.runtime import MAX_THREADS
+from snrl.config import NEURON_DEFAULTS, check_values, override
+from snrl.envs.make import check_env_kwargs
+from snrl.errors import UserError
+from snrl.networks.ann import ACTIVATIONS
+from snrl.networks.factory import BACKBONES, ENCODERS, SPIKING, build_backbone
+from snrl.training.checkpoint import check_persistable
+
+__all__ = ["AgentConfig"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentConfig:
+    """The fields every algorithm's config shares: env, backbone, run bookkeeping."""
+
+    env: str = "CartPole-v1"
+    """Gymnasium id, or ``module:Class`` for a user's env (an env object given to the
+    constructor is recorded by its registered id, else as ``<...>``)."""
+    env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Keyword arguments for the env (e.g. NeuroGym's ``dt``, ``timing``); ``--env-kwargs``
+    takes them as JSON."""
+    max_episode_steps: int | None = None
+    """Env steps after which an episode is truncated (a TimeLimit truncation, bootstrapped);
+    none: the env's own limit, else 20 trials for a NeuroGym task (docs/neuro.md), else none
+    in training and 10000 in evaluation."""
+    backbone: str = "lif"
+    """lif | alif | spylif | mlp | gru | lstm."""
+    hidden_size: int = 128
+    """Neurons / units per hidden layer (of each backbone)."""
+    n_layers: int = 1
+    """Hidden layers per backbone."""
+    force_dale_law: bool = override(
+        True, "agents train Dale networks unless told otherwise (--no-dale)"
+    )
+    """Hard Dale's law in spiking backbones."""
+    recurrent_sign: float = NEURON_DEFAULTS["recurrent_sign"]
+    """Fraction of inhibitory neurons with Dale's law (the biological 80/20). The layers
+    balance it at init (each neuron's recurrent input sums to zero; the same spectral radius
+    as without Dale), so 0.2 learns CartPole (docs/benchmarks.md)."""
+    tau_m: float = override(
+        10e-3, "CartPole PPO: 20 ms reached best 196 at 100k steps (seed 0), 10 ms 500"
+    )
+    """Membrane time constant of spiking layers, seconds."""
+    readout_tau_m: float = override(10e-3, "the readout follows the 10 ms hidden layer")
+    """Membrane time constant of the LI readout, seconds."""
+    dt: float | None = override(
+        None, "None: the task's step / substeps when the env declares one (NeuroGym), else 0.001"
+    )
+    """Neuron time step, seconds; None: from the task (docs/architecture.md, "Time"). The
+    resolved value replaces None in ``algo.config`` and config.json."""
+    hh_init: str = NEURON_DEFAULTS["hh_init"]
+    """Initial hidden state of spiking layers: zeros | random | learned."""
+    encoder: str = "direct"
+    """Input encoding of spiking backbones: direct | population."""
+    activation: str = "tanh"
+    """Hidden nonlinearity of an mlp backbone: tanh (as SB3's PPO) | relu (as SB3's DQN);
+    the other backbones ignore it."""
+    substeps: int = 1
+    """Neuron steps per env step (spiking backbones; ANN backbones ignore it): each
+    observation is held for ``substeps`` steps of ``dt``."""
+    rate_reg: float = 0.0
+    """Firing-rate regularization: adds ``rate_reg`` times the mean over the acting network's
+    spiking neurons of ``(r_j - clip(r_j, *rate_range))**2`` to the loss, ``r_j`` the
+    neuron's spikes per step over the minibatch: no pull inside the range (0: off; ANN
+    backbones ignore it)."""
+    rate_range: tuple[float, float] = (0.02, 0.2)
+    """Spikes per neuron per network step that the rate regularization leaves alone."""
+    n_envs: int = 8
+    """Parallel envs."""
+    asynchronous: bool = False
+    """AsyncVectorEnv (processes) instead of SyncVectorEnv."""
+    normalize_obs: bool = True
+    """Running observation mean/std normalization (saved with the agent)."""
+    eval_interval: int = 5_000
+    """Env steps between deterministic evaluations that select best.pt (0: only at the end)."""
+    eval_episodes: int = 10
+    """Episodes per periodic evaluation."""
+    checkpoint_interval: int = 10
+    """Metrics rows (updates) between writes of last.pt."""
+    total_steps: int = 100_000
+    """Env steps of a run (used by the CLI and for annealing schedules)."""
+    seed: int = 0
+    """Seeds the network initialization, the envs, the agent's and the layers' own generators
+    (and replay/exploration); the global RNGs of torch and numpy are never touched."""
+    device: str = "cpu"
+    """Torch device."""
+    threads: int | None = None
+    """Torch threads while learn/evaluate/rollout run (restored afterwards); none: the
+    policy (1 up to 512 neurons per layer, measured); 0: leave torch's setting alone."""
+    flush_denormals: bool = True
+    """Flush subnormal floats (below 1.2e-38) to zero while learn/evaluate/rollout run
+    (restored afterwards): some CPUs take ~100x longer on them, and Adam's state decays into
+    that range for weights whose gradient stays near zero. False: leave them."""
+    optimizer: str = "adam"
+    """adam (snrl's flat Adam: torch.optim.Adam's arithmetic, faster) | adamw | sgd |
+    rmsprop; in Python also a callable ``params -> torch.optim.Optimizer``, recorded as
+    "custom" (docs/agents.md, "Optimizers")."""
+    optimizer_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """More keyword arguments of the optimizer, e.g. ``{"momentum": 0.9}`` for sgd (adam
+    takes eps and betas)."""
+    weight_decay: float = 0.0
+    """Weight decay of the optimizer (L2 added to the gradient; decoupled for adamw)."""
+    lr_schedule: str = "constant"
+    """The learning rate over the run: lr times a multiplier of the progress p (env steps
+    done / total_steps), set before each iteration: constant (1) | linear (1 - p) | cosine
+    ((1 + cos(pi p)) / 2); in Python also a callable ``p -> multiplier``, recorded as
+    "custom"."""
+    loss_terms: tuple[str, ...] = ()
+    """Written by snrl: the names of the ``loss_terms`` functions passed in Python (each
+    ``fn(activity, batch) -> scalar tensor`` added to the loss); loading such a run needs
+    them passed again."""
+    curriculum: Curriculum | None = None
+    """Lessons of increasing difficulty (snrl.Curriculum; [[curriculum.lesson]] tables in
+    TOML): env options merged over env_kwargs and a promotion criterion each
+    (docs/curriculum.md)."""
+    tuned: bool = True
+    """Apply snrl's tuned settings for this algorithm, env and backbone (snrl/zoo/*.toml,
+    docs/agents.md) under the values you give; false: the built-in defaults."""
+    tuned_from: str = ""
+    """Written by snrl: the tuned entry applied and its keys (empty: none)."""
+
+    #: integer fields that must be >= 1 (subclasses extend it)
+    positive_ints: ClassVar[tuple[str, ...]] = (
+        "hidden_size",
+        "n_layers",
+        "n_envs",
+        "substeps",
+        "eval_episodes",
+        "checkpoint_interval",
+        "total_steps",
+    )
+
+    def __post_init__(self) -> None:
+        check_values(self)  # types, finite numbers: every field of every algorithm's config
+        check(self.backbone in BACKBONES, f"backbone={self.backbone!r} (one of {BACKBONES})")
+        check(self.encoder in ENCODERS, f"encoder={self.encoder!r} (one of {ENCODERS})")
+        check(
+            self.activation in ACTIVATIONS,
+            f"activation={self.activation!r} (one of {tuple(ACTIVATIONS)})",
+        )
+        check(
+            0 <= self.seed <= MAX_SEED, f"seed={self.seed} (must be an integer in [0, {MAX_SEED}])"
+        )
+        check_persistable(self)  # a remote env's token never goes to config.json / checkpoints
+        for name in ("n_envs", "eval_episodes"):
+            v = getattr(self, name)
+            check(
+                v <= MAX_ENVS,
+                f"{name}={v} is more envs than snrl builds at once (must be <= {MAX_ENVS})",
+            )
+        check(
+            not self.asynchronous or self.n_envs <= MAX_ASYNC_ENVS,
+            f"n_envs={self.n_envs} with asynchronous=true starts one process per env "
+            f"(must be <= {MAX_ASYNC_ENVS}, or set asynchronous=false)",
+        )
+        check(
+            self.total_steps <= MAX_TOTAL_STEPS,
+            f"total_steps={self.total_steps} (must be <= {MAX_TOTAL_STEPS:.0e})",
+        )
+        check(
+            not isinstance(self.substeps, int) or self.substeps <= MAX_SUBSTEPS,
+            f"substeps={self.substeps} (neuron steps per env step, must be <= {MAX_SUBSTEPS})",
+        )
+        check(
+            0 <= self.recurrent_sign <= 1,
+            f"recurrent_sign={self.recurrent_sign} (the inhibitory fraction, in [0, 1])",
+        )
+        try:
+            torch.device(self.device)
+        except (RuntimeError, ValueError):
+            raise UserError(f"device={self.device!r} (use cpu, cuda, cuda:N or mps)") from None
+        for name in self.positive_ints:
+            v = getattr(self, name)
+            check(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+                f"{name}={v!r} (must be an integer >= 1)",
+            )
+        check(
+            self.tau_m > 0 and self.readout_tau_m > 0 and (self.dt is None or self.dt > 0),
+            "tau_m, readout_tau_m and dt must be > 0 seconds (dt may be None: from the task)",
+        )
+        check(
+            self.hh_init in ("zeros", "random", "learned"),
+            f"hh_init={self.hh_init!r} (zeros | random | learned for agents)",
+        )
+        check(self.eval_interval >= 0, f"eval_interval={self.eval_interval} (must be >= 0)")
+        check(
+            self.optimizer in (*OPTIMIZERS, CUSTOM),
+            f"optimizer={self.optimizer!r} (one of {', '.join(OPTIMIZERS)}; in Python also a "
+            "function params -> torch.optim.Optimizer)",
+        )
+        check(
+            self.lr_schedule in (*LR_SCHEDULES, CUSTOM),
+            f"lr_schedule={self.lr_schedule!r} (one of {', '.join(LR_SCHEDULES)}; in Python "
+            "also a function of the progress in [0, 1])",
+        )
+        check(self.weight_decay >= 0, f"weight_decay={self.weight_decay} (must be >= 0)")
+        check(self.rate_reg >= 0, f"rate_reg={self.rate_reg} (must be >= 0)")
+        lo, hi = self.rate_range
+        check(
+            0 <= lo <= hi <= 1,
+            f"rate_range={self.rate_range} (must be (low, high) with 0 <= low <= high <= 1"
+            " spikes per step)",
+        )
+        check(
+            self.max_episode_steps is None or self.max_episode_steps >= 1,
+            f"max_episode_steps={self.max_episode_steps} (must be an integer >= 1, or none)",
+        )
+        check_env_kwargs(self.env_kwargs)
+        check(
+            self.threads is None or 0 <= self.threads <= MAX_THREADS,
+            f"threads={self.threads} (an integer in [1, {MAX_THREADS}], 0 for torch's own "
+            "setting, or none for the policy)",
+        )
+
+    def rate_term(self, activity: Any) -> Any:
+        """``rate_reg`` times the firing-rate penalty of ``activity`` (an
+        :class:`~snrl.networks.Activity`), 0 when off: the loss term PPO adds for its policy
+        and DQN for its online Q-network."""
+        if self.rate_reg <= 0:
+            return 0.0
+        return self.rate_reg * activity.rate_penalty(*self.rate_range)
+
+    def memory_bytes(self, obs_size: int, head_size: int) -> dict[str, int]:
+        """Rough bytes of what a run of this config allocates, by part (the subclasses add
+        their buffers): parameters, gradients and Adam moments of the backbones."""
+        h, n = self.hidden_size, self.n_layers
+        gates = 4 if self.backbone in ("gru", "lstm") else 1
+        params = gates * (obs_size * h + (2 * n - 1) * h * h + n * h) + h * head_size
+        return {"networks": 2 * 16 * params}  # two backbones x (param, grad, 2 moments) fp32
+
+    def check_memory(self, obs_size: int, head_size: int) -> None:
+        """Refuse a config whose :meth:`memory_bytes` exceed :func:`memory_limit`, before
+        anything is allocated."""
+        parts = self.memory_bytes(obs_size, head_size)
+        total, limit = sum(parts.values()), memory_limit()
+        if total > limit:
+            detail = ", ".join(f"{k} {gib(v)}" for k, v in parts.items())
+            raise UserError(
+                f"this config needs about {gib(total)} of memory ({detail}; observations of "
+                f"{obs_size} values) but this machine allows {gib(limit)} (lower "
+                "hidden_size, n_layers, n_envs, n_steps or buffer_size)"
+            )
+
+    @property
+    def neuron_dt(self) -> float:
+        """The neuron time step in seconds: ``dt``, or 1 ms while ``dt`` is unresolved."""
+        return NEURON_DEFAULTS["dt"] if self.dt is None else float(self.dt)
+
+    def resolve_dt(self, task_dt: float | None) -> AgentConfig:
+        """This config with ``dt`` set: unchanged if given, else ``task_dt / substeps`` when
+        the task declares its step (seconds), else 1 ms."""
+        if self.dt is not None:
+            return self
+        dt = NEURON_DEFAULTS["dt"] if task_dt is None else task_dt / self.substeps
+        return dataclasses.replace(self, dt=dt)
+
+    def build_backbone(self, input_size: int, output_size: int, *, seed: int) -> nn.Module:
+        """The backbone these fields describe (:func:`snrl.build_backbone`); a spiking one
+        gets its neuron parameters as one object (``snrl.layers.LIFParameters`` ...), built
+        here from ``tau_m``, ``dt`` and ``hh_init``."""
+        from snrl.networks.spiking import NEURONS
+
+        params = None
+        if self.backbone in SPIKING:
+            params = NEURONS[self.backbone].params_type(
+                tau_m=self.tau_m, dt=self.neuron_dt, hh_init=self.hh_init
+            )
+        return build_backbone(
+            self.backbone,
+            input_size,
+            output_size,
+            hidden_size=self.hidden_size,
+            n_layers=self.n_layers,
+            params=params,
+            force_dale_law=self.force_dale_law,
+            recurrent_sign=self.recurrent_sign,
+            encoder=self.encoder,
+            substeps=self.substeps,
+            readout_tau_m=self.readout_tau_m,
+            activation=self.activation,
+            seed=seed,
+        )
