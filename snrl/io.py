@@ -171,7 +171,7 @@ def temp_key() -> bytes:
     return _KEYS[slot]
 
 
-_TEMP_NAME = re.compile(r"^(\..+\.[0-9a-f]{12}-)([0-9a-f]{20})\.tmp$", re.DOTALL)
+_TEMP_NAME = re.compile(r"^(\..+\.[0-9a-f]{12}-)([0-9a-f]{20})\.tmp\Z", re.DOTALL)
 _NAME_MAX = 255  # bytes of one path component (Linux, macOS)
 
 

@@ -15,7 +15,7 @@ import pytest
 
 import snrl
 from snrl.agents import DQNConfig, PPOConfig
-from snrl.agents.base import MAX_THREADS
+from snrl.agents.runtime import MAX_THREADS
 from snrl.config import MAX_INT, check_host, config_from_dict, config_to_dict, load_config
 from snrl.envs import make_vector_env
 from snrl.errors import UserError
@@ -257,9 +257,10 @@ def test_check_host():
 
 # ---- names that end in a newline -----------------------------------------------------------------
 def test_name_patterns_refuse_a_final_newline():
-    from snrl.training.rundir import _TEMP_RE
+    from snrl.io import _temp_name, is_own_temp
 
-    assert _TEMP_RE.match(".a.npz.abcd1234.tmp") and not _TEMP_RE.match(".a.npz.abcd1234.tmp\n")
+    own = _temp_name("a.npz")
+    assert is_own_temp(own) and not is_own_temp(own + "\n")
     pytest.importorskip("starlette")
     from snrl.dashboard.app import check_token
     from snrl.dashboard.forms import NAME_RE

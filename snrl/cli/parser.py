@@ -9,7 +9,8 @@ import sys
 from typing import Any
 
 from snrl.agents import ALGOS
-from snrl.agents.base import MAX_ENVS, MAX_SEED, MAX_THREADS
+from snrl.agents.limits import MAX_ENVS, MAX_SEED
+from snrl.agents.runtime import MAX_THREADS
 from snrl.cli.commands import (
     cmd_analyze,
     cmd_dashboard,
