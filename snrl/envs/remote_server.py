@@ -9,17 +9,26 @@ Security: the server binds 127.0.0.1 unless told otherwise; every request needs
 ``Authorization: Bearer <token>``, compared in constant time; request bodies are limited to
 ``max_body`` bytes; a request that does not follow the protocol (malformed JSON, an array of
 the wrong shape or dtype, an action outside the action space, an unknown or closed session,
-a sequence number out of order) gets a 4xx with a message and the server keeps serving. The
-env runs in the server's event loop, one call at a time, so calls of all sessions are
-serialized; nothing received is ever unpickled or executed.
+a sequence number out of order) gets a 4xx with a message and the server keeps serving.
+A connection must send each request's head within ``header_timeout`` seconds and its body
+within ``body_timeout`` more, and at most ``max_connections`` are open (a slow or idle
+client cannot hold the server's sockets); sessions unused for ``idle_timeout`` seconds are
+closed, and one client (process) holds at most ``max_client_sessions``. Env calls run in a
+thread pool, one call of a session at a time, so a slow env stalls only its own session;
+nothing received is ever unpickled or executed. docs/reliability.md ("The env server")
+has the threat model and the cases tried.
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import concurrent.futures
+import functools
 import hmac
 import json
 import math
+import re
 import secrets
 import socket
 import sys
@@ -49,13 +58,25 @@ __all__ = ["EnvServer", "LOOPBACK", "announce", "new_token", "serve"]
 
 #: Hosts that only this machine reaches.
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-#: Default limits: bytes of one request body, open sessions.
+#: Default limits: bytes of one request body, open sessions (in all, and per client).
 MAX_BODY = 1 << 20
 MAX_SESSIONS = 64
+#: Seconds a session may go unused before the server closes it (0: never).
+IDLE_TIMEOUT = 1800.0
+#: Seconds a connection may take to send a request's headers; then its body.
+HEADER_TIMEOUT = 10.0
+BODY_TIMEOUT = 30.0
+#: Threads that run env calls (one call of a session at a time; sessions in parallel).
+THREADS = 8
+#: Largest request head (request line and headers), bytes.
+MAX_HEAD = 16 * 1024
 #: Closed session ids remembered, to answer "closed" rather than "unknown".
 _CLOSED_MEMORY = 4096
 #: Shortest token the server accepts.
 MIN_TOKEN_CHARS = 16
+#: What a client that names none is counted as.
+_ANONYMOUS = "-"
+_CLIENT_RE = re.compile(rb"[A-Za-z0-9_-]{1,64}")
 
 
 def new_token() -> str:
@@ -74,6 +95,9 @@ class HTTPProblem(Exception):
 @dataclass
 class _Session:
     env: gym.Env
+    client: str
+    lock: asyncio.Lock
+    used: float  # time.monotonic() of the last call
     seq: int = 0
     answer: bytes = b""
     steps: int = 0
@@ -89,10 +113,25 @@ def _reject_constant(name: str) -> Any:
 
 
 class _App:
-    """The ASGI application: token check, body limit, routing, the sessions."""
+    """The ASGI application: token check, body limit, routing, the sessions.
+
+    Env calls (make, reset, step, close) run in a pool of ``threads`` threads, never in the
+    event loop, so a slow env delays only its own session; the calls of one session are
+    serialized by its lock. Sessions unused for ``idle_timeout`` seconds are closed (checked
+    whenever a request arrives).
+    """
 
     def __init__(
-        self, env_id: str, env_kwargs: dict[str, Any], token: str, max_body: int, max_sessions: int
+        self,
+        env_id: str,
+        env_kwargs: dict[str, Any],
+        token: str,
+        max_body: int,
+        max_sessions: int,
+        *,
+        max_client_sessions: int | None = None,
+        idle_timeout: float = IDLE_TIMEOUT,
+        threads: int = THREADS,
     ) -> None:
         from starlette.applications import Starlette
         from starlette.routing import Route
@@ -100,8 +139,13 @@ class _App:
         self.env_id, self.env_kwargs = env_id, env_kwargs
         self._token = token.encode("utf-8")
         self.max_body, self.max_sessions = max_body, max_sessions
+        self.max_client_sessions = max_client_sessions or max_sessions
+        self.idle_timeout = idle_timeout
         self.sessions: dict[str, _Session] = {}
-        self.closed: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._opening: collections.Counter[str] = collections.Counter()
+        self.closed: collections.OrderedDict[str, str] = collections.OrderedDict()
+        self._reaped_at = 0.0
+        self._pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="snrl-env")
         probe = make_env(env_id, **env_kwargs)
         try:
             self.observation_space, self.action_space = probe.observation_space, probe.action_space
@@ -159,6 +203,7 @@ class _App:
         from starlette.responses import Response
 
         async def endpoint(request: Any) -> Any:
+            self._reap()
             try:
                 out = await fn(request)
                 status = 200
@@ -172,19 +217,28 @@ class _App:
 
         return endpoint
 
+    async def _in_thread(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+
     async def _body(self, request: Any) -> dict[str, Any]:
+        from starlette.requests import ClientDisconnect
+
         length = request.headers.get("content-length")
         if length is not None:
-            if not length.isdigit():
+            if not length.isdigit() or not length.isascii():
                 raise HTTPProblem(400, "bad Content-Length")
             if int(length) > self.max_body:
                 raise HTTPProblem(413, f"request body over {self.max_body} bytes")
         chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > self.max_body:
-                raise HTTPProblem(413, f"request body over {self.max_body} bytes")
-            chunks.append(chunk)
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > self.max_body:
+                    raise HTTPProblem(413, f"request body over {self.max_body} bytes")
+                chunks.append(chunk)
+        except ClientDisconnect:  # the client left (or its body was too slow: cut off)
+            raise HTTPProblem(400, "the request body did not arrive") from None
         raw = b"".join(chunks)
         if not raw:
             return {}
@@ -206,9 +260,37 @@ class _App:
         s = self.sessions.get(sid)
         if s is None:
             if sid in self.closed:
-                raise HTTPProblem(410, f"session {sid} is closed (create a new one)")
+                raise HTTPProblem(410, f"session {sid} is {self.closed[sid]} (create a new one)")
             raise HTTPProblem(404, f"unknown session {sid[:64]!r} (create one: POST v1/sessions)")
+        s.used = time.monotonic()
         return s
+
+    def _forget(self, sid: str, why: str) -> None:
+        """Take ``sid`` out of the open sessions (its env is closed by the caller)."""
+        self.sessions.pop(sid, None)
+        self.closed[sid] = why
+        while len(self.closed) > _CLOSED_MEMORY:
+            self.closed.popitem(last=False)
+
+    def _reap(self) -> None:
+        """Close the sessions unused for ``idle_timeout`` s (at most once a second)."""
+        now = time.monotonic()
+        if not self.idle_timeout or now - self._reaped_at < 1.0:
+            return
+        self._reaped_at = now
+        for sid, s in list(self.sessions.items()):
+            if now - s.used > self.idle_timeout and not s.lock.locked():  # no call running
+                self._forget(sid, f"closed: unused for over {self.idle_timeout:g} s")
+                self._pool.submit(_close_quietly, s.env)
+
+    @staticmethod
+    def _client(request: Any) -> str:
+        raw = request.headers.get("x-snrl-client")
+        if raw is None:
+            return _ANONYMOUS
+        if not _CLIENT_RE.fullmatch(raw.encode("latin-1")):
+            raise HTTPProblem(400, "X-SNRL-Client must be 1 to 64 of [A-Za-z0-9_-]")
+        return raw
 
     # -- routes -----------------------------------------------------------------------------
     async def get_spaces(self, request: Any) -> dict[str, Any]:
@@ -216,18 +298,38 @@ class _App:
 
     async def create(self, request: Any) -> dict[str, Any]:
         await self._body(request)  # limit and check it; no options yet
-        if len(self.sessions) >= self.max_sessions:
+        client = self._client(request)
+        self._reaped_at = 0.0
+        self._reap()
+        held = collections.Counter(s.client for s in self.sessions.values()) + self._opening
+        if sum(held.values()) >= self.max_sessions:
+            idle = max((time.monotonic() - s.used for s in self.sessions.values()), default=0)
             raise HTTPProblem(
                 503,
-                f"{self.max_sessions} sessions are open (close some, or start the server with "
-                "a larger --max-sessions: training needs n_envs + eval_episodes)",
+                f"{self.max_sessions} sessions are open ({held[client]} by this client, "
+                f"{len(held) - (client in held)} other clients; the longest unused for "
+                f"{idle:.0f} s; sessions unused for {self.idle_timeout:g} s are closed) (close "
+                "some, or start the server with a larger --max-sessions: training needs "
+                "n_envs + eval_episodes)",
             )
-        try:  # env calls run in the event loop, without an await: one at a time
-            env = make_env(self.env_id, **self.env_kwargs)
+        if held[client] >= self.max_client_sessions:
+            raise HTTPProblem(
+                503,
+                f"this client holds {held[client]} sessions, the most one client may "
+                f"(--max-client-sessions {self.max_client_sessions}) (close some, or start "
+                "the server with a larger --max-client-sessions)",
+            )
+        self._opening[client] += 1  # counted before the await: no race past the limit
+        try:
+            env = await self._in_thread(make_env, self.env_id, **self.env_kwargs)
         except Exception as e:
             raise HTTPProblem(500, f"making the env failed: {describe(e)}") from None
+        finally:
+            self._opening[client] -= 1
+            if not self._opening[client]:
+                del self._opening[client]
         sid = secrets.token_hex(16)
-        self.sessions[sid] = _Session(env)
+        self.sessions[sid] = _Session(env, client, asyncio.Lock(), time.monotonic())
         return {"session": sid, **self.spaces}
 
     async def counters(self, request: Any) -> dict[str, Any]:
@@ -236,125 +338,154 @@ class _App:
 
     async def close(self, request: Any) -> dict[str, Any]:
         sid = request.path_params["sid"]
-        s = self.sessions.pop(sid, None)
+        s = self.sessions.get(sid)
         if s is None:
             self._session(request)  # 404 / 410
-        self.closed[sid] = None
-        while len(self.closed) > _CLOSED_MEMORY:
-            self.closed.popitem(last=False)
-        try:
-            s.env.close()
-        except Exception:  # noqa: S110 - the session is gone either way
-            pass
+        self._forget(sid, "closed")
+        async with s.lock:  # a call still running on the env ends first
+            await self._in_thread(_close_quietly, s.env)
         return {"session": sid, "closed": True}
 
     def _seq(self, body: dict[str, Any], s: _Session) -> int | None:
         """The call's sequence number; None when it repeats the last one."""
         seq = body.get("seq")
         if isinstance(seq, bool) or not isinstance(seq, int):
-            raise HTTPProblem(400, f"seq must be an integer, got {seq!r}")
+            raise HTTPProblem(400, f"seq must be an integer, got {_short_repr(seq)}")
         if seq == s.seq and s.seq > 0:
             return None
         if seq != s.seq + 1:
-            raise HTTPProblem(409, f"seq {seq} out of order (the session's last seq is {s.seq})")
+            raise HTTPProblem(
+                409, f"seq {_short_repr(seq)} out of order (the session's last seq is {s.seq})"
+            )
         return seq
+
+    def _alive(self, sid: str, s: _Session) -> None:
+        """Refuse a call on a session closed while it waited for the session's lock."""
+        if self.sessions.get(sid) is not s:
+            raise HTTPProblem(410, f"session {sid} is {self.closed.get(sid, 'closed')}")
 
     async def reset(self, request: Any) -> Any:
         body = await self._body(request)
         sid, s = self._session(request)
-        seq = self._seq(body, s)
-        if seq is None:
-            return s.answer
-        seed = body.get("seed")
-        if seed is not None and (
-            isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63
-        ):
-            raise HTTPProblem(422, f"seed must be null or an integer in [0, 2**63), got {seed!r}")
-        options = decode_value(body.get("options"))
-        if options is not None and not isinstance(options, dict):
-            raise HTTPProblem(422, "options must be null or an object")
+        async with s.lock:
+            self._alive(sid, s)
+            seq = self._seq(body, s)
+            if seq is None:
+                return s.answer
+            seed = body.get("seed")
+            if seed is not None and (
+                isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63
+            ):
+                raise HTTPProblem(
+                    422, f"seed must be null or an integer in [0, 2**63), got {_short_repr(seed)}"
+                )
+            try:
+                options = decode_value(body.get("options"))
+            except WireError as e:
+                raise HTTPProblem(422, f"options: {e}") from None
+            if options is not None and not isinstance(options, dict):
+                raise HTTPProblem(422, "options must be null or an object")
+            try:
+                obs, info = await self._in_thread(s.env.reset, seed=seed, options=options)
+            except Exception as e:
+                raise HTTPProblem(500, f"the env raised in reset: {describe(e)}") from None
+            answer = self._answer({"seq": seq, "observation": obs, "info": info}, "reset")
+            s.seq, s.resets, s.answer = seq, s.resets + 1, answer
+            s.used = time.monotonic()
+            return answer
+
+    def _answer(self, out: dict[str, Any], op: str) -> bytes:
+        """An answer as bytes; an observation the space cannot carry is the env's error."""
         try:
-            obs, info = s.env.reset(seed=seed, options=options)
-        except Exception as e:
-            raise HTTPProblem(500, f"the env raised in reset: {describe(e)}") from None
-        s.seq, s.resets = seq, s.resets + 1
-        s.answer = _json_bytes(
-            {
-                "seq": seq,
-                "observation": encode_obs(self.observation_space, obs),
-                "info": encode_value(info),
-            }
-        )
-        return s.answer
+            out["observation"] = encode_obs(self.observation_space, out["observation"])
+            out["info"] = encode_value(out["info"])
+            return _json_bytes(out)
+        except (WireError, ValueError, TypeError, KeyError, IndexError) as e:
+            raise HTTPProblem(500, f"the env's {op} answer cannot be sent: {describe(e)}") from None
 
     async def step(self, request: Any) -> Any:
         body = await self._body(request)
-        _, s = self._session(request)
-        return self._step(s, body)
+        sid, s = self._session(request)
+        return await self._step(sid, s, body)
 
     async def step_many(self, request: Any) -> Any:
         """Step several sessions in one request: ``{"calls": [{"session", "seq", "action"},
-        ...]}`` -> ``{"results": [answer or {"error", "status"}, ...]}`` in the same order."""
+        ...]}`` -> ``{"results": [answer or {"error", "status"}, ...]}`` in the same order.
+        The sessions step in parallel (each in the thread pool)."""
         body = await self._body(request)
         calls = body.get("calls")
         if not isinstance(calls, list) or not calls or len(calls) > self.max_sessions:
             raise HTTPProblem(400, f"calls must be a list of 1 to {self.max_sessions} steps")
-        parts = []
-        for call in calls:
+
+        async def one(call: Any) -> bytes:
             try:
                 if not isinstance(call, dict) or not isinstance(call.get("session"), str):
                     raise HTTPProblem(400, "each call needs a session")
-                s = self._lookup(call["session"])
-                parts.append(self._step(s, call))
+                sid = call["session"]
+                return await self._step(sid, self._lookup(sid), call)
             except HTTPProblem as e:
-                parts.append(_json_bytes({"error": str(e), "status": e.status}))
-            except WireError as e:
-                parts.append(_json_bytes({"error": str(e), "status": 422}))
+                return _json_bytes({"error": str(e), "status": e.status})
+
+        parts = await asyncio.gather(*(one(c) for c in calls))
         return b'{"results":[' + b",".join(parts) + b"]}"
 
-    def _step(self, s: _Session, body: dict[str, Any]) -> bytes:
-        seq = self._seq(body, s)
-        if seq is None:
-            return s.answer
-        if "action" not in body:
-            raise HTTPProblem(400, "step needs an action")
-        try:
-            action = decode_obs(self.action_space, body["action"])
-        except WireError as e:
-            raise HTTPProblem(422, f"action: {e}") from None
-        if not self.action_space.contains(action):
-            raise HTTPProblem(
-                422,
-                f"action {_short(action)} is outside the action space "
-                f"{' '.join(str(self.action_space).split())}",
+    async def _step(self, sid: str, s: _Session, body: dict[str, Any]) -> bytes:
+        async with s.lock:
+            self._alive(sid, s)
+            seq = self._seq(body, s)
+            if seq is None:
+                return s.answer
+            if "action" not in body:
+                raise HTTPProblem(400, "step needs an action")
+            try:
+                action = decode_obs(self.action_space, body["action"])
+            except WireError as e:
+                raise HTTPProblem(422, f"action: {e}") from None
+            if not self.action_space.contains(action):
+                raise HTTPProblem(
+                    422,
+                    f"action {_short(action)} is outside the action space "
+                    f"{' '.join(str(self.action_space).split())}",
+                )
+            if s.resets == 0:
+                raise HTTPProblem(409, "step before the first reset (reset the session first)")
+            try:
+                obs, reward, terminated, truncated, info = await self._in_thread(s.env.step, action)
+                reward = float(reward)
+            except Exception as e:
+                raise HTTPProblem(500, f"the env raised in step: {describe(e)}") from None
+            answer = self._answer(
+                {
+                    "seq": seq,
+                    "observation": obs,
+                    "reward": reward if math.isfinite(reward) else str(reward).lower(),
+                    "terminated": bool(terminated),
+                    "truncated": bool(truncated),
+                    "info": info,
+                },
+                "step",
             )
-        if s.resets == 0:
-            raise HTTPProblem(409, "step before the first reset (reset the session first)")
-        try:
-            obs, reward, terminated, truncated, info = s.env.step(action)
-        except Exception as e:
-            raise HTTPProblem(500, f"the env raised in step: {describe(e)}") from None
-        reward = float(reward)
-        s.seq, s.steps = seq, s.steps + 1
-        s.answer = _json_bytes(
-            {
-                "seq": seq,
-                "observation": encode_obs(self.observation_space, obs),
-                "reward": reward if math.isfinite(reward) else str(reward).lower(),
-                "terminated": bool(terminated),
-                "truncated": bool(truncated),
-                "info": encode_value(info),
-            }
-        )
-        return s.answer
+            s.seq, s.steps, s.answer = seq, s.steps + 1, answer
+            s.used = time.monotonic()
+            return answer
 
     def close_all(self) -> None:
         for s in self.sessions.values():
-            try:
-                s.env.close()
-            except Exception:  # noqa: S110 - shutting down
-                pass
+            self._pool.submit(_close_quietly, s.env)
         self.sessions.clear()
+        self._pool.shutdown(wait=True, cancel_futures=False)
+
+
+def _close_quietly(env: gym.Env) -> None:
+    try:
+        env.close()
+    except Exception:  # noqa: S110 - the session is gone either way
+        pass
+
+
+def _short_repr(x: Any) -> str:
+    text = "".join(c if c.isprintable() else "?" for c in repr(x))
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _short(x: Any) -> str:
@@ -396,6 +527,81 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+_RAW_408 = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+_RAW_503 = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+    b"content-length: 61\r\nconnection: close\r\n\r\n"
+    b'{"error":"too many connections (close some, or retry later)"}'
+)
+
+
+def _guarded_protocol(header_timeout: float, body_timeout: float, max_connections: int) -> type:
+    """uvicorn's h11 protocol with a time limit on reading each request and a limit on open
+    connections.
+
+    uvicorn arms its keep-alive timer only after a response and cancels it on the first
+    byte received, so a connection that sends a partial request head (or a body) slowly is
+    held forever ("slowloris"), and ``limit_concurrency`` counts only requests whose head
+    has arrived. Here every connection must deliver a request's head within
+    ``header_timeout`` seconds of opening (or of the previous answer) and its body within
+    ``body_timeout`` seconds more, or it gets 408 and is closed; a connection over
+    ``max_connections`` gets 503 and is closed at once, before it holds anything. The phase
+    is read from h11's state of the peer: IDLE (head not complete), SEND_BODY, or done.
+    """
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class GuardedH11Protocol(H11Protocol):
+        _timer: asyncio.TimerHandle | None = None
+        _phase: str | None = None
+
+        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            if len(self.connections) > max_connections:
+                transport.write(_RAW_503)
+                transport.close()
+                return
+            self._track()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            self._track()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._track()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._arm(None)
+            super().connection_lost(exc)
+
+        def _track(self) -> None:
+            state = self.conn.their_state
+            phase = "head" if state is h11.IDLE else "body" if state is h11.SEND_BODY else None
+            if self.transport.is_closing():
+                phase = None
+            if phase != self._phase:
+                self._arm(phase)
+
+        def _arm(self, phase: str | None) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self._phase = phase
+            if phase is not None:
+                delay = header_timeout if phase == "head" else body_timeout
+                self._timer = self.loop.call_later(delay, self._expired)
+
+        def _expired(self) -> None:
+            self._timer = None
+            if not self.transport.is_closing():
+                if self._phase == "body" or self.conn.their_state is h11.IDLE:
+                    self.transport.write(_RAW_408)
+                self.transport.close()
+
+    return GuardedH11Protocol
+
+
 class EnvServer:
     """An env server in a background thread (tests, benchmarks, notebooks).
 
@@ -407,6 +613,13 @@ class EnvServer:
         env_kwargs: Keyword arguments for every env.
         max_body: Largest request body, bytes.
         max_sessions: Most sessions open at once.
+        max_client_sessions: Most sessions one client (one process, by the ``X-SNRL-Client``
+            header its RemoteEnvs send) may hold; default ``max_sessions``.
+        idle_timeout: Seconds a session may go unused before it is closed (0: never).
+        header_timeout: Seconds a connection may take to send a request's head.
+        body_timeout: Seconds it may then take to send the body.
+        max_connections: Most open connections; default ``2 * max_sessions + 32``.
+        threads: Threads that run env calls.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`.
     """
@@ -421,6 +634,12 @@ class EnvServer:
         env_kwargs: dict[str, Any] | None = None,
         max_body: int = MAX_BODY,
         max_sessions: int = MAX_SESSIONS,
+        max_client_sessions: int | None = None,
+        idle_timeout: float = IDLE_TIMEOUT,
+        header_timeout: float = HEADER_TIMEOUT,
+        body_timeout: float = BODY_TIMEOUT,
+        max_connections: int | None = None,
+        threads: int = THREADS,
     ) -> None:
         try:
             import uvicorn
@@ -430,11 +649,38 @@ class EnvServer:
             ) from None
         self.token = token if token is not None else new_token()
         _check_args(env_id, host, port, self.token)
-        self.app = _App(env_id, dict(env_kwargs or {}), self.token, max_body, max_sessions)
+        limits = dict(
+            idle_timeout=idle_timeout, header_timeout=header_timeout, body_timeout=body_timeout
+        )
+        for name, value in limits.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise UserError(f"{name}={value!r} (pass a number of seconds)")
+            if not (math.isfinite(value) and 0 <= value <= 10**7) or (
+                name != "idle_timeout" and value == 0
+            ):
+                raise UserError(f"{name}={value!r} (pass a number of seconds in (0, 1e7])")
+        if max_connections is None:
+            max_connections = 2 * max_sessions + 32
+        self.app = _App(
+            env_id,
+            dict(env_kwargs or {}),
+            self.token,
+            max_body,
+            max_sessions,
+            max_client_sessions=max_client_sessions,
+            idle_timeout=float(idle_timeout),
+            threads=threads,
+        )
         self._sock = _bind(host, port)
         self.host, self.port = host, self._sock.getsockname()[1]
         config = uvicorn.Config(
-            self.app, log_level="warning", access_log=False, lifespan="off", loop="asyncio"
+            self.app,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            loop="asyncio",
+            http=_guarded_protocol(header_timeout, body_timeout, max_connections),
+            h11_max_incomplete_event_size=MAX_HEAD,
         )
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
@@ -507,11 +753,13 @@ def serve(
     max_body: int = MAX_BODY,
     max_sessions: int = MAX_SESSIONS,
     out: Any = None,
+    **limits: Any,
 ) -> None:
     """Serve ``env_id`` in the foreground until Ctrl-C (what ``snrl serve-env`` runs).
 
     Prints the URL, and the token when it was generated (the only place it is shown), to
     ``out`` (default stdout); warns on stderr when ``host`` is not a loopback address.
+    ``limits`` are :class:`EnvServer`'s other limits (``idle_timeout``, ...).
     """
     out = out or sys.stdout
     generated = token is None
@@ -523,6 +771,7 @@ def serve(
         env_kwargs=env_kwargs,
         max_body=max_body,
         max_sessions=max_sessions,
+        **limits,
     )
     announce(server, generated=generated, out=out)
     server.run()
