@@ -544,12 +544,19 @@ def _guarded_protocol(header_timeout: float, body_timeout: float, max_connection
     held forever ("slowloris"), and ``limit_concurrency`` counts only requests whose head
     has arrived. Here every connection must deliver a request's head within
     ``header_timeout`` seconds of opening (or of the previous answer) and its body within
-    ``body_timeout`` seconds more, or it gets 408 and is closed; a connection over
-    ``max_connections`` gets 503 and is closed at once, before it holds anything. The phase
-    is read from h11's state of the peer: IDLE (head not complete), SEND_BODY, or done.
+    ``body_timeout`` seconds more, or it gets 408 and is closed. At ``max_connections``, a
+    new connection closes (503) the one that has waited longest for a request head (a
+    slow or idle one: a working client sends its head at once), and is refused with 503
+    only when every connection is busy with a request. So a flood of slow connections
+    cannot lock a real client out for longer than it takes that client to send its head.
+    The phase is read from h11's state of the peer: IDLE (head not complete), SEND_BODY,
+    or done.
     """
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    # connections waiting for a request head, oldest first (this server's only)
+    waiting: collections.OrderedDict[Any, None] = collections.OrderedDict()
 
     class GuardedH11Protocol(H11Protocol):
         _timer: asyncio.TimerHandle | None = None
@@ -558,9 +565,14 @@ def _guarded_protocol(header_timeout: float, body_timeout: float, max_connection
         def connection_made(self, transport: Any) -> None:  # type: ignore[override]
             super().connection_made(transport)
             if len(self.connections) > max_connections:
-                transport.write(_RAW_503)
-                transport.close()
-                return
+                if not waiting:  # every connection is busy with a request
+                    transport.write(_RAW_503)
+                    transport.close()
+                    return
+                oldest, _ = waiting.popitem(last=False)
+                oldest._arm(None)
+                oldest.transport.write(_RAW_503)
+                oldest.transport.close()
             self._track()
 
         def data_received(self, data: bytes) -> None:
@@ -588,6 +600,10 @@ def _guarded_protocol(header_timeout: float, body_timeout: float, max_connection
                 self._timer.cancel()
                 self._timer = None
             self._phase = phase
+            if phase == "head":
+                waiting[self] = None
+            else:
+                waiting.pop(self, None)
             if phase is not None:
                 delay = header_timeout if phase == "head" else body_timeout
                 self._timer = self.loop.call_later(delay, self._expired)

@@ -6,6 +6,7 @@ every loop is bounded in count."""
 
 from __future__ import annotations
 
+import select
 import socket
 import threading
 import time
@@ -149,25 +150,53 @@ def _read_all(sock: socket.socket) -> bytes:
     return data
 
 
-def test_partial_heads_are_cut_off_and_their_number_is_bounded():
-    with EnvServer(
-        "CartPole-v1", header_timeout=0.5, body_timeout=0.5, max_connections=10
-    ) as server:
-        held = []
-        for _ in range(10):  # a slowloris: heads that never end
-            sock = _connect(server)
-            sock.sendall(b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nX-Pad: ")
-            held.append(sock)
-        extra = _connect(server)  # over the limit: answered 503 and closed at once
-        assert _read_all(extra).startswith(b"HTTP/1.1 503")
-        extra.close()
+def _slowloris(server, n: int) -> list[socket.socket]:
+    """``n`` connections that send the start of a request head and then nothing."""
+    socks = []
+    for _ in range(n):
+        sock = _connect(server)
+        sock.sendall(b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nX-Pad: ")
+        socks.append(sock)
+    return socks
+
+
+def test_partial_heads_are_cut_off_after_the_header_timeout():
+    with EnvServer("CartPole-v1", header_timeout=0.5, max_connections=50) as server:
+        held = _slowloris(server, 10)
         for sock in held:  # each is closed by the server after header_timeout
             assert _read_all(sock).startswith(b"HTTP/1.1 408")
             sock.close()
-        env = RemoteEnv(server.url, token=server.token)  # the real client is served again
+        env = RemoteEnv(server.url, token=server.token)
         env.reset(seed=0)
-        env.step(1)
         env.close()
+
+
+def test_a_flood_of_slow_connections_cannot_lock_a_client_out():
+    # the report: 3,000 partial heads held for 110 s starved real clients; here 60 against a
+    # limit of 10, with a header timeout (60 s) far longer than the test
+    with EnvServer("CartPole-v1", header_timeout=60, max_connections=10) as server:
+        flood = _slowloris(server, 60)
+        env = RemoteEnv(server.url, token=server.token)  # its connection pushes one out
+        env.reset(seed=0)
+        for _ in range(5):
+            env.step(1)
+        more = _slowloris(server, 20)  # a second wave, while the client holds a session
+        env.step(0)
+        assert env.counters()["steps"] == 6
+        env.close()
+        # every connection over the limit was closed with 503: the oldest slow ones first
+        socks = flood + more
+        pushed_out, pending = 0, list(socks)
+        for _ in range(50):  # bounded; the newest 10 stay silent
+            readable, _, _ = select.select(pending, [], [], 0.1)
+            for sock in readable:
+                pushed_out += sock.recv(64).startswith(b"HTTP/1.1 503")
+                pending.remove(sock)
+            if pushed_out >= 60 + 20 - 10:
+                break
+        for sock in socks:
+            sock.close()
+        assert pushed_out >= 60 + 20 - 10
 
 
 def test_a_trickled_head_or_body_is_cut_off_whatever_its_pace():
