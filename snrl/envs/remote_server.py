@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import contextlib
 import functools
 import hmac
 import json
@@ -68,6 +69,8 @@ HEADER_TIMEOUT = 10.0
 BODY_TIMEOUT = 30.0
 #: Threads that run env calls (one call of a session at a time; sessions in parallel).
 THREADS = 8
+#: Connections the server accepts in one go.
+ACCEPT_BATCH = 32
 #: Largest request head (request line and headers), bytes.
 MAX_HEAD = 16 * 1024
 #: Closed session ids remembered, to answer "closed" rather than "unknown".
@@ -411,69 +414,118 @@ class _App:
     async def step_many(self, request: Any) -> Any:
         """Step several sessions in one request: ``{"calls": [{"session", "seq", "action"},
         ...]}`` -> ``{"results": [answer or {"error", "status"}, ...]}`` in the same order.
-        The sessions step in parallel (each in the thread pool)."""
+
+        The sessions' locks are taken in one order (by id, so two batches cannot wait for
+        each other), then all the steps run in one trip to the thread pool: a hop per env
+        would cost more than a cheap env's step."""
         body = await self._body(request)
         calls = body.get("calls")
         if not isinstance(calls, list) or not calls or len(calls) > self.max_sessions:
             raise HTTPProblem(400, f"calls must be a list of 1 to {self.max_sessions} steps")
-
-        async def one(call: Any) -> bytes:
+        parts: list[bytes | None] = [None] * len(calls)
+        found: dict[str, tuple[int, _Session]] = {}
+        for i, call in enumerate(calls):
             try:
                 if not isinstance(call, dict) or not isinstance(call.get("session"), str):
                     raise HTTPProblem(400, "each call needs a session")
                 sid = call["session"]
-                return await self._step(sid, self._lookup(sid), call)
+                if sid in found:
+                    raise HTTPProblem(400, f"session {sid[:64]!r} twice in one batch")
+                found[sid] = (i, self._lookup(sid))
             except HTTPProblem as e:
-                return _json_bytes({"error": str(e), "status": e.status})
+                parts[i] = _json_bytes({"error": str(e), "status": e.status})
+        async with contextlib.AsyncExitStack() as stack:
+            for sid in sorted(found):
+                await stack.enter_async_context(found[sid][1].lock)
+            todo = []
+            for sid, (i, s) in found.items():
+                try:
+                    self._alive(sid, s)
+                    prepared = self._prepare_step(s, calls[i])
+                except HTTPProblem as e:
+                    parts[i] = _json_bytes({"error": str(e), "status": e.status})
+                    continue
+                if isinstance(prepared, bytes):
+                    parts[i] = prepared
+                else:
+                    todo.append((i, s, *prepared))
+            if todo:
+                results = await self._in_thread(
+                    lambda: [_env_step(s.env, action) for _, s, _, action in todo]
+                )
+                for (i, s, seq, _), result in zip(todo, results):
+                    try:
+                        parts[i] = self._finish_step(s, seq, result)
+                    except HTTPProblem as e:
+                        parts[i] = _json_bytes({"error": str(e), "status": e.status})
+        return b'{"results":[' + b",".join(parts) + b"]}"  # type: ignore[arg-type]
 
-        parts = await asyncio.gather(*(one(c) for c in calls))
-        return b'{"results":[' + b",".join(parts) + b"]}"
+    def _prepare_step(self, s: _Session, body: dict[str, Any]) -> bytes | tuple[int, Any]:
+        """A retry's stored answer, or the new call's (seq, action); raises HTTPProblem."""
+        seq = self._seq(body, s)
+        if seq is None:
+            return s.answer
+        if "action" not in body:
+            raise HTTPProblem(400, "step needs an action")
+        try:
+            action = decode_obs(self.action_space, body["action"])
+        except WireError as e:
+            raise HTTPProblem(422, f"action: {e}") from None
+        if not self.action_space.contains(action):
+            raise HTTPProblem(
+                422,
+                f"action {_short(action)} is outside the action space "
+                f"{' '.join(str(self.action_space).split())}",
+            )
+        if s.resets == 0:
+            raise HTTPProblem(409, "step before the first reset (reset the session first)")
+        return seq, action
+
+    def _finish_step(self, s: _Session, seq: int, result: Any) -> bytes:
+        """The answer to a step that ran (``result``: its 5 values, or what it raised)."""
+        if isinstance(result, BaseException):
+            raise HTTPProblem(500, f"the env raised in step: {describe(result)}")
+        obs, reward, terminated, truncated, info = result
+        answer = self._answer(
+            {
+                "seq": seq,
+                "observation": obs,
+                "reward": reward if math.isfinite(reward) else str(reward).lower(),
+                "terminated": bool(terminated),
+                "truncated": bool(truncated),
+                "info": info,
+            },
+            "step",
+        )
+        s.seq, s.steps, s.answer = seq, s.steps + 1, answer
+        s.used = time.monotonic()
+        return answer
 
     async def _step(self, sid: str, s: _Session, body: dict[str, Any]) -> bytes:
         async with s.lock:
             self._alive(sid, s)
-            seq = self._seq(body, s)
-            if seq is None:
-                return s.answer
-            if "action" not in body:
-                raise HTTPProblem(400, "step needs an action")
-            try:
-                action = decode_obs(self.action_space, body["action"])
-            except WireError as e:
-                raise HTTPProblem(422, f"action: {e}") from None
-            if not self.action_space.contains(action):
-                raise HTTPProblem(
-                    422,
-                    f"action {_short(action)} is outside the action space "
-                    f"{' '.join(str(self.action_space).split())}",
-                )
-            if s.resets == 0:
-                raise HTTPProblem(409, "step before the first reset (reset the session first)")
-            try:
-                obs, reward, terminated, truncated, info = await self._in_thread(s.env.step, action)
-                reward = float(reward)
-            except Exception as e:
-                raise HTTPProblem(500, f"the env raised in step: {describe(e)}") from None
-            answer = self._answer(
-                {
-                    "seq": seq,
-                    "observation": obs,
-                    "reward": reward if math.isfinite(reward) else str(reward).lower(),
-                    "terminated": bool(terminated),
-                    "truncated": bool(truncated),
-                    "info": info,
-                },
-                "step",
-            )
-            s.seq, s.steps, s.answer = seq, s.steps + 1, answer
-            s.used = time.monotonic()
-            return answer
+            prepared = self._prepare_step(s, body)
+            if isinstance(prepared, bytes):
+                return prepared
+            seq, action = prepared
+            result = await self._in_thread(_env_step, s.env, action)
+            return self._finish_step(s, seq, result)
 
     def close_all(self) -> None:
         for s in self.sessions.values():
             self._pool.submit(_close_quietly, s.env)
         self.sessions.clear()
         self._pool.shutdown(wait=True, cancel_futures=False)
+
+
+def _env_step(env: gym.Env, action: Any) -> Any:
+    """``env.step(action)`` with a float reward, or the exception it raised (returned, so
+    one env's error leaves the other steps of a batch alone)."""
+    try:
+        obs, reward, terminated, truncated, info = env.step(action)
+        return obs, float(reward), terminated, truncated, info
+    except Exception as e:
+        return e
 
 
 def _close_quietly(env: gym.Env) -> None:
@@ -618,6 +670,21 @@ def _guarded_protocol(header_timeout: float, body_timeout: float, max_connection
     return GuardedH11Protocol
 
 
+def _default_connections(max_sessions: int) -> int:
+    """``2 * max_sessions + 32``, less when the process may open few files (``ulimit -n``):
+    room is kept for one accept batch and the files of the env and the interpreter."""
+    want = 2 * max_sessions + 32
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return want
+    if soft == resource.RLIM_INFINITY:
+        return want
+    return max(8, min(want, soft - ACCEPT_BATCH - 96))
+
+
 class EnvServer:
     """An env server in a background thread (tests, benchmarks, notebooks).
 
@@ -634,7 +701,8 @@ class EnvServer:
         idle_timeout: Seconds a session may go unused before it is closed (0: never).
         header_timeout: Seconds a connection may take to send a request's head.
         body_timeout: Seconds it may then take to send the body.
-        max_connections: Most open connections; default ``2 * max_sessions + 32``.
+        max_connections: Most open connections; default ``2 * max_sessions + 32`` (less when
+            ``ulimit -n`` is low: that minus 128).
         threads: Threads that run env calls.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`.
@@ -676,7 +744,7 @@ class EnvServer:
             ):
                 raise UserError(f"{name}={value!r} (pass a number of seconds in (0, 1e7])")
         if max_connections is None:
-            max_connections = 2 * max_sessions + 32
+            max_connections = _default_connections(max_sessions)
         self.app = _App(
             env_id,
             dict(env_kwargs or {}),
@@ -697,6 +765,9 @@ class EnvServer:
             loop="asyncio",
             http=_guarded_protocol(header_timeout, body_timeout, max_connections),
             h11_max_incomplete_event_size=MAX_HEAD,
+            # connections accepted in one go, before any is counted against the limit (uvicorn's
+            # default, 2048, can run the process out of file descriptors first)
+            backlog=ACCEPT_BATCH,
         )
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
