@@ -126,6 +126,19 @@ def test_huge_shapes_in_options_and_actions_are_422(server_raw):
     assert r.status_code == 422 and "dimension over" in r.json()["error"]
 
 
+def test_a_session_twice_in_one_batch_is_refused_not_deadlocked(server_raw):
+    server, c = server_raw
+    a, b = (c.post("/v1/sessions").json()["session"] for _ in range(2))
+    for sid in (a, b):
+        assert c.post(f"/v1/sessions/{sid}/reset", json={"seq": 1, "seed": 0}).status_code == 200
+    act = {"dtype": "int64", "shape": [], "data": [1]}
+    calls = [{"session": sid, "seq": 2, "action": act} for sid in (b, a, b)]
+    results = c.post("/v1/step", json={"calls": calls}).json()["results"]
+    assert [r.get("seq") for r in results[:2]] == [2, 2]
+    assert results[2]["status"] == 400 and "twice" in results[2]["error"]
+    assert c.get(f"/v1/sessions/{b}").json()["steps"] == 1  # stepped once, not twice
+
+
 @pytest.fixture
 def server_raw():
     with EnvServer("CartPole-v1") as server:
