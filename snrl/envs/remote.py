@@ -38,6 +38,7 @@ import re
 import secrets
 import socket
 import time
+import weakref
 import zlib
 from typing import Any
 
@@ -632,6 +633,33 @@ def _field(out: dict[str, Any], key: str) -> Any:
     return out[key]
 
 
+def _printable(text: str, limit: int) -> str:
+    """``text`` with non-printable characters as ``?``, at most ``limit`` of them."""
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+#: Servers a session could not be ended on, and when (``time.monotonic()``): for 10 s more,
+#: closing another session there does not wait for it (64 envs closing at the exit of a run
+#: whose server is gone would wait 2 s each).
+_UNREACHABLE: dict[str, float] = {}
+
+
+def _end_session(client: Any, deadline: _Deadline, url: str, session: str, timeout: float):
+    """``DELETE`` a session (within 2 s at most) and close the client's connection."""
+    import httpx
+
+    if time.monotonic() - _UNREACHABLE.get(url, -math.inf) > 10.0:
+        deadline.at = time.monotonic() + min(timeout, 2.0)
+        try:
+            client.delete(f"{url}/v1/sessions/{session}")
+        except httpx.HTTPError:
+            _UNREACHABLE[url] = time.monotonic()
+        finally:
+            deadline.at = None
+    client.close()
+
+
 class RemoteEnv(gym.Env):
     """A gymnasium env whose ``reset``/``step`` run on an snrl env server (``snrl serve-env``
     or any server that speaks the protocol of docs/remote.md). Its spaces come from the
@@ -740,12 +768,18 @@ class RemoteEnv(gym.Env):
                     f"field 'session' must be 1 to 128 of [A-Za-z0-9_-], got {_cut(session)}"
                 )
             self.session = session
+            # the session ends when this env is closed, collected, or at the latest when the
+            # interpreter exits (a run that stops on an error does not leak its sessions)
+            self._finalizer = weakref.finalize(
+                self, _end_session, self._client, self._deadline, self.url, session, self.timeout
+            )
             for name in ("observation_space", "action_space"):
                 try:
                     setattr(self, name, decode_space(_field(created, name)))
                 except WireError as e:
                     raise WireError(f"field {name!r}: {e}") from None
-            self.remote_env_id = _cut(created.get("env", ""), 200).strip("'\"")
+            env_id = created.get("env")
+            self.remote_env_id = _printable(env_id, 200) if isinstance(env_id, str) else ""
         except WireError as e:
             self.close()
             raise RemoteEnvError(
@@ -943,18 +977,12 @@ class RemoteEnv(gym.Env):
 
     def close(self) -> None:
         """End the session on the server (once; a server that is gone is not an error)."""
-        session, self.session = self.session, None
-        client = getattr(self, "_client", None)
-        if session is not None and client is not None:
-            self._deadline.at = time.monotonic() + min(self.timeout, 2.0)
-            try:
-                client.delete(f"{self.url}/v1/sessions/{session}", timeout=2.0)
-            except self._httpx.HTTPError:
-                pass
-            finally:
-                self._deadline.at = None
-        if client is not None:
-            client.close()
+        self.session = None
+        finalizer = getattr(self, "_finalizer", None)
+        if finalizer is not None:
+            finalizer()  # ends the session and closes the connection, once
+        elif getattr(self, "_client", None) is not None:
+            self._client.close()
         super().close()
 
 

@@ -6,10 +6,14 @@ every loop is bounded in count."""
 
 from __future__ import annotations
 
+import os
 import select
 import socket
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -292,3 +296,25 @@ def test_an_env_constructor_refusing_its_kwargs_is_a_user_error():
         make_env("FrozenLake-v1", map_name="99x99")
     with pytest.raises(UserError, match="99x99"):
         EnvServer("FrozenLake-v1", env_kwargs={"map_name": "99x99"})
+
+
+def test_sessions_left_open_end_when_the_process_exits(tmp_path):
+    with EnvServer("CartPole-v1", token="exit-token-0123456789") as server:
+        code = (
+            "import sys; from snrl.envs.remote import RemoteEnv\n"
+            "envs = [RemoteEnv(sys.argv[1], token='exit-token-0123456789') for _ in range(3)]\n"
+            "envs[0].reset(seed=0)\n"
+            "print(len(envs), flush=True)\n"
+            "raise SystemExit(2)  # a run that stops on an error without closing its envs\n"
+        )
+        root = str(Path(__file__).resolve().parents[2])
+        proc = subprocess.run(
+            [sys.executable, "-c", code, server.url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": root},
+        )
+        assert proc.returncode == 2 and proc.stdout == "3\n", proc.stderr
+        assert server.app.sessions == {}
+        assert len(server.app.closed) == 3
