@@ -613,6 +613,7 @@ def _guarded_protocol(header_timeout: float, body_timeout: float, max_connection
     class GuardedH11Protocol(H11Protocol):
         _timer: asyncio.TimerHandle | None = None
         _phase: str | None = None
+        _partial = False
 
         def connection_made(self, transport: Any) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -623,11 +624,11 @@ def _guarded_protocol(header_timeout: float, body_timeout: float, max_connection
                     return
                 oldest, _ = waiting.popitem(last=False)
                 oldest._arm(None)
-                oldest.transport.write(_RAW_503)
-                oldest.transport.close()
+                oldest._hang_up(_RAW_503)
             self._track()
 
         def data_received(self, data: bytes) -> None:
+            self._partial = True  # bytes of a request came (reset when a new one may start)
             super().data_received(data)
             self._track()
 
@@ -653,6 +654,7 @@ def _guarded_protocol(header_timeout: float, body_timeout: float, max_connection
                 self._timer = None
             self._phase = phase
             if phase == "head":
+                self._partial = False
                 waiting[self] = None
             else:
                 waiting.pop(self, None)
@@ -662,9 +664,16 @@ def _guarded_protocol(header_timeout: float, body_timeout: float, max_connection
 
         def _expired(self) -> None:
             self._timer = None
+            self._hang_up(_RAW_408)
+
+        def _hang_up(self, answer: bytes) -> None:
+            """Close; with ``answer`` only when a request had begun: an idle keep-alive
+            connection is closed silently, so a client that reuses it at that moment sees
+            a closed connection (and retries) rather than an answer to a request it never
+            made."""
             if not self.transport.is_closing():
-                if self._phase == "body" or self.conn.their_state is h11.IDLE:
-                    self.transport.write(_RAW_408)
+                if self._partial or self._phase == "body":
+                    self.transport.write(answer)
                 self.transport.close()
 
     return GuardedH11Protocol
