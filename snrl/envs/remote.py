@@ -830,6 +830,9 @@ class RemoteEnv(gym.Env):
         try:
             with self._client.stream(method, f"{self.url}/{path}", json=body) as r:
                 decode = _decoder(r.headers.get("content-encoding", ""))
+                length = r.headers.get("content-length", "")
+                if length.isdigit() and int(length) > MAX_REPLY:
+                    raise WireError(f"the answer is over {MAX_REPLY} bytes ({length})")
                 chunks: list[bytes] = []
                 size = 0
                 for chunk in r.iter_raw():
@@ -850,7 +853,7 @@ class RemoteEnv(gym.Env):
             body = _json_reply(raw)
         except (ValueError, RecursionError):
             body = None
-        if status >= 400:
+        if not 200 <= status < 300:  # redirects are not followed: the token stays here
             msg = body.get("error") if isinstance(body, dict) else None
             if not isinstance(msg, str):
                 msg = raw[:200].decode("utf-8", "replace")

@@ -307,13 +307,17 @@ class _App:
         held = collections.Counter(s.client for s in self.sessions.values()) + self._opening
         if sum(held.values()) >= self.max_sessions:
             idle = max((time.monotonic() - s.used for s in self.sessions.values()), default=0)
+            expiry = (
+                f"sessions unused for {self.idle_timeout:g} s are closed"
+                if self.idle_timeout
+                else "idle sessions are never closed (--idle-timeout 0)"
+            )
             raise HTTPProblem(
                 503,
                 f"{self.max_sessions} sessions are open ({held[client]} by this client, "
                 f"{len(held) - (client in held)} other clients; the longest unused for "
-                f"{idle:.0f} s; sessions unused for {self.idle_timeout:g} s are closed) (close "
-                "some, or start the server with a larger --max-sessions: training needs "
-                "n_envs + eval_episodes)",
+                f"{idle:.0f} s; {expiry}) (close some, or start the server with a larger "
+                "--max-sessions: training needs n_envs + eval_episodes)",
             )
         if held[client] >= self.max_client_sessions:
             raise HTTPProblem(

@@ -326,9 +326,14 @@ def test_hostile_answers_named_in_the_report_are_clear_errors(fake):
     fake.replies.append(_http(bomb, headers=(("content-encoding", "gzip"),)))
     with pytest.raises(RemoteEnvError, match=f"over {MAX_REPLY} bytes"):
         env.reset()
-    # a plain answer over the cap (announced as such)
+    # a plain answer over the cap: announced as such (refused before reading), or with no
+    # length, read until the server closes (refused at the cap)
     fake.replies.append(_http(b" " * (MAX_REPLY + 10)))
-    with pytest.raises(RemoteEnvError, match=f"over {MAX_REPLY} bytes"):
+    with pytest.raises(RemoteEnvError, match=f"over {MAX_REPLY} bytes \\({MAX_REPLY + 10}\\)"):
+        env.reset()
+    unannounced = b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n" + b" " * (MAX_REPLY + 10)
+    fake.replies.append(unannounced)
+    with pytest.raises(RemoteEnvError, match=f"over {MAX_REPLY} bytes \\(is it"):
         env.reset()
     env.close()
 
