@@ -21,6 +21,7 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
 from snrl.cli import main  # noqa: E402
+from snrl.envs.remote import RemoteEnv, RemoteEnvError  # noqa: E402
 from snrl.envs.remote_server import EnvServer, announce  # noqa: E402
 from snrl.training.checkpoint import load_checkpoint  # noqa: E402
 from snrl.training.metrics import read_metrics  # noqa: E402
@@ -31,10 +32,12 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "SNRL_ENV_
 SNRL = [sys.executable, "-m", "snrl.cli"]
 
 
-def _serve(port: int = 0, env: dict | None = None) -> tuple[subprocess.Popen, str, str]:
+def _serve(
+    port: int = 0, env: dict | None = None, args: tuple = ()
+) -> tuple[subprocess.Popen, str, str]:
     """Start `snrl serve-env CartPole-v1`; returns the process, its URL and its stdout so far."""
     proc = subprocess.Popen(
-        [*SNRL, "serve-env", "CartPole-v1", "--port", str(port)],
+        [*SNRL, "serve-env", "CartPole-v1", "--port", str(port), *args],
         env=env or ENV,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -59,9 +62,14 @@ def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> int:
 
 def test_serve_env_prints_a_generated_token_and_stops_cleanly():
     env = {k: v for k, v in ENV.items() if k != "SNRL_ENV_TOKEN"}
-    proc, url, out = _serve(env=env)
+    limits = ("--max-client-sessions", "1", "--idle-timeout", "600", "--max-connections", "40")
+    proc, url, out = _serve(env=env, args=limits)
     token = re.search(r"token: (\S+)", out)
     assert token and len(token.group(1)) >= 32
+    first = RemoteEnv(url, token=token.group(1))  # the flags reach the server
+    with pytest.raises(RemoteEnvError, match=r"holds 1 sessions.*--max-client-sessions 1"):
+        RemoteEnv(url, token=token.group(1))
+    first.close()
     assert _stop(proc, signal.SIGINT) == 0
 
 
