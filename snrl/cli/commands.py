@@ -467,6 +467,9 @@ def cmd_serve_env(args: argparse.Namespace) -> int:
             env_kwargs=kwargs,
             max_body=args.max_body,
             max_sessions=args.max_sessions,
+            max_client_sessions=args.max_client_sessions,
+            idle_timeout=args.idle_timeout,
+            max_connections=args.max_connections,
         )
     except KeyboardInterrupt:  # Ctrl-C / SIGTERM is how a server is stopped
         print("env server stopped", file=sys.stderr)

@@ -233,6 +233,25 @@ def _add_serve_env(sub: Any) -> None:
         "--max-body", type=_int_in(1024, 1 << 30), default=1 << 20, help="bytes (default 1 MiB)"
     )
     v.add_argument("--max-sessions", type=_int_in(1, 4096), default=64, help="default 64")
+    v.add_argument(
+        "--max-client-sessions",
+        type=_int_in(1, 4096),
+        default=None,
+        help="most sessions of one client process (default: --max-sessions)",
+    )
+    v.add_argument(
+        "--idle-timeout",
+        type=_int_in(0, 10**7),
+        default=1800,
+        metavar="S",
+        help="close sessions unused for S seconds (default 1800; 0: never)",
+    )
+    v.add_argument(
+        "--max-connections",
+        type=_int_in(1, 65536),
+        default=None,
+        help="most open connections (default 2 x --max-sessions + 32)",
+    )
     v.set_defaults(func=cmd_serve_env)
 
 

@@ -52,7 +52,7 @@ import numpy as np
 from snrl.envs.neurogym import resolve_env_id, wrap_task
 from snrl.envs.spaces import flatten_obs_env
 from snrl.envs.wrappers import FiniteCheck, SeedOnFirstReset
-from snrl.errors import UserError
+from snrl.errors import UserError, describe
 
 __all__ = [
     "EnvFactory",
@@ -86,6 +86,12 @@ def _install_hint(error: Exception) -> str:
     return "install the package named above with pip"
 
 
+def _kwargs_text(kwargs: dict[str, Any]) -> str:
+    """``{'map_name': '99x99'}`` as text for a message, at most 200 characters."""
+    text = "".join(c if c.isprintable() else "?" for c in repr(kwargs))
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
 def _gym_make(env_id: str, render_mode: str | None, kwargs: dict[str, Any]) -> gym.Env:
     if env_id not in gym.registry:
         raise UserError(f"unknown env id {env_id!r} ({_suggest(env_id)})")
@@ -101,6 +107,15 @@ def _gym_make(env_id: str, render_mode: str | None, kwargs: dict[str, Any]) -> g
         raise UserError(
             f"env {env_id} does not accept the arguments {sorted(kwargs)}: {e} "
             "(check the env's keyword arguments)"
+        ) from e
+    except UserError:
+        raise
+    except Exception as e:
+        if not kwargs:  # no arguments of the user's: a bug of the env, with its traceback
+            raise
+        raise UserError(
+            f"env {env_id} failed with the arguments {_kwargs_text(kwargs)}: {describe(e)} "
+            "(check the values of the env's keyword arguments)"
         ) from e
 
 

@@ -9,17 +9,27 @@ Security: the server binds 127.0.0.1 unless told otherwise; every request needs
 ``Authorization: Bearer <token>``, compared in constant time; request bodies are limited to
 ``max_body`` bytes; a request that does not follow the protocol (malformed JSON, an array of
 the wrong shape or dtype, an action outside the action space, an unknown or closed session,
-a sequence number out of order) gets a 4xx with a message and the server keeps serving. The
-env runs in the server's event loop, one call at a time, so calls of all sessions are
-serialized; nothing received is ever unpickled or executed.
+a sequence number out of order) gets a 4xx with a message and the server keeps serving.
+A connection must send each request's head within ``header_timeout`` seconds and its body
+within ``body_timeout`` more, and at most ``max_connections`` are open (a slow or idle
+client cannot hold the server's sockets); sessions unused for ``idle_timeout`` seconds are
+closed, and one client (process) holds at most ``max_client_sessions``. Env calls run in a
+thread pool, one call of a session at a time, so a slow env stalls only its own session;
+nothing received is ever unpickled or executed. docs/reliability.md ("The env server")
+has the threat model and the cases tried.
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import concurrent.futures
+import contextlib
+import functools
 import hmac
 import json
 import math
+import re
 import secrets
 import socket
 import sys
@@ -45,18 +55,33 @@ from snrl.envs.remote import (
     is_remote_env,
 )
 from snrl.errors import UserError, describe
+from snrl.io import load_json
 
 __all__ = ["EnvServer", "LOOPBACK", "announce", "new_token", "serve"]
 
 #: Hosts that only this machine reaches.
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-#: Default limits: bytes of one request body, open sessions.
+#: Default limits: bytes of one request body, open sessions (in all, and per client).
 MAX_BODY = 1 << 20
 MAX_SESSIONS = 64
+#: Seconds a session may go unused before the server closes it (0: never).
+IDLE_TIMEOUT = 1800.0
+#: Seconds a connection may take to send a request's headers; then its body.
+HEADER_TIMEOUT = 10.0
+BODY_TIMEOUT = 30.0
+#: Threads that run env calls (one call of a session at a time; sessions in parallel).
+THREADS = 8
+#: Connections the server accepts in one go.
+ACCEPT_BATCH = 32
+#: Largest request head (request line and headers), bytes.
+MAX_HEAD = 16 * 1024
 #: Closed session ids remembered, to answer "closed" rather than "unknown".
 _CLOSED_MEMORY = 4096
 #: Shortest token the server accepts.
 MIN_TOKEN_CHARS = 16
+#: What a client that names none is counted as.
+_ANONYMOUS = "-"
+_CLIENT_RE = re.compile(rb"[A-Za-z0-9_-]{1,64}")
 
 
 def new_token() -> str:
@@ -75,6 +100,9 @@ class HTTPProblem(Exception):
 @dataclass
 class _Session:
     env: gym.Env
+    client: str
+    lock: asyncio.Lock
+    used: float  # time.monotonic() of the last call
     seq: int = 0
     answer: bytes = b""
     steps: int = 0
@@ -90,10 +118,25 @@ def _reject_constant(name: str) -> Any:
 
 
 class _App:
-    """The ASGI application: token check, body limit, routing, the sessions."""
+    """The ASGI application: token check, body limit, routing, the sessions.
+
+    Env calls (make, reset, step, close) run in a pool of ``threads`` threads, never in the
+    event loop, so a slow env delays only its own session; the calls of one session are
+    serialized by its lock. Sessions unused for ``idle_timeout`` seconds are closed (checked
+    whenever a request arrives).
+    """
 
     def __init__(
-        self, env_id: str, env_kwargs: dict[str, Any], token: str, max_body: int, max_sessions: int
+        self,
+        env_id: str,
+        env_kwargs: dict[str, Any],
+        token: str,
+        max_body: int,
+        max_sessions: int,
+        *,
+        max_client_sessions: int | None = None,
+        idle_timeout: float = IDLE_TIMEOUT,
+        threads: int = THREADS,
     ) -> None:
         from starlette.applications import Starlette
         from starlette.routing import Route
@@ -101,8 +144,13 @@ class _App:
         self.env_id, self.env_kwargs = env_id, env_kwargs
         self._token = token.encode("utf-8")
         self.max_body, self.max_sessions = max_body, max_sessions
+        self.max_client_sessions = max_client_sessions or max_sessions
+        self.idle_timeout = idle_timeout
         self.sessions: dict[str, _Session] = {}
-        self.closed: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._opening: collections.Counter[str] = collections.Counter()
+        self.closed: collections.OrderedDict[str, str] = collections.OrderedDict()
+        self._reaped_at = 0.0
+        self._pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="snrl-env")
         probe = make_env(env_id, **env_kwargs)
         try:
             self.observation_space, self.action_space = probe.observation_space, probe.action_space
@@ -160,6 +208,7 @@ class _App:
         from starlette.responses import Response
 
         async def endpoint(request: Any) -> Any:
+            self._reap()
             try:
                 out = await fn(request)
                 status = 200
@@ -173,25 +222,34 @@ class _App:
 
         return endpoint
 
+    async def _in_thread(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+
     async def _body(self, request: Any) -> dict[str, Any]:
+        from starlette.requests import ClientDisconnect
+
         length = request.headers.get("content-length")
         if length is not None:
-            if not length.isdigit():
+            if not length.isdigit() or not length.isascii():
                 raise HTTPProblem(400, "bad Content-Length")
             if int(length) > self.max_body:
                 raise HTTPProblem(413, f"request body over {self.max_body} bytes")
         chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > self.max_body:
-                raise HTTPProblem(413, f"request body over {self.max_body} bytes")
-            chunks.append(chunk)
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > self.max_body:
+                    raise HTTPProblem(413, f"request body over {self.max_body} bytes")
+                chunks.append(chunk)
+        except ClientDisconnect:  # the client left (or its body was too slow: cut off)
+            raise HTTPProblem(400, "the request body did not arrive") from None
         raw = b"".join(chunks)
         if not raw:
             return {}
         try:
-            body = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
-        except WireError as e:
+            body = load_json(raw, what="the request body", parse_constant=_reject_constant)
+        except (WireError, UserError) as e:  # a bad constant; nested too deeply
             raise HTTPProblem(400, str(e)) from None
         except (ValueError, RecursionError) as e:
             raise HTTPProblem(400, f"body is not JSON: {describe(e)}") from None
@@ -207,9 +265,37 @@ class _App:
         s = self.sessions.get(sid)
         if s is None:
             if sid in self.closed:
-                raise HTTPProblem(410, f"session {sid} is closed (create a new one)")
+                raise HTTPProblem(410, f"session {sid} is {self.closed[sid]} (create a new one)")
             raise HTTPProblem(404, f"unknown session {sid[:64]!r} (create one: POST v1/sessions)")
+        s.used = time.monotonic()
         return s
+
+    def _forget(self, sid: str, why: str) -> None:
+        """Take ``sid`` out of the open sessions (its env is closed by the caller)."""
+        self.sessions.pop(sid, None)
+        self.closed[sid] = why
+        while len(self.closed) > _CLOSED_MEMORY:
+            self.closed.popitem(last=False)
+
+    def _reap(self) -> None:
+        """Close the sessions unused for ``idle_timeout`` s (at most once a second)."""
+        now = time.monotonic()
+        if not self.idle_timeout or now - self._reaped_at < 1.0:
+            return
+        self._reaped_at = now
+        for sid, s in list(self.sessions.items()):
+            if now - s.used > self.idle_timeout and not s.lock.locked():  # no call running
+                self._forget(sid, f"closed: unused for over {self.idle_timeout:g} s")
+                self._pool.submit(_close_quietly, s.env)
+
+    @staticmethod
+    def _client(request: Any) -> str:
+        raw = request.headers.get("x-snrl-client")
+        if raw is None:
+            return _ANONYMOUS
+        if not _CLIENT_RE.fullmatch(raw.encode("latin-1")):
+            raise HTTPProblem(400, "X-SNRL-Client must be 1 to 64 of [A-Za-z0-9_-]")
+        return raw
 
     # -- routes -----------------------------------------------------------------------------
     async def get_spaces(self, request: Any) -> dict[str, Any]:
@@ -217,18 +303,42 @@ class _App:
 
     async def create(self, request: Any) -> dict[str, Any]:
         await self._body(request)  # limit and check it; no options yet
-        if len(self.sessions) >= self.max_sessions:
+        client = self._client(request)
+        self._reaped_at = 0.0
+        self._reap()
+        held = collections.Counter(s.client for s in self.sessions.values()) + self._opening
+        if sum(held.values()) >= self.max_sessions:
+            idle = max((time.monotonic() - s.used for s in self.sessions.values()), default=0)
+            expiry = (
+                f"sessions unused for {self.idle_timeout:g} s are closed"
+                if self.idle_timeout
+                else "idle sessions are never closed (--idle-timeout 0)"
+            )
             raise HTTPProblem(
                 503,
-                f"{self.max_sessions} sessions are open (close some, or start the server with "
-                "a larger --max-sessions: training needs n_envs + eval_episodes)",
+                f"{self.max_sessions} sessions are open ({held[client]} by this client, "
+                f"{len(held) - (client in held)} other clients; the longest unused for "
+                f"{idle:.0f} s; {expiry}) (close some, or start the server with a larger "
+                "--max-sessions: training needs n_envs + eval_episodes)",
             )
-        try:  # env calls run in the event loop, without an await: one at a time
-            env = make_env(self.env_id, **self.env_kwargs)
+        if held[client] >= self.max_client_sessions:
+            raise HTTPProblem(
+                503,
+                f"this client holds {held[client]} sessions, the most one client may "
+                f"(--max-client-sessions {self.max_client_sessions}) (close some, or start "
+                "the server with a larger --max-client-sessions)",
+            )
+        self._opening[client] += 1  # counted before the await: no race past the limit
+        try:
+            env = await self._in_thread(make_env, self.env_id, **self.env_kwargs)
         except Exception as e:
             raise HTTPProblem(500, f"making the env failed: {describe(e)}") from None
+        finally:
+            self._opening[client] -= 1
+            if not self._opening[client]:
+                del self._opening[client]
         sid = secrets.token_hex(16)
-        self.sessions[sid] = _Session(env)
+        self.sessions[sid] = _Session(env, client, asyncio.Lock(), time.monotonic())
         return {"session": sid, **self.spaces}
 
     async def counters(self, request: Any) -> dict[str, Any]:
@@ -237,83 +347,127 @@ class _App:
 
     async def close(self, request: Any) -> dict[str, Any]:
         sid = request.path_params["sid"]
-        s = self.sessions.pop(sid, None)
+        s = self.sessions.get(sid)
         if s is None:
             self._session(request)  # 404 / 410
-        self.closed[sid] = None
-        while len(self.closed) > _CLOSED_MEMORY:
-            self.closed.popitem(last=False)
-        try:
-            s.env.close()
-        except Exception:  # noqa: S110 - the session is gone either way
-            pass
+        self._forget(sid, "closed")
+        async with s.lock:  # a call still running on the env ends first
+            await self._in_thread(_close_quietly, s.env)
         return {"session": sid, "closed": True}
 
     def _seq(self, body: dict[str, Any], s: _Session) -> int | None:
         """The call's sequence number; None when it repeats the last one."""
         seq = body.get("seq")
         if isinstance(seq, bool) or not isinstance(seq, int):
-            raise HTTPProblem(400, f"seq must be an integer, got {seq!r}")
+            raise HTTPProblem(400, f"seq must be an integer, got {_short_repr(seq)}")
         if seq == s.seq and s.seq > 0:
             return None
         if seq != s.seq + 1:
-            raise HTTPProblem(409, f"seq {seq} out of order (the session's last seq is {s.seq})")
+            raise HTTPProblem(
+                409, f"seq {_short_repr(seq)} out of order (the session's last seq is {s.seq})"
+            )
         return seq
+
+    def _alive(self, sid: str, s: _Session) -> None:
+        """Refuse a call on a session closed while it waited for the session's lock."""
+        if self.sessions.get(sid) is not s:
+            raise HTTPProblem(410, f"session {sid} is {self.closed.get(sid, 'closed')}")
 
     async def reset(self, request: Any) -> Any:
         body = await self._body(request)
         sid, s = self._session(request)
-        seq = self._seq(body, s)
-        if seq is None:
-            return s.answer
-        seed = body.get("seed")
-        if seed is not None and (
-            isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63
-        ):
-            raise HTTPProblem(422, f"seed must be null or an integer in [0, 2**63), got {seed!r}")
-        options = decode_value(body.get("options"))
-        if options is not None and not isinstance(options, dict):
-            raise HTTPProblem(422, "options must be null or an object")
+        async with s.lock:
+            self._alive(sid, s)
+            seq = self._seq(body, s)
+            if seq is None:
+                return s.answer
+            seed = body.get("seed")
+            if seed is not None and (
+                isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63
+            ):
+                raise HTTPProblem(
+                    422, f"seed must be null or an integer in [0, 2**63), got {_short_repr(seed)}"
+                )
+            try:
+                options = decode_value(body.get("options"))
+            except WireError as e:
+                raise HTTPProblem(422, f"options: {e}") from None
+            if options is not None and not isinstance(options, dict):
+                raise HTTPProblem(422, "options must be null or an object")
+            try:
+                obs, info = await self._in_thread(s.env.reset, seed=seed, options=options)
+            except Exception as e:
+                raise HTTPProblem(500, f"the env raised in reset: {describe(e)}") from None
+            answer = self._answer({"seq": seq, "observation": obs, "info": info}, "reset")
+            s.seq, s.resets, s.answer = seq, s.resets + 1, answer
+            s.used = time.monotonic()
+            return answer
+
+    def _answer(self, out: dict[str, Any], op: str) -> bytes:
+        """An answer as bytes; an observation the space cannot carry is the env's error."""
         try:
-            obs, info = s.env.reset(seed=seed, options=options)
-        except Exception as e:
-            raise HTTPProblem(500, f"the env raised in reset: {describe(e)}") from None
-        s.seq, s.resets = seq, s.resets + 1
-        s.answer = _json_bytes(
-            {
-                "seq": seq,
-                "observation": encode_obs(self.observation_space, obs),
-                "info": encode_value(info),
-            }
-        )
-        return s.answer
+            out["observation"] = encode_obs(self.observation_space, out["observation"])
+            out["info"] = encode_value(out["info"])
+            return _json_bytes(out)
+        except (WireError, ValueError, TypeError, KeyError, IndexError) as e:
+            raise HTTPProblem(500, f"the env's {op} answer cannot be sent: {describe(e)}") from None
 
     async def step(self, request: Any) -> Any:
         body = await self._body(request)
-        _, s = self._session(request)
-        return self._step(s, body)
+        sid, s = self._session(request)
+        return await self._step(sid, s, body)
 
     async def step_many(self, request: Any) -> Any:
         """Step several sessions in one request: ``{"calls": [{"session", "seq", "action"},
-        ...]}`` -> ``{"results": [answer or {"error", "status"}, ...]}`` in the same order."""
+        ...]}`` -> ``{"results": [answer or {"error", "status"}, ...]}`` in the same order.
+
+        The sessions' locks are taken in one order (by id, so two batches cannot wait for
+        each other), then all the steps run in one trip to the thread pool: a hop per env
+        would cost more than a cheap env's step."""
         body = await self._body(request)
         calls = body.get("calls")
         if not isinstance(calls, list) or not calls or len(calls) > self.max_sessions:
             raise HTTPProblem(400, f"calls must be a list of 1 to {self.max_sessions} steps")
-        parts = []
-        for call in calls:
+        parts: list[bytes | None] = [None] * len(calls)
+        found: dict[str, tuple[int, _Session]] = {}
+        for i, call in enumerate(calls):
             try:
                 if not isinstance(call, dict) or not isinstance(call.get("session"), str):
                     raise HTTPProblem(400, "each call needs a session")
-                s = self._lookup(call["session"])
-                parts.append(self._step(s, call))
+                sid = call["session"]
+                if sid in found:
+                    raise HTTPProblem(400, f"session {sid[:64]!r} twice in one batch")
+                found[sid] = (i, self._lookup(sid))
             except HTTPProblem as e:
-                parts.append(_json_bytes({"error": str(e), "status": e.status}))
-            except WireError as e:
-                parts.append(_json_bytes({"error": str(e), "status": 422}))
-        return b'{"results":[' + b",".join(parts) + b"]}"
+                parts[i] = _json_bytes({"error": str(e), "status": e.status})
+        async with contextlib.AsyncExitStack() as stack:
+            for sid in sorted(found):
+                await stack.enter_async_context(found[sid][1].lock)
+            todo = []
+            for sid, (i, s) in found.items():
+                try:
+                    self._alive(sid, s)
+                    prepared = self._prepare_step(s, calls[i])
+                except HTTPProblem as e:
+                    parts[i] = _json_bytes({"error": str(e), "status": e.status})
+                    continue
+                if isinstance(prepared, bytes):
+                    parts[i] = prepared
+                else:
+                    todo.append((i, s, *prepared))
+            if todo:
+                results = await self._in_thread(
+                    lambda: [_env_step(s.env, action) for _, s, _, action in todo]
+                )
+                for (i, s, seq, _), result in zip(todo, results):
+                    try:
+                        parts[i] = self._finish_step(s, seq, result)
+                    except HTTPProblem as e:
+                        parts[i] = _json_bytes({"error": str(e), "status": e.status})
+        return b'{"results":[' + b",".join(parts) + b"]}"  # type: ignore[arg-type]
 
-    def _step(self, s: _Session, body: dict[str, Any]) -> bytes:
+    def _prepare_step(self, s: _Session, body: dict[str, Any]) -> bytes | tuple[int, Any]:
+        """A retry's stored answer, or the new call's (seq, action); raises HTTPProblem."""
         seq = self._seq(body, s)
         if seq is None:
             return s.answer
@@ -331,31 +485,65 @@ class _App:
             )
         if s.resets == 0:
             raise HTTPProblem(409, "step before the first reset (reset the session first)")
-        try:
-            obs, reward, terminated, truncated, info = s.env.step(action)
-        except Exception as e:
-            raise HTTPProblem(500, f"the env raised in step: {describe(e)}") from None
-        reward = float(reward)
-        s.seq, s.steps = seq, s.steps + 1
-        s.answer = _json_bytes(
+        return seq, action
+
+    def _finish_step(self, s: _Session, seq: int, result: Any) -> bytes:
+        """The answer to a step that ran (``result``: its 5 values, or what it raised)."""
+        if isinstance(result, BaseException):
+            raise HTTPProblem(500, f"the env raised in step: {describe(result)}")
+        obs, reward, terminated, truncated, info = result
+        answer = self._answer(
             {
                 "seq": seq,
-                "observation": encode_obs(self.observation_space, obs),
+                "observation": obs,
                 "reward": reward if math.isfinite(reward) else str(reward).lower(),
                 "terminated": bool(terminated),
                 "truncated": bool(truncated),
-                "info": encode_value(info),
-            }
+                "info": info,
+            },
+            "step",
         )
-        return s.answer
+        s.seq, s.steps, s.answer = seq, s.steps + 1, answer
+        s.used = time.monotonic()
+        return answer
+
+    async def _step(self, sid: str, s: _Session, body: dict[str, Any]) -> bytes:
+        async with s.lock:
+            self._alive(sid, s)
+            prepared = self._prepare_step(s, body)
+            if isinstance(prepared, bytes):
+                return prepared
+            seq, action = prepared
+            result = await self._in_thread(_env_step, s.env, action)
+            return self._finish_step(s, seq, result)
 
     def close_all(self) -> None:
         for s in self.sessions.values():
-            try:
-                s.env.close()
-            except Exception:  # noqa: S110 - shutting down
-                pass
+            self._pool.submit(_close_quietly, s.env)
         self.sessions.clear()
+        self._pool.shutdown(wait=True, cancel_futures=False)
+
+
+def _env_step(env: gym.Env, action: Any) -> Any:
+    """``env.step(action)`` with a float reward, or the exception it raised (returned, so
+    one env's error leaves the other steps of a batch alone)."""
+    try:
+        obs, reward, terminated, truncated, info = env.step(action)
+        return obs, float(reward), terminated, truncated, info
+    except Exception as e:
+        return e
+
+
+def _close_quietly(env: gym.Env) -> None:
+    try:
+        env.close()
+    except Exception:  # noqa: S110 - the session is gone either way
+        pass
+
+
+def _short_repr(x: Any) -> str:
+    text = "".join(c if c.isprintable() else "?" for c in repr(x))
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _short(x: Any) -> str:
@@ -398,6 +586,121 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+_RAW_408 = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+_RAW_503 = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+    b"content-length: 61\r\nconnection: close\r\n\r\n"
+    b'{"error":"too many connections (close some, or retry later)"}'
+)
+
+
+def _guarded_protocol(header_timeout: float, body_timeout: float, max_connections: int) -> type:
+    """uvicorn's h11 protocol with a time limit on reading each request and a limit on open
+    connections.
+
+    uvicorn arms its keep-alive timer only after a response and cancels it on the first
+    byte received, so a connection that sends a partial request head (or a body) slowly is
+    held forever ("slowloris"), and ``limit_concurrency`` counts only requests whose head
+    has arrived. Here every connection must deliver a request's head within
+    ``header_timeout`` seconds of opening (or of the previous answer) and its body within
+    ``body_timeout`` seconds more, or it gets 408 and is closed. At ``max_connections``, a
+    new connection closes (503) the one that has waited longest for a request head (a
+    slow or idle one: a working client sends its head at once), and is refused with 503
+    only when every connection is busy with a request. So a flood of slow connections
+    cannot lock a real client out for longer than it takes that client to send its head.
+    The phase is read from h11's state of the peer: IDLE (head not complete), SEND_BODY,
+    or done.
+    """
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    # connections waiting for a request head, oldest first (this server's only)
+    waiting: collections.OrderedDict[Any, None] = collections.OrderedDict()
+
+    class GuardedH11Protocol(H11Protocol):
+        _timer: asyncio.TimerHandle | None = None
+        _phase: str | None = None
+        _partial = False
+
+        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            if len(self.connections) > max_connections:
+                if not waiting:  # every connection is busy with a request
+                    transport.write(_RAW_503)
+                    transport.close()
+                    return
+                oldest, _ = waiting.popitem(last=False)
+                oldest._arm(None)
+                oldest._hang_up(_RAW_503)
+            self._track()
+
+        def data_received(self, data: bytes) -> None:
+            self._partial = True  # bytes of a request came (reset when a new one may start)
+            super().data_received(data)
+            self._track()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._track()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._arm(None)
+            super().connection_lost(exc)
+
+        def _track(self) -> None:
+            state = self.conn.their_state
+            phase = "head" if state is h11.IDLE else "body" if state is h11.SEND_BODY else None
+            if self.transport.is_closing():
+                phase = None
+            if phase != self._phase:
+                self._arm(phase)
+
+        def _arm(self, phase: str | None) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self._phase = phase
+            if phase == "head":
+                self._partial = False
+                waiting[self] = None
+            else:
+                waiting.pop(self, None)
+            if phase is not None:
+                delay = header_timeout if phase == "head" else body_timeout
+                self._timer = self.loop.call_later(delay, self._expired)
+
+        def _expired(self) -> None:
+            self._timer = None
+            self._hang_up(_RAW_408)
+
+        def _hang_up(self, answer: bytes) -> None:
+            """Close; with ``answer`` only when a request had begun: an idle keep-alive
+            connection is closed silently, so a client that reuses it at that moment sees
+            a closed connection (and retries) rather than an answer to a request it never
+            made."""
+            if not self.transport.is_closing():
+                if self._partial or self._phase == "body":
+                    self.transport.write(answer)
+                self.transport.close()
+
+    return GuardedH11Protocol
+
+
+def _default_connections(max_sessions: int) -> int:
+    """``2 * max_sessions + 32``, less when the process may open few files (``ulimit -n``):
+    room is kept for one accept batch and the files of the env and the interpreter."""
+    want = 2 * max_sessions + 32
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return want
+    if soft == resource.RLIM_INFINITY:
+        return want
+    return max(8, min(want, soft - ACCEPT_BATCH - 96))
+
+
 class EnvServer:
     """An env server in a background thread (tests, benchmarks, notebooks).
 
@@ -409,6 +712,14 @@ class EnvServer:
         env_kwargs: Keyword arguments for every env.
         max_body: Largest request body, bytes.
         max_sessions: Most sessions open at once.
+        max_client_sessions: Most sessions one client (one process, by the ``X-SNRL-Client``
+            header its RemoteEnvs send) may hold; default ``max_sessions``.
+        idle_timeout: Seconds a session may go unused before it is closed (0: never).
+        header_timeout: Seconds a connection may take to send a request's head.
+        body_timeout: Seconds it may then take to send the body.
+        max_connections: Most open connections; default ``2 * max_sessions + 32`` (less when
+            ``ulimit -n`` is low: that minus 128).
+        threads: Threads that run env calls.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`.
     """
@@ -423,6 +734,12 @@ class EnvServer:
         env_kwargs: dict[str, Any] | None = None,
         max_body: int = MAX_BODY,
         max_sessions: int = MAX_SESSIONS,
+        max_client_sessions: int | None = None,
+        idle_timeout: float = IDLE_TIMEOUT,
+        header_timeout: float = HEADER_TIMEOUT,
+        body_timeout: float = BODY_TIMEOUT,
+        max_connections: int | None = None,
+        threads: int = THREADS,
     ) -> None:
         try:
             import uvicorn
@@ -433,11 +750,41 @@ class EnvServer:
         self.token = token if token is not None else new_token()
         _check_args(env_id, host, port, self.token)
         check_env_kwargs(env_kwargs or {})
-        self.app = _App(env_id, dict(env_kwargs or {}), self.token, max_body, max_sessions)
+        limits = dict(
+            idle_timeout=idle_timeout, header_timeout=header_timeout, body_timeout=body_timeout
+        )
+        for name, value in limits.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise UserError(f"{name}={value!r} (pass a number of seconds)")
+            if not (math.isfinite(value) and 0 <= value <= 10**7) or (
+                name != "idle_timeout" and value == 0
+            ):
+                raise UserError(f"{name}={value!r} (pass a number of seconds in (0, 1e7])")
+        if max_connections is None:
+            max_connections = _default_connections(max_sessions)
+        self.app = _App(
+            env_id,
+            dict(env_kwargs or {}),
+            self.token,
+            max_body,
+            max_sessions,
+            max_client_sessions=max_client_sessions,
+            idle_timeout=float(idle_timeout),
+            threads=threads,
+        )
         self._sock = _bind(host, port)
         self.host, self.port = host, self._sock.getsockname()[1]
         config = uvicorn.Config(
-            self.app, log_level="warning", access_log=False, lifespan="off", loop="asyncio"
+            self.app,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            loop="asyncio",
+            http=_guarded_protocol(header_timeout, body_timeout, max_connections),
+            h11_max_incomplete_event_size=MAX_HEAD,
+            # connections accepted in one go, before any is counted against the limit (uvicorn's
+            # default, 2048, can run the process out of file descriptors first)
+            backlog=ACCEPT_BATCH,
         )
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
@@ -510,11 +857,13 @@ def serve(
     max_body: int = MAX_BODY,
     max_sessions: int = MAX_SESSIONS,
     out: Any = None,
+    **limits: Any,
 ) -> None:
     """Serve ``env_id`` in the foreground until Ctrl-C (what ``snrl serve-env`` runs).
 
     Prints the URL, and the token when it was generated (the only place it is shown), to
     ``out`` (default stdout); warns on stderr when ``host`` is not a loopback address.
+    ``limits`` are :class:`EnvServer`'s other limits (``idle_timeout``, ...).
     """
     out = out or sys.stdout
     generated = token is None
@@ -526,6 +875,7 @@ def serve(
         env_kwargs=env_kwargs,
         max_body=max_body,
         max_sessions=max_sessions,
+        **limits,
     )
     announce(server, generated=generated, out=out)
     server.run()

@@ -21,6 +21,7 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
 from snrl.cli import main  # noqa: E402
+from snrl.envs.remote import RemoteEnv, RemoteEnvError  # noqa: E402
 from snrl.envs.remote_server import EnvServer, announce  # noqa: E402
 from snrl.training.checkpoint import load_checkpoint  # noqa: E402
 from snrl.training.metrics import read_metrics  # noqa: E402
@@ -31,10 +32,12 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "SNRL_ENV_
 SNRL = [sys.executable, "-m", "snrl.cli"]
 
 
-def _serve(port: int = 0, env: dict | None = None) -> tuple[subprocess.Popen, str, str]:
+def _serve(
+    port: int = 0, env: dict | None = None, args: tuple = ()
+) -> tuple[subprocess.Popen, str, str]:
     """Start `snrl serve-env CartPole-v1`; returns the process, its URL and its stdout so far."""
     proc = subprocess.Popen(
-        [*SNRL, "serve-env", "CartPole-v1", "--port", str(port)],
+        [*SNRL, "serve-env", "CartPole-v1", "--port", str(port), *args],
         env=env or ENV,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -59,9 +62,14 @@ def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> int:
 
 def test_serve_env_prints_a_generated_token_and_stops_cleanly():
     env = {k: v for k, v in ENV.items() if k != "SNRL_ENV_TOKEN"}
-    proc, url, out = _serve(env=env)
+    limits = ("--max-client-sessions", "1", "--idle-timeout", "600", "--max-connections", "40")
+    proc, url, out = _serve(env=env, args=limits)
     token = re.search(r"token: (\S+)", out)
     assert token and len(token.group(1)) >= 32
+    first = RemoteEnv(url, token=token.group(1))  # the flags reach the server
+    with pytest.raises(RemoteEnvError, match=r"holds 1 sessions.*--max-client-sessions 1"):
+        RemoteEnv(url, token=token.group(1))
+    first.close()
     assert _stop(proc, signal.SIGINT) == 0
 
 
@@ -134,3 +142,63 @@ def test_train_on_a_server_that_is_not_there_is_one_error_line(tmp_path, capsys,
     err = capsys.readouterr().err
     assert err.startswith(f"error: env server {url} did not create a session: cannot connect")
     assert err.count("\n") == 1 and not out.exists()
+
+
+#: (argv, the start of the one error line); the first three run as processes, the rest
+#: in-process (each process costs seconds of torch import).
+MISTAKES = [
+    (["train", "--env", "http://127.0.0.1:abc"], "error: env URL 'http://127.0.0.1:abc' does"),
+    (
+        ["train", "--env", "http://127.0.0.1:1", "--env-kwargs", '{"timeout": "5"}'],
+        "error: remote env option timeout='5'",
+    ),
+    (
+        ["train", "--env", "FrozenLake-v1", "--env-kwargs", '{"map_name": "99x99"}'],
+        "error: env FrozenLake-v1 failed with the arguments {'map_name': '99x99'}: KeyError",
+    ),
+    (["train", "--env", "http://[::1"], "error: env URL 'http://[::1' does not parse"),
+    (["train", "--env", "http://①②⑦.0.0.1:8765"], "error: env URL 'http://①②⑦.0.0.1:8765' holds"),
+    (["train", "--env", "http://127.0.0.1:87\t65"], "error: env URL 'http://127.0.0.1:87\\t65'"),
+    (
+        ["train", "--env", "http://127.0.0.1:1", "--env-kwargs", '{"timeout": 1e308}'],
+        "error: remote env option timeout=1e+308",
+    ),
+    (
+        ["train", "--env", "http://127.0.0.1:1", "--env-kwargs", '{"retries": null}'],
+        "error: remote env option retries=None",
+    ),
+    (
+        ["serve-env", "FrozenLake-v1", "--port", "0", "--env-kwargs", '{"map_name": "9x9"}'],
+        "error: env FrozenLake-v1 failed with the arguments {'map_name': '9x9'}: KeyError",
+    ),
+]
+
+
+def _train_args(argv: list[str], out: Path) -> list[str]:
+    return [*argv, "--steps", "64", "--quiet", "--out", str(out)] if argv[0] == "train" else argv
+
+
+@pytest.mark.parametrize("argv, message", MISTAKES[:3])
+def test_remote_mistakes_are_one_error_line_and_write_nothing(tmp_path, argv, message):
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [*SNRL, *_train_args(argv, out)],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(message) and proc.stderr.count("\n") == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()
+
+
+@pytest.mark.parametrize("argv, message", MISTAKES[3:])
+def test_more_remote_mistakes_in_process(tmp_path, capsys, monkeypatch, argv, message):
+    monkeypatch.setenv("SNRL_ENV_TOKEN", TOKEN)
+    out = tmp_path / "run"
+    assert main(_train_args(argv, out)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1, err
+    assert not out.exists()
