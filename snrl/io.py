@@ -34,7 +34,6 @@ import re
 import secrets
 import socket
 import stat
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path, PurePath
@@ -53,8 +52,8 @@ __all__ = [
     "check_json_depth",
     "json_depth",
     "load_json",
-    "cache_dir",
     "binding_mismatch",
+    "cache_dir",
     "check_no_links",
     "dir_binding",
     "hold_lock",
@@ -581,7 +580,6 @@ def hold_lock(path: str | os.PathLike, *, what: str, hint: str) -> Iterator[None
             "pid": os.getpid(),
             "host": socket.gethostname(),
             "started": time.time(),
-            "command": " ".join(sys.argv[:1])[-200:],
         }
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(record) + "\n").encode("utf-8"), 0)
