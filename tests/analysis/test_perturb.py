@@ -23,11 +23,11 @@ from snrl.networks.spiking import SpikingBackbone
 from tests.cli_run import assert_user_error, snrl_inproc
 
 
-def _backbone(substeps=1):
+def _backbone(substeps=1, backbone="lif"):
     sign = torch.tensor([1.0] * 9 + [-1.0] * 3)
     net = SpikingBackbone(
         3, [12], 2, force_dale_law=True, recurrent_sign=[sign], seed=1, dt=1e-3, tau_m=20e-3,
-        substeps=substeps,
+        substeps=substeps, backbone=backbone,
     )  # fmt: skip
     with torch.no_grad():  # the readout hears only the E neurons
         net.layers["readout"].weight_in[9:] = 0.0
@@ -47,18 +47,22 @@ def _run_steps(net, x):
             res = net.run(x_t, state)
             state = res.state
             outs.append(res.out)
-            spikes.append(res.activity["lif0"].spikes.reshape(-1, x.shape[1], 12))
+            name = net.spiking_names[0]
+            spikes.append(res.activity[name].spikes.reshape(-1, x.shape[1], 12))
     return torch.stack(outs), torch.cat(spikes)
 
 
-@pytest.mark.parametrize("substeps", [1, 2])
-def test_silencing_every_e_neuron_leaves_a_constant_readout(substeps):
-    net = _backbone(substeps)
+@pytest.mark.parametrize(
+    ("substeps", "backbone"), [(1, "lif"), (2, "lif"), (1, "alif"), (1, "spylif")]
+)
+def test_silencing_every_e_neuron_leaves_a_constant_readout(substeps, backbone):
+    net = _backbone(substeps, backbone)
     x = _inputs()
     out, z = _run_steps(net, x)
     assert z[..., :9].sum() > 20 and out.std() > 0  # it spikes and reads out otherwise
     perturbation = Silencing(silenced_neurons(net, "E", 1.0))
-    assert perturbation.neurons["lif0"].tolist() == list(range(9))
+    name = net.spiking_names[0]
+    assert perturbation.neurons[name].tolist() == list(range(9))
     with silence(net, perturbation):
         out_s, z_s = _run_steps(net, x)
         # the training path too: a sequence with autograd on (the compiled kernel's path)
@@ -67,7 +71,7 @@ def test_silencing_every_e_neuron_leaves_a_constant_readout(substeps):
     assert z_s[..., :9].sum() == 0 and z_s[..., 9:].sum() > 0  # I neurons still fire
     # the readout integrates its bias only (0 at init): constant, whatever the input
     assert torch.equal(out_s, torch.zeros_like(out_s))
-    assert seq.activity["lif0"].spikes[..., :9].sum() == 0
+    assert seq.activity[name].spikes[..., :9].sum() == 0
     assert torch.equal(seq.out, torch.zeros_like(seq.out))
     # leaving the block restores the layer: same outputs as before, bit for bit
     out_after, _ = _run_steps(net, x)
