@@ -112,8 +112,9 @@ def test_choice_of_neurons_is_seeded_and_checked():
         silenced_neurons(plain, "I", 0.5)
 
 
-def test_evaluation_with_nothing_silenced_is_bit_identical():
-    algo = snrl.PPO("CartPole-v1", backbone="lif", hidden_size=10, n_envs=1, seed=0)
+@pytest.mark.parametrize("algo_cls", [snrl.PPO, snrl.DQN])
+def test_evaluation_with_nothing_silenced_is_bit_identical(algo_cls):
+    algo = algo_cls("CartPole-v1", backbone="lif", hidden_size=10, seed=0)
     base = evaluate_perturbed(algo, None, n_episodes=2, seed=5)
     none = evaluate_perturbed(
         algo, Silencing(silenced_neurons(algo.agent.actor, "I", 0.0)), n_episodes=2, seed=5
