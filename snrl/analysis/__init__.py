@@ -6,7 +6,8 @@ Pure functions (:mod:`snrl.analysis.stats`, :mod:`snrl.analysis.trials`,
 :class:`NetworkAnalysis` accumulate them episode by episode (constant memory);
 :func:`analyze` rolls out an algorithm and is what ``snrl analyze`` runs. Every reported
 number is defined in :data:`METRICS` (docs/analysis.md is generated from it). The
-psychometric curve of decision tasks lives in :mod:`snrl.analysis.psychometric`.
+psychometric curve of decision tasks lives in :mod:`snrl.analysis.psychometric`; silencing E or
+I neurons during evaluation (``snrl perturb``) in :mod:`snrl.analysis.perturb`.
 """
 
 from snrl.analysis.currents import layer_weights, synaptic_currents

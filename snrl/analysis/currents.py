@@ -81,10 +81,19 @@ def synaptic_currents(
 
 class LayerWeights:
     """Numpy copies of one layer's effective weights: ``w_in`` (F, N), ``w_rec`` (N, N),
-    ``bias`` (N,), ``dt`` (seconds)."""
+    ``bias`` (N,), ``dt`` (seconds), and its spike ``threshold`` (membrane units; None when
+    unknown)."""
 
-    def __init__(self, w_in: np.ndarray, w_rec: np.ndarray, bias: np.ndarray, dt: float):
+    def __init__(
+        self,
+        w_in: np.ndarray,
+        w_rec: np.ndarray,
+        bias: np.ndarray,
+        dt: float,
+        threshold: float | None = None,
+    ):
         self.w_in, self.w_rec, self.bias, self.dt = w_in, w_rec, bias, dt
+        self.threshold = threshold
 
 
 def layer_weights(backbone: Any) -> dict[str, LayerWeights]:
@@ -99,5 +108,19 @@ def layer_weights(backbone: Any) -> dict[str, LayerWeights]:
             layer.recurrent_weights.detach().cpu().double().numpy(),
             layer.bias.detach().cpu().double().numpy(),
             float(layer.dt),
+            _threshold(layer),
         )
     return out
+
+
+def _threshold(layer: Any) -> float | None:
+    """The layer's spike threshold as a float, when it is one number."""
+    for owner in (layer, getattr(layer, "params", None)):
+        t = getattr(owner, "threshold", None)
+        if t is None:
+            continue
+        try:
+            return float(t)
+        except (TypeError, ValueError):
+            return None
+    return None

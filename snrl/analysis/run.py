@@ -48,6 +48,12 @@ class NetworkAnalysis:
             :func:`snrl.analysis.currents.layer_weights`; None: no currents.
         fano_window, corr_bin: see :class:`SpikeStats` (neuron steps).
         psth_window: (pre, post) neuron steps around trial events.
+        network: which network of the agent this is (``"policy"``, ``"critic"``): named in
+            every figure title and in ``summary.json``.
+
+    ``others`` holds the analyses of the agent's other networks (:func:`analyze` adds the
+    critic of an actor-critic run): their layers join the raster, rate/CV and current
+    figures (labelled by network) and their summaries ``summary()["networks"]``.
     """
 
     def __init__(
@@ -59,7 +65,10 @@ class NetworkAnalysis:
         fano_window: int = 100,
         corr_bin: int = 10,
         psth_window: tuple[int, int] = (10, 40),
+        network: str = "policy",
     ) -> None:
+        self.network = str(network)
+        self.others: dict[str, NetworkAnalysis] = {}
         self.layers = [dict(d) for d in layers if d["kind"] == "spiking"]
         if not self.layers:
             raise UserError(
@@ -74,7 +83,8 @@ class NetworkAnalysis:
             for d in self.layers
         }
         self.psth_window = tuple(int(v) for v in psth_window)
-        self.psth: dict[str, dict[str, PSTHAccumulator]] = {}
+        # layer -> event ("start", "decision") -> grouping ("gt", "choice") -> accumulator
+        self.psth: dict[str, dict[str, dict[str, PSTHAccumulator]]] = {}
         self.tuning: dict[str, TuningAccumulator] = {}
         self.first: dict[str, Any] | None = None  # the first episode, for figures
         self.episodes = 0
@@ -120,12 +130,14 @@ class NetworkAnalysis:
                 pre, post = self.psth_window
                 accs = self.psth.setdefault(name, {})
                 for event in ("start", "decision"):
-                    acc = accs.get(event)
-                    if acc is None:
-                        acc = accs[event] = PSTHAccumulator(
-                            d["size"], pre=pre, post=post, event=event, by=self._group_by(trials)
-                        )
-                    acc.add(spikes, trials, substeps, getattr(traj, "dt", None))
+                    by_acc = accs.setdefault(event, {})
+                    for by in self._group_by(trials):
+                        acc = by_acc.get(by)
+                        if acc is None:
+                            acc = by_acc[by] = PSTHAccumulator(
+                                d["size"], pre=pre, post=post, event=event, by=by
+                            )
+                        acc.add(spikes, trials, substeps, getattr(traj, "dt", None))
             else:
                 acc_t = self.tuning.get(name)
                 if acc_t is None:
@@ -146,9 +158,15 @@ class NetworkAnalysis:
         self.returns.append(float(np.sum(traj.rewards)))
 
     @staticmethod
-    def _group_by(trials: Sequence[Mapping[str, Any]]) -> str:
+    def _group_by(trials: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+        """Groupings of the trials: by ground truth (when the task has one) and by choice."""
         t = trials[0]
-        return "gt" if t.get("gt") is not None else "choice"
+        return ("gt", "choice") if t.get("gt") is not None else ("choice",)
+
+    def _start_acc(self, name: str) -> PSTHAccumulator | None:
+        """The trial-start accumulator of the first grouping (ground truth, else choice)."""
+        by_acc = self.psth.get(name, {}).get("start", {})
+        return next(iter(by_acc.values()), None)
 
     # -------------------------------------------------------------- results
     def _entry(self, name: str, value: Any) -> dict[str, Any]:
@@ -181,10 +199,14 @@ class NetworkAnalysis:
             sel = self.selectivity(d["name"])
             if sel is not None:
                 entry["selectivity"] = sel
+            trials = self._trial_summary(d["name"])
+            if trials is not None:
+                entry["trials"] = trials
             layers[d["name"]] = entry
-        return {
+        out = {
             "format": _FORMAT,
             "version": _VERSION,
+            "network": self.network,
             "episodes": self.episodes,
             "env_steps": self.env_steps,
             "mean_return": _json_num(np.mean(self.returns)) if self.returns else None,
@@ -200,14 +222,38 @@ class NetworkAnalysis:
                 "probability per step",
                 "layers": "per spiking layer: populations (all, E, I) of numbers, each "
                 "{value, unit, definition}; sign: Dale sign per neuron (+1 E, -1 I) or null; "
-                "neurons: per-neuron arrays (neuron_definitions)",
+                "neurons: per-neuron arrays (neuron_definitions); trials (trial envs): "
+                "trials per condition and how the decision was placed (alignment)",
+                "network": "the agent's network these layers belong to (policy: chooses the "
+                "actions; critic: estimates the value, a separate network with its own E/I "
+                "assignment)",
+                "networks": "the analyses of the agent's other networks, same format",
             },
             "layers": layers,
+        }
+        if self.others:
+            out["networks"] = {k: v.summary() for k, v in self.others.items()}
+        return out
+
+    def _trial_summary(self, name: str) -> dict[str, Any] | None:
+        accs = self.psth.get(name)
+        if not accs:
+            return None
+        start = accs["start"]
+        dec = next(iter(accs["decision"].values()))
+        return {
+            "n_trials": {by: acc.n_trials() for by, acc in start.items()},
+            "decision_alignment": dict(dec.alignment),
+            "definition": "n_trials: trials per condition, grouped by ground truth (gt) and by "
+            "choice; decision_alignment: how many trials had their decision placed at the "
+            "agent's choice, at the onset of the task's decision period (no choice: the agent "
+            "never left fixation, or the task names no fixation action), or at the trial's "
+            "last step (neither known); PSTH windows are cut at the trial's own steps",
         }
 
     def selectivity(self, name: str) -> dict[str, Any] | None:
         """Per-neuron selectivity between the first two trial groups (trial envs), or None."""
-        acc = self.psth.get(name, {}).get("start")
+        acc = self._start_acc(name)
         if acc is None:
             return None
         rates = acc.rates()
@@ -225,71 +271,120 @@ class NetworkAnalysis:
         }
 
     # -------------------------------------------------------------- files
+    def _label(self, name: str) -> str:
+        return f"{self.network}: {name}"
+
     def figures(self) -> dict[str, Any]:
-        """File name -> matplotlib Figure, for the figures this analysis can draw."""
+        """File name -> matplotlib Figure, for the figures this analysis can draw.
+
+        The raster, rate/CV and current figures show every network (this one and
+        ``others``), each layer labelled ``"<network>: <layer>"``; the trial and tuning
+        figures are of this network (the policy), named in their titles."""
         from snrl.analysis import figures as F
 
         dt = self.dt
         unit = "Hz" if dt is not None else "spikes/step"
         scale = 1.0 / dt if dt is not None else 1.0
+        nets = [self, *self.others.values()]
         out: dict[str, Any] = {}
         if self.first is not None:
-            out["raster.png"] = F.raster_figure(self.first["layers"], dt)
+            raster = []
+            for net in nets:
+                if net.first is not None:
+                    raster += [dict(ly, name=net._label(ly["name"])) for ly in net.first["layers"]]
+            out["raster.png"] = F.raster_figure(raster, dt)
         rc = []
-        for d in self.layers:
-            per = self.stats[d["name"]].neuron_stats()
-            rc.append(
-                {
-                    "name": d["name"],
-                    "rate": per["rate"],
-                    "cv_isi": per["cv_isi"],
-                    "sign": d.get("sign"),
-                }
-            )
+        for net in nets:
+            for d in net.layers:
+                per = net.stats[d["name"]].neuron_stats()
+                rc.append(
+                    {
+                        "name": net._label(d["name"]),
+                        "rate": per["rate"],
+                        "cv_isi": per["cv_isi"],
+                        "sign": d.get("sign"),
+                    }
+                )
         out["rates_cv.png"] = F.rate_cv_figure(rc, unit)
         if self.first is not None and self.first["currents"]:
             name, cur = next(iter(self.first["currents"].items()))
             rate = self.stats[name].neuron_stats()["rate"]
+            sign = next(d.get("sign") for d in self.layers if d["name"] == name)
+            w = self.weights.get(name)
             out["ei_currents.png"] = F.ei_currents_figure(
-                name, cur, list(np.argsort(-rate)[:3]), dt
+                self._label(name),
+                cur,
+                _pick_by_population(-rate, sign, 2),
+                dt,
+                threshold=getattr(w, "threshold", None),
             )
         if self.tuning:
             name, acc = next(iter(self.tuning.items()))
             centres, curves = acc.curves()
             sign = self.layers[0].get("sign")
             labels = [f"observation {j}" for j in range(len(centres))]
-            out["tuning.png"] = F.tuning_figure(name, centres, curves, sign, labels, scale, unit)
+            out["tuning.png"] = F.tuning_figure(
+                self._label(name), centres, curves, sign, labels, scale, unit
+            )
         if self.psth:
             name, accs = next(iter(self.psth.items()))
-            rate = self.stats[name].neuron_stats()["rate"]
-            neurons = list(np.argsort(-rate)[:8])
+            neurons = self.psth_neurons(name)
             for event, file, label in (
                 ("start", "psth.png", "trial start"),
                 ("decision", "psth_decision.png", "decision"),
             ):
-                acc = accs[event]
-                psth = {f"{acc.by}={k}": v for k, v in acc.psth().items()}
-                if psth:
+                panels = {
+                    by: {"psth": acc.psth(), "sem": acc.sem(), "n": acc.n_trials()}
+                    for by, acc in accs[event].items()
+                }
+                if any(p["psth"] for p in panels.values()):
+                    if event == "decision":
+                        label = _decision_label(next(iter(accs[event].values())).alignment)
                     out[file] = F.psth_figure(
-                        name, psth, neurons, acc.pre, self.row_seconds or dt, scale, unit, label
+                        self._label(name),
+                        panels,
+                        neurons,
+                        next(iter(accs[event].values())).pre,
+                        self.row_seconds or dt,
+                        scale,
+                        unit,
+                        label,
                     )
-            if accs["start"].psth():
-                traj = self.pca_trajectories(name)
-                if traj is not None:
-                    by = accs["start"].by
-                    labelled = {f"{by}={k}": v for k, v in traj[0].items()}
-                    out["pca.png"] = F.pca_figure(name, labelled, traj[1])
+            traj = self.pca_trajectories(name)
+            if traj is not None:
+                by = self._start_acc(name).by
+                labelled = {f"{by}={k}": v for k, v in traj[0].items()}
+                out["pca.png"] = F.pca_figure(self._label(name), labelled, traj[1])
         return out
+
+    def psth_neurons(self, name: str, per_population: int = 3) -> list[tuple[int, str]]:
+        """The neurons the PSTH figures show: the ``per_population`` most selective E
+        neurons and as many I neurons (largest |d'| between the first two trial groups;
+        by firing rate where d' is undefined), as ``(index, population)``."""
+        rate = self.stats[name].neuron_stats()["rate"]
+        sign = next(d.get("sign") for d in self.layers if d["name"] == name)
+        sel = self.selectivity(name)
+        score = np.asarray(rate, dtype=np.float64) * 0.0
+        if sel is not None:
+            dp = np.abs(np.array([np.nan if v is None else v for v in sel["dprime"]], float))
+            score = np.where(np.isfinite(dp), dp, -1.0)
+        # ties (and undefined d') broken by rate, highest first
+        order_key = -(score * 1e6 + np.asarray(rate, dtype=np.float64) / (1 + np.max(rate)))
+        return _pick_by_population(order_key, sign, per_population)
 
     def pca_trajectories(self, name: str) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
         """Condition -> (time, 3) projection of the trial-start PSTHs on their first three
-        principal axes (fitted on all conditions together), and the explained ratios."""
-        acc = self.psth.get(name, {}).get("start")
+        principal axes (fitted on all conditions together), and the explained ratios; only
+        the time bins that trials of every condition cover (no neighbouring trial)."""
+        acc = self._start_acc(name)
         if acc is None:
             return None
-        psth = {k: np.nan_to_num(v) for k, v in acc.psth().items()}
+        psth = acc.psth()
         if not psth:
             return None
+        # only the bins every condition's trials cover (windows are cut at trial bounds)
+        ok = np.logical_and.reduce([np.isfinite(v).all(axis=1) for v in psth.values()])
+        psth = {k: v[ok] for k, v in psth.items()}
         stacked = np.concatenate(list(psth.values()))
         if stacked.shape[0] < 2:
             return None
@@ -327,7 +422,14 @@ def analyze(
     **kwargs: Any,
 ) -> NetworkAnalysis:
     """Roll out ``episodes`` deterministic episodes of ``algo`` (seeds ``seed``,
-    ``seed + 1``, ...) and fold each into a :class:`NetworkAnalysis`.
+    ``seed + 1``, ...) and fold each into a :class:`NetworkAnalysis` of each network.
+
+    The policy's activity is the one recorded while it acted. An actor-critic agent's critic
+    (PPO: a separate network with its own E/I assignment) does not act, so evaluation skips
+    it; its activity is computed by running it on the same preprocessed observations of each
+    episode from its initial state (exactly the states it would pass through, since it
+    sees only the observations; with ``hh_init="random"`` its initial state is a fresh
+    draw). It is analysed as ``result.others["critic"]`` when it has spiking layers.
 
     Args:
         algo: a PPO or DQN algorithm with a spiking policy backbone.
@@ -335,6 +437,9 @@ def analyze(
         seed: seed of the first episode's env reset.
         on_episode: optional callable ``(index, trajectory)`` after each episode (exports).
         **kwargs: passed to :class:`NetworkAnalysis` (``fano_window``, ``corr_bin`` ...).
+
+    Returns:
+        The policy's analysis (``network="policy"``), with ``others`` holding the critic's.
     """
     import torch
 
@@ -344,17 +449,71 @@ def analyze(
     backbone = agent.actor
     weights = layer_weights(backbone)
     dt = float(getattr(algo.config, "dt", None) or next(iter(weights.values())).dt)
+    critic = getattr(agent, "critic", None)
+    critic_weights = layer_weights(critic) if critic is not None else {}
+    if not critic_weights:
+        critic = None
     result = None
     for k in range(int(episodes)):
         traj = algo.rollout(seed=int(seed) + k, record=False)
         if result is None:
             result = NetworkAnalysis(traj.layers, dt=dt, weights=weights, **kwargs)
         with torch.no_grad():
-            x = agent.preprocess(traj.observations).cpu().double().numpy()
+            xt = agent.preprocess(traj.observations)
+            x = xt.cpu().double().numpy()
         result.add(traj, inputs=x)
+        if critic is not None:
+            with torch.no_grad():
+                res = critic.run(xt[:, None], critic.initial_state(1, device=xt.device))
+            ctraj = _CriticTrajectory(traj, res.activity)
+            if "critic" not in result.others:
+                result.others["critic"] = NetworkAnalysis(
+                    ctraj.layers, dt=dt, weights=critic_weights, network="critic", **kwargs
+                )
+            result.others["critic"].add(ctraj, inputs=x)
         if on_episode is not None:
             on_episode(k, traj)
     return result
+
+
+class _CriticTrajectory:
+    """A recorded episode seen through the critic: the critic's activity (batch row 0),
+    the episode's observations, rewards and trials."""
+
+    def __init__(self, traj: Any, activity: Any) -> None:
+        from snrl.networks import Activity
+
+        layers = [la.map(lambda a: a[:, 0]).to_numpy() for la in activity]
+        self.activity = Activity(layers)
+        self.layers = self.activity.info()
+        for key in ("observations", "rewards", "trials", "substeps", "dt"):
+            setattr(self, key, getattr(traj, key, None))
+        self._len = len(traj)
+
+    def __len__(self) -> int:
+        return self._len
+
+
+def _pick_by_population(order_key: Any, sign: Any, k: int) -> list[tuple[int, str]]:
+    """The ``k`` neurons of each population (E, I; ``all`` without signs, 2k) with the
+    smallest ``order_key``, as ``(index, population)``."""
+    key = np.asarray(order_key, dtype=np.float64)
+    if sign is None:
+        return [(int(j), "all") for j in np.argsort(key, kind="stable")[: 2 * k]]
+    s = np.asarray(sign)
+    out = []
+    for pop, idx in (("E", np.flatnonzero(s > 0)), ("I", np.flatnonzero(s < 0))):
+        out += [(int(j), pop) for j in idx[np.argsort(key[idx], kind="stable")][:k]]
+    return out
+
+
+def _decision_label(alignment: Mapping[str, int]) -> str:
+    """The PSTH's event name, saying how the decision was placed."""
+    rules = [r for r in ("choice", "decision period onset", "trial end") if alignment.get(r)]
+    if rules == ["choice"] or not rules:
+        return "decision (the agent's choice)"
+    parts = ", ".join(f"{alignment[r]} at the {r}" for r in rules)
+    return f"decision ({parts})"
 
 
 def read_summary(path: str | Path) -> dict[str, Any]:

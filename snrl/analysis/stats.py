@@ -64,7 +64,14 @@ METRICS: dict[str, Metric] = {
     "rate_median": Metric("median over neurons of the firing rate", "Hz", "spikes/step"),
     "cv_isi_mean": Metric(
         "coefficient of variation of the inter-spike intervals, std/mean (ddof 0) of the "
-        "ISIs within episodes, averaged over neurons with >= 3 spikes",
+        "ISIs within episodes, pooled: the intervals of all episodes together, one CV per "
+        "neuron; averaged over neurons with >= 3 spikes",
+        "1",
+    ),
+    "cv_isi_episodes_mean": Metric(
+        "ISI CV per episode (as elephant.statistics.cv of each episode's train), averaged "
+        "over the episodes where the neuron has >= 2 ISIs, then over neurons; lower than the "
+        "pooled cv_isi_mean when rates differ between episodes",
         "1",
     ),
     "fano_mean": Metric(
@@ -127,7 +134,14 @@ METRICS: dict[str, Metric] = {
 NEURON_METRICS: dict[str, Metric] = {
     "rate": Metric("the neuron's firing rate, spike count / (steps x dt)", "Hz", "spikes/step"),
     "cv_isi": Metric(
-        "std/mean (ddof 0) of the neuron's ISIs within episodes; null with < 2 ISIs", "1"
+        "std/mean (ddof 0) of the neuron's ISIs within episodes, pooled over episodes; null "
+        "with < 2 ISIs",
+        "1",
+    ),
+    "cv_isi_episodes": Metric(
+        "mean over episodes of the neuron's per-episode ISI CV (episodes with >= 2 ISIs); "
+        "null when no episode has 2",
+        "1",
     ),
     "fano": Metric(
         "var/mean (ddof 0) of the neuron's spike counts in `fano_window` windows; null when "
@@ -343,6 +357,7 @@ class SpikeStats:
         self.steps = 0
         self.count = z(n)
         self.isi_n, self.isi_s1, self.isi_s2 = z(n), z(n), z(n)
+        self.cv_ep_sum, self.cv_ep_n = z(n), z(n)  # per-episode ISI CVs: sum, episodes
         self.win_n, self.win_s1, self.win_s2 = 0, z(n), z(n)
         self.bin_n, self.bin_s1, self.bin_sxy = 0, z(n), z((n, n))
         self.bin_sq = z(n)  # per-neuron sum of squared bin counts (lifetime sparseness)
@@ -368,9 +383,16 @@ class SpikeStats:
         self.steps += s.shape[0]
         self.count += s.sum(0)
         neuron, isi = _isis(s)
-        self.isi_n += np.bincount(neuron, minlength=self.size)
-        self.isi_s1 += np.bincount(neuron, isi, minlength=self.size)
-        self.isi_s2 += np.bincount(neuron, isi * isi, minlength=self.size)
+        cnt = np.bincount(neuron, minlength=self.size).astype(np.float64)
+        s1 = np.bincount(neuron, isi, minlength=self.size)
+        s2 = np.bincount(neuron, isi * isi, minlength=self.size)
+        self.isi_n += cnt
+        self.isi_s1 += s1
+        self.isi_s2 += s2
+        cv = _cv(cnt, s1, s2)
+        ok = np.isfinite(cv)
+        self.cv_ep_sum[ok] += cv[ok]
+        self.cv_ep_n[ok] += 1
         if s.shape[0] >= self.fano_window:
             w = window_counts(s, self.fano_window)
             self.win_n += w.shape[0]
@@ -420,6 +442,12 @@ class SpikeStats:
             "rate": p / self.dt if self.dt is not None else p,
             "spike_probability": p,
             "cv_isi": np.where(self.isi_n >= 2, _cv(self.isi_n, self.isi_s1, self.isi_s2), np.nan),
+            "cv_isi_episodes": np.divide(
+                self.cv_ep_sum,
+                self.cv_ep_n,
+                out=np.full(self.size, np.nan),
+                where=self.cv_ep_n > 0,
+            ),
             "fano": _fano(np.full(self.size, float(self.win_n)), self.win_s1, self.win_s2)
             if self.win_n
             else np.full(self.size, np.nan),
@@ -464,6 +492,7 @@ class SpikeStats:
                 d["rate_median"] = float(np.median(rate))
                 cv = np.where(self.isi_n[idx] >= 2, per["cv_isi"][idx], np.nan)
                 d["cv_isi_mean"] = _nanmean(cv)
+                d["cv_isi_episodes_mean"] = _nanmean(per["cv_isi_episodes"][idx])
                 d["fano_mean"] = _nanmean(per["fano"][idx])
                 sub = corr[np.ix_(idx, idx)]
                 pairs = sub[np.triu_indices(idx.size, 1)]

@@ -11,8 +11,12 @@ Definitions:
 - PSTH: mean spikes per neuron in each neuron step of a window ``[-pre, post)`` around an
   event: the trial start, or the decision, the env step
   ``start_step + round((decision_time - t0) / dt)`` (``dt``: the task's seconds per env
-  step), else (no choice, or no ``dt``) the trial's last step ``end_step``;
-  averaged over the trials of one condition; divided by ``dt`` for Hz.
+  step), else (no choice) the first step of the task's ``decision`` period, else the
+  trial's last step ``end_step`` (:meth:`PSTHAccumulator.event_step`; which rule placed
+  how many trials is kept in ``alignment``); averaged over the trials of one condition;
+  divided by ``dt`` for Hz. The window never crosses a trial boundary: steps of the
+  neighbouring trials are masked, so each time bin averages the trials that cover it
+  (NaN where none does), with its standard error across those trials.
 - Selectivity of a neuron between two groups of trials A and B (e.g. choice 1 vs 0): with
   r the neuron's mean spikes per step over a trial, ``index = (mean r_A - mean r_B) /
   (mean r_A + mean r_B)`` in [-1, 1] (NaN when silent in both) and ``d' = (mean r_A -
@@ -117,6 +121,12 @@ def condition_key(trial: Mapping[str, Any], by: str) -> str | None:
 class PSTHAccumulator:
     """Trial-aligned mean spikes per condition, accumulated episode by episode.
 
+    Each trial contributes only its own neuron steps: the window ``[-pre, post)`` around its
+    event is cut at the trial's first and last step, and the steps of the neighbouring
+    trials (the previous trial before a trial start, the next trial's fixation and stimulus
+    after a decision) are masked, not averaged in. A time bin of the PSTH is therefore the
+    mean over the trials that cover it (:meth:`counts`), NaN where none does.
+
     Args:
         size: N neurons.
         pre, post: window ``[-pre, post)`` around the event, in neuron steps.
@@ -135,17 +145,35 @@ class PSTHAccumulator:
             by,
         )
         self.sums: dict[str, np.ndarray] = {}
-        self.counts: dict[str, np.ndarray] = {}
+        self.sq_sums: dict[str, np.ndarray] = {}
+        self.bin_counts: dict[str, np.ndarray] = {}
         self.trial_rates: dict[str, list[np.ndarray]] = {}
+        #: how many trials were aligned by each rule (see :meth:`event_step`)
+        self.alignment: dict[str, int] = {}
 
-    def _event_step(self, trial: Mapping[str, Any], env_dt: float | None) -> int:
+    def event_step(self, trial: Mapping[str, Any], env_dt: float | None) -> tuple[int, str]:
+        """The env step of the trial's event and the rule that placed it.
+
+        ``"trial start"``: ``start_step``. For the decision, in this order: ``"choice"``, the
+        step of ``decision_time``; ``"decision period onset"``, the first step of the task's
+        ``decision`` period (``periods["decision"][0]``, seconds of trial time) when the
+        trial has no choice (the agent never left fixation, or the task names no fixation
+        action, e.g. PerceptualDecisionMakingDelayResponse); ``"trial end"``, the trial's
+        last step when neither is known (or the task's ``dt`` is unknown).
+        """
+        start, end = int(trial["start_step"]), int(trial["end_step"])
         if self.event == "start":
-            return int(trial["start_step"])
+            return start, "trial start"
         td, t0 = trial.get("decision_time"), trial.get("t0")
         if env_dt and td is not None and t0 is not None and np.isfinite(td):
             k = int(round((float(td) - float(t0)) / env_dt))
-            return min(int(trial["start_step"]) + max(k, 0), int(trial["end_step"]))
-        return int(trial["end_step"])
+            return min(start + max(k, 0), end), "choice"
+        dec = (trial.get("periods") or {}).get("decision")
+        if env_dt and dec is not None and t0 is not None:
+            # the step acting at trial time t0 + k dt is the first with t >= the onset
+            k = int(np.ceil((float(dec[0]) - float(t0)) / env_dt - 1e-9))
+            return min(start + max(k, 0), end), "decision period onset"
+        return end, "trial end"
 
     def add(
         self,
@@ -162,23 +190,50 @@ class PSTHAccumulator:
             key = condition_key(trial, self.by)
             if key is None:
                 continue
-            t0 = self._event_step(trial, env_dt) * substeps - self.pre
-            lo, hi = max(t0, 0), min(t0 + length, s.shape[0])
-            if key not in self.sums:
-                self.sums[key] = np.zeros((length, self.size))
-                self.counts[key] = np.zeros(length)
-            if hi > lo:
-                self.sums[key][lo - t0 : hi - t0] += s[lo:hi]
-                self.counts[key][lo - t0 : hi - t0] += 1
+            step, rule = self.event_step(trial, env_dt)
+            self.alignment[rule] = self.alignment.get(rule, 0) + 1
+            w0 = step * substeps - self.pre
             a = int(trial["start_step"]) * substeps
             b = min((int(trial["end_step"]) + 1) * substeps, s.shape[0])
+            lo, hi = max(w0, a, 0), min(w0 + length, b)
+            if key not in self.sums:
+                self.sums[key] = np.zeros((length, self.size))
+                self.sq_sums[key] = np.zeros((length, self.size))
+                self.bin_counts[key] = np.zeros(length)
+            if hi > lo:
+                seg = s[lo:hi]
+                self.sums[key][lo - w0 : hi - w0] += seg
+                self.sq_sums[key][lo - w0 : hi - w0] += seg * seg
+                self.bin_counts[key][lo - w0 : hi - w0] += 1
             if b > a:
                 self.trial_rates.setdefault(key, []).append(s[a:b].mean(0))
 
     def psth(self) -> dict[str, np.ndarray]:
-        """Condition -> (pre + post, N) mean spikes per step (NaN where no trial covers)."""
+        """Condition -> (pre + post, N) mean spikes per step over the trials covering each
+        time bin (NaN where no trial covers it)."""
         with np.errstate(invalid="ignore", divide="ignore"):
-            return {k: self.sums[k] / self.counts[k][:, None] for k in sorted(self.sums)}
+            return {k: self.sums[k] / self.bin_counts[k][:, None] for k in sorted(self.sums)}
+
+    def sem(self) -> dict[str, np.ndarray]:
+        """Condition -> (pre + post, N) standard error of the mean across trials,
+        ``sqrt(var / n)`` with the sample variance (ddof 1) of the n trials covering the bin;
+        NaN where fewer than 2 trials cover it."""
+        out = {}
+        for k in sorted(self.sums):
+            n = self.bin_counts[k][:, None]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                mean = self.sums[k] / n
+                var = np.maximum(self.sq_sums[k] - n * mean * mean, 0.0) / (n - 1)
+                out[k] = np.where(n >= 2, np.sqrt(var / n), np.nan)
+        return out
+
+    def counts(self) -> dict[str, np.ndarray]:
+        """Condition -> (pre + post,) number of trials covering each time bin."""
+        return {k: self.bin_counts[k].copy() for k in sorted(self.sums)}
+
+    def n_trials(self) -> dict[str, int]:
+        """Condition -> number of trials folded in."""
+        return {k: len(v) for k, v in sorted(self.trial_rates.items())}
 
     def rates(self) -> dict[str, np.ndarray]:
         """Condition -> (trials, N) mean spikes per step over each trial."""

@@ -398,6 +398,40 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_perturb(args: argparse.Namespace) -> int:
+    """Evaluation with a fraction of the policy's E or I neurons silenced, beside the same
+    evaluation unperturbed: ``perturb.json`` and ``perturb.png`` (docs/analysis.md)."""
+    from snrl.analysis.perturb import check_perturb_out, perturbation_report, write_perturbation
+
+    if not 0.0 <= args.fraction <= 1.0:
+        raise UserError(f"--fraction {args.fraction} (give a share in [0, 1])")
+    out = check_perturb_out(args.run_dir, args.out)  # before anything runs
+    algo = load_algo(
+        _checkpoint_path(args.run_dir, args.checkpoint),
+        env=args.env,
+        trust_env_module=args.trust_env_module,
+    )
+    try:
+        report = perturbation_report(
+            algo,
+            population=args.silence,
+            fraction=args.fraction,
+            period=args.period,
+            n_episodes=args.episodes,
+            seed=args.seed,
+            choice_seed=args.choice_seed,
+        )
+    finally:
+        algo.close()
+    written = write_perturbation(report, out)
+    line = {"out": str(out), "files": [p.name for p in written]}
+    for key in ("unperturbed", "perturbed"):
+        line[key] = {k: report[key].get(k) for k in ("mean_return", "accuracy") if k in report[key]}
+    line["effect"] = report["effect"]
+    print(json.dumps(_json_safe(line)))
+    return 0
+
+
 def _analyze_compare(args: argparse.Namespace, base: Path) -> int:
     """The analysis of every finished run of a comparison, side by side by variant."""
     from snrl.analysis.compare import compare_figure, compare_summaries

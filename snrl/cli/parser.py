@@ -16,6 +16,7 @@ from snrl.cli.commands import (
     cmd_dashboard,
     cmd_demo,
     cmd_eval,
+    cmd_perturb,
     cmd_render,
     cmd_serve_env,
     cmd_train,
@@ -211,6 +212,38 @@ def _add_analyze(sub: Any) -> None:
     a.set_defaults(func=cmd_analyze)
 
 
+def _add_perturb(sub: Any) -> None:
+    """``snrl perturb``: evaluation with part of the policy silenced (docs/analysis.md)."""
+    p = sub.add_parser(
+        "perturb",
+        help="evaluate a run with a fraction of its E or I neurons silenced, side by side "
+        "with the unperturbed run (evaluation only; the checkpoint is not changed)",
+    )
+    p.add_argument("run_dir")
+    p.add_argument("--silence", choices=("E", "I"), required=True, help="the population")
+    p.add_argument(
+        "--fraction",
+        type=float,
+        default=1.0,
+        help="share of the population silenced in each spiking layer, in [0, 1] (default 1)",
+    )
+    p.add_argument(
+        "--period",
+        default=None,
+        help="NeuroGym tasks: silence only during this trial period (e.g. stimulus, delay, "
+        "decision; default: always)",
+    )
+    p.add_argument("--episodes", type=EPISODES, default=20)
+    p.add_argument("--seed", type=SEED, default=123, help="first env seed (default 123)")
+    p.add_argument(
+        "--choice-seed", type=SEED, default=0, help="seed of the choice of neurons (default 0)"
+    )
+    p.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    p.add_argument("--out", default=None, metavar="DIR", help="output folder (default DIR/perturb)")
+    _env_flags(p)
+    p.set_defaults(func=cmd_perturb)
+
+
 def _add_serve_env(sub: Any) -> None:
     """``snrl serve-env``: an env served over HTTP (docs/remote.md)."""
     v = sub.add_parser(
@@ -285,6 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_eval(sub)
     _add_render(sub)
     _add_analyze(sub)
+    _add_perturb(sub)
     _add_serve_env(sub)
     _add_dashboard(sub)
 

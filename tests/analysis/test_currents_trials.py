@@ -104,8 +104,10 @@ def test_psth_and_trial_rates_by_condition():
     acc = PSTHAccumulator(2, pre=2, post=5, event="start", by="gt")
     acc.add(s, trials)
     psth = acc.psth()
-    np.testing.assert_allclose(psth["0"][:, 0], [0, 0, 1, 1, 1, 0, 0])
-    np.testing.assert_allclose(psth["1"][:, 1], [0, 0, 1, 1, 1, 0, 0])
+    # the two steps before a trial start belong to no trial: masked (NaN), not 0
+    nan = np.nan
+    np.testing.assert_allclose(psth["0"][:, 0], [nan, nan, 1, 1, 1, 0, 0])
+    np.testing.assert_allclose(psth["1"][:, 1], [nan, nan, 1, 1, 1, 0, 0])
     rates = acc.rates()
     np.testing.assert_allclose(rates["0"], [[0.6, 0.0]])  # 3 spikes over steps 5..9
 
@@ -168,7 +170,8 @@ def test_network_analysis_on_a_stand_in_trial_trajectory():
     figs = res.figures()
     assert {"raster.png", "rates_cv.png", "psth.png", "pca.png"} <= set(figs)
     trajs, ratio = res.pca_trajectories("lif0")
-    assert set(trajs) == {"0", "1"} and trajs["0"].shape == (10, 3)
+    # the 2 steps before each trial start are masked: 8 bins in the trajectories
+    assert set(trajs) == {"0", "1"} and trajs["0"].shape == (8, 3)
     assert 0 < ratio.sum() <= 1 + 1e-9
 
 

@@ -130,3 +130,35 @@ def test_bad_inputs_raise_user_errors():
     acc = SpikeStats(3)
     with pytest.raises(UserError, match="neurons"):
         acc.add(np.zeros((10, 4)))
+
+
+def test_isi_cv_pooled_and_per_episode_against_elephant():
+    """Episodes of different rates: pooling their intervals inflates the CV; the
+    per-episode mean equals Elephant's cv of each episode's train, averaged."""
+    import neo
+    import quantities as pq
+    from elephant.statistics import cv, isi
+
+    rng = np.random.default_rng(0)
+    dt = 1e-3
+    acc = SpikeStats(3, dt=dt)
+    trains: list[list] = [[], [], []]
+    for p in (0.02, 0.2, 0.08):  # spike probability per step differs by episode
+        s = (rng.random((400, 3)) < p).astype(float)
+        s[:, 2] = 0
+        s[[5, 50], 2] = 1  # one interval only: no CV in this episode
+        acc.add(s)
+        for j in range(3):
+            t = np.flatnonzero(s[:, j]) * dt
+            trains[j].append(neo.SpikeTrain(t * pq.s, t_stop=0.4 * pq.s))
+    per = acc.neuron_stats()
+    for j in range(2):
+        per_ep = [cv(isi(st).rescale("s").magnitude) for st in trains[j]]
+        pooled = cv(np.concatenate([isi(st).rescale("s").magnitude for st in trains[j]]))
+        assert per["cv_isi_episodes"][j] == pytest.approx(np.mean(per_ep), rel=1e-12)
+        assert per["cv_isi"][j] == pytest.approx(pooled, rel=1e-12)
+        assert per["cv_isi"][j] > per["cv_isi_episodes"][j] + 0.05  # pooling inflates it
+    # neuron 2: three intervals of 45 steps pooled (CV 0), never 2 in one episode
+    assert per["cv_isi"][2] == 0.0 and np.isnan(per["cv_isi_episodes"][2])
+    summ = acc.summary()["all"]
+    assert summ["cv_isi_episodes_mean"] == pytest.approx(np.nanmean(per["cv_isi_episodes"]))
