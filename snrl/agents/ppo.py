@@ -253,7 +253,7 @@ class PPO(Algorithm):
         )
         cfg = self.config
         if user is not None:  # a user's snntorch network: one copy each, snrl readouts
-            policy = user.with_readout(ActionMap(act_space).size, seed=cfg.seed)
+            policy = user.with_readout(ActionMap(act_space).size, seed=cfg.seed, gain=0.1)
             critic = user.with_readout(1, copy_module=True, seed=cfg.seed + 7919)
         self.custom_backbones = policy is not None or critic is not None
         with self._seeded(cfg.seed):

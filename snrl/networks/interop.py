@@ -169,14 +169,24 @@ class SnntorchBackbone(nn.Module):
         self._readout_args = {"readout_tau_m": readout_tau_m, "dt": dt}
 
     def with_readout(
-        self, output_size: int, *, copy_module: bool = False, seed: int | None = None
+        self,
+        output_size: int,
+        *,
+        copy_module: bool = False,
+        seed: int | None = None,
+        gain: float = 1.0,
     ) -> SnntorchBackbone:
         """The same network with a new readout of ``output_size`` (an independent copy of
-        the snntorch module when ``copy_module``: a critic beside a policy)."""
+        the snntorch module when ``copy_module``: a critic beside a policy), its initial
+        weights scaled by ``gain`` (PPO's policy: 0.1, a near-uniform first policy, as for
+        its built-in backbones)."""
         module = copy.deepcopy(self.module) if copy_module else self.module
-        return SnntorchBackbone(
+        net = SnntorchBackbone(
             module, output_size, input_size=self.input_size, seed=seed, **self._readout_args
         )
+        with torch.no_grad():
+            net.readout.weight_in.mul_(gain)
+        return net
 
     # ------------------------------------------------------------------ state
     def _device(self) -> torch.device:

@@ -4,6 +4,7 @@ import math
 
 import pytest
 import snntorch as snn
+import torch
 from torch import nn
 
 import snrl
@@ -11,6 +12,7 @@ import snrl
 
 @pytest.mark.slow
 def test_user_rleaky_network_solves_cartpole():
+    torch.manual_seed(0)  # the user's own initialization (snrl's seed= does not reach it)
     net = nn.Sequential(
         nn.Linear(4, 128), snn.RLeaky(beta=0.9, linear_features=128, init_hidden=True)
     )
