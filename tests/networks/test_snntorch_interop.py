@@ -214,8 +214,24 @@ def test_ppo_takes_a_users_snntorch_network_as_backbone(tmp_path):
     assert not torch.equal(net[1].recurrent.weight, before)  # the user's weights trained
     assert "spike_rate_rleaky1" in history
     traj = algo.rollout(seed=0, record=True)
-    algo.close()
     assert traj.activity["rleaky1"].spikes.shape[1] == 16
+    # saved and loaded with modules of the same shape, as any custom backbone
+    algo.save(tmp_path / "ckpt.pt")
+    fresh = [copy.deepcopy(net) for _ in range(2)]
+    for m in fresh:
+        torch.nn.init.zeros_(m[0].weight)
+    loaded = snrl.PPO.load(
+        tmp_path / "ckpt.pt",
+        policy=from_snntorch(fresh[0], 2),
+        critic=from_snntorch(fresh[1], 1),
+    )
+    x = torch.rand(6, 1, 4)
+    with torch.no_grad():
+        mine = algo.agent.policy.run(x, algo.agent.policy.initial_state(1)).out
+        back = loaded.agent.policy.run(x, loaded.agent.policy.initial_state(1)).out
+    assert torch.equal(mine, back)
+    algo.close()
+    loaded.close()
     with pytest.raises(UserError, match="backbone=<an nn.Module> and policy="):
         snrl.PPO("CartPole-v1", backbone=net, policy=from_snntorch(copy.deepcopy(net), 2))
 
