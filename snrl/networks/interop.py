@@ -133,6 +133,9 @@ class SnntorchBackbone(nn.Module):
         runs step by step (snntorch's neurons are one-step modules).
     """
 
+    backbone = "snntorch"
+    """The model's name in figures and trajectories (as ``SpikingBackbone.backbone``)."""
+
     def __init__(
         self,
         module: nn.Module,

@@ -18,6 +18,7 @@ from snrl.errors import UserError
 from snrl.networks import SnntorchBackbone, from_snntorch, to_snntorch
 from snrl.networks.sequence import run_with_resets
 from snrl.networks.spiking import SpikingBackbone
+from snrl.plot.labels import layer_label
 
 
 def _stack(seed: int = 0) -> nn.Sequential:
@@ -215,6 +216,8 @@ def test_ppo_takes_a_users_snntorch_network_as_backbone(tmp_path):
     assert "spike_rate_rleaky1" in history
     traj = algo.rollout(seed=0, record=True)
     assert traj.activity["rleaky1"].spikes.shape[1] == 16
+    assert traj.meta["backbone"] == "snntorch"  # what the video's title says, not "lif"
+    assert layer_label(traj.activity["rleaky1"], 0) == "Layer 1: snntorch RLeaky, 16 neurons"
     # saved and loaded with modules of the same shape, as any custom backbone
     algo.save(tmp_path / "ckpt.pt")
     fresh = [copy.deepcopy(net) for _ in range(2)]
