@@ -6,6 +6,7 @@ fed the observations normalized as the graph's metadata says.
 """
 
 import gymnasium as gym
+import numpy as np
 import pytest
 import torch
 
@@ -76,3 +77,32 @@ def test_export_refuses_bad_paths(run_dir, tmp_path, capsys):
         "does not exist",
     )
     assert not (tmp_path / "x.nir").exists()
+
+
+@torch.no_grad()
+def test_a_neurogym_policy_round_trips_at_the_tasks_dt(tmp_path):
+    pytest.importorskip("neurogym")
+    import snrl
+    from snrl.networks import to_nir
+
+    algo = snrl.PPO("PerceptualDecisionMaking-v0", tau_m=1.0, readout_tau_m=1.0, n_envs=2, seed=0)
+    policy = algo.agent.actor
+    dt = policy.params.dt
+    assert dt != 1e-3  # the task's own step (docs/neuro.md), not the default
+    path = tmp_path / "task.nir"
+    nir.write(path, to_nir(policy))
+    graph = nir.read(path)
+    assert float(graph.metadata["dt"]) == dt
+    net = from_nir(graph)
+    steps, seed, n_spikes = 0, 1, 0
+    while steps < 500:  # whole episodes, each from rest, until 500 task steps
+        traj = algo.rollout(seed=seed, record=False, max_steps=500)
+        obs = algo.agent.preprocess(np.asarray(traj.observations))[:, None]  # (T, 1, F)
+        a = policy.run(obs, policy.initial_state(1))
+        b = net.run(obs, net.initial_state(1))
+        assert torch.equal(a.activity[0].spikes, b.activity[0].spikes)
+        assert torch.equal(a.out, b.out)
+        steps, seed = steps + obs.shape[0], seed + 1
+        n_spikes += int(a.activity[0].spikes.sum())
+    assert n_spikes > 0
+    algo.close()
