@@ -344,8 +344,11 @@ class SnntorchBackbone(nn.Module):
         layers = list(self._layers)
         for k, layer in enumerate(layers):
             rec = layer.size if type(layer.module) in (snn.RLeaky, snn.RSynaptic) else 0
+            last = list(self.module)[-1] if self.sequential else None
             if k + 1 < len(layers):
                 nxt = layers[k + 1].size
+            elif isinstance(last, nn.Linear):  # a final nn.Linear after the last neurons
+                nxt = last.out_features
             else:
                 nxt = self.readout.output_size if self.readout is not None else 0
             thr = _scalar(layer.module.threshold)
@@ -361,9 +364,9 @@ class SnntorchBackbone(nn.Module):
                 )
             )
         if self.readout is not None:
-            n_in = layers[-1].size if layers else self.input_size
+            r = self.readout
             infos.append(
-                LayerInfo("readout", "readout", self.readout.output_size, n_in, 0, None, None)
+                LayerInfo("readout", "readout", r.output_size, r.input_size, 0, None, None)
             )
         return infos
 

@@ -179,6 +179,23 @@ def test_explicit_state_module_is_wrapped_and_recorded():
     assert not bool(reset[0][1][0].any()) and torch.equal(reset[0][1][1], res.state[0][1][1])
 
 
+def test_layer_info_counts_the_synapses_leaving_each_layer():
+    net = nn.Sequential(
+        nn.Linear(4, 8),
+        snn.RLeaky(beta=0.9, linear_features=8, init_hidden=True),
+        nn.Linear(8, 5),
+        snn.Leaky(beta=0.9, init_hidden=True),
+        nn.Linear(5, 3),
+    )
+    infos = from_snntorch(net).layer_info()
+    assert [(i.name, i.size, i.fan_in, i.fan_out) for i in infos] == [
+        ("rleaky1", 8, 4, 8 + 5),  # all-to-all recurrence (autapses included) + next layer
+        ("leaky3", 5, 8, 3),  # the final nn.Linear
+    ]
+    with_readout = from_snntorch(net, output_size=2).layer_info()
+    assert with_readout[-1][:5] == ("readout", "readout", 2, 3, 0)
+
+
 def test_unsupported_modules_are_refused_by_name():
     with pytest.raises(UserError, match=r"snn.Alpha at index 1 .*supported: nn.Linear"):
         from_snntorch(nn.Sequential(nn.Linear(4, 8), snn.Alpha(alpha=0.9, beta=0.8)))
