@@ -17,9 +17,9 @@ from tests.cli_run import assert_user_error, snrl, snrl_inproc
 nir = pytest.importorskip("nir")
 
 
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    out = tmp_path_factory.mktemp("run") / "run"
+@pytest.fixture
+def run_dir(tmp_path):
+    out = tmp_path / "run"
     res = snrl(
         "train", "--algo", "ppo", "--env", "CartPole-v1", "--hidden", "32", "--steps", "1024",
         "--seed", "3", "--out", out,
