@@ -15,12 +15,14 @@ import pytest
 
 from snrl.agents import DQNConfig, PPOConfig
 from snrl.config import NEURON_DEFAULTS, config_table, defaults_table, override
+from snrl.networks.nir_io import parameter_table
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 GENERATORS = {
     "defaults_table(PPOConfig, DQNConfig)": lambda: defaults_table(PPOConfig, DQNConfig),
     "config_table(PPOConfig)": lambda: config_table(PPOConfig),
     "config_table(DQNConfig)": lambda: config_table(DQNConfig),
+    "parameter_table()": parameter_table,
 }
 MARKER = re.compile(r"^<!-- generated: (.+) -->\n", re.M)
 
@@ -34,7 +36,7 @@ def _blocks(text: str):
         yield m.group(1), m.end(), end
 
 
-@pytest.mark.parametrize("doc", ["architecture.md", "agents.md"])
+@pytest.mark.parametrize("doc", ["architecture.md", "agents.md", "interop.md"])
 def test_generated_tables_match_the_code(doc):
     path = DOCS / doc
     text = path.read_text(encoding="utf-8")

@@ -689,9 +689,10 @@ class Algorithm:
         if cap is not None and (max_steps is None or max_steps > cap):
             notice(f"snrl: rollouts capped at {cap} steps by SNRL_MAX_STEPS")
             max_steps = cap
+        model = getattr(self.agent.actor, "backbone", None)  # a custom one's own, if it says
         meta = {
             "algo": self.algo_name,
-            "backbone": self.config.backbone,
+            "backbone": model if isinstance(model, str) else self.config.backbone,
             "force_dale_law": self.config.force_dale_law,
         }
         with self._runtime(), cached_weights():

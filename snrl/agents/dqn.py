@@ -81,6 +81,7 @@ from snrl.functional.grad import lazy_no_grad
 from snrl.functional.state import State, detach_state, map_state, mask_state
 from snrl.networks.activity import Activity
 from snrl.networks.ann import MLP
+from snrl.networks.interop import module_backbone
 from snrl.networks.sequence import run_with_resets
 from snrl.training.rundir import prepare_run_dir
 
@@ -430,8 +431,14 @@ class DQN(Algorithm):
         **overrides: Any,
     ):
         check(critic is None, "DQN has no critic (pass the Q-network as policy=)")
-        obs_space, act_space = self._setup(env, config, overrides, {"policy": policy})
+        user = module_backbone(overrides, policy, critic)  # backbone=<an nn.Module>
+        obs_space, act_space = self._setup(
+            env, config, overrides, {"policy": policy, "backbone": user}
+        )
         cfg = self.config
+        if user is not None:  # a user's snntorch network with an snrl readout
+            head = ActionMap(act_space).size + (1 if cfg.dueling != "none" else 0)
+            policy = user.with_readout(head, seed=cfg.seed)
         self.custom_backbones = policy is not None
         with self._seeded(cfg.seed):
             self.agent = build_q_agent(cfg, obs_space, act_space, q_net=policy)

@@ -38,6 +38,7 @@ from snrl.envs import ActionMap, ObsFlattener, finished_episodes
 from snrl.errors import NonFiniteError
 from snrl.functional.state import index_state
 from snrl.layers.base import cached_weights
+from snrl.networks.interop import module_backbone
 from snrl.training.rundir import prepare_run_dir
 
 
@@ -242,10 +243,14 @@ class PPO(Algorithm):
         overwrite: bool = False,
         **overrides: Any,
     ):
+        user = module_backbone(overrides, policy, critic)  # backbone=<an nn.Module>
         obs_space, act_space = self._setup(
-            env, config, overrides, {"policy": policy, "critic": critic}
+            env, config, overrides, {"policy": policy, "critic": critic, "backbone": user}
         )
         cfg = self.config
+        if user is not None:  # a user's snntorch network: one copy each, snrl readouts
+            policy = user.with_readout(ActionMap(act_space).size, seed=cfg.seed, gain=0.1)
+            critic = user.with_readout(1, copy_module=True, seed=cfg.seed + 7919)
         self.custom_backbones = policy is not None or critic is not None
         with self._seeded(cfg.seed):
             self.agent = build_agent(cfg, obs_space, act_space, policy=policy, critic=critic)

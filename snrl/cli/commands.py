@@ -1,6 +1,6 @@
-"""The bodies of the ``snrl`` sub-commands: demo, train, eval, render, analyze, serve-env,
-dashboard (the parser that calls them is :mod:`snrl.cli.parser`; the entry point that turns
-user errors into one line is :func:`snrl.cli.main`).
+"""The bodies of the ``snrl`` sub-commands: demo, train, eval, render, analyze, export,
+serve-env, dashboard (the parser that calls them is :mod:`snrl.cli.parser`; the entry point
+that turns user errors into one line is :func:`snrl.cli.main`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from snrl.agents import ALGOS, load_algo
 from snrl.agents.base import MAX_TOTAL_STEPS, check_int
@@ -275,6 +277,33 @@ def cmd_render(args: argparse.Namespace) -> int:
         algo, out, seed=args.seed, fps=args.fps, activity=not args.no_activity, scale=args.scale
     )
     print(f"wrote {written}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """``snrl export DIR --nir FILE.nir``: the policy backbone as a NIR graph (docs/interop.md);
+    the observation normalization, which the graph's input expects, in its metadata."""
+    from snrl.networks.nir_io import to_nir, write_nir
+
+    out = Path(args.nir)
+    if out.suffix.lower() != ".nir":
+        raise UserError(f"--nir {args.nir} has an unknown extension (use FILE.nir)")
+    if out.exists():
+        raise UserError(f"--nir {out} exists (snrl does not overwrite it: remove it or rename)")
+    algo = load_algo(
+        _checkpoint_path(args.run_dir, args.checkpoint),
+        env=args.env,
+        trust_env_module=args.trust_env_module,
+    )
+    graph = to_nir(algo.agent.actor)
+    norm = algo.agent.obs_norm
+    graph.metadata["obs_normalized"] = bool(norm.enabled)
+    if norm.enabled:  # the input is clip((obs - obs_mean) / obs_std, -obs_clip, obs_clip)
+        graph.metadata["obs_mean"] = norm.mean.cpu().numpy().astype(np.float32)
+        std = (norm.var + norm.eps).sqrt()
+        graph.metadata["obs_std"] = std.cpu().numpy().astype(np.float32)
+        graph.metadata["obs_clip"] = float(norm.clip)
+    print(f"wrote {write_nir(graph, out)}")
     return 0
 
 

@@ -16,6 +16,7 @@ from snrl.cli.commands import (
     cmd_dashboard,
     cmd_demo,
     cmd_eval,
+    cmd_export,
     cmd_perturb,
     cmd_render,
     cmd_serve_env,
@@ -244,6 +245,16 @@ def _add_perturb(sub: Any) -> None:
     p.set_defaults(func=cmd_perturb)
 
 
+def _add_export(sub: Any) -> None:
+    """``snrl export``: a run's policy out of snrl (docs/interop.md)."""
+    x = sub.add_parser("export", help="write a run's policy as a NIR graph")
+    x.add_argument("run_dir")
+    x.add_argument("--nir", required=True, metavar="FILE.nir", help="the NIR file to write")
+    x.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    _env_flags(x)
+    x.set_defaults(func=cmd_export)
+
+
 def _add_serve_env(sub: Any) -> None:
     """``snrl serve-env``: an env served over HTTP (docs/remote.md)."""
     v = sub.add_parser(
@@ -319,6 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_render(sub)
     _add_analyze(sub)
     _add_perturb(sub)
+    _add_export(sub)
     _add_serve_env(sub)
     _add_dashboard(sub)
 

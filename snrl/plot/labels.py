@@ -26,6 +26,12 @@ BACKBONES = {
     "mlp": "MLP",
     "gru": "GRU",
     "lstm": "LSTM",
+    # a user's snntorch network (snrl.networks.from_snntorch): its neurons by class
+    "snntorch": "snntorch",
+    "leaky": "snntorch Leaky",
+    "rleaky": "snntorch RLeaky",
+    "synaptic": "snntorch Synaptic",
+    "rsynaptic": "snntorch RSynaptic",
 }
 
 

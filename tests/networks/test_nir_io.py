@@ -1,0 +1,169 @@
+"""NIR out of and into snrl.
+
+Oracles: write -> ``nir.read`` (with its type inference) -> ``from_nir`` gives the same spikes
+and outputs bit for bit; a small forward-Euler simulator of NIR's own equations, written
+here from the NIR node definitions, runs the exported graph to snrl's spikes (the parameter
+mapping is right, not only self-consistent); the time constants by hand.
+"""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from snrl.errors import UserError
+from snrl.networks.nir_io import from_nir, parameter_table, to_nir
+from snrl.networks.spiking import SpikingBackbone
+
+nir = pytest.importorskip("nir")
+
+
+def _input(t, b, f, seed=0, scale=3.0):
+    return torch.rand(t, b, f, generator=torch.Generator().manual_seed(seed)) * scale
+
+
+def _round_trip(bb, tmp_path):
+    path = tmp_path / "net.nir"
+    nir.write(path, to_nir(bb))
+    return from_nir(nir.read(path))  # nir.read type-checks the graph (cycles included)
+
+
+@pytest.mark.parametrize("kind", ["lif", "spylif"])
+@pytest.mark.parametrize("reset", ["subtract", "zero"])
+@torch.no_grad()
+def test_write_read_from_nir_reproduces_spikes_exactly(kind, reset, tmp_path):
+    bb = SpikingBackbone(6, [64, 32], 3, backbone=kind, force_dale_law=True, seed=1, reset=reset)
+    back = _round_trip(bb, tmp_path)
+    assert back.backbone == kind and back.layers[f"{kind}0"].reset == reset
+    x = _input(500, 4, 6)
+    a, b = bb.run(x, bb.initial_state(4)), back.run(x, back.initial_state(4))
+    for la, lb in zip(a.activity, b.activity):
+        if la.spikes is not None:
+            assert torch.equal(la.spikes, lb.spikes), la.name
+            assert 0 < float(la.spikes.mean()) < 1
+    assert torch.equal(a.out, b.out)
+
+
+@torch.no_grad()
+def test_graph_layout_and_parameters_by_hand():
+    bb = SpikingBackbone(3, 8, 2, seed=0, tau_m=20e-3, dt=1e-3, threshold=1.5)
+    g = to_nir(bb)
+    assert float(g.metadata["dt"]) == 1e-3
+    # subtract reset (the default): LI + Threshold, the reset on the recurrent diagonal
+    assert isinstance(g.nodes["lif0"], nir.LI) and isinstance(g.nodes["lif0_spikes"], nir.Threshold)
+    assert ("lif0_spikes", "lif0_rec") in g.edges and ("lif0_rec", "lif0") in g.edges
+    rec = g.nodes["lif0_rec"].weight
+    assert np.all(np.diag(rec) == np.float32(-1.5))
+    assert np.array_equal(
+        rec - np.diag(np.diag(rec)), bb.layers["lif0"].recurrent_weights.T.numpy()
+    )
+    alpha = math.exp(-1e-3 / 20e-3)
+    tau = 1e-3 / (1 - alpha)  # 0.0205 s: the Euler ODE's time constant, ~ tau_m + dt / 2
+    assert g.nodes["lif0"].tau == pytest.approx(np.full(8, tau), rel=1e-6)
+    assert abs(tau - (20e-3 + 0.5e-3)) < 1e-5
+    assert g.nodes["lif0"].r == pytest.approx(np.full(8, tau / 1e-3), rel=1e-6)
+    assert g.nodes["readout"].tau == pytest.approx(np.full(2, 1e-3 / (1 - alpha)), rel=1e-6)
+    # snrl's (in, out) weights are NIR's (out, in)
+    assert np.array_equal(g.nodes["lif0_in"].weight, bb.layers["lif0"].forward_weights.T.numpy())
+    # zero reset: NIR's own LIF with v_reset 0
+    z = to_nir(SpikingBackbone(3, 8, 2, seed=0, reset="zero"))
+    assert isinstance(z.nodes["lif0"], nir.LIF) and np.all(z.nodes["lif0"].v_reset == 0)
+    assert "| `alpha = exp(-dt / tau_m)` | `tau` | `dt / (1 - alpha)` |" in parameter_table()
+
+
+def _euler_nir(g, x):
+    """Forward-Euler simulation of a chain graph from NIR's equations alone (float64):
+    LI/LIF: v += dt/tau (v_leak - v + r I); LIF: spike when v > v_threshold, then v = v_reset;
+    Threshold: z = v > threshold; a cycle feeds the previous step's output. Returns the
+    spikes of each spiking node and the output."""
+    dt = float(g.metadata["dt"])
+    nodes, edges = g.nodes, g.edges
+    order = []
+    cur = next(b for a, b in edges if a == "input")
+    prev_out = {k: None for k in nodes}
+    T, B = x.shape[:2]
+    v = {}
+    spikes = {}
+    out = []
+    for t in range(T):
+        val = {"input": x[t]}
+        cur = next(b for a, b in edges if a == "input")
+        done = set()
+        queue = [cur]
+        while queue:
+            name = queue.pop(0)
+            node = nodes[name]
+            if name in done:
+                continue
+            ins = [a for a, b in edges if b == name]
+            total = 0
+            for a in ins:
+                if a in val:
+                    total = total + val[a]
+                elif prev_out[a] is not None:  # the recurrent edge: last step's value
+                    total = total + prev_out[a]
+            if isinstance(node, nir.Affine):
+                y = total @ node.weight.T + node.bias
+            elif isinstance(node, nir.Linear):
+                y = total @ node.weight.T
+            elif isinstance(node, (nir.LI, nir.LIF)):
+                s = v.get(name, np.zeros((B, node.tau.shape[0])))
+                s = s + dt / node.tau * (node.v_leak - s + node.r * total)
+                if isinstance(node, nir.LIF):
+                    z = (s > node.v_threshold).astype(float)
+                    s = np.where(z > 0, node.v_reset, s)
+                    y = z
+                    spikes.setdefault(name, []).append(z)
+                else:
+                    y = s
+                v[name] = s
+            elif isinstance(node, nir.Threshold):
+                y = (total > node.threshold).astype(float)
+                spikes.setdefault(name, []).append(y)
+            elif isinstance(node, nir.Output):
+                out.append(total)
+                y = total
+            val[name] = y
+            done.add(name)
+            order.append(name)
+            queue += [b for a, b in edges if a == name and b not in done and b not in queue]
+        prev_out = {k: val.get(k) for k in nodes}
+    return {k: np.stack(s) for k, s in spikes.items()}, np.stack(out)
+
+
+@pytest.mark.parametrize("reset", ["subtract", "zero"])
+@torch.no_grad()
+def test_a_nir_simulator_runs_the_exported_graph_to_snrls_spikes(reset):
+    bb = SpikingBackbone(4, 24, 2, seed=3, reset=reset, force_dale_law=True).double()
+    g = to_nir(bb)
+    x = _input(200, 2, 4, seed=7, scale=4.0).double()
+    mine = bb.run(x, bb.initial_state(2))
+    spikes, out = _euler_nir(g, x.numpy())
+    name = "lif0_spikes" if reset == "subtract" else "lif0"
+    theirs = spikes[name]
+    assert 0 < theirs.mean() < 1
+    assert np.array_equal(theirs, mine.activity["lif0"].spikes.numpy())
+    assert np.allclose(out, mine.out.numpy(), atol=1e-9)
+
+
+def test_what_nir_cannot_hold_is_refused():
+    with pytest.raises(UserError, match="ALIF has no NIR primitive"):
+        to_nir(SpikingBackbone(4, 8, 2, backbone="alif", seed=0))
+    with pytest.raises(UserError, match="takes a SpikingBackbone"):
+        to_nir(torch.nn.Linear(2, 2))
+    g = nir.NIRGraph(
+        nodes={
+            "input": nir.Input(input_type=np.array([2])),
+            "aff": nir.Affine(weight=np.ones((3, 2)), bias=np.zeros(3)),
+            "if": nir.IF(r=np.ones(3), v_threshold=np.ones(3)),
+            "output": nir.Output(output_type=np.array([3])),
+        },
+        edges=[("input", "aff"), ("aff", "if"), ("if", "output")],
+        metadata={"dt": 1e-3},
+    )
+    with pytest.raises(UserError, match="node 'if' is a IF, which snrl cannot run"):
+        from_nir(g)
+    g.metadata = {}
+    with pytest.raises(UserError, match="no metadata\\['dt'\\]"):
+        from_nir(g)
