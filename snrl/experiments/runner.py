@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from typing import Any
 
 from snrl.agents import ALGOS, load_algo
@@ -32,6 +33,7 @@ def train_run(
     env: str | None = None,
     trust_env_module: bool = False,
     threads: int | None = None,
+    on_eval: Callable[[dict[str, Any]], None] | None = None,
 ) -> Any:
     """Train into ``run_dir``: a fresh run from ``algo`` + ``config``, or ``resume`` from
     ``run_dir/checkpoints/last.pt`` (the algorithm's own resume: counters, optimizer, RNG and
@@ -50,6 +52,10 @@ def train_run(
         env: resume only: the env, named by the caller (replaces the saved ``env``).
         trust_env_module: resume only: import a ``module:Class`` env named by the checkpoint.
         threads: resume only: torch threads instead of the saved ``threads`` (None: saved).
+        on_eval: called with each metrics row that has a periodic evaluation, after the row
+            is logged (and best.pt / last.pt written); an exception it raises ends the run
+            there (``snrl tune``'s pruner). Until ``snrl.callbacks`` exists, the row is taken
+            from the algorithm's row logger of this object only.
 
     Returns:
         The algorithm object after training (its envs closed; ``evaluate`` still works).
@@ -79,8 +85,23 @@ def train_run(
         # the resolved config (dt derived from the task): what the run used
         write_json_atomic(obj.run_dir / "config.json", {"algo": algo, **config_to_dict(obj.config)})
         total = total_steps if total_steps is not None else config.total_steps
+    if on_eval is not None:
+        _watch_evaluations(obj, on_eval)
     try:
         obj.learn(total, progress=progress)
     finally:
         obj.close()
     return obj
+
+
+def _watch_evaluations(obj: Any, on_eval: Callable[[dict[str, Any]], None]) -> None:
+    """Call ``on_eval(row)`` after each evaluated row that ``obj`` logs (this object only: the
+    class is untouched)."""
+    log_row = obj._log_row
+
+    def watched(logger: Any, row: dict[str, Any], elapsed: float, *, evaluated: bool) -> None:
+        log_row(logger, row, elapsed, evaluated=evaluated)
+        if evaluated:
+            on_eval(dict(row))
+
+    obj._log_row = watched
