@@ -325,8 +325,10 @@ def _objective(s: Mapping[str, Any]) -> Any:
             column = _score_column(row)
             scores.append(float(row[column]))
             trial.set_user_attr("metric", column)
-            trial.report(scores[-1], step=int(row["env_step"]))
-            if trial.should_prune():
+            step = int(row["env_step"])
+            trial.report(scores[-1], step=step)
+            # the last evaluation scores the trial: a finished trial is complete, not pruned
+            if step < cfg.total_steps and trial.should_prune():
                 raise optuna.TrialPruned(f"pruned at env step {row['env_step']}")
 
         train_run(run_dir, algo=s["algo"], config=cfg, force=True, progress=False, on_eval=on_eval)
