@@ -33,6 +33,7 @@ import os
 import socket
 import sys
 import typing
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -551,9 +552,13 @@ def _importances(optuna: Any, study: Any, n_done: int) -> tuple[dict[str, float]
     except ImportError:
         evaluator, name = None, "PED-ANOVA (Optuna's default; fANOVA needs scikit-learn)"
     try:
-        return dict(optuna.importance.get_param_importances(study, evaluator=evaluator)), name
+        with warnings.catch_warnings(record=True) as caught:  # the report says them
+            warnings.simplefilter("always")
+            found = dict(optuna.importance.get_param_importances(study, evaluator=evaluator))
     except (RuntimeError, ValueError) as e:  # e.g. a parameter that never varied
         return {}, f"{name}: not computed ({e})"
+    notes = "; ".join(dict.fromkeys(str(w.message) for w in caught))
+    return found, f"{name}; note: {notes}" if notes else name
 
 
 def _plot_history(trials: list[Any], path: Path, metric: str) -> None:

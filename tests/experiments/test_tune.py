@@ -286,3 +286,38 @@ def test_only_dead_local_workers_trials_are_failed(tmp_path):
     retry = study.ask()  # the enqueued trial is the next one handed out, with the same x
     assert retry.number == 3
     assert math.isclose(retry.suggest_float("x", 0, 1), study.get_trials()[0].params["x"])
+
+
+def test_median_pruner_stops_a_poor_trial_but_never_at_its_final_evaluation(tmp_path):
+    from snrl.experiments.tune import tune
+
+    out = tmp_path / "study"
+    out.mkdir()
+    storage = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(out / "study.log"))
+    )
+    study = optuna.create_study(
+        study_name="ppo-lif-CartPole-v1", storage=storage, direction="maximize"
+    )
+    lr = optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True)
+    for _ in range(2):  # two earlier trials far above anything CartPole scores
+        study.add_trial(
+            optuna.trial.create_trial(
+                params={"lr": 1e-3},
+                distributions={"lr": lr},
+                value=1e9,
+                intermediate_values={64: 1e9, 128: 1e9, 192: 1e9, 256: 1e9},
+            )
+        )
+    kw = dict(out=out, space={"lr": {"low": 1e-4, "high": 1e-2, "log": True}}, n_evals=4)
+    kw["config"] = {"n_envs": 4, "n_steps": 16, "hidden_size": 8, "eval_episodes": 2}
+    tune("CartPole-v1", trials=3, steps=256, last_k=2, **kw)
+    poor = _study(out).get_trials()[2]
+    assert poor.state == optuna.trial.TrialState.PRUNED
+    assert list(poor.intermediate_values) == [64]  # pruned at the first evaluation
+    assert len(rows(out / "trials" / "2" / "metrics.csv")) == 1  # and its training stopped
+
+    # a trial whose only evaluation is its last is scored, however poor
+    tune("CartPole-v1", trials=4, steps=64, last_k=1, **{**kw, "n_evals": 1})
+    last = _study(out).get_trials()[3]
+    assert last.state == optuna.trial.TrialState.COMPLETE and last.value < 1e9
