@@ -103,11 +103,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise UserError(
             f"snrl tune needs {', '.join('--' + m for m in missing)} (or --reproduce DIR --trial K)"
         )
-    if args.backend == "ray":
-        raise UserError(
-            "--backend ray is not available yet (use --backend local; several `snrl tune` "
-            "processes, on one machine or many, share a study through one --storage)"
-        )
     import torch
 
     from snrl.agents import ALGOS
@@ -134,6 +129,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         n_evals=args.evals,
         last_k=args.last_k,
         config={k: getattr(fixed, k) for k in given},
+        backend=args.backend,
+        address=args.address,
+        gpus_per_trial=args.gpus_per_trial,
     )
     print(
         f"best trial {res.best_trial}: score {res.best_value:.6g} ({res.n_complete} complete, "
@@ -224,7 +222,20 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     t.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="fixed config value"
     )
-    t.add_argument("--backend", choices=("local", "ray"), default="local")
+    t.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        default="local",
+        help="local: --jobs processes here; ray: --jobs Ray tasks on the same --storage",
+    )
+    t.add_argument("--address", default=None, help="Ray cluster address (default: local Ray)")
+    t.add_argument(
+        "--gpus-per-trial",
+        type=float,
+        default=None,
+        metavar="F",
+        help="Ray: GPUs per trial (0.5 packs two on a GPU); with --set device=cuda",
+    )
     t.add_argument("--out", default=None, help="study directory")
     t.add_argument("--reproduce", default=None, metavar="DIR", help="re-run a trial of DIR")
     t.add_argument("--trial", type=int, default=None, help="with --reproduce: trial number")

@@ -387,15 +387,62 @@ def _work(s: Mapping[str, Any]) -> None:
         sampler=optuna.samplers.TPESampler(seed=None),
         pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0),
     )
-    fail_stale_trials(study)
     objective = _objective(s)
     counted = (
         optuna.trial.TrialState.COMPLETE,
         optuna.trial.TrialState.PRUNED,
         optuna.trial.TrialState.RUNNING,
     )
-    while len(study.get_trials(deepcopy=False, states=counted)) < s["trials"]:
+    while True:
+        fail_stale_trials(study)  # before each trial: a sibling that died is retried now
+        if len(study.get_trials(deepcopy=False, states=counted)) >= s["trials"]:
+            return
         study.optimize(objective, n_trials=1, catch=(UserError,))
+
+
+def _work_on_ray(s: Mapping[str, Any], jobs: int, address: str | None, gpus: float | None) -> None:
+    """``jobs`` Ray tasks of one CPU and ``gpus`` GPUs each, each one :func:`_work` on the
+    study's storage (so Ray's and local workers mix on one study; the journal file must be
+    on a file system every node sees, or use an RDB URL)."""
+    from snrl.experiments.backends import check_reachable, import_ray
+
+    ray = import_ray()
+    if address:
+        check_reachable(address)
+    started = False
+    if not ray.is_initialized():
+        kwargs: dict[str, Any] = dict(
+            include_dashboard=False, log_to_driver=False, configure_logging=False
+        )
+        if address:
+            kwargs["address"] = address
+        else:
+            kwargs["num_cpus"] = jobs
+        try:
+            ray.init(**kwargs)
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            raise UserError(f"cannot start or join Ray at {address or 'local'}: {e}") from None
+        started = True
+    try:
+        have = float(ray.cluster_resources().get("GPU", 0))
+        if gpus and have < gpus:  # not one trial fits: an error, not a hang
+            raise UserError(
+                f"gpus_per_trial={gpus:g} but the Ray cluster has {have:g} GPU(s) (run on a "
+                "cluster with GPUs, or drop --gpus-per-trial)"
+            )
+        task = ray.remote(num_cpus=1, num_gpus=gpus or 0, max_retries=0)(_work)
+        refs = [task.remote(dict(s)) for _ in range(jobs)]
+        errors = []
+        for ref in refs:
+            try:
+                ray.get(ref)
+            except Exception as e:  # a task whose worker died: its trial is retried later
+                errors.append(str(e).splitlines()[0] if str(e) else type(e).__name__)
+        if len(errors) == len(refs):
+            raise UserError(f"every Ray task failed: {errors[0]} (see the Ray logs)")
+    finally:
+        if started:
+            ray.shutdown()
 
 
 def tune(
@@ -414,6 +461,9 @@ def tune(
     n_evals: int = 5,
     last_k: int = 3,
     config: Mapping[str, Any] | None = None,
+    backend: str = "local",
+    address: str | None = None,
+    gpus_per_trial: float | None = None,
 ) -> TuneResult:
     """Search hyperparameters of ``algo`` with ``backbone`` on ``env``.
 
@@ -435,6 +485,11 @@ def tune(
             pruner sees each.
         last_k: The score is the mean of the last ``last_k`` evaluations.
         config: Config values every trial uses (under the sampled ones).
+        backend: local (``jobs`` processes here) | ray (``jobs`` Ray tasks, each a worker
+            on the same storage).
+        address: Ray cluster address (None: a local Ray instance of ``jobs`` CPUs).
+        gpus_per_trial: Ray: GPUs per task (0.5 packs two on a GPU); set ``device`` to
+            ``cuda`` in ``config``.
 
     Returns:
         The best trial and the files written.
@@ -447,6 +502,14 @@ def tune(
     for name, v, lo in (("trials", trials, 1), ("steps", steps, 1), ("jobs", jobs, 1)):
         if isinstance(v, bool) or not isinstance(v, int) or v < lo:
             raise UserError(f"{name}={v!r} (must be an integer >= {lo})")
+    if backend not in ("local", "ray"):
+        raise UserError(f"backend={backend!r} (local or ray)")
+    if backend == "local" and (address is not None or gpus_per_trial):
+        raise UserError("address and gpus_per_trial are for backend='ray' (add it)")
+    if gpus_per_trial is not None and not (
+        isinstance(gpus_per_trial, (int, float)) and 0 <= gpus_per_trial <= 64
+    ):
+        raise UserError(f"gpus_per_trial={gpus_per_trial!r} (a number of GPUs in [0, 64])")
     if not 1 <= last_k <= n_evals:
         raise UserError(f"last_k={last_k} (must be in [1, n_evals={n_evals}])")
     if isinstance(space, Mapping):
@@ -481,7 +544,9 @@ def tune(
         direction="maximize",
         load_if_exists=True,
     )
-    if jobs == 1:
+    if backend == "ray":
+        _work_on_ray(s, jobs, address, gpus_per_trial)
+    elif jobs == 1:
         _work(s)
     else:
         ctx = multiprocessing.get_context("spawn")

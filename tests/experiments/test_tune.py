@@ -168,8 +168,8 @@ def test_tune_cli_bad_space_file_exits_2_with_one_line_and_writes_nothing(tmp_pa
     "args,match",
     [
         (["--env", "CartPole-v1", "--steps", "64", "--out", "o"], "needs --trials"),
-        (["--backend", "ray", "--env", "E", "--trials", "1", "--steps", "1", "--out", "o"],
-         "--backend ray is not available"),
+        (["--gpus-per-trial", "1", "--env", "E", "--trials", "1", "--steps", "1", "--out", "o"],
+         "are for backend='ray'"),
         (["--env", "CartPole-v1", "--trials", "0", "--steps", "64", "--out", "o"], "trials=0"),
         (["--reproduce", "nowhere", "--trial", "0"], "no trial 0 in nowhere"),
         (["--reproduce", "nowhere"], "--reproduce needs --trial"),
@@ -321,3 +321,28 @@ def test_median_pruner_stops_a_poor_trial_but_never_at_its_final_evaluation(tmp_
     tune("CartPole-v1", trials=4, steps=64, last_k=1, **{**kw, "n_evals": 1})
     last = _study(out).get_trials()[3]
     assert last.state == optuna.trial.TrialState.COMPLETE and last.value < 1e9
+
+
+def test_ray_backend_runs_each_trial_once_on_one_journal(tmp_path):
+    import ray
+
+    from snrl.experiments.tune import tune
+
+    kw = dict(out=tmp_path / "study", space={"lr": {"low": 1e-4, "high": 1e-2, "log": True}})
+    kw["config"] = {"n_envs": 4, "n_steps": 16, "hidden_size": 8, "eval_episodes": 2}
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        res = tune("CartPole-v1", trials=4, steps=64, jobs=2, backend="ray", **kw)
+        with pytest.raises(UserError, match=r"gpus_per_trial=1 but the Ray cluster has 0 GPU"):
+            tune("CartPole-v1", trials=5, steps=64, backend="ray", gpus_per_trial=1, **kw)
+    finally:
+        ray.shutdown()
+    trials = _study(tmp_path / "study").get_trials()
+    numbers = [t.number for t in trials]
+    assert numbers == list(range(len(trials))) and 4 <= len(trials) <= 5
+    finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    assert all(t.state in finished for t in trials)
+    assert sorted(int(p.name) for p in (tmp_path / "study" / "trials").iterdir()) == numbers
+    workers = {t.user_attrs["worker"] for t in trials}
+    assert all(w.rsplit(":", 1)[1] != str(os.getpid()) for w in workers)  # Ray's processes
+    assert res.best_value == max(t.value for t in trials if t.value is not None)
