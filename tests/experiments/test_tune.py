@@ -234,34 +234,45 @@ def test_two_workers_on_one_journal_run_each_trial_once(tmp_path):
         assert steps == list(range(64, 64 * len(steps) + 1, 64))
 
 
-def test_a_killed_workers_trial_is_failed_and_retried(tmp_path):
+def test_a_killed_workers_trial_is_failed_and_retried_by_the_other_worker(tmp_path):
     (tmp_path / "space.toml").write_text(SPACE)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "snrl.cli", *_tune_args(2, 100_000)],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    cmd = [sys.executable, "-m", "snrl.cli", *_tune_args(4, 1024)]
+    a, b = (
+        subprocess.Popen(
+            cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        for _ in range(2)
     )
-    metrics = tmp_path / "study" / "trials" / "0" / "metrics.csv"
     deadline = time.monotonic() + 300
-    while not (metrics.is_file() and len(rows(metrics)) >= 2):  # mid-trial
-        assert worker.poll() is None and time.monotonic() < deadline
+    victim = None
+    while victim is None:  # a trial of worker a, mid-training
+        assert a.poll() is None and time.monotonic() < deadline
         time.sleep(0.2)
-    worker.send_signal(signal.SIGKILL)
-    worker.wait()
-    killed = _study(tmp_path / "study").get_trials()[0]
-    assert killed.state == optuna.trial.TrialState.RUNNING  # the journal still says so
-
-    r = snrl_cmd(*_tune_args(2, 128), cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
+        if not (tmp_path / "study" / "study.log").is_file():
+            continue
+        for t in _study(tmp_path / "study").get_trials():
+            metrics = tmp_path / "study" / "trials" / str(t.number) / "metrics.csv"
+            if (
+                t.state == optuna.trial.TrialState.RUNNING
+                and t.user_attrs.get("worker", "").endswith(f":{a.pid}")
+                and metrics.is_file()
+                and len(rows(metrics)) >= 1
+            ):
+                victim = t.number
+    a.send_signal(signal.SIGKILL)
+    a.wait()
+    _, err = b.communicate(timeout=600)
+    assert b.returncode == 0, err
     trials = _study(tmp_path / "study").get_trials()
-    assert trials[0].state == optuna.trial.TrialState.FAIL
-    retry = [t for t in trials if t.user_attrs.get("retry_of") == 0]
-    assert len(retry) == 1 and retry[0].params == trials[0].params
-    finished = [t for t in trials if t.state != optuna.trial.TrialState.FAIL]
-    assert len(finished) == 2 and len(trials) == 3
+    assert [t.number for t in trials] == list(range(len(trials)))
+    assert trials[victim].state == optuna.trial.TrialState.FAIL
+    retry = [t for t in trials if t.user_attrs.get("retry_of") == victim]
+    assert len(retry) == 1 and retry[0].params == trials[victim].params
+    assert retry[0].user_attrs["worker"].endswith(f":{b.pid}")
+    finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    assert sum(t.state in finished for t in trials) == 4  # nothing lost, nothing extra
+    assert all(t.state in finished for t in trials if t.number != victim)
 
 
 def test_only_dead_local_workers_trials_are_failed(tmp_path):
