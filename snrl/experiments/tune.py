@@ -40,7 +40,7 @@ from typing import Any
 
 from snrl.agents import ALGOS
 from snrl.config import config_from_dict, load_config, unknown_key_error
-from snrl.errors import UserError
+from snrl.errors import UserError, describe
 from snrl.experiments.runner import train_run
 from snrl.io import atomic_write_text, load_json
 from snrl.zoo import FIXED_KEYS
@@ -208,10 +208,13 @@ def check_space(data: Mapping[str, Any], algo: str, *, source: str) -> dict[str,
     return space
 
 
-def _check_value(cls: type, key: str, value: Any, where: str) -> None:
-    """A UserError unless the config accepts ``key = value`` (alone, over the defaults)."""
+def _check_value(
+    cls: type, key: str, value: Any, where: str, base: Mapping[str, Any] | None = None
+) -> None:
+    """A UserError unless the config accepts ``key = value`` (alone, over the defaults and
+    ``base``)."""
     try:
-        load_config(cls, base={"tuned": False, key: value})
+        load_config(cls, base={"tuned": False, **(base or {}), key: value})
     except UserError as e:
         raise UserError(f"{where}: {e}") from None
 
@@ -309,35 +312,55 @@ def _score_column(row: Mapping[str, Any]) -> str:
     return "eval_return_mean"
 
 
-def _objective(s: Mapping[str, Any]) -> Any:
+#: A worker stops after this many failed trials in a row (a study whose every trial fails
+#: would otherwise sample forever).
+MAX_FAILURES_IN_A_ROW = 3
+
+
+def _objective(s: Mapping[str, Any], status: dict[str, Any]) -> Any:
+    """The objective of one worker; ``status["error"]`` is the last trial's failure (None:
+    it finished or was pruned)."""
     optuna = _optuna()
+
+    def objective(trial: Any) -> float:
+        status["error"] = None
+        trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")
+        try:
+            return _run_trial(s, trial, optuna)
+        except optuna.TrialPruned:
+            raise
+        except Exception as e:  # a failing trial is recorded; the worker goes on
+            status["error"] = describe(e)
+            trial.set_user_attr("error", status["error"])
+            raise
+
+    return objective
+
+
+def _run_trial(s: Mapping[str, Any], trial: Any, optuna: Any) -> float:
+    """Sample, train ``DIR/trials/<number>`` with the pruner watching, and score."""
     space = s["space"]
     cls = ALGOS[s["algo"]].Config
     out = Path(s["out"])
+    values = _sample(trial, space, cls)
+    cfg = load_config(cls, base={**_base_config(s), **values})
+    run_dir = out / "trials" / str(trial.number)
+    scores: list[float] = []
 
-    def objective(trial: Any) -> float:
-        trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")
-        values = _sample(trial, space, cls)
-        cfg = load_config(cls, base={**_base_config(s), **values})
-        run_dir = out / "trials" / str(trial.number)
-        scores: list[float] = []
+    def on_eval(row: Mapping[str, Any]) -> None:
+        column = _score_column(row)
+        scores.append(float(row[column]))
+        trial.set_user_attr("metric", column)
+        step = int(row["env_step"])
+        trial.report(scores[-1], step=step)
+        # the last evaluation scores the trial: a finished trial is complete, not pruned
+        if step < cfg.total_steps and trial.should_prune():
+            raise optuna.TrialPruned(f"pruned at env step {row['env_step']}")
 
-        def on_eval(row: Mapping[str, Any]) -> None:
-            column = _score_column(row)
-            scores.append(float(row[column]))
-            trial.set_user_attr("metric", column)
-            step = int(row["env_step"])
-            trial.report(scores[-1], step=step)
-            # the last evaluation scores the trial: a finished trial is complete, not pruned
-            if step < cfg.total_steps and trial.should_prune():
-                raise optuna.TrialPruned(f"pruned at env step {row['env_step']}")
-
-        train_run(run_dir, algo=s["algo"], config=cfg, force=True, progress=False, on_eval=on_eval)
-        if not scores:
-            raise UserError("the trial made no evaluation (raise --steps)")
-        return float(sum(scores[-s["last_k"] :]) / len(scores[-s["last_k"] :]))
-
-    return objective
+    train_run(run_dir, algo=s["algo"], config=cfg, force=True, progress=False, on_eval=on_eval)
+    if not scores:
+        raise UserError("the trial made no evaluation (raise --steps)")
+    return float(sum(scores[-s["last_k"] :]) / len(scores[-s["last_k"] :]))
 
 
 def fail_stale_trials(study: Any) -> list[int]:
@@ -387,7 +410,9 @@ def _work(s: Mapping[str, Any]) -> None:
         sampler=optuna.samplers.TPESampler(seed=None),
         pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0),
     )
-    objective = _objective(s)
+    status: dict[str, Any] = {"error": None}
+    objective = _objective(s, status)
+    failures = 0
     counted = (
         optuna.trial.TrialState.COMPLETE,
         optuna.trial.TrialState.PRUNED,
@@ -397,7 +422,13 @@ def _work(s: Mapping[str, Any]) -> None:
         fail_stale_trials(study)  # before each trial: a sibling that died is retried now
         if len(study.get_trials(deepcopy=False, states=counted)) >= s["trials"]:
             return
-        study.optimize(objective, n_trials=1, catch=(UserError,))
+        study.optimize(objective, n_trials=1, catch=(Exception,))
+        failures = failures + 1 if status["error"] else 0
+        if failures >= MAX_FAILURES_IN_A_ROW:
+            raise UserError(
+                f"{failures} trials in a row failed, the last with {status['error']} (see "
+                f"{Path(s['out']) / 'trials'}; fix the space or the fixed values)"
+            )
 
 
 def _work_on_ray(s: Mapping[str, Any], jobs: int, address: str | None, gpus: float | None) -> None:
@@ -536,7 +567,12 @@ def tune(
     )
     # one config with the space's lowest values: bad env ids and keys fail here, not per trial
     cls = ALGOS[algo].Config
-    load_config(cls, base=_base_config(s))
+    base = _base_config(s)
+    ALGOS[algo](config=load_config(cls, base=base)).close()  # the env and its spaces fit
+    for key, p in space_.items():  # each value of the space with the study's fixed values
+        values = p.choices or ((p.fixed,) if p.low is None else (p.low, p.high))
+        for v in values:
+            _check_value(cls, key, v, f"{key} = {v!r} of the space", base)
     out_.mkdir(parents=True, exist_ok=True)
     optuna.create_study(
         study_name=s["study"],
@@ -555,6 +591,11 @@ def tune(
             p.start()
         for p in procs:
             p.join()
+        if all(p.exitcode != 0 for p in procs):
+            raise UserError(
+                f"every worker process failed (exit codes {[p.exitcode for p in procs]}; "
+                "run with --jobs 1 to see why)"
+            )
     return write_outputs(s)
 
 
@@ -678,6 +719,12 @@ def _report(
     for t in sorted(done, key=lambda t: -t.value)[:5]:
         params = ", ".join(f"{k}={_toml_value(v)}" for k, v in t.params.items())
         lines.append(f"| {t.number} | {t.value:.6g} | {params} |")
+    failed = [t for t in trials if t.state.name == "FAIL"]
+    if failed:
+        lines += ["", "## Failed trials", ""]
+        lines += [
+            f"- trial {t.number}: {t.user_attrs.get('error', 'its worker died')}" for t in failed
+        ]
     lines += ["", f"## Parameter importances ({evaluator})", ""]
     if importances:
         lines += ["| parameter | importance |", "|---|---|"]

@@ -177,12 +177,17 @@ def test_tune_cli_bad_space_file_exits_2_with_one_line_and_writes_nothing(tmp_pa
           "--out", "o"], "did you mean 'hidden"),
         (["--algo", "a2c", "--env", "CartPole-v1", "--trials", "1", "--steps", "64",
           "--out", "o"], "unknown algorithm 'a2c'"),
+        (["--env", "NoSuchEnv-v0", "--trials", "1", "--steps", "64", "--out", "o"],
+         "NoSuchEnv-v0"),
+        (["--env", "CartPole-v1", "--trials", "1", "--steps", "64", "--set", "n_envs=4",
+          "--space", "mb.toml", "--out", "o"], "n_minibatches = 8 of the space"),
     ],
 )  # fmt: skip
 def test_tune_cli_bad_input_exits_2_with_one_line(tmp_path, monkeypatch, capsys, args, match):
     from snrl.cli import main  # in-process (the subprocess case is the test above)
 
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "mb.toml").write_text("n_minibatches = {choices = [2, 8]}\n")  # 8 > n_envs
     assert main(["tune", *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1, err
@@ -357,3 +362,17 @@ def test_ray_backend_runs_each_trial_once_on_one_journal(tmp_path):
     workers = {t.user_attrs["worker"] for t in trials}
     assert all(w.rsplit(":", 1)[1] != str(os.getpid()) for w in workers)  # Ray's processes
     assert res.best_value == max(t.value for t in trials if t.value is not None)
+
+
+def test_a_worker_stops_after_three_failed_trials_in_a_row(tmp_path, monkeypatch):
+    from snrl.experiments import tune as tune_module
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the simulator broke")
+
+    monkeypatch.setattr(tune_module, "train_run", broken)
+    with pytest.raises(UserError, match=r"3 trials in a row failed, the last with RuntimeError"):
+        tune_module.tune("CartPole-v1", out=tmp_path / "s", trials=10, steps=64)
+    trials = _study(tmp_path / "s").get_trials()
+    assert [t.state for t in trials] == [optuna.trial.TrialState.FAIL] * 3
+    assert trials[0].user_attrs["error"] == "RuntimeError: the simulator broke"
