@@ -376,3 +376,39 @@ def test_a_worker_stops_after_three_failed_trials_in_a_row(tmp_path, monkeypatch
     trials = _study(tmp_path / "s").get_trials()
     assert [t.state for t in trials] == [optuna.trial.TrialState.FAIL] * 3
     assert trials[0].user_attrs["error"] == "RuntimeError: the simulator broke"
+
+
+def test_snrl_tune_in_python_on_an_rdb_storage(tmp_path):
+    import snrl
+
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    res = snrl.tune(
+        "CartPole-v1",
+        out=tmp_path / "s",
+        trials=2,
+        steps=128,
+        storage=url,
+        study="mine",
+        space={"lr": {"low": 1e-4, "high": 1e-2, "log": True}, "n_envs": 4},
+        config={"n_steps": 16, "hidden_size": 8, "eval_episodes": 2},
+    )
+    study = optuna.load_study(study_name="mine", storage=url)
+    assert res.best_value == study.best_value and res.best_params == study.best_params
+    assert res.n_complete + res.n_pruned == 2 and res.n_failed == 0
+    assert not (tmp_path / "s" / "study.log").exists()  # the study is in the database
+    (entry,) = parse("ppo", res.best_toml.read_text()).values()
+    assert entry.values == {"n_envs": 4, **study.best_params}  # fixed values too
+    cfg = snrl.load(tmp_path / "s" / "trials" / "0" / "checkpoints" / "last.pt").config
+    assert (cfg.n_envs, cfg.total_steps, cfg.hidden_size, cfg.tuned) == (4, 128, 8, False)
+
+
+def test_the_score_column_is_trial_accuracy_on_trial_tasks():
+    from snrl.experiments.tune import _score_column
+
+    assert _score_column({"eval_return_mean": 3.0, "eval_trial_accuracy": 0.75}) == (
+        "eval_trial_accuracy"
+    )
+    assert _score_column({"eval_return_mean": 3.0, "eval_trial_accuracy": math.nan}) == (
+        "eval_return_mean"
+    )
+    assert _score_column({"eval_return_mean": 3.0}) == "eval_return_mean"
