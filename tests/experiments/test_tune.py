@@ -5,6 +5,7 @@ a SIGKILLed worker's trial, and --reproduce."""
 from __future__ import annotations
 
 import csv
+import json
 import math
 import os
 import signal
@@ -212,13 +213,13 @@ def _tune_args(trials: int, steps: int) -> list[str]:
     ]  # fmt: skip
 
 
-def test_two_workers_on_one_journal_run_each_trial_once(tmp_path):
+def test_workers_on_one_journal_run_each_trial_once(tmp_path):
     (tmp_path / "space.toml").write_text(SPACE)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "snrl.cli", *_tune_args(4, 64)]
-    procs = [
-        subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        for _ in range(2)
+    cmd = [sys.executable, "-m", "snrl.cli", *_tune_args(5, 512)]
+    procs = [  # two commands, one of them with two worker processes: three workers
+        subprocess.Popen(c, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for c in (cmd, [*cmd, "--jobs", "2"])
     ]
     for p in procs:
         _, err = p.communicate(timeout=600)
@@ -227,16 +228,18 @@ def test_two_workers_on_one_journal_run_each_trial_once(tmp_path):
     numbers = [t.number for t in trials]
     assert numbers == list(range(len(trials)))
     # each worker checks the count before its next trial: at most one extra per other worker
-    assert 4 <= len(trials) <= 5
+    assert 5 <= len(trials) <= 7
     finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
     assert all(t.state in finished for t in trials)
     # one run directory per trial, each trained once: its metrics.csv starts at the first update
     assert sorted(int(p.name) for p in (tmp_path / "study" / "trials").iterdir()) == numbers
-    for n in numbers:
-        steps = [
-            int(r["env_step"]) for r in rows(tmp_path / "study/trials" / str(n) / "metrics.csv")
-        ]
-        assert steps == list(range(64, 64 * len(steps) + 1, 64))
+    for t in trials:  # and each directory holds its own trial's parameters, trained once
+        run = tmp_path / "study" / "trials" / str(t.number)
+        cfg = json.loads((run / "config.json").read_text())
+        assert (cfg["lr"], cfg["n_epochs"]) == (t.params["lr"], t.params["n_epochs"])
+        steps = [int(r["env_step"]) for r in rows(run / "metrics.csv")]
+        assert steps == list(range(64, 64 * len(steps) + 1, 64)) and steps[-1] <= 512
+    assert len({t.user_attrs["worker"] for t in trials}) >= 2  # the work was shared
 
 
 def test_a_killed_workers_trial_is_failed_and_retried_by_the_other_worker(tmp_path):
