@@ -25,6 +25,7 @@ Optuna is the ``[tune]`` extra; it is imported only when a study runs.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -34,7 +35,7 @@ import socket
 import sys
 import typing
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -256,8 +257,18 @@ def _optuna() -> Any:
         import optuna
     except ImportError:
         raise UserError("snrl tune needs Optuna (install it: pip install 'snrl[tune]')") from None
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna
+
+
+@contextlib.contextmanager
+def _quiet(optuna: Any) -> Iterator[None]:
+    """Optuna's log at WARNING (no line per trial) while a study runs; restored after."""
+    before = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        yield
+    finally:
+        optuna.logging.set_verbosity(before)
 
 
 def _storage(optuna: Any, storage: str | None, out: Path) -> Any:
@@ -431,6 +442,12 @@ def _work(s: Mapping[str, Any]) -> None:
             )
 
 
+def _work_quietly(s: Mapping[str, Any]) -> None:
+    """:func:`_work` in a worker process or Ray task."""
+    with _quiet(_optuna()):
+        _work(s)
+
+
 def _work_on_ray(s: Mapping[str, Any], jobs: int, address: str | None, gpus: float | None) -> None:
     """``jobs`` Ray tasks of one CPU and ``gpus`` GPUs each, each one :func:`_work` on the
     study's storage (so Ray's and local workers mix on one study; the journal file must be
@@ -461,7 +478,7 @@ def _work_on_ray(s: Mapping[str, Any], jobs: int, address: str | None, gpus: flo
                 f"gpus_per_trial={gpus:g} but the Ray cluster has {have:g} GPU(s) (run on a "
                 "cluster with GPUs, or drop --gpus-per-trial)"
             )
-        task = ray.remote(num_cpus=1, num_gpus=gpus or 0, max_retries=0)(_work)
+        task = ray.remote(num_cpus=1, num_gpus=gpus or 0, max_retries=0)(_work_quietly)
         refs = [task.remote(dict(s)) for _ in range(jobs)]
         errors = []
         for ref in refs:
@@ -504,8 +521,8 @@ def tune(
             (the default storage), ``best.toml``, ``report.md``, ``history.png``.
         algo: ppo | dqn.
         backbone: Any snrl backbone (spiking ones add the neuron keys to the default space).
-        trials: Trials of the study in all (complete, pruned or running; failed ones are
-            retried), over every process working it.
+        trials: Trials of the study in all (complete, pruned or running; failed ones do not
+            count, and a dead worker's are retried), over every process working it.
         steps: Env steps per trial.
         space: A space file, or its table as a dict (None: :func:`default_space`).
         storage: A journal file path or an RDB URL (None: ``out/study.log``).
@@ -529,8 +546,39 @@ def tune(
         UserError: Bad arguments, a space that does not fit the config, Optuna missing.
     """
     optuna = _optuna()
+    with _quiet(optuna):
+        return _tune(**{k: v for k, v in locals().items() if k != "optuna"})
+
+
+def _tune(
+    env: str,
+    *,
+    out: str | os.PathLike,
+    algo: str,
+    backbone: str,
+    trials: int,
+    steps: int,
+    space: str | os.PathLike | Mapping[str, Any] | None,
+    storage: str | None,
+    study: str | None,
+    jobs: int,
+    seed: int,
+    n_evals: int,
+    last_k: int,
+    config: Mapping[str, Any] | None,
+    backend: str,
+    address: str | None,
+    gpus_per_trial: float | None,
+) -> TuneResult:
+    optuna = _optuna()
     _check_algo(algo)
-    for name, v, lo in (("trials", trials, 1), ("steps", steps, 1), ("jobs", jobs, 1)):
+    for name, v, lo in (
+        ("trials", trials, 1),
+        ("steps", steps, 1),
+        ("jobs", jobs, 1),
+        ("n_evals", n_evals, 1),
+        ("last_k", last_k, 1),
+    ):
         if isinstance(v, bool) or not isinstance(v, int) or v < lo:
             raise UserError(f"{name}={v!r} (must be an integer >= {lo})")
     if backend not in ("local", "ray"):
@@ -586,7 +634,7 @@ def tune(
         _work(s)
     else:
         ctx = multiprocessing.get_context("spawn")
-        procs = [ctx.Process(target=_work, args=(s,)) for _ in range(jobs)]
+        procs = [ctx.Process(target=_work_quietly, args=(s,)) for _ in range(jobs)]
         for p in procs:
             p.start()
         for p in procs:

@@ -385,6 +385,7 @@ def test_snrl_tune_in_python_on_an_rdb_storage(tmp_path):
     import snrl
 
     url = f"sqlite:///{tmp_path / 'study.db'}"
+    optuna.logging.set_verbosity(optuna.logging.INFO)
     res = snrl.tune(
         "CartPole-v1",
         out=tmp_path / "s",
@@ -395,6 +396,7 @@ def test_snrl_tune_in_python_on_an_rdb_storage(tmp_path):
         space={"lr": {"low": 1e-4, "high": 1e-2, "log": True}, "n_envs": 4},
         config={"n_steps": 16, "hidden_size": 8, "eval_episodes": 2},
     )
+    assert optuna.logging.get_verbosity() == optuna.logging.INFO  # the caller's, restored
     study = optuna.load_study(study_name="mine", storage=url)
     assert res.best_value == study.best_value and res.best_params == study.best_params
     assert res.n_complete + res.n_pruned == 2 and res.n_failed == 0
