@@ -32,4 +32,15 @@ __all__ = [
     "callbacks",
     "load",
     "plot_episode",
+    "tune",
 ]
+
+
+def tune(env: str, **kwargs):
+    """A hyperparameter study on Optuna (the ``[tune]`` extra): ``snrl.tune("CartPole-v1",
+    out="study", trials=20, steps=50_000)``. The arguments and the result are those of
+    :func:`snrl.experiments.tune.tune` (docs/tune.md); imported when called, so that
+    ``import snrl`` needs neither Optuna nor the experiments package."""
+    from snrl.experiments.tune import tune as run_study
+
+    return run_study(env, **kwargs)

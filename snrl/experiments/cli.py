@@ -1,4 +1,4 @@
-"""Sub-commands of ``snrl`` that belong to experiments (``compare``, ``plot``)."""
+"""Sub-commands of ``snrl`` that belong to experiments (``compare``, ``plot``, ``tune``)."""
 
 from __future__ import annotations
 
@@ -87,6 +87,59 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    """``snrl tune``: a hyperparameter study (docs/tune.md), or ``--reproduce`` one trial."""
+    from snrl.errors import UserError
+
+    if args.reproduce is not None:
+        from snrl.experiments.tune import reproduce
+
+        if args.trial is None:
+            raise UserError("--reproduce needs --trial K (the trial number to re-run)")
+        print(f"wrote {reproduce(args.reproduce, args.trial, progress=not args.quiet)}")
+        return 0
+    missing = [f for f in ("env", "trials", "steps", "out") if getattr(args, f) is None]
+    if missing:
+        raise UserError(
+            f"snrl tune needs {', '.join('--' + m for m in missing)} (or --reproduce DIR --trial K)"
+        )
+    import torch
+
+    from snrl.agents import ALGOS
+    from snrl.config import load_config, parse_set
+    from snrl.experiments.tune import tune
+
+    if args.algo not in ALGOS:
+        raise UserError(f"unknown algorithm {args.algo!r} (choose one of {', '.join(ALGOS)})")
+    given = [parse_set(item)[0] for item in args.set]
+    fixed = load_config(ALGOS[args.algo].Config, sets=list(args.set))
+    torch.set_num_threads(1)
+    res = tune(
+        args.env,
+        out=args.out,
+        algo=args.algo,
+        backbone=args.backbone,
+        trials=args.trials,
+        steps=args.steps,
+        space=args.space,
+        storage=args.storage,
+        study=args.study,
+        jobs=args.jobs,
+        seed=args.seed,
+        n_evals=args.evals,
+        last_k=args.last_k,
+        config={k: getattr(fixed, k) for k in given},
+        backend=args.backend,
+        address=args.address,
+        gpus_per_trial=args.gpus_per_trial,
+    )
+    print(
+        f"best trial {res.best_trial}: score {res.best_value:.6g} ({res.n_complete} complete, "
+        f"{res.n_pruned} pruned, {res.n_failed} failed); wrote {res.best_toml}, {res.report}"
+    )
+    return 0
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Register the experiment sub-commands on the ``snrl`` parser."""
     c = sub.add_parser(
@@ -139,3 +192,52 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir")
     p.add_argument("--out", default=None, help="image path (default RUN_DIR/history.png)")
     p.set_defaults(func=cmd_plot)
+
+    t = sub.add_parser(
+        "tune",
+        help="hyperparameter search on Optuna (needs the [tune] extra)",
+        description=(
+            "Sample config values from a search space, train each trial into "
+            "OUT/trials/<number> (ordinary run directories) and score it by its last "
+            "periodic evaluations; a median pruner stops poor trials early. The study is "
+            "kept in --storage (default OUT/study.log), which several snrl tune processes "
+            "may share. Writes OUT/best.toml (zoo format), OUT/report.md, OUT/history.png. "
+            "Exit status: 0 done, 2 bad input."
+        ),
+    )
+    t.add_argument("--env", default=None, help="gymnasium id")
+    t.add_argument("--algo", default="ppo", help="ppo | dqn (default ppo)")
+    t.add_argument("--backbone", default="lif", help="backbone (default lif)")
+    t.add_argument("--trials", type=int, default=None, help="trials of the study in all")
+    t.add_argument("--steps", type=int, default=None, help="env steps per trial")
+    t.add_argument("--space", default=None, metavar="FILE.toml", help="search space file")
+    t.add_argument("--storage", default=None, metavar="PATH|URL", help="journal file or RDB URL")
+    t.add_argument("--study", default=None, help="study name (default algo-backbone-env)")
+    t.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    t.add_argument("--seed", type=int, default=0, help="seed of every trial (default 0)")
+    t.add_argument("--evals", type=int, default=5, help="evaluations per trial (default 5)")
+    t.add_argument(
+        "--last-k", type=int, default=3, help="score: mean of the last K evaluations (3)"
+    )
+    t.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="fixed config value"
+    )
+    t.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        default="local",
+        help="local: --jobs processes here; ray: --jobs Ray tasks on the same --storage",
+    )
+    t.add_argument("--address", default=None, help="Ray cluster address (default: local Ray)")
+    t.add_argument(
+        "--gpus-per-trial",
+        type=float,
+        default=None,
+        metavar="F",
+        help="Ray: GPUs per trial (0.5 packs two on a GPU); with --set device=cuda",
+    )
+    t.add_argument("--out", default=None, help="study directory")
+    t.add_argument("--reproduce", default=None, metavar="DIR", help="re-run a trial of DIR")
+    t.add_argument("--trial", type=int, default=None, help="with --reproduce: trial number")
+    t.add_argument("--quiet", action="store_true")
+    t.set_defaults(func=cmd_tune)
