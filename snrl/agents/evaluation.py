@@ -33,8 +33,14 @@ def evaluate_agent(
     deterministic: bool = True,
     env_kwargs: dict[str, Any] | None = None,
     max_episode_steps: int | None = None,
+    hook: Any = None,
 ) -> dict[str, Any]:
     """Run ``n_episodes`` episodes (one per env of a vector env, seeds ``seed + i``).
+
+    ``hook`` (optional) watches the episodes: ``hook.start(envs, tracker)`` after the reset
+    and ``hook.step(envs, live)`` before each step (``live``: bool (n_episodes,), the
+    episodes still running), e.g. to switch a perturbation on in one trial period
+    (:func:`snrl.analysis.perturb.evaluate_perturbed`).
 
     Every episode ends: ``max_episode_steps`` when given, else the env's own limit, else (for a
     NeuroGym task) :data:`~snrl.envs.neurogym.TRIALS_PER_EPISODE` trials, else
@@ -64,17 +70,19 @@ def evaluate_agent(
     try:
         obs, reset_info = envs.reset(seed=seed)
         tracker.reset(reset_info)
+        if hook is not None:
+            hook.start(envs, tracker)
         state = agent.initial_state(n_episodes)
         returns = np.zeros(n_episodes)
         lengths = np.zeros(n_episodes, dtype=np.int64)
         finished = np.zeros(n_episodes, dtype=bool)
         while not finished.all():
-            res = agent.step(
-                agent.preprocess(obs), state, deterministic=deterministic, train=False
-            )
+            live = ~finished
+            if hook is not None:
+                hook.step(envs, live)
+            res = agent.step(agent.preprocess(obs), state, deterministic=deterministic, train=False)
             action = agent.env_action(res.action)
             obs, reward, term, trunc, info = envs.step(action)
-            live = ~finished
             trials += [t for t in tracker.step(action, info) if live[t["env"]]]
             for layer in res.activity.spiking():
                 # (B, N), or (substeps, B, N): spikes per neuron per neuron step

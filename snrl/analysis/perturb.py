@@ -38,10 +38,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from snrl.envs import make_vector_env
-from snrl.envs.trials import TrialTracker, summarize_trials
+from snrl.agents.evaluation import evaluate_agent
+from snrl.envs.trials import TrialTracker
 from snrl.errors import UserError
 from snrl.layers.base import RecurrentLayer, cached_weights
+from snrl.training.rundir import PERTURB_DIR, PERTURB_OUTPUTS, claim_files
 
 __all__ = [
     "PERTURB_FILES",
@@ -193,19 +194,7 @@ def evaluate_perturbed(
     if n < 1:
         raise UserError(f"episodes={n_episodes} (give at least 1)")
     agent = algo.agent
-    envs = make_vector_env(
-        _env_source(algo),
-        n,
-        seed=int(seed),
-        env_kwargs=algo.lesson_env_kwargs(None),
-        max_episode_steps=algo.config.max_episode_steps,
-        fallback_episode_steps=_fallback_steps(),
-    )
-    tracker = TrialTracker(n)
-    trials: list[dict[str, Any]] = []
-    spikes: dict[str, float] = {}
-    counts: dict[str, int] = {}
-    active_steps = total_steps = 0
+    gate = _Gate(perturbation, period)
     ctx = (
         silence(agent.actor, perturbation)
         if perturbation is not None
@@ -214,59 +203,44 @@ def evaluate_perturbed(
     was_training = agent.training
     agent.eval()
     try:
-        obs, reset_info = envs.reset(seed=int(seed))
-        tracker.reset(reset_info)
-        if period is not None:
-            _check_period(envs, period, tracker)
-        state = agent.initial_state(n)
-        returns = np.zeros(n)
-        lengths = np.zeros(n, dtype=np.int64)
-        finished = np.zeros(n, dtype=bool)
         with cached_weights(), ctx:
-            while not finished.all():
-                live = ~finished
-                if perturbation is not None and period is not None:
-                    act = np.asarray(envs.call("in_period", period), dtype=bool)
-                    perturbation.active = torch.as_tensor(act)
-                    active_steps += int((act & live).sum())
-                elif perturbation is not None:
-                    active_steps += int(live.sum())
-                total_steps += int(live.sum())
-                res = agent.step(agent.preprocess(obs), state, deterministic=True, train=False)
-                action = agent.env_action(res.action)
-                obs, reward, term, trunc, info = envs.step(action)
-                trials += [t for t in tracker.step(action, info) if live[t["env"]]]
-                for layer in res.activity.spiking():
-                    rows = layer.spikes[..., torch.as_tensor(live), :]
-                    spikes[layer.name] = spikes.get(layer.name, 0.0) + float(rows.sum())
-                    counts[layer.name] = counts.get(layer.name, 0) + rows.numel()
-                returns[live] += reward[live]
-                lengths[live] += 1
-                done = np.logical_or(term, trunc)
-                finished |= done
-                state = agent.reset_state(res.state, done)
+            out = evaluate_agent(
+                agent,
+                _env_source(algo),
+                n_episodes=n,
+                seed=int(seed),
+                deterministic=True,
+                env_kwargs=algo.lesson_env_kwargs(None),
+                max_episode_steps=algo.config.max_episode_steps,
+                hook=gate,
+            )
     finally:
-        envs.close()
         agent.train(was_training)
-    out = {
-        "mean_return": float(returns.mean()),
-        "std_return": float(returns.std()),
-        "n_episodes": n,
-        "returns": [float(r) for r in returns],
-        "mean_length": float(lengths.mean()),
-        "spike_rates": {k: spikes[k] / counts[k] for k in spikes if counts[k] > 0},
-        "active_fraction": active_steps / max(total_steps, 1),
-    }
-    if tracker.active:
-        out.update(summarize_trials(trials))
-        out["trials"] = trials
+    out["active_fraction"] = gate.active_steps / max(gate.total_steps, 1)
     return out
 
 
-def _fallback_steps() -> int:
-    from snrl.envs.neurogym import EVAL_MAX_EPISODE_STEPS
+class _Gate:
+    """The hook of :func:`evaluate_perturbed` in :func:`evaluate_agent`: checks ``period``
+    once the envs are reset, switches the perturbation on per env in that period, and counts
+    the live env steps it was active in."""
 
-    return EVAL_MAX_EPISODE_STEPS
+    def __init__(self, perturbation: Silencing | None, period: str | None) -> None:
+        self.perturbation, self.period = perturbation, period
+        self.active_steps = self.total_steps = 0
+
+    def start(self, envs: Any, tracker: TrialTracker) -> None:
+        if self.period is not None:
+            _check_period(envs, self.period, tracker)
+
+    def step(self, envs: Any, live: np.ndarray) -> None:
+        if self.perturbation is not None and self.period is not None:
+            act = np.asarray(envs.call("in_period", self.period), dtype=bool)
+            self.perturbation.active = torch.as_tensor(act)
+            self.active_steps += int((act & live).sum())
+        elif self.perturbation is not None:
+            self.active_steps += int(live.sum())
+        self.total_steps += int(live.sum())
 
 
 def _check_period(envs: Any, period: str, tracker: TrialTracker) -> None:
@@ -422,13 +396,15 @@ def check_perturb_out(run_dir: str | Path, out: str | Path | None) -> Path:
     """The output folder of ``snrl perturb`` (default ``RUN_DIR/perturb``), checked before
     anything runs: a ``perturb.json`` there that is not an snrl perturbation report, or a
     ``perturb.png`` without one, belongs to someone else and is refused (a rerun replaces
-    snrl's own two files). The folder is not listed in the run's manifest, so
-    ``snrl train --force`` leaves it in place.
+    snrl's own two files). The default folder is claimed in the run's manifest (which
+    refuses files there that snrl did not write), so ``snrl train --force`` removes it.
 
     Raises:
         UserError: ``out`` is a file, or the run would overwrite someone else's file.
     """
-    folder = Path(run_dir) / "perturb" if out is None else Path(out)
+    if out is None:
+        claim_files(run_dir, PERTURB_OUTPUTS)
+    folder = Path(run_dir) / PERTURB_DIR if out is None else Path(out)
     if folder.exists() and not folder.is_dir():
         raise UserError(f"--out {folder} is a file (give a directory)")
     report = folder / PERTURB_FILES[0]

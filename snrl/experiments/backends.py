@@ -26,14 +26,21 @@ import re
 import socket
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from snrl.errors import UserError, describe, first_line
 from snrl.experiments.execution import execute_run, failed_record
 from snrl.experiments.spec import RunSpec
 
-__all__ = ["check_reachable", "default_workers", "import_ray", "run_local", "run_ray"]
+__all__ = [
+    "check_reachable",
+    "default_workers",
+    "import_ray",
+    "ray_session",
+    "run_local",
+    "run_ray",
+]
 
 #: Receives each run record as it arrives.
 OnResult = Callable[[dict[str, Any]], None]
@@ -190,6 +197,39 @@ def import_ray() -> Any:
     return ray
 
 
+@contextlib.contextmanager
+def ray_session(address: str | None, num_cpus: int) -> Iterator[Any]:
+    """Ray, joined at ``address`` or started locally with ``num_cpus`` CPUs (and shut down
+    afterwards when started here); a Ray already initialized in this process is used as is.
+
+    Raises:
+        UserError: Ray missing, the cluster unreachable, or Ray failing to start.
+    """
+    ray = import_ray()
+    if address:
+        check_reachable(address)
+    started = False
+    if not ray.is_initialized():
+        kwargs: dict[str, Any] = dict(
+            include_dashboard=False, log_to_driver=False, configure_logging=False
+        )
+        if address:
+            kwargs["address"] = address
+        else:
+            kwargs["num_cpus"] = num_cpus
+        try:
+            ray.init(**kwargs)
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            where = address or "local"
+            raise UserError(f"cannot start or join Ray at {where}: {first_line(e)}") from None
+        started = True
+    try:
+        yield ray
+    finally:
+        if started:
+            ray.shutdown()
+
+
 def ray_gpu_limit(resources: dict[str, float], gpus_per_run: float | None) -> int | None:
     """How many runs of ``gpus_per_run`` GPUs each fit on a cluster with ``resources``
     (None: runs take no GPU); :class:`UserError` when not one fits (Ray would wait
@@ -214,25 +254,7 @@ def run_ray(
 ) -> None:
     """Run ``specs`` as Ray tasks (one CPU and ``gpus_per_run`` GPUs each, at most
     ``workers`` in flight)."""
-    ray = import_ray()
-    if address:
-        check_reachable(address)
-    started = False
-    if not ray.is_initialized():
-        kwargs: dict[str, Any] = dict(
-            include_dashboard=False, log_to_driver=False, configure_logging=False
-        )
-        if address:
-            kwargs["address"] = address
-        else:
-            kwargs["num_cpus"] = workers or default_workers()
-        try:
-            ray.init(**kwargs)
-        except (ConnectionError, RuntimeError, ValueError) as e:
-            where = address or "local"
-            raise UserError(f"cannot start or join Ray at {where}: {first_line(e)}") from None
-        started = True
-    try:
+    with ray_session(address, workers or default_workers()) as ray:
         resources = ray.cluster_resources()
         gpu_limit = ray_gpu_limit(resources, gpus_per_run)
         task = ray.remote(num_cpus=1, num_gpus=gpus_per_run or 0, max_retries=0)(execute_run)
@@ -253,6 +275,3 @@ def run_ray(
                 except Exception as e:  # the task's worker died
                     error = f"Ray task failed: {describe(e)}"
                     on_result(failed_record(spec, error))
-    finally:
-        if started:
-            ray.shutdown()

@@ -472,26 +472,9 @@ def _work_on_ray(s: Mapping[str, Any], jobs: int, address: str | None, gpus: flo
     """``jobs`` Ray tasks of one CPU and ``gpus`` GPUs each, each one :func:`_work` on the
     study's storage (so Ray's and local workers mix on one study; the journal file must be
     on a file system every node sees, or use an RDB URL)."""
-    from snrl.experiments.backends import check_reachable, import_ray
+    from snrl.experiments.backends import ray_session
 
-    ray = import_ray()
-    if address:
-        check_reachable(address)
-    started = False
-    if not ray.is_initialized():
-        kwargs: dict[str, Any] = dict(
-            include_dashboard=False, log_to_driver=False, configure_logging=False
-        )
-        if address:
-            kwargs["address"] = address
-        else:
-            kwargs["num_cpus"] = jobs
-        try:
-            ray.init(**kwargs)
-        except (ConnectionError, RuntimeError, ValueError) as e:
-            raise UserError(f"cannot start or join Ray at {address or 'local'}: {e}") from None
-        started = True
-    try:
+    with ray_session(address, jobs) as ray:
         have = float(ray.cluster_resources().get("GPU", 0))
         if gpus and have < gpus:  # not one trial fits: an error, not a hang
             raise UserError(
@@ -508,9 +491,6 @@ def _work_on_ray(s: Mapping[str, Any], jobs: int, address: str | None, gpus: flo
                 errors.append(str(e).splitlines()[0] if str(e) else type(e).__name__)
         if len(errors) == len(refs):
             raise UserError(f"every Ray task failed: {errors[0]} (see the Ray logs)")
-    finally:
-        if started:
-            ray.shutdown()
 
 
 def tune(

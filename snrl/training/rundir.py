@@ -55,6 +55,8 @@ __all__ = [
     "ANALYSIS_DIR",
     "ANALYSIS_FILES",
     "ANALYSIS_OUTPUTS",
+    "PERTURB_DIR",
+    "PERTURB_OUTPUTS",
     "ACTIVITY_DIR",
     "ACTIVITY_FILE_RE",
     "CALLBACK_FILES",
@@ -125,6 +127,10 @@ ANALYSIS_FILES = (
 ANALYSIS_DIR = "analysis"
 ANALYSIS_OUTPUTS = (f"{ANALYSIS_DIR}/", *(f"{ANALYSIS_DIR}/{n}" for n in ANALYSIS_FILES))
 
+#: ``snrl perturb``'s default output folder in a run directory, and its files.
+PERTURB_DIR = "perturb"
+PERTURB_OUTPUTS = (f"{PERTURB_DIR}/", f"{PERTURB_DIR}/perturb.json", f"{PERTURB_DIR}/perturb.png")
+
 #: What ``snrl train --callback`` adds: the callbacks it ran, by name (``module:Name``).
 CALLBACK_FILES = ("callbacks.json",)
 #: The folder of :class:`snrl.callbacks.RecordActivity`'s trajectories, and their names
@@ -140,6 +146,7 @@ RUN_OUTPUTS = (
     *DEMO_FILES,
     *EVAL_FILES,
     *ANALYSIS_OUTPUTS,
+    *PERTURB_OUTPUTS,
     *CALLBACK_FILES,
     f"{ACTIVITY_DIR}/",
 )
