@@ -294,7 +294,6 @@ def from_nir(graph: Any, *, dt: float | None = None) -> nn.Module:
     Raises:
         UserError: a node or a layout that snrl cannot run, named.
     """
-    from snrl.networks.spiking import SpikingBackbone
 
     nir = _nir()
     if not isinstance(graph, nir.NIRGraph):
@@ -304,6 +303,14 @@ def from_nir(graph: Any, *, dt: float | None = None) -> nn.Module:
         if dt is None:
             raise UserError("from_nir: the graph has no metadata['dt'] (pass dt= in seconds)")
     dt = float(np.asarray(dt))
+    layers, readout = _nir_chain(graph, nir)
+    thr, reset, kinds = _one_model(layers, nir)
+    return _nir_backbone(layers, readout, thr, reset, kinds, dt, nir)
+
+
+def _nir_chain(graph: Any, nir: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Walk ``graph`` from its Input: each spiking layer (projection, neurons, recurrence)
+    as a dict, and the LI readout's (None: the graph has none)."""
     succ: dict[str, list[str]] = {k: [] for k in graph.nodes}
     for a, b in graph.edges:
         succ[a].append(b)
@@ -356,6 +363,12 @@ def from_nir(graph: Any, *, dt: float | None = None) -> nn.Module:
         cur = _single(nxt, f"{entry['spikes']!r} must feed exactly one next node")
     if not layers:
         raise UserError("from_nir: the graph has no spiking layer")
+    return layers, readout
+
+
+def _one_model(layers: list[dict[str, Any]], nir: Any) -> tuple[float, str, set[str]]:
+    """The one threshold, reset and neuron model of every spiking layer (a SpikingBackbone
+    has one of each); the subtract reset moved from the recurrence's diagonal."""
     kinds = {"cuba" if isinstance(e["node"], (nir.CubaLIF, nir.CubaLI)) else "lif" for e in layers}
     resets = {e["reset"] for e in layers}
     thrs = np.concatenate([np.asarray(e["thr"], dtype=np.float64).reshape(-1) for e in layers])
@@ -372,6 +385,21 @@ def from_nir(graph: Any, *, dt: float | None = None) -> nn.Module:
             w = np.zeros((n, n)) if e["w_rec"] is None else e["w_rec"].copy()
             w[np.diag_indices(n)] += thr
             e["w_rec"] = w
+    return thr, reset, kinds
+
+
+def _nir_backbone(
+    layers: list[dict[str, Any]],
+    readout: dict[str, Any] | None,
+    thr: float,
+    reset: str,
+    kinds: set[str],
+    dt: float,
+    nir: Any,
+) -> nn.Module:
+    """The backbone of the walked chain, its weights and decays those of the graph."""
+    from snrl.networks.spiking import SpikingBackbone
+
     has_rec = [e["w_rec"] is not None and np.any(e["w_rec"] != 0) for e in layers]
     eye_free = all(e["w_rec"] is None or np.all(np.diag(e["w_rec"]) == 0) for e in layers)
     backbone = SpikingBackbone(
