@@ -52,6 +52,7 @@ __all__ = [
     "check_json_depth",
     "json_depth",
     "load_json",
+    "make_dirs",
     "binding_mismatch",
     "cache_dir",
     "check_no_links",
@@ -348,6 +349,15 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def make_dirs(path: str | os.PathLike, what: str, hint: str) -> None:
+    """``mkdir -p path``; an OSError becomes one :class:`UserError` line naming ``what`` and
+    the path, the reason and ``hint`` (how to fix it)."""
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot create {what} {path} ({e.strerror or e}; {hint})") from e
+
+
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
     """Write ``obj`` as indented JSON (with a trailing newline) to ``path`` atomically.
 
@@ -449,6 +459,8 @@ def check_depth(value: Any, *, what: str = "the value", max_depth: int = MAX_DEP
             continue
         seen.add((id(item), depth))
         stack.extend((child, depth + 1) for child in children)
+
+
 # ---------------------------------------------------------------- output paths
 def check_no_links(base: str | os.PathLike, rel: str | os.PathLike) -> Path:
     """``base / rel``, after checking that no component of ``rel`` is a symbolic link: not

@@ -19,7 +19,13 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
 from snrl.errors import UserError
-from snrl.io import binding_mismatch, check_no_links, dir_binding, write_json_atomic
+from snrl.io import (
+    binding_mismatch,
+    check_no_links,
+    dir_binding,
+    make_dirs,
+    write_json_atomic,
+)
 from snrl.training.rundir import (
     ANALYSIS_DIR,
     ANALYSIS_FILES,
@@ -80,12 +86,7 @@ def claim_output_dir(base: str | Path, sub: str) -> Path:
     out = _check(base, sub)
     if is_run_dir(base) and PurePosixPath(sub) == PurePosixPath(ANALYSIS_DIR):
         claim_files(base, ANALYSIS_OUTPUTS)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(
-            f"cannot create {out}: {exc.strerror or exc} (choose another --out)"
-        ) from exc
+    make_dirs(out, "the output folder", "choose another --out")
     _write_marker(out, list(ANALYSIS_FILES))
     return out
 

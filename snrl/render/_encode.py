@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from snrl.errors import UserError, first_line
-from snrl.io import AtomicPath, atomic_path
+from snrl.io import AtomicPath, atomic_path, make_dirs
 
 VIDEO_EXTENSIONS = (".gif", ".mp4")
 MAX_GIF_FPS = 50.0
@@ -84,12 +84,7 @@ def resolve_output(
         raise UserError(f"output {p} is a directory (give a file name such as {p / 'ep.mp4'})")
     if not create:
         return p, kind
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(
-            f"cannot create directory {parent}: {exc.strerror or exc} (choose a writable path)"
-        ) from exc
+    make_dirs(parent, "directory", "choose a writable path")
     if p.is_dir():
         raise UserError(f"output {p} is a directory (give a file name such as {p / 'ep.mp4'})")
     if not os.access(parent, os.W_OK):

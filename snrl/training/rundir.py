@@ -46,6 +46,7 @@ from snrl.io import (
     dir_binding,
     hold_lock,
     is_own_temp,
+    make_dirs,
     make_temp,
     remove_stale_temps,
     write_json_atomic,
@@ -365,12 +366,7 @@ def _remove_listed(out: Path, entries: list[str]) -> None:
 
 
 def _mkdir(out: Path) -> None:
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UserError(
-            f"cannot create run directory {out} ({e.strerror or e}; choose another --out)"
-        ) from e
+    make_dirs(out, "run directory", "choose another --out")
 
 
 def _create(out: Path, entries: Iterable[str], *, bind: bool) -> Path:
