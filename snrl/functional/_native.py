@@ -40,6 +40,7 @@ from torch import Tensor
 
 from snrl.functional import _buffers
 from snrl.functional.surrogate import Surrogate, derivative_fn
+from snrl.io import cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -59,14 +60,6 @@ _STATE: dict[str, object] = {}  # "lib": the loaded library, or "failed": why no
 def enabled() -> bool:
     """Whether the compiled kernel may be used (``SNRL_NATIVE=0`` turns it off)."""
     return os.environ.get("SNRL_NATIVE", "1") != "0"
-
-
-def cache_dir() -> Path:
-    """Where compiled kernels are kept."""
-    if os.environ.get("SNRL_CACHE_DIR"):
-        return Path(os.environ["SNRL_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "snrl"
 
 
 def _cpu_flags() -> str | None:
