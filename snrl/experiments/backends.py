@@ -230,17 +230,20 @@ def ray_session(address: str | None, num_cpus: int) -> Iterator[Any]:
             ray.shutdown()
 
 
-def ray_gpu_limit(resources: dict[str, float], gpus_per_run: float | None) -> int | None:
+def ray_gpu_limit(
+    resources: dict[str, float], gpus_per_run: float | None, name: str = "gpus_per_run"
+) -> int | None:
     """How many runs of ``gpus_per_run`` GPUs each fit on a cluster with ``resources``
     (None: runs take no GPU); :class:`UserError` when not one fits (Ray would wait
-    forever)."""
+    forever). ``name``: the option's name in the message (``gpus_per_trial`` for tune)."""
     if not gpus_per_run:
         return None
     have = float(resources.get("GPU", 0))
     if have < gpus_per_run:
+        flag = "--" + name.replace("_", "-")
         raise UserError(
-            f"gpus_per_run={gpus_per_run:g} but the Ray cluster has {have:g} GPU(s) (run on a "
-            "cluster with GPUs, or drop --gpus-per-run)"
+            f"{name}={gpus_per_run:g} but the Ray cluster has {have:g} GPU(s) (run on a "
+            f"cluster with GPUs, or drop {flag})"
         )
     return max(1, int(have / gpus_per_run + 1e-9))
 

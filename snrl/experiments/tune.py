@@ -472,15 +472,11 @@ def _work_on_ray(s: Mapping[str, Any], jobs: int, address: str | None, gpus: flo
     """``jobs`` Ray tasks of one CPU and ``gpus`` GPUs each, each one :func:`_work` on the
     study's storage (so Ray's and local workers mix on one study; the journal file must be
     on a file system every node sees, or use an RDB URL)."""
-    from snrl.experiments.backends import ray_session
+    from snrl.experiments.backends import ray_gpu_limit, ray_session
 
     with ray_session(address, jobs) as ray:
-        have = float(ray.cluster_resources().get("GPU", 0))
-        if gpus and have < gpus:  # not one trial fits: an error, not a hang
-            raise UserError(
-                f"gpus_per_trial={gpus:g} but the Ray cluster has {have:g} GPU(s) (run on a "
-                "cluster with GPUs, or drop --gpus-per-trial)"
-            )
+        # not one trial fits: an error, not a hang
+        ray_gpu_limit(ray.cluster_resources(), gpus, name="gpus_per_trial")
         task = ray.remote(num_cpus=1, num_gpus=gpus or 0, max_retries=0)(_work_quietly)
         refs = [task.remote(dict(s)) for _ in range(jobs)]
         errors = []
