@@ -99,6 +99,12 @@ class _ConstructorSignature:
         return None if obj is not None else owner._constructor_signature()
 
 
+def decay_of(log_tau: Tensor, dt: float) -> Tensor:
+    """``exp(-dt / tau)`` of a time constant stored as ``log(tau)`` (seconds): the one
+    formula every layer's decay (and an import that must match it exactly) uses."""
+    return torch.exp(-dt * torch.exp(-log_tau))
+
+
 class RecurrentLayer(nn.Module):
     """Base of :class:`LIFLayer`, :class:`ALIFLayer`, :class:`SpyLIFLayer`, :class:`LILayer`.
 
@@ -335,11 +341,11 @@ class RecurrentLayer(nn.Module):
         """
         log_tau = getattr(self, f"log_{name}")
         if log_tau.requires_grad:
-            return torch.exp(-self.dt * torch.exp(-log_tau))
+            return decay_of(log_tau, self.dt)
         key = (log_tau.data_ptr(), log_tau._version, log_tau.device, log_tau.dtype, self.dt)
         hit = self._decay_memo.get(name)
         if hit is None or hit[0] != key:
-            hit = (key, torch.exp(-self.dt * torch.exp(-log_tau)))
+            hit = (key, decay_of(log_tau, self.dt))
             self._decay_memo[name] = hit
         return hit[1]
 

@@ -57,6 +57,7 @@ from torch import nn
 
 from snrl.errors import UserError
 from snrl.io import atomic_write_bytes
+from snrl.layers.base import decay_of
 
 __all__ = ["from_nir", "parameter_table", "to_nir", "write_nir"]
 
@@ -252,7 +253,7 @@ def _set_decay(layer: nn.Module, name: str, alpha: np.ndarray) -> None:
     log = torch.as_tensor(np.log(tau), dtype=torch.float64).to(buf.dtype)
 
     def decay(c: torch.Tensor) -> torch.Tensor:
-        return torch.exp(-layer.dt * torch.exp(-c))
+        return decay_of(c, layer.dt)
 
     best, found = log, decay(log) == target
     up, down = log, log
@@ -263,8 +264,7 @@ def _set_decay(layer: nn.Module, name: str, alpha: np.ndarray) -> None:
             hit = (decay(cand) == target) & ~found
             best, found = torch.where(hit, cand, best), found | hit
     with torch.no_grad():
-        buf.copy_(best)
-    layer._decay_memo.clear()
+        buf.copy_(best)  # bumps its version: the layer's memoized decay is recomputed
 
 
 def _single(values: list[str], what: str) -> str:
