@@ -47,6 +47,7 @@ from snrl.envs.make import check_env_kwargs, make_env
 from snrl.envs.remote import (
     PROTOCOL,
     WireError,
+    _reject_constant,
     decode_obs,
     decode_value,
     encode_obs,
@@ -111,10 +112,6 @@ class _Session:
 
 def _json_bytes(obj: Any) -> bytes:
     return json.dumps(obj, allow_nan=False, separators=(",", ":")).encode("utf-8")
-
-
-def _reject_constant(name: str) -> Any:
-    raise WireError(f'{name} is not valid JSON (send non-finite floats as "nan"/"inf")')
 
 
 class _App:
