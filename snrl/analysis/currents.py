@@ -114,13 +114,11 @@ def layer_weights(backbone: Any) -> dict[str, LayerWeights]:
 
 
 def _threshold(layer: Any) -> float | None:
-    """The layer's spike threshold as a float, when it is one number."""
-    for owner in (layer, getattr(layer, "params", None)):
-        t = getattr(owner, "threshold", None)
-        if t is None:
-            continue
-        try:
-            return float(t)
-        except (TypeError, ValueError):
-            return None
-    return None
+    """The layer's spike threshold as a float, when it is one number (None for a readout)."""
+    t = getattr(layer, "threshold", None)
+    if t is None:
+        return None
+    try:
+        return float(t)
+    except (TypeError, ValueError):
+        return None
