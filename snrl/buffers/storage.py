@@ -122,10 +122,20 @@ def read_json_array(arrays: dict[str, np.ndarray], key: str, path: str | os.Path
         ) from e
 
 
+#: The numpy bit generators a saved sampler state may name.
+BIT_GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
+
+
 def rng_from_state(state: Any, path: str | os.PathLike) -> np.random.Generator:
     """A Generator restored from ``bit_generator.state`` saved as JSON."""
+    name = state.get("bit_generator") if isinstance(state, dict) else None
+    if name not in BIT_GENERATORS:  # a file names it: never call what it names otherwise
+        raise UserError(
+            f"buffer file {str(path)!r} has a bad sampler state (bit_generator={name!r}, not "
+            f"one of {', '.join(BIT_GENERATORS)}) (pass seed= to load)"
+        )
     try:
-        bit_gen = getattr(np.random, state["bit_generator"])()
+        bit_gen = getattr(np.random, name)()
         bit_gen.state = state
     except (AttributeError, KeyError, TypeError, ValueError) as e:
         raise UserError(

@@ -290,3 +290,22 @@ def test_add_accepts_torch_tensors():
             torch.zeros(2, dtype=torch.bool))  # fmt: skip
     np.testing.assert_array_equal(buf.storage["next_obs"][:2], 2.0)
     np.testing.assert_array_equal(buf.storage["dones"][:2], [1.0, 0.0])
+
+
+def test_a_saved_sampler_state_names_only_a_numpy_bit_generator(tmp_path):
+    """The file names the generator; anything but a bit generator (e.g. ``seed``, which would
+    reseed numpy's global RNG) is refused before it is called."""
+    import numpy as np
+    import pytest
+
+    from snrl.buffers.storage import rng_from_state
+    from snrl.errors import UserError
+
+    good = np.random.default_rng(3)
+    again = rng_from_state(good.bit_generator.state, tmp_path / "b.npz")
+    assert again.integers(1 << 30) == good.integers(1 << 30)
+    before = np.random.get_state()[1].copy()
+    for name in ("seed", "default_rng", "__class__", 5):
+        with pytest.raises(UserError, match="bad sampler state"):
+            rng_from_state({"bit_generator": name, "state": {}}, tmp_path / "b.npz")
+    assert (np.random.get_state()[1] == before).all()
