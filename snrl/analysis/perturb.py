@@ -116,6 +116,18 @@ class Silencing:
     def __init__(self, neurons: Mapping[str, Any]) -> None:
         self.neurons = {k: np.asarray(v, dtype=np.int64) for k, v in neurons.items()}
         self.active: bool | torch.Tensor = True
+        self._keep: dict[tuple, torch.Tensor] = {}  # (layer, device, dtype) -> (N,) 0/1
+
+    def _keep_vector(self, layer: str, idx: np.ndarray, like: torch.Tensor) -> torch.Tensor:
+        """(N,) 1 for kept neurons, 0 for silenced ones: made once per layer, device and
+        dtype (this runs on every neuron step)."""
+        key = (layer, like.device, like.dtype, like.shape[-1])
+        keep = self._keep.get(key)
+        if keep is None:
+            keep = torch.ones(like.shape[-1], dtype=like.dtype, device=like.device)
+            keep[torch.as_tensor(idx, device=like.device)] = 0
+            self._keep[key] = keep
+        return keep
 
     def keep_mask(self, layer: str, z: torch.Tensor) -> torch.Tensor | None:
         """(B, N) 1 where the spikes of ``z`` (B, N) are kept, 0 where silenced; None when
@@ -123,8 +135,7 @@ class Silencing:
         idx = self.neurons.get(layer)
         if idx is None or self.active is False:
             return None
-        keep = torch.ones(z.shape[-1], dtype=z.dtype, device=z.device)
-        keep[torch.as_tensor(idx, device=z.device)] = 0
+        keep = self._keep_vector(layer, idx, z)
         if isinstance(self.active, torch.Tensor):
             act = self.active.to(device=z.device, dtype=z.dtype).reshape(-1, 1)
             return 1 - act * (1 - keep)  # (B, N): rows not in the period keep all
