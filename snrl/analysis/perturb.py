@@ -41,6 +41,7 @@ import torch
 from snrl.agents.evaluation import evaluate_agent
 from snrl.envs.trials import TrialTracker
 from snrl.errors import UserError
+from snrl.io import binding_mismatch, dir_binding, make_dirs, write_json_atomic
 from snrl.layers.base import RecurrentLayer, cached_weights
 from snrl.training.rundir import PERTURB_DIR, PERTURB_OUTPUTS, claim_files
 
@@ -422,13 +423,20 @@ def check_perturb_out(run_dir: str | Path, out: str | Path | None) -> Path:
     ours = False
     if report.exists():
         try:
-            ours = json.loads(report.read_text(encoding="utf-8")).get("format") == _FORMAT
+            data = json.loads(report.read_text(encoding="utf-8"))
+            ours = data.get("format") == _FORMAT
         except (OSError, ValueError, AttributeError):
-            ours = False
+            data, ours = None, False
         if not ours:
             raise UserError(
                 f"{report} exists and is not an snrl perturbation report (move it away or "
                 "choose another --out)"
+            )
+        why = binding_mismatch(folder, data)  # a report copied or planted vouches for nothing
+        if why is not None:
+            raise UserError(
+                f"{report} was not written in {folder} by snrl ({why}); it and perturb.png "
+                "are left alone (move them away or choose another --out)"
             )
     if (folder / PERTURB_FILES[1]).exists() and not ours:
         raise UserError(
@@ -441,13 +449,13 @@ def check_perturb_out(run_dir: str | Path, out: str | Path | None) -> Path:
 def write_perturbation(report: Mapping[str, Any], folder: str | Path) -> list[Path]:
     """Write ``perturb.json`` and ``perturb.png`` (atomically) into ``folder``."""
     from snrl.analysis.figures import save_figure
-    from snrl.io import write_json_atomic
 
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    make_dirs(folder, "the output folder", "choose another --out")
     png = save_figure(perturbation_figure(report), folder / PERTURB_FILES[1])
     path = folder / PERTURB_FILES[0]
-    write_json_atomic(path, _json_safe(report))
+    # bound to its folder (as a run's manifest): a rerun replaces only reports written here
+    write_json_atomic(path, {**_json_safe(report), **dir_binding(folder)})
     return [path, png]
 
 

@@ -192,3 +192,24 @@ def test_snrl_perturb_never_overwrites_a_foreign_file(run_dir, tmp_path, capsys)
     assert_user_error(res, "not an snrl perturbation report")
     assert (other / "perturb.json").read_text() == '{"mine": 1}'
     assert not (other / "perturb.png").exists()
+
+
+def test_a_copied_or_planted_report_vouches_for_nothing(run_dir, tmp_path, capsys):
+    """A perturb.json of snrl's format that was not written in this folder (copied from a
+    real run, or planted) does not let a rerun replace it or the perturb.png beside it."""
+    res = snrl_inproc(capsys, "perturb", run_dir, "--silence", "E", "--episodes", 1)
+    assert res.returncode == 0, res.stderr
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    report = (run_dir / "perturb" / "perturb.json").read_text()
+    (other / "perturb.json").write_text(report)  # a real report, copied
+    (other / "perturb.png").write_bytes(b"my figure")
+    res = snrl_inproc(capsys, "perturb", run_dir, "--silence", "E", "--out", other)
+    assert_user_error(res, "was not written in")
+    assert (other / "perturb.json").read_text() == report
+    assert (other / "perturb.png").read_bytes() == b"my figure"
+    res = snrl_inproc(capsys, "perturb", run_dir, "--silence", "I", "--out", other / "new")
+    assert res.returncode == 0, res.stderr  # a report written there is replaced by a rerun
+    res = snrl_inproc(capsys, "perturb", run_dir, "--silence", "E", "--out", other / "new")
+    assert res.returncode == 0, res.stderr
+
