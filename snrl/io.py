@@ -536,15 +536,40 @@ def _is_lock_record(data: bytes) -> bool:
     return isinstance(rec, dict) and rec.get("format") == _LOCK_FORMAT
 
 
+def _open_lock_file(path: Path) -> int:
+    """A descriptor of the lock file ``path``, created when missing, never through a link."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UserError(
+                f"{path} is a symbolic link; snrl will not lock through it (remove it, or "
+                "choose another directory)"
+            ) from None
+        raise
+
+
+def _names_file(path: Path, key: tuple[int, int]) -> bool:
+    """Whether ``path`` still names the file ``key`` (device, inode)."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return (st.st_dev, st.st_ino) == key
+
+
 @contextlib.contextmanager
 def hold_lock(path: str | os.PathLike, *, what: str, hint: str) -> Iterator[None]:
     """Hold an exclusive ``flock`` on the lock file ``path`` while the block runs.
 
     The file is snrl's: created when missing (never through a link), and while held it
     records the holder (pid, host, start time) so that a refused process can say who it is.
-    It is left in place afterwards (deleting a lock file would let two processes lock two
-    different files). The lock is re-entrant within one process (a nested ``hold_lock`` of
-    the same file is a no-op) and is released when the process dies, however it dies.
+    It is left in place afterwards. Should a lock file be removed while another process has
+    it open (a refused run removes the lock file it made), that process finds after locking
+    that the path names another file, and locks that one instead: two processes never hold
+    two different files as the same lock. The lock is re-entrant within one process (a
+    nested ``hold_lock`` of the same file is a no-op) and is released when the process dies,
+    however it dies.
 
     Args:
         path: The lock file.
@@ -558,17 +583,26 @@ def hold_lock(path: str | os.PathLike, *, what: str, hint: str) -> Iterator[None
     import fcntl
 
     path = Path(path)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise UserError(
-                f"{path} is a symbolic link; snrl will not lock through it (remove it, or "
-                "choose another directory)"
-            ) from None
-        raise
-    key = (os.fstat(fd).st_dev, os.fstat(fd).st_ino)
-    held = _HELD.get(key)
+    for _ in range(100):
+        fd = _open_lock_file(path)
+        key = (os.fstat(fd).st_dev, os.fstat(fd).st_ino)
+        held = _HELD.get(key)
+        if held is not None and held[2] == os.getpid():
+            break
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                raise UserError(f"{what} is in use by {_holder(fd)} ({hint})") from None
+            finally:
+                os.close(fd)
+        if _names_file(path, key):
+            break
+        # a refused run removed the lock file it made between our open and our lock: the
+        # inode we hold is no one's lock any more; lock the file the path names now
+        os.close(fd)
+    else:
+        raise UserError(f"{path} keeps being replaced; snrl cannot lock it (try again)")
     if held is not None and held[2] == os.getpid():
         os.close(fd)  # flock belongs to the first descriptor; closing this one keeps it
         held[1] += 1
@@ -578,10 +612,6 @@ def hold_lock(path: str | os.PathLike, *, what: str, hint: str) -> Iterator[None
             held[1] -= 1
         return
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UserError(f"{what} is in use by {_holder(fd)} ({hint})") from None
         if not stat.S_ISREG(os.fstat(fd).st_mode) or not _is_lock_record(os.pread(fd, 4096, 0)):
             raise UserError(
                 f"{path} was not written by snrl and will not be overwritten (move it away, or "

@@ -135,3 +135,34 @@ def test_the_key_is_per_user_and_a_process_key_stands_in(tmp_path, monkeypatch):
     (bad / "temp-key").write_text("not a key\n")
     monkeypatch.setenv("SNRL_CACHE_DIR", str(bad))
     assert len(snrl.io.temp_key()) == 32 and (bad / "temp-key").read_text() == "not a key\n"
+
+
+def test_a_lock_file_removed_between_open_and_lock_is_not_the_lock(tmp_path, monkeypatch):
+    """A refused run removes the lock file it made; a process that had opened that file in
+    the meantime must not count its lock on the removed file: it locks the file the path
+    names (else two processes would each hold "the" lock)."""
+    import fcntl
+    import os
+
+    import snrl.io as sio
+
+    path = tmp_path / ".snrl-run.lock"
+    opened = []
+    real_open = sio._open_lock_file
+
+    def open_then_removed(p):
+        fd = real_open(p)
+        if not opened:
+            os.unlink(p)  # the other run's cleanup, after our open and before our lock
+        opened.append(fd)
+        return fd
+
+    monkeypatch.setattr(sio, "_open_lock_file", open_then_removed)
+    with sio.hold_lock(path, what="run directory x", hint="wait"):
+        assert len(opened) == 2  # it opened the path again
+        probe = os.open(path, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):  # the file the path names is locked
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(probe)
