@@ -26,7 +26,6 @@ after the row's env steps and gradient steps.
 from __future__ import annotations
 
 import importlib
-import json
 import math
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -35,7 +34,7 @@ from typing import Any
 from snrl.agents.base import CALLBACK_HOOKS, callback_objects
 from snrl.envs.make import check_env_id_trusted
 from snrl.errors import UserError, first_line
-from snrl.io import write_json_atomic
+from snrl.io import load_json, write_json_atomic
 from snrl.training.rundir import ACTIVITY_DIR, CALLBACK_FILES, claim_files
 
 __all__ = [
@@ -296,7 +295,7 @@ def _recorded(run_dir: Path) -> list[str]:
     if not path.is_file():
         return []
     try:
-        names = json.loads(path.read_text(encoding="utf-8"))["callbacks"]
+        names = load_json(path.read_text(encoding="utf-8"), what=str(path))["callbacks"]
     except (OSError, ValueError, KeyError, TypeError):
         names = None
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):

@@ -14,7 +14,6 @@ default folder is also claimed in the run's manifest, so ``snrl train --force`` 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
@@ -23,6 +22,7 @@ from snrl.io import (
     binding_mismatch,
     check_no_links,
     dir_binding,
+    load_json,
     make_dirs,
     write_json_atomic,
 )
@@ -40,12 +40,14 @@ MARKER = ANALYSIS_FILES[0]
 _FORMAT = "snrl-analysis"
 
 
-def _listed(out: Path) -> list[str]:
+def _listed(out: Path) -> tuple[list[str], str | None]:
+    """The files the folder's marker lists, and why it vouches for nothing (None: it does;
+    its list is then the files snrl wrote here)."""
     path = out / MARKER
     if not path.is_file():
-        return []
+        return [], None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = load_json(path.read_text(encoding="utf-8"), what=str(path))
         files = data["files"] if data.get("format") == _FORMAT else None
     except (OSError, ValueError, KeyError, AttributeError, TypeError):
         files = None
@@ -53,9 +55,10 @@ def _listed(out: Path) -> list[str]:
         raise UserError(
             f"{path} is corrupt (remove the folder's files by hand or choose another --out)"
         )
-    if binding_mismatch(out, data) is not None:
-        return []  # not written here by snrl: it vouches for nothing
-    return [f for f in files if f in ANALYSIS_FILES]
+    why = binding_mismatch(out, data)
+    if why is not None:
+        return [], why  # not written here by snrl: it vouches for nothing
+    return [f for f in files if f in ANALYSIS_FILES], None
 
 
 def _write_marker(out: Path, files: list[str]) -> None:
@@ -101,13 +104,12 @@ def _check(base: Path, sub: str) -> Path:
     out = check_no_links(base, sub)  # every component, not only the last
     if out.exists() and not out.is_dir():
         raise UserError(f"{out} is a file (remove it or choose another --out)")
-    listed = _listed(out) if out.is_dir() else []
+    listed, unbound = _listed(out) if out.is_dir() else ([], None)
     foreign = [n for n in ANALYSIS_FILES if (out / n).exists() and n not in listed]
     if foreign and not (foreign == [MARKER] and listed):
         why = ""
-        if MARKER in foreign and (out / MARKER).is_file():
-            data = json.loads((out / MARKER).read_text(encoding="utf-8"))  # read by _listed
-            why = f"; its {MARKER} vouches for nothing: {binding_mismatch(out, data)}"
+        if MARKER in foreign and unbound is not None:
+            why = f"; its {MARKER} vouches for nothing: {unbound}"
         raise UserError(
             f"{out} holds {', '.join(foreign)}, which snrl did not write there and will not "
             f"overwrite{why} (move them away or choose another --out)"

@@ -33,7 +33,6 @@ stays in the directory (it is never deleted by ``--force``).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -46,6 +45,7 @@ from snrl.io import (
     dir_binding,
     hold_lock,
     is_own_temp,
+    load_json,
     make_dirs,
     make_temp,
     remove_stale_temps,
@@ -200,8 +200,8 @@ def _manifest_data(run_dir: Path) -> dict[str, Any] | None:
     if not path.is_file() and not path.is_symlink():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
+        data = load_json(path.read_text(encoding="utf-8"), what=str(path))
+    except (OSError, ValueError) as e:  # deep nesting too: a crafted manifest
         raise UserError(
             f"run manifest {path} is corrupt ({type(e).__name__}; remove the run's files by "
             "hand or choose another directory)"

@@ -325,3 +325,18 @@ def test_write_json_atomic(tmp_path):
         write_json_atomic(path, {"a": object()})
     assert json.loads(path.read_text()) == {"a": 1, "b": [1.5, "x"]}  # old file intact
     assert os.listdir(path.parent) == ["config.json"]
+
+
+def test_a_deeply_nested_manifest_or_marker_is_corrupt_not_a_recursion_error(tmp_path):
+    """A crafted folder: manifest and analysis marker nested past any parser's recursion."""
+    from snrl.analysis.outdir import check_output_dir
+    from snrl.training.rundir import MANIFEST, read_manifest
+
+    deep = "[" * 100_000 + "]" * 100_000
+    (tmp_path / MANIFEST).write_text(deep)
+    with pytest.raises(UserError, match="is corrupt"):
+        read_manifest(tmp_path)
+    (tmp_path / "analysis").mkdir()
+    (tmp_path / "analysis" / ".snrl-analysis.json").write_text(deep)
+    with pytest.raises(UserError, match="is corrupt"):
+        check_output_dir(tmp_path, "analysis")
