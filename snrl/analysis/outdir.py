@@ -122,9 +122,10 @@ def finish_output_dir(out: str | Path, written: Iterable[str | Path]) -> None:
     not write again, and list exactly the files written in the marker."""
     out = Path(out)
     names = {Path(w).name for w in written}
+    listed, _ = _listed(out)  # only what a marker bound to this folder lists is snrl's
     for n in ANALYSIS_FILES[1:]:
         p = out / n
-        if n not in names and p.is_file() and not p.is_symlink():
+        if n in listed and n not in names and p.is_file() and not p.is_symlink():
             p.unlink()
     keep = [n for n in ANALYSIS_FILES[1:] if n in names]
     _write_marker(out, [MARKER, *keep])

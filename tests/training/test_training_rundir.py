@@ -340,3 +340,24 @@ def test_a_deeply_nested_manifest_or_marker_is_corrupt_not_a_recursion_error(tmp
     (tmp_path / "analysis" / ".snrl-analysis.json").write_text(deep)
     with pytest.raises(UserError, match="is corrupt"):
         check_output_dir(tmp_path, "analysis")
+
+
+def test_finishing_an_analysis_deletes_nothing_an_unbound_marker_lists(tmp_path):
+    """finish_output_dir deletes snrl's earlier files only where a marker bound to the folder
+    lists them: a copied or planted marker vouches for nothing."""
+    import json
+
+    from snrl.analysis.outdir import claim_output_dir, finish_output_dir
+
+    out = tmp_path / "analysis"
+    out.mkdir()
+    (out / ".snrl-analysis.json").write_text(
+        json.dumps({"format": "snrl-analysis", "files": ["raster.png"]})  # no binding
+    )
+    (out / "raster.png").write_bytes(b"mine")
+    finish_output_dir(out, [out / "summary.json"])
+    assert (out / "raster.png").read_bytes() == b"mine"
+    bound = claim_output_dir(tmp_path / "run", "analysis")  # a folder snrl claimed itself
+    (bound / "raster.png").write_bytes(b"an earlier analysis")
+    finish_output_dir(bound, [bound / "summary.json"])
+    assert not (bound / "raster.png").exists()  # its own earlier file goes
