@@ -209,12 +209,13 @@ class KernelFunction:
         self.name = name
         self._fn = fn
         self._names = tuple(arg for arg, _ in params)
+        self._name_set = frozenset(self._names)  # checked on every call
         self._pointers = frozenset(arg for arg, ctype in params if ctype is _PTR)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if args or kwargs.keys() != set(self._names):
+        if args or kwargs.keys() != self._name_set:
             missing = [n for n in self._names if n not in kwargs]
-            extra = sorted(set(kwargs) - set(self._names))
+            extra = sorted(set(kwargs) - self._name_set)
             raise TypeError(
                 f"{self.name} takes the keywords {', '.join(self._names)}"
                 + (f"; {len(args)} positional given" if args else "")
