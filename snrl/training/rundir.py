@@ -377,12 +377,7 @@ def _create(out: Path, entries: Iterable[str], *, bind: bool) -> Path:
     existing = read_manifest(out)
     # claimed before anything is written
     _write_manifest(out, [*(existing or []), *entries], bind=bind and existing is None)
-    try:
-        (out / "checkpoints").mkdir(exist_ok=True)
-    except OSError as e:
-        raise UserError(
-            f"cannot create {out / 'checkpoints'} ({e.strerror or e}; choose another --out)"
-        ) from e
+    make_dirs(out / "checkpoints", "the checkpoint folder", "choose another --out")
     _clean_temps(out)
     return out
 
