@@ -28,7 +28,9 @@ equations side by side in ``docs/interop.md``).
 
 from __future__ import annotations
 
+import contextlib
 import copy
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import snntorch as snn
@@ -252,15 +254,17 @@ class SnntorchBackbone(nn.Module):
         seq = x if x.dim() == 3 else x.unsqueeze(0)
         outs: list[Tensor] = []
         records: list[list[tuple[Tensor, Tensor, Tensor | None]]] = [[] for _ in self._layers]
+        watch = contextlib.nullcontext({}) if self.sequential else self._watch()
         try:
-            for t in range(seq.shape[0]):
-                if self.sequential:
-                    out, inner, rec = self._sequential_step(seq[t], inner)
-                else:
-                    out, inner, rec = self._explicit_step(seq[t], inner)
-                outs.append(out)
-                for k, r in enumerate(rec):
-                    records[k].append(r)
+            with watch as seen:  # explicit state: hooks on the neurons, once per call
+                for t in range(seq.shape[0]):
+                    if self.sequential:
+                        out, inner, rec = self._sequential_step(seq[t], inner)
+                    else:
+                        out, inner, rec = self._explicit_step(seq[t], inner, seen)
+                    outs.append(out)
+                    for k, r in enumerate(rec):
+                        records[k].append(r)
         finally:
             if self.sequential:
                 _clear(self._layers)
@@ -306,7 +310,10 @@ class SnntorchBackbone(nn.Module):
             k += 1
         return h, tuple(new), rec
 
-    def _explicit_step(self, x: Tensor, state: Any) -> tuple[Tensor, Any, list]:
+    @contextlib.contextmanager
+    def _watch(self) -> Iterator[dict[int, tuple[Tensor, Tensor, Tensor | None]]]:
+        """Forward hooks on the neuron layers while the block runs: each records its
+        (spikes, membrane, synaptic current) of the step in the dict yielded."""
         seen: dict[int, tuple[Tensor, Tensor, Tensor | None]] = {}
 
         def hook(mod: nn.Module, _inp: Any, res: Any) -> None:
@@ -315,10 +322,16 @@ class SnntorchBackbone(nn.Module):
 
         handles = [layer.module.register_forward_hook(hook) for layer in self._layers]
         try:
-            res = self.module(x, state)
+            yield seen
         finally:
             for h in handles:
                 h.remove()
+
+    def _explicit_step(
+        self, x: Tensor, state: Any, seen: dict[int, tuple[Tensor, Tensor, Tensor | None]]
+    ) -> tuple[Tensor, Any, list]:
+        seen.clear()  # what the hooks of :meth:`_watch` record in this step
+        res = self.module(x, state)
         if not (isinstance(res, tuple) and len(res) == 2):
             raise UserError(
                 f"{type(self.module).__name__}.forward(x, state) returned "
