@@ -45,13 +45,12 @@ def runs_dir_off_sys_path(root: str | os.PathLike) -> Iterator[list[str]]:
     started inside RUNS_DIR would put a run folder first on its path. Yields the entries
     taken out; they are put back on exit.
     """
-    inside = os.path.realpath(root)
+    from snrl.dashboard.runs import inside
 
     def within(entry: str) -> bool:
         if entry and not os.path.isdir(entry):  # no folder (a path hook's name, a zip file)
             return False
-        real = os.path.realpath(entry or os.getcwd())
-        return real == inside or real.startswith(inside + os.sep)
+        return inside(entry or os.getcwd(), root)
 
     removed = [(i, p) for i, p in enumerate(sys.path) if isinstance(p, str) and within(p)]
     for i, _ in reversed(removed):

@@ -50,7 +50,13 @@ from starlette.routing import Route
 
 from snrl.dashboard.forms import FORM_ERROR, NAME_RE, algo_classes, schema, validate
 from snrl.dashboard.launcher import Launcher, TooManyRuns
-from snrl.dashboard.runs import LAUNCH_DIR, RunIndex, loads_bounded, metrics_rows, open_regular
+from snrl.dashboard.runs import (
+    LAUNCH_DIR,
+    RunIndex,
+    loads_bounded,
+    metrics_rows,
+    read_tail,
+)
 from snrl.errors import UserError
 from snrl.palette import GROUP_COLORS
 
@@ -360,13 +366,6 @@ async def api_run(request: Request) -> Response:
     return _json(await asyncio.to_thread(dash.index.detail, run_id))
 
 
-def _log_tail(path: Path, root: Path, limit: int = 16384) -> str:
-    with open_regular(path, root) as f:
-        f.seek(0, os.SEEK_END)
-        f.seek(max(0, f.tell() - limit))
-        return f.read(limit).decode("utf-8", "replace")
-
-
 async def api_log(request: Request) -> Response:
     dash = _dash(request)
     run_id = request.path_params["run_id"]
@@ -374,7 +373,7 @@ async def api_log(request: Request) -> Response:
         return _error(404, "no launch log")
     try:
         text = await asyncio.to_thread(
-            _log_tail, dash.root / LAUNCH_DIR / f"{run_id}.log", dash.root
+            read_tail, dash.root / LAUNCH_DIR / f"{run_id}.log", dash.root
         )
     except OSError:
         return _error(404, "no launch log (the run was not started by this dashboard)")

@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from snrl.dashboard.runs import LAUNCH_DIR, loads_bounded, read_capped
+from snrl.dashboard.runs import LAUNCH_DIR, inside, loads_bounded, read_capped
 from snrl.errors import UserError
 from snrl.io import write_json_atomic
 
@@ -80,14 +80,12 @@ def child_env(
     env["PYTHONSAFEPATH"] = "1"  # Python >= 3.11: no working directory on any descendant's path
     env.update(extra or {})
     if "PYTHONPATH" in env:
-        inside = str(Path(root).resolve())
         kept = []
         for entry in env["PYTHONPATH"].split(os.pathsep):
             if not entry:
                 continue
             path = os.path.abspath(entry)
-            real = os.path.realpath(path)
-            if real == inside or real.startswith(inside + os.sep):
+            if inside(path, root):
                 continue
             kept.append(path)
         env["PYTHONPATH"] = os.pathsep.join(kept)

@@ -89,6 +89,12 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
 _LOG_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.log\Z")
 
 
+def inside(path: str | os.PathLike, root: str | os.PathLike) -> bool:
+    """Whether ``path``, links resolved, is ``root`` or lies under it (``root`` resolved)."""
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
 def open_regular(path: Path, root: Path | None = None) -> BinaryIO:
     """Open ``path`` for reading if it is a regular file (and, with ``root``, resolves to a
     path inside ``root``).
@@ -101,10 +107,8 @@ def open_regular(path: Path, root: Path | None = None) -> BinaryIO:
     Raises:
         OSError: If it is missing, not a regular file, or outside ``root``.
     """
-    if root is not None:
-        real = os.path.realpath(path)
-        if real != str(root) and not real.startswith(str(root) + os.sep):
-            raise OSError(f"{path} leads outside {root}")
+    if root is not None and not inside(path, root):
+        raise OSError(f"{path} leads outside {root}")
     if not stat.S_ISREG(os.stat(path).st_mode):
         raise OSError(f"{path} is not a regular file")
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -321,14 +325,22 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def read_tail(path: Path, root: Path | None = None, limit: int = 16384) -> str:
+    """The last ``limit`` bytes of the regular file ``path`` (:func:`open_regular`), as text.
+
+    Raises:
+        OSError: As :func:`open_regular`.
+    """
+    with open_regular(path, root) as f:
+        f.seek(0, os.SEEK_END)
+        f.seek(max(0, f.tell() - limit))
+        return f.read(limit).decode("utf-8", "replace")
+
+
 def last_error_line(log: Path, limit: int = 16384, root: Path | None = None) -> str | None:
     """The last ``error: ...`` line of a launch log (its last ``limit`` bytes), or None."""
     try:
-        with open_regular(log, root) as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - limit))
-            tail = f.read(limit).decode("utf-8", "replace")
+        tail = read_tail(log, root, limit)
     except OSError:
         return None
     for line in reversed(tail.splitlines()):
