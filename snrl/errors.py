@@ -75,6 +75,19 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def printable(text: str, limit: int) -> str:
+    """``text`` for a message: non-printable characters as ``?`` (what a peer or a file sent
+    can hold terminal escapes), at most ``limit`` characters (``...`` where cut)."""
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def server_message(text: str) -> str:
+    """An error text a server sent, as one line of printable words (its first 300
+    characters)."""
+    return " ".join("".join(c if c.isprintable() else " " for c in text[:300]).split())
+
+
 def error_message(e: BaseException) -> str:
     """The one line ``snrl`` prints (after ``error: ``) for a user error ``e``.
 

@@ -52,7 +52,7 @@ import numpy as np
 from snrl.envs.neurogym import resolve_env_id, wrap_task
 from snrl.envs.spaces import flatten_obs_env
 from snrl.envs.wrappers import FiniteCheck, SeedOnFirstReset
-from snrl.errors import UserError, describe
+from snrl.errors import UserError, describe, printable
 
 __all__ = [
     "EnvFactory",
@@ -88,8 +88,7 @@ def _install_hint(error: Exception) -> str:
 
 def _kwargs_text(kwargs: dict[str, Any]) -> str:
     """``{'map_name': '99x99'}`` as text for a message, at most 200 characters."""
-    text = "".join(c if c.isprintable() else "?" for c in repr(kwargs))
-    return text if len(text) <= 200 else text[:197] + "..."
+    return printable(repr(kwargs), 200)
 
 
 def _gym_make(env_id: str, render_mode: str | None, kwargs: dict[str, Any]) -> gym.Env:

@@ -46,7 +46,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from snrl.errors import EnvError, UserError
+from snrl.errors import EnvError, UserError, printable, server_message
 
 __all__ = [
     "PROTOCOL",
@@ -102,8 +102,7 @@ class WireError(ValueError):
 def _cut(value: Any, limit: int = 80) -> str:
     """``repr(value)`` for a message: printable characters only, at most ``limit`` of them
     (what a peer sent can be long, or hold terminal escapes)."""
-    text = "".join(c if c.isprintable() else "?" for c in repr(value))
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return printable(repr(value), limit)
 
 
 def is_remote_env(env: object) -> bool:
@@ -633,12 +632,6 @@ def _field(out: dict[str, Any], key: str) -> Any:
     return out[key]
 
 
-def _printable(text: str, limit: int) -> str:
-    """``text`` with non-printable characters as ``?``, at most ``limit`` of them."""
-    text = "".join(c if c.isprintable() else "?" for c in text)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 #: Servers a session could not be ended on, and when (``time.monotonic()``): for 10 s more,
 #: closing another session there does not wait for it (64 envs closing at the exit of a run
 #: whose server is gone would wait 2 s each).
@@ -779,7 +772,7 @@ class RemoteEnv(gym.Env):
                 except WireError as e:
                     raise WireError(f"field {name!r}: {e}") from None
             env_id = created.get("env")
-            self.remote_env_id = _printable(env_id, 200) if isinstance(env_id, str) else ""
+            self.remote_env_id = printable(env_id, 200) if isinstance(env_id, str) else ""
         except WireError as e:
             self.close()
             raise RemoteEnvError(
@@ -857,7 +850,7 @@ class RemoteEnv(gym.Env):
             msg = body.get("error") if isinstance(body, dict) else None
             if not isinstance(msg, str):
                 msg = raw[:200].decode("utf-8", "replace")
-            msg = " ".join("".join(c if c.isprintable() else " " for c in msg[:300]).split())
+            msg = server_message(msg)
             if status == 401:
                 raise UserError(
                     f"env server {self.url} refused the token: {msg} (set {TOKEN_ENV_VAR} to "
@@ -946,7 +939,7 @@ class RemoteEnv(gym.Env):
             self._seq -= 1  # refused in the batch: not applied
             status = out.get("status")
             msg = out["error"] if isinstance(out["error"], str) else repr(out["error"])
-            msg = " ".join("".join(c if c.isprintable() else " " for c in msg[:300]).split())
+            msg = server_message(msg)
             raise RemoteEnvError(
                 f"env server {self.url} could not step: HTTP {_cut(status)}: {msg}",
                 status=status if isinstance(status, int) and not isinstance(status, bool) else 0,

@@ -55,7 +55,7 @@ from snrl.envs.remote import (
     encode_value,
     is_remote_env,
 )
-from snrl.errors import UserError, describe
+from snrl.errors import UserError, describe, printable
 from snrl.io import load_json
 
 __all__ = ["EnvServer", "LOOPBACK", "announce", "new_token", "serve"]
@@ -539,8 +539,7 @@ def _close_quietly(env: gym.Env) -> None:
 
 
 def _short_repr(x: Any) -> str:
-    text = "".join(c if c.isprintable() else "?" for c in repr(x))
-    return text if len(text) <= 80 else text[:77] + "..."
+    return printable(repr(x), 80)
 
 
 def _short(x: Any) -> str:
