@@ -29,6 +29,7 @@ import errno
 import hashlib
 import hmac
 import json
+import math
 import os
 import re
 import secrets
@@ -38,6 +39,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path, PurePath
 from typing import IO, Any
+
+import numpy as np
 
 from snrl.errors import UserError
 
@@ -51,6 +54,7 @@ __all__ = [
     "check_depth",
     "check_json_depth",
     "json_depth",
+    "json_safe",
     "load_json",
     "make_dirs",
     "binding_mismatch",
@@ -356,6 +360,20 @@ def make_dirs(path: str | os.PathLike, what: str, hint: str) -> None:
         Path(path).mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"cannot create {what} {path} ({e.strerror or e}; {hint})") from e
+
+
+def json_safe(obj: Any) -> Any:
+    """``obj`` as strict JSON can hold it: non-finite floats as None, numpy scalars as
+    Python numbers, tuples as lists (dicts and lists walked)."""
+    if isinstance(obj, (np.floating, np.integer)):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:

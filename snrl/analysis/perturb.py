@@ -41,7 +41,7 @@ import torch
 from snrl.agents.evaluation import evaluate_agent
 from snrl.envs.trials import TrialTracker
 from snrl.errors import UserError
-from snrl.io import binding_mismatch, dir_binding, make_dirs, write_json_atomic
+from snrl.io import binding_mismatch, dir_binding, json_safe, make_dirs, write_json_atomic
 from snrl.layers.base import RecurrentLayer, cached_weights
 from snrl.training.rundir import PERTURB_DIR, PERTURB_OUTPUTS, claim_files
 
@@ -455,17 +455,5 @@ def write_perturbation(report: Mapping[str, Any], folder: str | Path) -> list[Pa
     png = save_figure(perturbation_figure(report), folder / PERTURB_FILES[1])
     path = folder / PERTURB_FILES[0]
     # bound to its folder (as a run's manifest): a rerun replaces only reports written here
-    write_json_atomic(path, {**_json_safe(report), **dir_binding(folder)})
+    write_json_atomic(path, {**json_safe(report), **dir_binding(folder)})
     return [path, png]
-
-
-def _json_safe(obj: Any) -> Any:
-    if isinstance(obj, float) and not np.isfinite(obj):
-        return None
-    if isinstance(obj, (np.floating, np.integer)):
-        return _json_safe(obj.item())
-    if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    return obj

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -30,7 +29,7 @@ from snrl.config import (
 )
 from snrl.errors import UserError, first_line
 from snrl.experiments.runner import train_run
-from snrl.io import load_json, write_json_atomic
+from snrl.io import json_safe, load_json, write_json_atomic
 from snrl.networks.factory import SPIKING
 from snrl.training.rundir import (
     DEMO_FILES,
@@ -221,7 +220,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if "n_trials" in res:  # a trial task (NeuroGym): accuracy, and for decisions the curve
         out.update({k: res[k] for k in EVAL_TRIAL_KEYS})
         out.update(_psychometric(Path(args.run_dir), res["trials"], algo.config.env))
-    print(json.dumps(_json_safe(out)))
+    print(json.dumps(json_safe(out)))
     return 0
 
 
@@ -244,17 +243,6 @@ def _psychometric(run_dir: Path, trials: list, env: str) -> dict[str, Any]:
         claim_files(run_dir, [PSYCHOMETRIC_PNG])
     save_psychometric(curve, png, title=f"{env}: {sum(p['n'] for p in curve['points'])} trials")
     return {"psychometric": curve, "psychometric_png": str(png)}
-
-
-def _json_safe(obj: Any) -> Any:
-    """``obj`` with non-finite floats as None (the printed JSON stays strict JSON)."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    return obj
 
 
 def _render(
@@ -457,7 +445,7 @@ def cmd_perturb(args: argparse.Namespace) -> int:
     for key in ("unperturbed", "perturbed"):
         line[key] = {k: report[key].get(k) for k in ("mean_return", "accuracy") if k in report[key]}
     line["effect"] = report["effect"]
-    print(json.dumps(_json_safe(line)))
+    print(json.dumps(json_safe(line)))
     return 0
 
 
