@@ -56,6 +56,7 @@ __all__ = [
     "check_host",
     "check_values",
     "config_from_dict",
+    "load_toml",
     "config_to_dict",
     "file_layer",
     "load_config",
@@ -306,26 +307,43 @@ def file_layer(toml_path: str | os.PathLike | None) -> Layer:
     if toml_path is None:
         return Layer("no config file")
     path = pathlib.Path(toml_path)
+    return Layer.of(str(path), load_toml(path, what="config file", flag="--config"))
+
+
+def load_toml(path: str | os.PathLike, *, what: str, flag: str) -> dict[str, Any]:
+    """A TOML file a user passes (``--config``, ``--space``), read as snrl reads every one:
+    nested at most :data:`~snrl.io.MAX_DEPTH` levels.
+
+    Args:
+        path: The file.
+        what: How messages name it (``"config file"``).
+        flag: The flag that named it, for the hint (``"--config"``).
+
+    Raises:
+        UserError: A missing, non-UTF-8, invalid or too deeply nested file, or a directory.
+        OSError: Any other failure to read it (the CLI names its cause and fix).
+    """
+    path = pathlib.Path(path)
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)
     except FileNotFoundError:
-        raise UserError(f"config file {path} does not exist (check the --config path)") from None
+        raise UserError(f"{what} {path} does not exist (check the {flag} path)") from None
     except IsADirectoryError:
-        raise UserError(f"config file {path} is a directory (pass a .toml file)") from None
+        raise UserError(f"{what} {path} is a directory (pass a .toml file)") from None
     except tomllib.TOMLDecodeError as e:
-        raise UserError(f"config file {path} is not valid TOML: {e} (fix the file)") from None
+        raise UserError(f"{what} {path} is not valid TOML: {e} (fix the file)") from None
     except RecursionError:  # tomllib recurses into nested arrays and inline tables
         raise UserError(
-            f"config file {path} nests more than {MAX_DEPTH} levels of tables and arrays "
+            f"{what} {path} nests more than {MAX_DEPTH} levels of tables and arrays "
             "(write a flatter file)"
         ) from None
     except UnicodeDecodeError as e:
         raise UserError(
-            f"config file {path} is not UTF-8 text (byte {e.start}: {e.reason}; save it as UTF-8)"
+            f"{what} {path} is not UTF-8 text (byte {e.start}: {e.reason}; save it as UTF-8)"
         ) from None
-    check_depth(data, what=f"config file {path}")
-    return Layer.of(str(path), data)
+    check_depth(data, what=f"{what} {path}")
+    return data
 
 
 def sets_layer(sets: Iterable[str]) -> Layer:

@@ -41,16 +41,16 @@ from typing import Any
 
 from snrl.agents import ALGOS
 from snrl.callbacks import Callback
-from snrl.config import config_from_dict, load_config, unknown_key_error
+from snrl.config import config_from_dict, load_config, load_toml, unknown_key_error
 from snrl.errors import UserError, describe
 from snrl.experiments.runner import train_run
 from snrl.io import atomic_write_text, load_json
 from snrl.zoo import FIXED_KEYS
 
 if sys.version_info >= (3, 11):
-    import tomllib
+    pass
 else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
+    pass
 
 __all__ = [
     "Param",
@@ -141,13 +141,9 @@ def load_space(path: str | os.PathLike, algo: str) -> dict[str, Param]:
     _check_algo(algo)
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"space file {p} does not exist (check the --space path)") from None
-    except (OSError, UnicodeDecodeError) as e:
+        data = load_toml(p, what="space file", flag="--space")
+    except OSError as e:  # the other failures are load_toml's UserErrors
         raise UserError(f"space file {p} cannot be read: {e} (pass a UTF-8 .toml file)") from None
-    except tomllib.TOMLDecodeError as e:
-        raise UserError(f"space file {p} is not valid TOML: {e} (fix the file)") from None
     return check_space(data, algo, source=str(p))
 
 

@@ -417,3 +417,14 @@ def test_the_score_column_is_trial_accuracy_on_trial_tasks():
         "eval_return_mean"
     )
     assert _score_column({"eval_return_mean": 3.0}) == "eval_return_mean"
+
+
+def test_a_space_file_nested_too_deeply_is_one_user_error(tmp_path):
+    """The space file is read by snrl.config.load_toml, as --config files are: nesting that
+    would make the TOML parser recurse past its limit ends in one UserError."""
+    from snrl.experiments.tune import load_space
+
+    deep = tmp_path / "deep.toml"
+    deep.write_text("lr = " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(UserError, match="space file .* nests more than"):
+        load_space(deep, "ppo")
