@@ -33,8 +33,10 @@ import math
 import os
 import re
 import secrets
+import signal
 import socket
 import stat
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path, PurePath
@@ -45,6 +47,7 @@ import numpy as np
 from snrl.errors import UserError
 
 __all__ = [
+    "deferred_signals",
     "MAX_DEPTH",
     "AtomicPath",
     "atomic_open",
@@ -254,6 +257,41 @@ def remove_stale_temps(directory: str | os.PathLike, *, min_age_s: float = 0.0) 
             continue
         removed.append(p)
     return removed
+
+
+#: The signals that stop a run (Ctrl-C, ``kill``, a closed terminal).
+_STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+@contextlib.contextmanager
+def deferred_signals() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM/SIGHUP until the body is done, then deliver the first one.
+
+    For writes done in C++ (``torch.save``): a ``KeyboardInterrupt`` raised inside one leaves
+    its zip writer half-closed, and its cleanup raises a ``RuntimeError`` that hides the
+    interrupt (a traceback instead of "interrupted by Ctrl-C", a temp file left). Held, the
+    signal arrives right after the write, where the run unwinds as usual. Signals whose
+    handler is ``SIG_IGN`` stay ignored; off the main thread this does nothing (Python runs
+    handlers only there).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous: dict[int, Any] = {}
+    try:
+        for signum in _STOP_SIGNALS:
+            handler = signal.getsignal(signum)
+            if handler is not signal.SIG_IGN and handler is not None:
+                previous[signum] = signal.signal(signum, lambda s, _f: received.append(s))
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if received:
+        signal.raise_signal(received[0])
 
 
 @contextlib.contextmanager

@@ -22,7 +22,7 @@ import torch
 
 from snrl.envs.remote import is_remote_env
 from snrl.errors import UserError
-from snrl.io import atomic_open
+from snrl.io import atomic_open, deferred_signals
 
 __all__ = [
     "algo_checkpoint_schema",
@@ -112,7 +112,8 @@ def save_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> None:
     _validate(payload, "payload")
     if isinstance(payload.get("config"), Mapping):
         check_persistable(payload["config"])
-    with atomic_open(path, "wb") as f:
+    # a signal inside torch.save would surface as its zip writer's RuntimeError: held
+    with deferred_signals(), atomic_open(path, "wb") as f:
         torch.save({"format": _FORMAT, "version": _VERSION, "payload": payload}, f)
 
 

@@ -146,3 +146,43 @@ def test_rng_state_round_trip_through_checkpoint(tmp_path):
     assert got[0] == expected[0]
     np.testing.assert_array_equal(got[1], expected[1])
     torch.testing.assert_close(got[2], expected[2])
+
+
+def test_ctrl_c_inside_torch_save_arrives_after_a_complete_checkpoint(tmp_path, monkeypatch):
+    # Ctrl-C inside torch.save left its zip writer half-closed: a RuntimeError traceback
+    # hid the interrupt. Held until the write is done, it arrives as KeyboardInterrupt
+    # with the file complete and no temp file left.
+    import signal
+
+    import snrl.training.checkpoint as ckpt
+
+    real_save = torch.save
+    calls = []
+
+    def save_interrupted(obj, f):
+        calls.append(1)
+        signal.raise_signal(signal.SIGINT)  # the user presses Ctrl-C mid-write
+        real_save(obj, f)
+
+    monkeypatch.setattr(ckpt.torch, "save", save_interrupted)
+    path = tmp_path / "last.pt"
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(path, {"w": torch.arange(4.0)})
+    assert calls == [1]
+    assert torch.equal(load_checkpoint(path)["w"], torch.arange(4.0))
+    assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_deferred_signals_keep_an_ignored_signal_ignored():
+    import signal
+
+    from snrl.io import deferred_signals
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with deferred_signals():
+            signal.raise_signal(signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
