@@ -229,7 +229,7 @@ class Algorithm:
             spaces = None
         probe = _Spaces(*spaces) if spaces else make_env(self._env(), **cfg.env_kwargs)
         try:
-            self.config = cfg = cfg.resolve_dt(env_time_step(probe))  # docs: "Time"
+            self.config = cfg = cfg.resolve_time(env_time_step(probe))  # docs: "Time"
             self.check_spaces(probe.observation_space, probe.action_space)
             obs_size = ObsFlattener(probe.observation_space).size
             act = probe.action_space

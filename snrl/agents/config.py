@@ -4,6 +4,8 @@ run bookkeeping; PPO's and DQN's configs extend it."""
 from __future__ import annotations
 
 import dataclasses
+import math
+import warnings
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -31,6 +33,11 @@ from snrl.networks.factory import BACKBONES, ENCODERS, SPIKING, build_backbone
 from snrl.training.checkpoint import check_persistable
 
 __all__ = ["AgentConfig"]
+
+
+#: Where a task has a clock, unset time constants span this many task steps
+#: (:meth:`AgentConfig.resolve_time`).
+TASK_SCALE_STEPS = 10
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,12 +68,17 @@ class AgentConfig:
     """Fraction of inhibitory neurons with Dale's law (the biological 80/20). The layers
     balance it at init (each neuron's recurrent input sums to zero; the same spectral radius
     as without Dale), so 0.2 learns CartPole (docs/benchmarks.md)."""
-    tau_m: float = override(
-        10e-3, "CartPole PPO: 20 ms reached best 196 at 100k steps (seed 0), 10 ms 500"
+    tau_m: float | None = override(
+        None,
+        "None: 10 task steps where the task has a clock (1 s at NeuroGym's 100 ms, DelayMatch"
+        "Sample 0.60 -> 0.98), else 10 ms (CartPole PPO: 20 ms best 196 at 100k steps, 10 ms 500)",
     )
-    """Membrane time constant of spiking layers, seconds."""
-    readout_tau_m: float = override(10e-3, "the readout follows the 10 ms hidden layer")
-    """Membrane time constant of the LI readout, seconds."""
+    """Membrane time constant of spiking layers, seconds; None: :meth:`resolve_time`'s rule
+    (the resolved value replaces None in ``algo.config`` and config.json)."""
+    readout_tau_m: float | None = override(
+        None, "None: as tau_m (10 task steps, or 10 ms: the readout follows the hidden layer)"
+    )
+    """Membrane time constant of the LI readout, seconds; None: :meth:`resolve_time`'s rule."""
     dt: float | None = override(
         None, "None: the task's step / substeps when the env declares one (NeuroGym), else 0.001"
     )
@@ -144,6 +156,8 @@ class AgentConfig:
     """Written by snrl: the tuned entry applied and its keys (empty: none)."""
 
     #: integer fields that must be >= 1 (subclasses extend it)
+    clockless_tau: ClassVar[dict[str, float]] = {"tau_m": 10e-3, "readout_tau_m": 10e-3}
+    """``tau_m`` / ``readout_tau_m`` (seconds) left unset on a task without a clock."""
     positive_ints: ClassVar[tuple[str, ...]] = (
         "hidden_size",
         "n_layers",
@@ -200,8 +214,8 @@ class AgentConfig:
                 f"{name}={v!r} (must be an integer >= 1)",
             )
         check(
-            self.tau_m > 0 and self.readout_tau_m > 0 and (self.dt is None or self.dt > 0),
-            "tau_m, readout_tau_m and dt must be > 0 seconds (dt may be None: from the task)",
+            all(v is None or v > 0 for v in (self.tau_m, self.readout_tau_m, self.dt)),
+            "tau_m, readout_tau_m and dt must be > 0 seconds (or None: from the task)",
         )
         check(
             self.hh_init in ("zeros", "random", "learned"),
@@ -271,13 +285,40 @@ class AgentConfig:
         """The neuron time step in seconds: ``dt``, or 1 ms while ``dt`` is unresolved."""
         return NEURON_DEFAULTS["dt"] if self.dt is None else float(self.dt)
 
-    def resolve_dt(self, task_dt: float | None) -> AgentConfig:
-        """This config with ``dt`` set: unchanged if given, else ``task_dt / substeps`` when
-        the task declares its step (seconds), else 1 ms."""
-        if self.dt is not None:
-            return self
-        dt = NEURON_DEFAULTS["dt"] if task_dt is None else task_dt / self.substeps
-        return dataclasses.replace(self, dt=dt)
+    def resolve_time(self, task_dt: float | None) -> AgentConfig:
+        """This config with its clock and time constants set (docs/neuro.md, "Time").
+
+        The one rule for a task's time scale. ``dt``: as given, else ``task_dt / substeps``
+        when the task declares its step (seconds), else 1 ms. ``tau_m`` / ``readout_tau_m``:
+        as given, else :data:`TASK_SCALE_STEPS` task steps when the task has a clock (a
+        membrane then keeps ``exp(-1/10) = 0.905`` of itself per task step, the retention
+        the delay tasks need; 1 s at NeuroGym's 100 ms step: rate units, not cortical
+        membranes), else the clockless defaults (:attr:`clockless_tau`). A spiking run whose
+        membranes are shorter than one task step forgets within a step: it warns once.
+        """
+        given = {k: v for k, v in (("tau_m", self.tau_m), ("readout_tau_m", self.readout_tau_m))}
+        if task_dt is not None:
+            scale = TASK_SCALE_STEPS * task_dt
+            taus = {k: scale if v is None else v for k, v in given.items()}
+        else:
+            taus = {k: self.clockless_tau[k] if v is None else v for k, v in given.items()}
+        dt = self.dt
+        if dt is None:
+            dt = NEURON_DEFAULTS["dt"] if task_dt is None else task_dt / self.substeps
+        resolved = dataclasses.replace(self, dt=dt, **taus)
+        if task_dt is not None and self.backbone in SPIKING:
+            short = {k: v for k, v in taus.items() if v < task_dt}
+            if short:
+                warnings.warn(
+                    f"{', '.join(f'{k}={v:g} s' for k, v in short.items())} is shorter than "
+                    f"the task's step ({task_dt:g} s): a membrane keeps "
+                    f"{math.exp(-task_dt / min(short.values())):.2g} of itself per step, so "
+                    "the network forgets within one step (leave tau_m / readout_tau_m unset "
+                    f'for {TASK_SCALE_STEPS} task steps, or see docs/neuro.md, "Time")',
+                    UserWarning,
+                    stacklevel=3,
+                )
+        return resolved
 
     def build_backbone(self, input_size: int, output_size: int, *, seed: int) -> nn.Module:
         """The backbone these fields describe (:func:`snrl.build_backbone`); a spiking one

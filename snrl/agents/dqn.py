@@ -93,11 +93,15 @@ class DQNConfig(AgentConfig):
     """DQN hyperparameters; the defaults train a Dale LIF Q-network on CartPole-v1 (the
     fields shared with PPO are documented in :class:`snrl.agents.config.AgentConfig`)."""
 
-    readout_tau_m: float = override(
-        3e-3, "Q follows the current spikes (CartPole DQN was unstable with 10 ms)"
+    readout_tau_m: float | None = override(
+        None,
+        "None: as PPO's, but 3 ms without a clock: Q follows the current spikes (CartPole "
+        "DQN was unstable with 10 ms)",
     )
-    """Membrane time constant of the LI readout (the Q-values), seconds; shorter than PPO's
-    10 ms so that Q follows the current spikes (with 10 ms CartPole learning was unstable)."""
+    """Membrane time constant of the LI readout (the Q-values), seconds; None: the task-scale
+    rule (:meth:`~snrl.agents.config.AgentConfig.resolve_time`), and without a clock 3 ms,
+    shorter than PPO's 10 ms so that Q follows the current spikes."""
+    clockless_tau: ClassVar[dict[str, float]] = {"tau_m": 10e-3, "readout_tau_m": 3e-3}
     n_envs: int = 4
     """Parallel envs used for collection."""
     dueling: str = "none"

@@ -33,6 +33,7 @@ import multiprocessing
 import os
 import socket
 import sys
+import types
 import typing
 import warnings
 from collections.abc import Iterator, Mapping
@@ -151,7 +152,7 @@ def check_space(data: Mapping[str, Any], algo: str, *, source: str) -> dict[str,
     """:func:`load_space` on a parsed table (``source`` names it in messages)."""
     cls = ALGOS[algo].Config
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    hints = typing.get_type_hints(cls)
+    hints = _key_types(cls)
     space: dict[str, Param] = {}
     if not data:
         raise UserError(f"space file {source} has no entries (add e.g. lr = {{low = 1e-4, ...}})")
@@ -204,6 +205,17 @@ def check_space(data: Mapping[str, Any], algo: str, *, source: str) -> dict[str,
         _check_value(cls, key, tp(high), where)
         space[key] = Param(low=tp(low), high=tp(high), log=log)
     return space
+
+
+def _key_types(cls: type) -> dict[str, Any]:
+    """Each config key's type, ``X`` for ``X | None`` (``tau_m``'s None means "from the
+    task's clock"; a search samples numbers)."""
+    out = {}
+    for key, tp in typing.get_type_hints(cls).items():
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        optional = typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 1
+        out[key] = args[0] if optional and type(None) in typing.get_args(tp) else tp
+    return out
 
 
 def _check_value(
@@ -299,7 +311,7 @@ def _base_config(s: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _sample(trial: Any, space: Mapping[str, Param], cls: type) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls)
+    hints = _key_types(cls)
     values: dict[str, Any] = {}
     for key, p in space.items():
         if p.choices is not None:

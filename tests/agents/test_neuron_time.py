@@ -116,3 +116,36 @@ def test_rollout_records_every_neuron_step() -> None:
     traj = algo.rollout(seed=0, record=False, max_steps=20)
     assert traj.substeps == 2
     assert traj.activity["lif0"].spikes.shape == (2 * len(traj.actions), 16)
+
+
+def _taus(net) -> list[float]:
+    return [layer.tau_m for layer in net.layers.values()]
+
+
+def test_unset_time_constants_follow_the_task_clock() -> None:
+    pytest.importorskip("neurogym")
+    # no clock: the clockless defaults (PPO 10 ms / 10 ms; DQN's readout 3 ms)
+    ppo = snrl.PPO("CartPole-v1", n_envs=1, hidden_size=8)
+    assert (ppo.config.tau_m, ppo.config.readout_tau_m) == (0.01, 0.01)
+    assert snrl.DQN("CartPole-v1", hidden_size=8).config.readout_tau_m == 0.003
+    # a clock of 100 ms: 10 task steps = 1 s, whatever the substeps; 20 ms -> 0.2 s
+    for kwargs, want in (({}, 1.0), ({"substeps": 4}, 1.0), ({"env_kwargs": {"dt": 20}}, 0.2)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the rule's own values never warn
+            algo = snrl.PPO(GONOGO, n_envs=1, hidden_size=8, **kwargs)
+        assert (algo.config.tau_m, algo.config.readout_tau_m) == pytest.approx((want, want))
+        assert _taus(algo.agent.policy) == pytest.approx([want, want])
+    # what a user sets stays, and the task-scale rule fills only what is unset
+    algo = snrl.PPO(GONOGO, n_envs=1, hidden_size=8, tau_m=0.5)
+    assert (algo.config.tau_m, algo.config.readout_tau_m) == pytest.approx((0.5, 1.0))
+
+
+def test_membranes_shorter_than_the_task_step_warn_once() -> None:
+    pytest.importorskip("neurogym")
+    with pytest.warns(UserWarning, match=r"tau_m=0\.02 s is shorter than the task's step") as rec:
+        snrl.PPO(GONOGO, n_envs=1, hidden_size=8, tau_m=0.02, readout_tau_m=0.5)
+    assert len([w for w in rec if "shorter than the task's step" in str(w.message)]) == 1
+    assert "keeps 0.0067 of itself per step" in str(rec[0].message)  # exp(-100 ms / 20 ms)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an ANN backbone has no membranes: no warning
+        snrl.PPO(GONOGO, n_envs=1, hidden_size=8, backbone="gru", tau_m=0.02)
