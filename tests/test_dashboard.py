@@ -273,8 +273,9 @@ def test_schema_is_the_config_classes(client):
     ppo = {f["name"]: f for f in got["ppo"]}
     # defaults from the one table, and where an agent overrides it, why
     assert ppo["recurrent_sign"]["default"] == NEURON_DEFAULTS["recurrent_sign"]
-    assert ppo["tau_m"]["default"] == 10e-3 != NEURON_DEFAULTS["tau_m"]
-    assert ppo["tau_m"]["override"]
+    # tau_m departs from the table (20 ms): unset, it takes the task's scale, and says so
+    assert ppo["tau_m"]["default"] is None and NEURON_DEFAULTS["tau_m"] is not None
+    assert "10 task steps" in ppo["tau_m"]["override"]
     assert ppo["backbone"]["choices"] == ["lif", "alif", "spylif", "mlp", "gru", "lstm"]
     assert ppo["hidden_size"]["min"] == 1 and ppo["lr"]["min"] is None
     assert (ppo["target_kl"]["kind"], ppo["target_kl"]["optional"]) == ("float", True)

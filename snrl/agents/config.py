@@ -326,6 +326,9 @@ class AgentConfig:
         here from ``tau_m``, ``dt`` and ``hh_init``."""
         from snrl.networks.spiking import NEURONS
 
+        if self.tau_m is None or self.readout_tau_m is None:
+            # no task to take a clock from: the clockless rule (resolve_time(None))
+            return self.resolve_time(None).build_backbone(input_size, output_size, seed=seed)
         params = None
         if self.backbone in SPIKING:
             params = NEURONS[self.backbone].params_type(

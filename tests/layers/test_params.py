@@ -247,7 +247,9 @@ def test_an_agent_config_builds_the_object_from_its_fields():
     net = cfg.build_backbone(4, 2, seed=0)
     p = net.spiking_layers[0].params
     assert p == SpyLIFParameters(tau_m=0.03, dt=2e-3, hh_init="random")
-    assert net.readout.params.tau_m == cfg.readout_tau_m
+    # readout_tau_m unset and no task to take a clock from: the clockless rule
+    assert cfg.readout_tau_m is None
+    assert net.readout.params.tau_m == PPOConfig.clockless_tau["readout_tau_m"]
     assert cfg.build_backbone(4, 2, seed=0).spiking_layers[0].params == p  # the same values
     assert PPOConfig(backbone="gru", hidden_size=8).build_backbone(4, 2, seed=0) is not None
 
