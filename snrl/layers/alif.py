@@ -11,7 +11,7 @@ from torch import Tensor
 
 from snrl.functional.neurons import ALIFState, alif_step
 from snrl.functional.surrogate import SpikeFn
-from snrl.layers.base import SpikingLayer
+from snrl.layers.base import SpikingLayer, TimeConstant, _FromParams
 from snrl.layers.params import ALIFParameters
 
 
@@ -32,18 +32,9 @@ class ALIFLayer(SpikingLayer):
     params_type = ALIFParameters
     params: ALIFParameters
 
-    @property
-    def beta(self) -> float:
-        """Adaptation strength (``params.beta``)."""
-        return self.params.beta
+    beta = _FromParams("Adaptation strength (``params.beta``).")
 
-    @property
-    def tau_a(self) -> Tensor:
-        """(N,) adaptation time constant in seconds."""
-        return self.log_tau_a.exp()
-
-    def _constants(self) -> tuple:
-        return (self._decay("tau_m"), self._decay("tau_a"))
+    tau_a = TimeConstant("(N,) adaptation time constant in seconds.")
 
     def _step(self, current: Tensor, state: Any, consts: tuple, spike_fn: SpikeFn | None) -> tuple:
         alpha, rho = consts

@@ -89,6 +89,41 @@ def _seed_from_global() -> int:
     return int(torch.randint(0, 2**62, (1,)).item())
 
 
+class _FromParams:
+    """A read-only layer attribute that reads the field of the same name of ``params`` (its
+    docstring is the attribute's)."""
+
+    def __init__(self, doc: str) -> None:
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, layer: Any, owner: type | None = None) -> Any:
+        return self if layer is None else getattr(layer.params, self.name)
+
+    def __set__(self, layer: Any, value: Any) -> None:
+        raise AttributeError(f"{self.name} is read-only (give it in params)")
+
+
+class TimeConstant(_FromParams):
+    """A read-only (N,) time constant in seconds: ``exp`` of the layer's ``log_<name>``."""
+
+    def __get__(self, layer: Any, owner: type | None = None) -> Any:
+        return self if layer is None else getattr(layer, "log_" + self.name).exp()
+
+
+class Drive(NamedTuple):
+    """What drives a layer's dynamics in one call: ``u`` ((B, N) one step or (T, B, N)), the
+    effective recurrent weights ``w_rec`` (or None), and where episodes start inside the
+    sequence, ``starts`` (bool (T, B)) with the ``fresh`` states put there (fields (T, B, N))."""
+
+    u: Tensor
+    w_rec: Tensor | None
+    starts: Tensor | None = None
+    fresh: Any = None
+
+
 class _ConstructorSignature:
     """``inspect.signature`` of a layer class: its constructor with the neuron keywords
     spelled out (the fields of its parameter object, with their defaults), as ``help()``
@@ -283,25 +318,10 @@ class RecurrentLayer(nn.Module):
     def dt(self, value: float) -> None:
         self.params = dataclasses.replace(self.params, dt=value)
 
-    @property
-    def hh_init(self) -> str:
-        """The initial hidden state rule (``params.hh_init``)."""
-        return self.params.hh_init
-
-    @property
-    def hh_init_mu(self) -> float:
-        """Mean of the random initial membrane (``params.hh_init_mu``)."""
-        return self.params.hh_init_mu
-
-    @property
-    def hh_init_std(self) -> float:
-        """Std of the random initial membrane (``params.hh_init_std``)."""
-        return self.params.hh_init_std
-
-    @property
-    def learn_tau(self) -> bool:
-        """Whether the time constants are trained (``params.learn_tau``)."""
-        return self.params.learn_tau
+    hh_init = _FromParams("The initial hidden state rule (``params.hh_init``).")
+    hh_init_mu = _FromParams("Mean of the random initial membrane (``params.hh_init_mu``).")
+    hh_init_std = _FromParams("Std of the random initial membrane (``params.hh_init_std``).")
+    learn_tau = _FromParams("Whether the time constants are trained (``params.learn_tau``).")
 
     # ----------------------------------------------------------------- parameters
     def _balanced_recurrent(self, w_raw: Tensor, sign: Tensor) -> Tensor:
@@ -356,10 +376,7 @@ class RecurrentLayer(nn.Module):
         state["_decay_memo"], state["_weight_memo"] = {}, {}
         return state
 
-    @property
-    def tau_m(self) -> Tensor:
-        """(N,) membrane time constant in seconds (always positive)."""
-        return self.log_tau_m.exp()
+    tau_m = TimeConstant("(N,) membrane time constant in seconds (always positive).")
 
     @property
     def forward_weights(self) -> Tensor:
@@ -581,8 +598,9 @@ class RecurrentLayer(nn.Module):
 
     # ----------------------------------------------------------------- dynamics
     def _constants(self) -> tuple:
-        """Per-call model constants (decays ...), computed once per forward call."""
-        raise NotImplementedError
+        """Per-call model constants, computed once per forward call: the decay per step of
+        each of ``params.time_constants``, in that order."""
+        return tuple(self._decay(name) for name in self.params.time_constants)
 
     def _step(self, current: Tensor, state: Any, consts: tuple, spike_fn: SpikeFn | None) -> tuple:
         raise NotImplementedError
@@ -600,18 +618,11 @@ class RecurrentLayer(nn.Module):
         return torch.addmm(self.bias, x.reshape(t * b, f), w).reshape(t, b, -1)
 
     def _integrate(
-        self,
-        u: Tensor,
-        w_rec: Tensor | None,
-        state: Any,
-        consts: tuple,
-        spike_fn: SpikeFn | None,
-        starts: Tensor | None = None,
-        fresh: Any = None,
+        self, drive: Drive, state: Any, consts: tuple, spike_fn: SpikeFn | None
     ) -> LayerOutput:
-        """Loop the step function over ``u`` ((B, N) one step or (T, B, N)); where
-        ``starts[t]`` (bool (T, B)) the state before step t is replaced by ``fresh`` (fields
-        (T, B, N)), in the same loop (autograd sees the replacement)."""
+        """Loop the step function over ``drive.u``; where ``starts[t]`` the state before step
+        t is replaced by ``fresh``, in the same loop (autograd sees the replacement)."""
+        u, w_rec, starts, fresh = drive
         seq = u.dim() == 3
         names = [f for f in state._fields if f not in ("v", "z")]  # the model's own variables
         outs, vs = [], []
@@ -689,16 +700,15 @@ class RecurrentLayer(nn.Module):
         if starts is None and x.dim() == 2 and not torch.is_grad_enabled() and caching():
             w_in, w_rec, consts = self._frozen()  # a rollout step: one memo check
             u = torch.addmm(self.bias, x, w_in)
-            return self._integrate(u, w_rec, state, consts, None)
+            return self._integrate(Drive(u, w_rec), state, consts, None)
         u = self._project(x)
         if starts is not None:
             starts = torch.as_tensor(starts, device=u.device).bool()
             fresh = self._fresh_sequence(u, starts, fresh)
             if not bool(starts.any()):
                 starts = fresh = None
-        return self._integrate(
-            u, self._rec_weights(), state, self._constants(), self._spike_fn(), starts, fresh
-        )
+        drive = Drive(u, self._rec_weights(), starts, fresh)
+        return self._integrate(drive, state, self._constants(), self._spike_fn())
 
     def forward(self, x: Tensor, state: Any) -> tuple[Tensor, Any]:
         """``(out, new_state)``: :meth:`run` without the membranes."""
@@ -719,20 +729,11 @@ class SpikingLayer(RecurrentLayer):
     params_type: ClassVar[type[LIParameters]] = LIFParameters
     params: LIFParameters
 
-    @property
-    def threshold(self) -> float:
-        """Spike threshold, membrane units (``params.threshold``)."""
-        return self.params.threshold
-
-    @property
-    def reset(self) -> str:
-        """``"subtract"`` or ``"zero"`` (``params.reset``)."""
-        return self.params.reset
-
-    @property
-    def spike_grad(self) -> SpikeFn:
-        """The surrogate spike function used with autograd (``params.spike_grad``)."""
-        return self.params.spike_grad
+    threshold = _FromParams("Spike threshold, membrane units (``params.threshold``).")
+    reset = _FromParams('``"subtract"`` or ``"zero"`` (``params.reset``).')
+    spike_grad = _FromParams(
+        "The surrogate spike function used with autograd (``params.spike_grad``)."
+    )
 
     def _spike_fn(self) -> SpikeFn | None:
         """The surrogate when autograd is on, else None (a plain ``v > threshold``)."""

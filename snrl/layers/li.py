@@ -9,7 +9,7 @@ from torch import Tensor
 from snrl.functional.lif_sequence import li_sequence
 from snrl.functional.neurons import LIState, li_step
 from snrl.functional.surrogate import SpikeFn
-from snrl.layers.base import LayerOutput, RecurrentLayer
+from snrl.layers.base import Drive, LayerOutput, RecurrentLayer
 from snrl.layers.params import LIParameters
 
 # The fused sequence path (no recurrence); a module attribute so that tests can switch it off.
@@ -32,9 +32,6 @@ class LILayer(RecurrentLayer):
     params_type = LIParameters
     recurrent_default = False
 
-    def _constants(self) -> tuple:
-        return (self._decay("tau_m"),)
-
     def _feedback(self, state: Any) -> Tensor:
         return state.v
 
@@ -42,18 +39,12 @@ class LILayer(RecurrentLayer):
         return li_step(current, state, consts[0])
 
     def _integrate(
-        self,
-        u: Tensor,
-        w_rec: Tensor | None,
-        state: Any,
-        consts: tuple,
-        spike_fn: SpikeFn | None,
-        starts: Tensor | None = None,
-        fresh: Any = None,
+        self, drive: Drive, state: Any, consts: tuple, spike_fn: SpikeFn | None
     ) -> LayerOutput:
+        u, w_rec, starts, fresh = drive
         if _li_sequence is not None and u.dim() == 3 and w_rec is None:
             v = _li_sequence(
                 u, state.v, consts[0], starts=starts, fresh=None if fresh is None else fresh.v
             )
             return LayerOutput(v, LIState(v[-1]), v)
-        return super()._integrate(u, w_rec, state, consts, spike_fn, starts, fresh)
+        return super()._integrate(drive, state, consts, spike_fn)

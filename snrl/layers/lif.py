@@ -10,7 +10,7 @@ from torch import Tensor
 from snrl.functional.lif_sequence import lif_sequence
 from snrl.functional.neurons import LIFState, lif_step
 from snrl.functional.surrogate import SpikeFn
-from snrl.layers.base import LayerOutput, SpikingLayer
+from snrl.layers.base import Drive, LayerOutput, SpikingLayer
 from snrl.layers.params import LIFParameters
 
 # The fused training path (a hand-written backward of lif_step); a module attribute so that
@@ -34,23 +34,14 @@ class LIFLayer(SpikingLayer):
     state_type = LIFState
     params_type = LIFParameters
 
-    def _constants(self) -> tuple:
-        return (self._decay("tau_m"),)
-
     def _step(self, current: Tensor, state: Any, consts: tuple, spike_fn: SpikeFn | None) -> tuple:
         p = self.params
         return lif_step(current, state, consts[0], p.threshold, spike_fn, p.reset)
 
     def _integrate(
-        self,
-        u: Tensor,
-        w_rec: Tensor | None,
-        state: Any,
-        consts: tuple,
-        spike_fn: SpikeFn | None,
-        starts: Tensor | None = None,
-        fresh: Any = None,
+        self, drive: Drive, state: Any, consts: tuple, spike_fn: SpikeFn | None
     ) -> LayerOutput:
+        u, w_rec, starts, fresh = drive
         if u.dim() == 2 and starts is None:  # one step (rollouts): no per-step lists
             if w_rec is None:
                 cur = u
@@ -74,4 +65,4 @@ class LIFLayer(SpikingLayer):
                 fresh=fresh,
             )
             return LayerOutput(z, LIFState(v[-1], z[-1]), v)
-        return super()._integrate(u, w_rec, state, consts, spike_fn, starts, fresh)
+        return super()._integrate(drive, state, consts, spike_fn)

@@ -9,7 +9,7 @@ from torch import Tensor
 
 from snrl.functional.neurons import SpyLIFState, spylif_step
 from snrl.functional.surrogate import SpikeFn
-from snrl.layers.base import SpikingLayer
+from snrl.layers.base import SpikingLayer, TimeConstant
 from snrl.layers.params import SpyLIFParameters
 
 
@@ -27,13 +27,7 @@ class SpyLIFLayer(SpikingLayer):
     params_type = SpyLIFParameters
     random_fields = ("v", "i")
 
-    @property
-    def tau_syn(self) -> Tensor:
-        """(N,) synaptic time constant in seconds."""
-        return self.log_tau_syn.exp()
-
-    def _constants(self) -> tuple:
-        return (self._decay("tau_m"), self._decay("tau_syn"))
+    tau_syn = TimeConstant("(N,) synaptic time constant in seconds.")
 
     def _step(self, current: Tensor, state: Any, consts: tuple, spike_fn: SpikeFn | None) -> tuple:
         alpha, alpha_syn = consts
