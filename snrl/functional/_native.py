@@ -33,7 +33,7 @@ import threading
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -313,10 +313,7 @@ def lif_forward(
     (fv, fz), fstep = _fresh((fv, fz), (t, g, b, n))
     idx, val = _spike_scratch(n)
     lib.lif_forward(
-        T=t,
-        G=g,
-        B=b,
-        N=n,
+        **_sizes(u),
         u=_flat(u, (t, g, b, n)),
         w=_flat(w, (g, n, n)),
         v0=_flat(v0, (g, b, n)),
@@ -336,21 +333,28 @@ def lif_forward(
     return zs, vs
 
 
-def lif_backward(
-    spike_fn: Callable[[Tensor], Tensor],
-    gz: Tensor | None,
-    gv: Tensor | None,
-    w_back_t: Tensor | None,
-    vs: Tensor,
-    zs: Tensor,
-    alpha: Tensor,
-    threshold: float,
-    reset: str,
-    starts: Tensor | None,
-) -> tuple[Tensor, Tensor] | None:
-    """``(dv, first)`` of the backward pass of :func:`snrl.functional.lif_sequence` (the loop
-    of ``_LIFSequence.backward``: ``dv`` shaped like ``vs``, ``first`` = dv_0 masked where
-    step 0 starts an episode, shaped like one step), or None when the kernel does not apply.
+class Walk(NamedTuple):
+    """What the reverse walk of the LIF sequence's backward pass reads (the loop of
+    ``_LIFSequence.backward``): the incoming gradients ``gz``, ``gv`` (or None), ``w_back_t``
+    (the transposed ``W - threshold I`` for the subtract reset, ``W`` for zero, or None), the
+    saved spikes ``zs`` and membranes ``vs``, the decay ``alpha``, the ``threshold``, the
+    ``reset`` and the episode ``starts`` (bool (T, B) or None)."""
+
+    gz: Tensor | None
+    gv: Tensor | None
+    w_back_t: Tensor | None
+    vs: Tensor
+    zs: Tensor
+    alpha: Tensor
+    threshold: float
+    reset: str
+    starts: Tensor | None
+
+
+def lif_backward(spike_fn: Callable[[Tensor], Tensor], walk: Walk) -> tuple[Tensor, Tensor] | None:
+    """``(dv, first)`` of the backward pass of :func:`snrl.functional.lif_sequence` (``dv``
+    shaped like ``walk.vs``, ``first`` = dv_0 masked where step 0 starts an episode, shaped
+    like one step), or None when the kernel does not apply.
 
     ``spike_fn`` is the layer's surrogate: the kernel computes the derivatives of the
     :class:`~snrl.functional.surrogate.Surrogate` kinds in :data:`_KINDS` itself, row by row,
@@ -358,9 +362,9 @@ def lif_backward(
     :func:`~snrl.functional.surrogate.derivative_fn`, and the walk runs in chunks of steps of
     about :data:`_CHUNK_FLOATS` floats, last chunk first, each with its own derivative: small
     temporaries that stay in cache, where one for the whole sequence would be two more
-    allocations of its size (fresh pages cost more than the calls). ``w_back_t`` is the
-    transposed ``W - threshold I`` (subtract) or ``W`` (zero), or None.
+    allocations of its size (fresh pages cost more than the calls).
     """
+    gz, gv, w_back_t, vs, zs, alpha, threshold, reset, starts = walk
     lib = _applies(vs, gz, gv, w_back_t, zs, alpha)
     if lib is None:
         return None
@@ -433,10 +437,7 @@ def lif_weight_grad(
     (fz,), fstep = _fresh((None if starts is None else fz,), (t, g, b, n))
     idx, val = _spike_scratch(n)
     lib.lif_weight_grad(
-        T=t,
-        G=g,
-        B=b,
-        N=n,
+        **_sizes(dv),
         z0=_flat(z0, (g, b, n)),
         zs=_flat(zs, (t, g, b, n)),
         starts=_starts(starts),
@@ -516,6 +517,11 @@ def _dims(x: Tensor) -> tuple[int, int, int, int]:
     """(T, G, B, N) of a (T, B, N) sequence (G = 1) or a (T, G, B, N) group."""
     t, b, n = x.shape[0], x.shape[-2], x.shape[-1]
     return t, (x.shape[1] if x.dim() == 4 else 1), b, n
+
+
+def _sizes(x: Tensor) -> dict[str, int]:
+    """:func:`_dims` as the kernel's keywords ``T``, ``G``, ``B``, ``N``."""
+    return dict(zip("TGBN", _dims(x)))
 
 
 def _flat(x: Tensor | None, shape: tuple[int, ...]) -> Tensor | None:

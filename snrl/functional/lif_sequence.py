@@ -366,16 +366,12 @@ class _LIFSequence(torch.autograd.Function):
             if subtract:  # dv W^T - threshold dv = dv (W - threshold I)^T
                 w_back.diagonal(dim1=-2, dim2=-1).sub_(threshold)
             w_back_t = w_back.transpose(-2, -1).contiguous()
-        native = None
-        if steps:  # the compiled walk (same equations) where it applies
-            args = (spike_fn, gz, gv, w_back_t, vs, zs, alpha, threshold, reset, starts)
-            native = _native.lif_backward(*args)
-        if native is not None:
+        walk = _native.Walk(gz, gv, w_back_t, vs, zs, alpha, threshold, reset, starts)
+        native = _native.lif_backward(spike_fn, walk) if steps else None
+        if native is not None:  # the compiled walk (same equations) where it applies
             dv, nxt = native
         else:
-            derivative = derivative_fn(spike_fn)
-            args = (gz, gv, w_back_t, vs, zs, alpha, threshold, subtract, derivative)
-            dv, nxt = _backward_loop(*args, starts)
+            dv, nxt = _backward_loop(walk, derivative_fn(spike_fn))
         first = nxt if nxt is not None else torch.zeros_like(v0)  # dv_0, masked
         du = dv if need_u else None
         dw = dv0 = dz0 = dalpha = dfresh = None
@@ -415,20 +411,13 @@ class _LIFSequence(torch.autograd.Function):
 
 
 def _backward_loop(
-    gz: Tensor | None,
-    gv: Tensor | None,
-    w_back_t: Tensor | None,
-    vs: Tensor,
-    zs: Tensor,
-    alpha: Tensor,
-    threshold: float,
-    subtract: bool,
-    derivative: Callable[[Tensor], Tensor],
-    starts: Tensor | None,
+    walk: _native.Walk, derivative: Callable[[Tensor], Tensor]
 ) -> tuple[Tensor, Tensor | None]:
     """The reverse walk of :class:`_LIFSequence`'s backward in torch (the reference of the
     compiled one): ``(dv, dv_0 masked where step 0 starts an episode)``, the second None for
     an empty sequence."""
+    gz, gv, w_back_t, vs, zs, alpha, threshold, reset, starts = walk
+    subtract = reset == "subtract"
     steps = vs.shape[0]
     marks = _start_steps(starts)
     keep = None if starts is None else (~starts).to(vs.dtype).unsqueeze(-1)  # (T, B, 1)

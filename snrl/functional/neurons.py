@@ -168,15 +168,13 @@ def alif_step(
 ) -> tuple[Tensor, ALIFState]:
     """One ALIF step (equations in the module docstring).
 
+    The arguments of :func:`lif_step` (without ``out``), where ``threshold`` is the baseline
+    threshold, ``spike_fn`` maps ``v - thr_t`` to spikes and the ``"subtract"`` reset
+    subtracts the adaptive threshold ``thr_t``; and:
+
     Args:
-        current: (B, N) input current ``I_t``.
-        state: the state at t-1.
-        alpha: (N,) membrane decay ``exp(-dt / tau_m)``.
         rho: (N,) adaptation decay ``exp(-dt / tau_a)``.
-        threshold: baseline threshold.
         beta: adaptation strength (threshold increase per unit of ``a``).
-        spike_fn: maps ``v - thr_t`` to spikes; None for a plain comparison.
-        reset: ``"subtract"`` (subtracts the adaptive threshold) or ``"zero"``.
 
     Returns:
         ``(z_t, ALIFState(v_t, z_t, a_t))``.
@@ -197,16 +195,8 @@ def spylif_step(
     spike_fn: SpikeFn | None,
     reset: str = "subtract",
 ) -> tuple[Tensor, SpyLIFState]:
-    """One SpyLIF step (equations in the module docstring).
-
-    Args:
-        current: (B, N) input current ``I_t``.
-        state: the state at t-1.
-        alpha: (N,) membrane decay ``exp(-dt / tau_m)``.
-        alpha_syn: (N,) synaptic decay ``exp(-dt / tau_syn)``.
-        threshold: spike threshold.
-        spike_fn: maps ``v - threshold`` to spikes; None for a plain comparison.
-        reset: ``"subtract"`` or ``"zero"``.
+    """One SpyLIF step (equations in the module docstring): the arguments of :func:`lif_step`
+    (without ``out``), and ``alpha_syn``, the (N,) synaptic decay ``exp(-dt / tau_syn)``.
 
     Returns:
         ``(z_t, SpyLIFState(v_t, z_t, i_t))``.

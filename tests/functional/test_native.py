@@ -223,10 +223,10 @@ def test_the_kernels_own_derivative_is_torchs_bit_for_bit(monkeypatch, kind):
     w_back_t = torch.randn(n, n, generator=g) * 0.2
     alpha = torch.full((n,), 0.9)
     spike_fn = Surrogate(kind) if kind == "straight_through" else Surrogate(kind, 3.7)
-    args = (spike_fn, gz, None, w_back_t, vs, zs, alpha, 1.0, "subtract", None)
-    own = _native.lif_backward(*args)
+    walk = _native.Walk(gz, None, w_back_t, vs, zs, alpha, 1.0, "subtract", None)
+    own = _native.lif_backward(spike_fn, walk)
     monkeypatch.setattr(_native, "_KINDS", {})  # now the derivative arrives from torch
-    given = _native.lif_backward(*args)
+    given = _native.lif_backward(spike_fn, walk)
     assert torch.equal(own[0], given[0]) and torch.equal(own[1], given[1])
 
 
