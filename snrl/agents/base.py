@@ -723,12 +723,7 @@ class Algorithm:
                 "custom_backbones": bool(self.custom_backbones),
                 "agent": self.agent.state_dict(),
                 "optimizer": self.optimizer.state_dict(),
-                "counters": {
-                    "env_step": int(self.env_step),
-                    "n_updates": int(self.n_updates),
-                    "best_eval": float(self.best_eval),
-                    "wall_time": float(self.wall_time),
-                },
+                "counters": self._counters(),
                 "rng": rng_state(),  # read by snrl 0.1; snrl never draws from the global RNGs
                 "generator": self.generator.get_state(),
                 "agent_generator": self.agent.generator.get_state(),
@@ -736,6 +731,15 @@ class Algorithm:
                 | ({} if self.progress is None else {"curriculum": self.progress.to_dict()}),
             },
         )
+
+    def _counters(self) -> dict[str, Any]:
+        """The run's counters, as a checkpoint stores them and the run log starts from."""
+        return {
+            "env_step": int(self.env_step),
+            "n_updates": int(self.n_updates),
+            "best_eval": float(self.best_eval),
+            "wall_time": float(self.wall_time),
+        }
 
     def extra_state(self) -> dict[str, Any]:
         """What a subclass adds to its checkpoints (tensors, numbers, strings, dicts)."""
@@ -841,10 +845,7 @@ class Algorithm:
         return RunLogger(
             total_steps,
             run_dir=self.run_dir,
-            env_step=self.env_step,
-            n_updates=self.n_updates,
-            best_eval=self.best_eval,
-            wall_time=self.wall_time,
+            **self._counters(),
             checkpoint_interval=self.config.checkpoint_interval,
             title=f"{self.algo_name.upper()} {self.config.backbone} on {self.config.env}",
             progress=progress,

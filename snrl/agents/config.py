@@ -334,18 +334,10 @@ class AgentConfig:
             params = NEURONS[self.backbone].params_type(
                 tau_m=self.tau_m, dt=self.neuron_dt, hh_init=self.hh_init
             )
+        # the fields build_backbone takes under their own names
+        same = ("hidden_size", "n_layers", "force_dale_law", "recurrent_sign", "encoder")
+        same += ("substeps", "readout_tau_m", "activation")
+        options = {name: getattr(self, name) for name in same}
         return build_backbone(
-            self.backbone,
-            input_size,
-            output_size,
-            hidden_size=self.hidden_size,
-            n_layers=self.n_layers,
-            params=params,
-            force_dale_law=self.force_dale_law,
-            recurrent_sign=self.recurrent_sign,
-            encoder=self.encoder,
-            substeps=self.substeps,
-            readout_tau_m=self.readout_tau_m,
-            activation=self.activation,
-            seed=seed,
+            self.backbone, input_size, output_size, params=params, seed=seed, **options
         )

@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -509,36 +510,24 @@ def cmd_serve_env(args: argparse.Namespace) -> int:
             raise UserError(f"--env-kwargs is not JSON: {e} (pass a JSON object)") from None
         if not isinstance(kwargs, dict):
             raise UserError("--env-kwargs must be a JSON object (e.g. '{\"dt\": 100}')")
-    try:
-        serve(
-            args.env_id,
-            host=args.host,
-            port=args.port,
-            token=args.token or os.environ.get(TOKEN_ENV_VAR) or None,
-            env_kwargs=kwargs,
-            max_body=args.max_body,
-            max_sessions=args.max_sessions,
-            max_client_sessions=args.max_client_sessions,
-            idle_timeout=args.idle_timeout,
-            max_connections=args.max_connections,
-        )
-    except KeyboardInterrupt:  # Ctrl-C / SIGTERM is how a server is stopped
-        print("env server stopped", file=sys.stderr)
-    return 0
+    names = ("host", "port", "max_body", "max_sessions", "max_client_sessions", "idle_timeout")
+    options = {name: getattr(args, name) for name in (*names, "max_connections")}  # = serve's
+    options["token"] = args.token or os.environ.get(TOKEN_ENV_VAR) or None
+    return _serve_until_stopped("env server", serve, args.env_id, env_kwargs=kwargs, **options)
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
     """Serve the web dashboard over RUNS_DIR until Ctrl-C (docs/dashboard.md)."""
     from snrl.dashboard import serve
 
+    options = {name: getattr(args, name) for name in ("host", "port", "token", "max_runs")}
+    return _serve_until_stopped("dashboard", serve, args.runs_dir, **options)
+
+
+def _serve_until_stopped(what: str, serve: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
+    """Run a server until Ctrl-C / SIGTERM (how a server is stopped); exit status 0."""
     try:
-        serve(
-            args.runs_dir,
-            host=args.host,
-            port=args.port,
-            token=args.token,
-            max_runs=args.max_runs,
-        )
-    except KeyboardInterrupt:  # Ctrl-C / SIGTERM is how a server is stopped
-        print("dashboard stopped", file=sys.stderr)
+        serve(*args, **kwargs)
+    except KeyboardInterrupt:
+        print(f"{what} stopped", file=sys.stderr)
     return 0
