@@ -57,6 +57,7 @@ __all__ = [
     "check_values",
     "config_from_dict",
     "load_toml",
+    "loads_toml",
     "config_to_dict",
     "file_layer",
     "load_config",
@@ -308,6 +309,12 @@ def file_layer(toml_path: str | os.PathLike | None) -> Layer:
         return Layer("no config file")
     path = pathlib.Path(toml_path)
     return Layer.of(str(path), load_toml(path, what="config file", flag="--config"))
+
+
+def loads_toml(text: str) -> dict[str, Any]:
+    """The TOML ``text`` as a dict (``tomllib``, or ``tomli`` on Python 3.10): for snrl's own
+    files; a user's go through :func:`load_toml`."""
+    return tomllib.loads(text)
 
 
 def load_toml(path: str | os.PathLike, *, what: str, flag: str) -> dict[str, Any]:

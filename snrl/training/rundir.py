@@ -33,9 +33,10 @@ stays in the directory (it is never deleted by ``--force``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -493,33 +494,46 @@ def prepare_run_dir(out: str | os.PathLike, *, resume: bool = False, force: bool
             f"--force will not replace a run through the symbolic link {out} (pass the "
             f"directory it points to, {out.resolve()}, or choose another --out)"
         )
+    return _open_locked(out, functools.partial(_new_run, force=force))
+
+
+def _open_locked(out: Path, then: Callable[..., Path]) -> Path:
+    """``out`` created as a new run where it is no directory yet; else, under its lock and
+    with no snrl name in it a link, ``then(out, entries, foreign, ours)`` (its
+    :func:`_contents`)."""
     if not out.is_dir():
         with lock_run_dir(out):
             return _create(out, LAYOUT, bind=True)
     with lock_run_dir(out):
         _refuse_links(out)
-        entries, foreign, ours = _contents(out)
-        if entries is None:
-            if foreign:
-                _refuse_foreign(out, foreign, "choose another --out")
-            return _create(out, LAYOUT, bind=True)
-        if ours and not force:
-            raise UserError(
-                f"run directory {out} holds an earlier run (continue it with --resume, or in "
-                "Python load(.../checkpoints/last.pt, run_dir=...); replace it with --force, or "
-                "overwrite=True)"
-            )
-        if ours:
-            _remove_listed(out, entries)
-        clash = [n for n in LAYOUT if not n.endswith("/") and (out / n).exists()]
-        if clash:
-            raise UserError(
-                f"{out} holds {', '.join(clash)}, which snrl did not write and will not "
-                "overwrite (move it away or choose another --out)"
-            )
-        _check_writable(out)
-        _write_manifest(out, LAYOUT, bind=True)  # none of its files exists: a fresh manifest
-        return _create(out, (), bind=False)
+        return then(out, *_contents(out))
+
+
+def _new_run(
+    out: Path, entries: list[str] | None, foreign: list[Path], ours: bool, *, force: bool
+) -> Path:
+    """:func:`prepare_run_dir`'s new run in the existing directory ``out`` (under its lock)."""
+    if entries is None:
+        if foreign:
+            _refuse_foreign(out, foreign, "choose another --out")
+        return _create(out, LAYOUT, bind=True)
+    if ours and not force:
+        raise UserError(
+            f"run directory {out} holds an earlier run (continue it with --resume, or in "
+            "Python load(.../checkpoints/last.pt, run_dir=...); replace it with --force, or "
+            "overwrite=True)"
+        )
+    if ours:
+        _remove_listed(out, entries)
+    clash = [n for n in LAYOUT if not n.endswith("/") and (out / n).exists()]
+    if clash:
+        raise UserError(
+            f"{out} holds {', '.join(clash)}, which snrl did not write and will not "
+            "overwrite (move it away or choose another --out)"
+        )
+    _check_writable(out)
+    _write_manifest(out, LAYOUT, bind=True)  # none of its files exists: a fresh manifest
+    return _create(out, (), bind=False)
 
 
 def continue_run_dir(out: str | os.PathLike) -> Path:
@@ -533,19 +547,17 @@ def continue_run_dir(out: str | os.PathLike) -> Path:
             an snrl run, holds one of snrl's names as a symbolic link, or another process
             holds its lock.
     """
-    out = _check_dir_arg(out)
-    if not out.is_dir():
-        with lock_run_dir(out):
-            return _create(out, LAYOUT, bind=True)
-    with lock_run_dir(out):
-        _refuse_links(out)
-        entries, foreign, _ = _contents(out)
-        adopted = (out / "checkpoints" / "last.pt").is_file()
-        if entries is None and foreign and not adopted:
-            _refuse_foreign(out, foreign, "choose another run directory")
-        if entries is not None and all(e in entries for e in LAYOUT):
-            _check_writable(out)
-            _clean_temps(out)
-            return out
-        # a new manifest binds the directory only when it held nothing (not an adopted run)
-        return _create(out, LAYOUT, bind=entries is None and not foreign and not adopted)
+    return _open_locked(_check_dir_arg(out), _continued)
+
+
+def _continued(out: Path, entries: list[str] | None, foreign: list[Path], ours: bool) -> Path:
+    """:func:`continue_run_dir` in the existing directory ``out`` (under its lock)."""
+    adopted = (out / "checkpoints" / "last.pt").is_file()
+    if entries is None and foreign and not adopted:
+        _refuse_foreign(out, foreign, "choose another run directory")
+    if entries is not None and all(e in entries for e in LAYOUT):
+        _check_writable(out)
+        _clean_temps(out)
+        return out
+    # a new manifest binds the directory only when it held nothing (not an adopted run)
+    return _create(out, LAYOUT, bind=entries is None and not foreign and not adopted)

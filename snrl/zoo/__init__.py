@@ -27,18 +27,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
 from typing import Any, NamedTuple, TypeVar
 
-from snrl.config import Layer, build, file_layer, merge, sets_layer
+from snrl.config import Layer, build, file_layer, loads_toml, merge, sets_layer
 from snrl.errors import UserError, first_line
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
 
 __all__ = [
     "ALGOS",
@@ -100,7 +94,7 @@ def entries(algo: str) -> dict[tuple[str, str], TunedEntry]:
 def parse(algo: str, text: str) -> dict[tuple[str, str], TunedEntry]:
     """The entries of one file's ``text`` (see :func:`entries`)."""
     name = f"{algo}.toml"
-    data = tomllib.loads(text)
+    data = loads_toml(text)
     found: dict[tuple[str, str], TunedEntry] = {}
     for env, backbones in data.items():
         if not isinstance(backbones, dict):
