@@ -52,6 +52,7 @@ __all__ = [
     "MAX_INT",
     "SAVED_KEY_RENAMES",
     "Layer",
+    "add_set_flag",
     "build",
     "check_host",
     "check_values",
@@ -351,6 +352,12 @@ def load_toml(path: str | os.PathLike, *, what: str, flag: str) -> dict[str, Any
         ) from None
     check_depth(data, what=f"{what} {path}")
     return data
+
+
+def add_set_flag(parser: Any, help: str | None = None) -> None:
+    """Give an ``argparse`` parser the repeatable ``--set KEY=VALUE`` flag (a list, default
+    empty) whose items :func:`sets_layer` reads."""
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=help)
 
 
 def sets_layer(sets: Iterable[str]) -> Layer:

@@ -22,6 +22,7 @@ from snrl.cli.commands import (
     cmd_serve_env,
     cmd_train,
 )
+from snrl.config import add_set_flag
 from snrl.errors import one_line
 from snrl.networks.factory import BACKBONES
 
@@ -78,13 +79,7 @@ def _add_demo(sub: Any) -> None:
     """``snrl demo``: train, evaluate, plot and render the demo agent."""
     d = sub.add_parser("demo", help="train, evaluate, plot and render a Dale LIF agent on CartPole")
     d.add_argument("--out", default="snrl-demo", help="run directory (default: snrl-demo)")
-    d.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a PPO hyperparameter (repeatable)",
-    )
+    add_set_flag(d, help="override a PPO hyperparameter (repeatable)")
     d.add_argument("--no-video", action="store_true", help="skip demo.mp4 / demo.gif")
     d.add_argument("--quiet", action="store_true", help="no progress bar or progress lines")
     d.set_defaults(func=cmd_demo)
@@ -114,7 +109,7 @@ def _add_train(sub: Any) -> None:
     t.add_argument("--n-envs", type=int, default=None)
     t.add_argument("--seed", type=SEED, default=None)
     t.add_argument("--config", default=None, metavar="FILE.toml")
-    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    add_set_flag(t)
     t.add_argument("--out", required=True, help="run directory")
     g = t.add_mutually_exclusive_group()
     g.add_argument("--resume", action="store_true", help="continue from checkpoints/last.pt")

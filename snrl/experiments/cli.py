@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from snrl.config import add_set_flag
+
 
 def _csv_list(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
@@ -140,6 +142,21 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ray_flags(
+    p: argparse.ArgumentParser, unit: str, example: str, backend_help: str | None = None
+) -> None:
+    """``--backend local|ray``, ``--address`` and ``--gpus-per-<unit>`` (a run or a trial)."""
+    p.add_argument("--backend", choices=("local", "ray"), default="local", help=backend_help)
+    p.add_argument("--address", default=None, help="Ray cluster address (default: local Ray)")
+    p.add_argument(
+        f"--gpus-per-{unit}",
+        type=float,
+        default=None,
+        metavar="F",
+        help=f"Ray: GPUs per {unit} ({example}); with --set device=cuda",
+    )
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Register the experiment sub-commands on the ``snrl`` parser."""
     c = sub.add_parser(
@@ -154,6 +171,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
             "report.md), 2 bad input (checked before the first run; nothing is written)."
         ),
     )
+    c.set_defaults(func=cmd_compare)
     c.add_argument("--env", required=True, help="gymnasium id or module:Class")
     c.add_argument("--algo", default="ppo", help="ppo | dqn (default ppo)")
     c.add_argument("--backbones", default="lif,mlp", help="comma-separated (default lif,mlp)")
@@ -167,18 +185,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         metavar="KEY=V1,V2",
         help="config values to cross (repeatable; the runs cover the product)",
     )
-    c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    add_set_flag(c)
     c.add_argument("--config", default=None, metavar="FILE.toml")
     c.add_argument("--workers", type=int, default=None, help="parallel runs (default: cores)")
-    c.add_argument("--backend", choices=("local", "ray"), default="local")
-    c.add_argument("--address", default=None, help="Ray cluster address (default: local Ray)")
-    c.add_argument(
-        "--gpus-per-run",
-        type=float,
-        default=None,
-        metavar="F",
-        help="Ray: GPUs per run (0.25 packs four runs on a GPU); with --set device=cuda",
-    )
+    _ray_flags(c, "run", "0.25 packs four runs on a GPU")
     c.add_argument(
         "--threshold", type=float, default=None, help="solved return (default: env spec)"
     )
@@ -186,7 +196,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--eval-seed", type=int, default=123)
     c.add_argument("--retry-failed", action="store_true", help="run failed runs again")
     c.add_argument("--quiet", action="store_true")
-    c.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("plot", help="training-history figure of a run directory")
     p.add_argument("run_dir")
@@ -219,22 +228,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     t.add_argument(
         "--last-k", type=int, default=3, help="score: mean of the last K evaluations (3)"
     )
-    t.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="fixed config value"
-    )
-    t.add_argument(
-        "--backend",
-        choices=("local", "ray"),
-        default="local",
-        help="local: --jobs processes here; ray: --jobs Ray tasks on the same --storage",
-    )
-    t.add_argument("--address", default=None, help="Ray cluster address (default: local Ray)")
-    t.add_argument(
-        "--gpus-per-trial",
-        type=float,
-        default=None,
-        metavar="F",
-        help="Ray: GPUs per trial (0.5 packs two on a GPU); with --set device=cuda",
+    add_set_flag(t, help="fixed config value")
+    _ray_flags(
+        t,
+        "trial",
+        "0.5 packs two on a GPU",
+        backend_help="local: --jobs processes here; ray: --jobs Ray tasks on the same --storage",
     )
     t.add_argument("--out", default=None, help="study directory")
     t.add_argument("--reproduce", default=None, metavar="DIR", help="re-run a trial of DIR")
