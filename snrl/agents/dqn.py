@@ -467,25 +467,14 @@ class DQN(Algorithm):
     def _make_exploration(self):
         cfg = self.config
         rng = np.random.default_rng(cfg.seed + 23)
+        kwargs: dict[str, Any] = {}  # the schedule, for the kinds that have one
         if cfg.exploration == "eps_greedy":
-            return make_exploration(
-                "eps_greedy",
-                start=cfg.eps_start,
-                end=cfg.eps_end,
-                decay_steps=cfg.eps_decay_steps,
-                schedule=cfg.eps_schedule,
-                seed=rng,
-            )
-        if cfg.exploration == "gaussian_eps_greedy":
-            return make_exploration(
-                "gaussian_eps_greedy",
-                mean_start=cfg.eps_start,
-                mean_end=cfg.eps_end,
-                std=cfg.eps_std,
-                decay_steps=cfg.eps_decay_steps,
-                seed=rng,
-            )
-        return make_exploration(cfg.exploration, seed=rng)
+            kwargs = dict(start=cfg.eps_start, end=cfg.eps_end, schedule=cfg.eps_schedule)
+        elif cfg.exploration == "gaussian_eps_greedy":
+            kwargs = dict(mean_start=cfg.eps_start, mean_end=cfg.eps_end, std=cfg.eps_std)
+        if kwargs:
+            kwargs["decay_steps"] = cfg.eps_decay_steps
+        return make_exploration(cfg.exploration, seed=rng, **kwargs)
 
     # ---- replay --------------------------------------------------------------------------
     def _make_buffer(self) -> ReplayBuffer:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from snrl.buffers.storage import Batch, RingStorage, copy_into, require
+from snrl.buffers.storage import Batch, RingStorage, copy_into, require, space_config, space_kwargs
 from snrl.errors import UserError
 
 
@@ -176,27 +176,12 @@ class NStepWriter:
 
     # ---- files ---------------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "obs_shape": list(self.obs_shape),
-            "n_envs": self.n_envs,
-            "n_step": self.n_step,
-            "gamma": self.gamma,
-            "action_shape": list(self.action_shape),
-            "action_dtype": self.action_dtype.str,
-            "obs_dtype": self.obs_dtype.str,
-        }
+        return {**space_config(self), "n_step": self.n_step, "gamma": self.gamma}
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any], state_example: Any = None) -> NStepWriter:
         return cls(
-            tuple(cfg["obs_shape"]),
-            n_envs=cfg["n_envs"],
-            n_step=cfg["n_step"],
-            gamma=cfg["gamma"],
-            action_shape=tuple(cfg["action_shape"]),
-            action_dtype=np.dtype(cfg["action_dtype"]),
-            obs_dtype=np.dtype(cfg["obs_dtype"]),
+            tuple(cfg["obs_shape"]), n_step=cfg["n_step"], gamma=cfg["gamma"], **space_kwargs(cfg)
         )
 
     def arrays(self) -> dict[str, np.ndarray]:

@@ -190,25 +190,15 @@ class PrioritizedSampler:
     def describe(self) -> str:
         return f"prioritized (alpha {self.alpha})"
 
+    #: The constructor's keywords, saved in the config under their names.
+    _CONFIG_KEYS = ("alpha", "beta0", "beta_steps", "eta", "eps")
+
     def config(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "alpha": self.alpha,
-            "beta0": self.beta0,
-            "beta_steps": self.beta_steps,
-            "eta": self.eta,
-            "eps": self.eps,
-        }
+        return {"kind": self.kind, **{k: getattr(self, k) for k in self._CONFIG_KEYS}}
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any]) -> PrioritizedSampler:
-        return cls(
-            alpha=cfg["alpha"],
-            beta0=cfg["beta0"],
-            beta_steps=cfg["beta_steps"],
-            eta=cfg["eta"],
-            eps=cfg["eps"],
-        )
+        return cls(**{k: cfg[k] for k in cls._CONFIG_KEYS})
 
     def arrays(self, size: int) -> dict[str, np.ndarray]:
         return {

@@ -46,7 +46,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from snrl.buffers.storage import Batch, RingStorage, copy_into, require
+from snrl.buffers.storage import Batch, RingStorage, copy_into, require, space_config, space_kwargs
 from snrl.errors import UserError
 from snrl.functional.state import State, map_state, state_leaves
 
@@ -220,8 +220,7 @@ class SequenceWriter:
         self._structure = _state_structure(state)
         self._leaf_specs = [(tuple(t.shape[1:]), _np_dtype(t)) for t in leaves]
         self._win_states = [
-            np.zeros((self.n_envs, self.length, *shape), dtype=dt)
-            for shape, dt in self._leaf_specs
+            np.zeros((self.n_envs, self.length, *shape), dtype=dt) for shape, dt in self._leaf_specs
         ]
 
     def _state_rows(self, state: State) -> list[np.ndarray]:
@@ -347,15 +346,10 @@ class SequenceWriter:
     # ---- files ---------------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
         return {
-            "kind": self.kind,
-            "obs_shape": list(self.obs_shape),
+            **space_config(self),
             "seq_len": self.seq_len,
             "burn_in": self.burn_in,
             "stride": self.stride,
-            "n_envs": self.n_envs,
-            "action_shape": list(self.action_shape),
-            "action_dtype": self.action_dtype.str,
-            "obs_dtype": self.obs_dtype.str,
             "state_structure": self._structure,
             "state_leaves": [[list(shape), dt.str] for shape, dt in self._leaf_specs],
             **({"obs_pad": self.obs_pad} if self.obs_pad != 0 else {}),  # files before: 0
@@ -371,11 +365,8 @@ class SequenceWriter:
             seq_len=cfg["seq_len"],
             burn_in=cfg["burn_in"],
             stride=cfg["stride"],
-            n_envs=cfg["n_envs"],
-            action_shape=tuple(cfg["action_shape"]),
-            action_dtype=np.dtype(cfg["action_dtype"]),
-            obs_dtype=np.dtype(cfg["obs_dtype"]),
             obs_pad=cfg.get("obs_pad", 0),
+            **space_kwargs(cfg),
         )
         specs = [(tuple(shape), np.dtype(dt)) for shape, dt in cfg["state_leaves"]]
         structure = cfg["state_structure"]

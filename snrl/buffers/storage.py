@@ -78,6 +78,29 @@ class RingStorage:
 
 
 # ---- files -------------------------------------------------------------------------------
+def space_config(writer: Any) -> dict[str, Any]:
+    """The part of a replay writer's config that every kind has: its kind, the number of envs
+    and the observation and action spaces."""
+    return {
+        "kind": writer.kind,
+        "obs_shape": list(writer.obs_shape),
+        "n_envs": writer.n_envs,
+        "action_shape": list(writer.action_shape),
+        "action_dtype": writer.action_dtype.str,
+        "obs_dtype": writer.obs_dtype.str,
+    }
+
+
+def space_kwargs(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The writer keywords of a :func:`space_config` (``obs_shape`` is positional)."""
+    return {
+        "n_envs": cfg["n_envs"],
+        "action_shape": tuple(cfg["action_shape"]),
+        "action_dtype": np.dtype(cfg["action_dtype"]),
+        "obs_dtype": np.dtype(cfg["obs_dtype"]),
+    }
+
+
 def make_rng(seed: int | np.random.Generator | None) -> np.random.Generator:
     """A numpy Generator from a seed, or the Generator itself."""
     if isinstance(seed, np.random.Generator):
