@@ -844,34 +844,17 @@ def announce(server: EnvServer, *, generated: bool, out: Any) -> None:
 
 
 def serve(
-    env_id: str,
-    *,
-    host: str = "127.0.0.1",
-    port: int = 8765,
-    token: str | None = None,
-    env_kwargs: dict[str, Any] | None = None,
-    max_body: int = MAX_BODY,
-    max_sessions: int = MAX_SESSIONS,
-    out: Any = None,
-    **limits: Any,
+    env_id: str, *, port: int = 8765, token: str | None = None, out: Any = None, **options: Any
 ) -> None:
     """Serve ``env_id`` in the foreground until Ctrl-C (what ``snrl serve-env`` runs).
 
     Prints the URL, and the token when it was generated (the only place it is shown), to
     ``out`` (default stdout); warns on stderr when ``host`` is not a loopback address.
-    ``limits`` are :class:`EnvServer`'s other limits (``idle_timeout``, ...).
+    ``options`` are :class:`EnvServer`'s other keywords (``host``, ``env_kwargs``,
+    ``max_body``, ``max_sessions``, ``idle_timeout``, ...).
     """
     out = out or sys.stdout
     generated = token is None
-    server = EnvServer(
-        env_id,
-        host=host,
-        port=port,
-        token=token,
-        env_kwargs=env_kwargs,
-        max_body=max_body,
-        max_sessions=max_sessions,
-        **limits,
-    )
+    server = EnvServer(env_id, port=port, token=token, **options)
     announce(server, generated=generated, out=out)
     server.run()

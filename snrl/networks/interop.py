@@ -565,13 +565,7 @@ def _check_explicit_state(state: Any, batch_size: int) -> tuple:
 
 
 def from_snntorch(
-    module: nn.Module,
-    output_size: int | None = None,
-    *,
-    input_size: int | None = None,
-    readout_tau_m: float = NEURON_DEFAULTS["readout_tau_m"],
-    dt: float = NEURON_DEFAULTS["dt"],
-    seed: int | None = None,
+    module: nn.Module, output_size: int | None = None, **options: Any
 ) -> SnntorchBackbone:
     """Wrap a snntorch network into snrl's recurrent protocol.
 
@@ -583,11 +577,11 @@ def from_snntorch(
         output_size: width of an snrl leaky-integrator readout (an
             :class:`~snrl.layers.LILayer`, named ``"readout"``) put after the network (logits,
             Q-values, a value); None: the network's own output is the output.
-        input_size: observation features, for an explicit-state module without an
-            ``nn.Linear`` (default: the first ``nn.Linear``'s ``in_features``).
-        readout_tau_m: membrane time constant of the readout, seconds.
-        dt: time step of the readout, seconds.
-        seed: seed of the readout's weights (None: from the global torch RNG).
+        **options: keyword-only, :class:`SnntorchBackbone`'s: ``input_size`` (observation
+            features, for an explicit-state module without an ``nn.Linear``; default: the
+            first ``nn.Linear``'s ``in_features``), ``readout_tau_m`` (membrane time constant
+            of the readout, seconds), ``dt`` (time step of the readout, seconds), ``seed``
+            (seed of the readout's weights; None: from the global torch RNG).
 
     Returns:
         A :class:`SnntorchBackbone`.
@@ -595,14 +589,7 @@ def from_snntorch(
     Raises:
         UserError: a module that is not supported, named with its position.
     """
-    return SnntorchBackbone(
-        module,
-        output_size,
-        input_size=input_size,
-        readout_tau_m=readout_tau_m,
-        dt=dt,
-        seed=seed,
-    )
+    return SnntorchBackbone(module, output_size, **options)
 
 
 def module_backbone(
