@@ -35,6 +35,7 @@ from snrl.agents.limits import (
     MAX_TOTAL_STEPS,
     capped,
     check,
+    check_finite,
     check_int,
     check_parameters,
     env_cap,
@@ -549,6 +550,24 @@ class Algorithm:
         self._trial_log: list[dict] = []
         self._state = self.agent.initial_state(cfg.n_envs, device=self.device)
         self._recent: list[float] = []
+
+    def _step_envs(self, env_action: Any, env_step: int) -> tuple:
+        """One step of the vector env on ``env_action``: ``(next_obs, reward, reward32,
+        terminated, truncated, done, info)``, the rewards as the env gave them and as float32
+        (checked finite; ``env_step`` is the count after this step, for the message), ``done``
+        = terminated or truncated; the trials it ended go to the trial log."""
+        next_obs, reward, term, trunc, info = self._envs.step(env_action)
+        self._trial_log += self._trials.step(env_action, info)
+        with np.errstate(over="ignore"):  # the overflow is what is checked
+            reward32 = np.asarray(reward, dtype=np.float32)
+        check_finite(
+            reward32,
+            "reward (as float32)",
+            env_step=env_step,
+            cause=f"env {self.config.env} returned a reward beyond ±3.4e38; scale the rewards "
+            "down, e.g. with gymnasium.wrappers.TransformReward",
+        )
+        return next_obs, reward, reward32, term, trunc, np.logical_or(term, trunc), info
 
     def predict(
         self,

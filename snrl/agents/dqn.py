@@ -562,18 +562,8 @@ class DQN(Algorithm):
         if self.config.exploration == "pass_through":
             action = q.argmax(-1).cpu().numpy()
         env_action = agent.env_action(action)
-        next_obs, reward, term, trunc, info = self._envs.step(env_action)
-        self._trial_log += self._trials.step(env_action, info)
-        with np.errstate(over="ignore"):  # the overflow is what is checked
-            reward32 = np.asarray(reward, dtype=np.float32)
-        check_finite(
-            reward32,
-            "reward (as float32)",
-            env_step=self.env_step + self.config.n_envs,
-            cause=f"env {self.config.env} returned a reward beyond ±3.4e38; scale the "
-            "rewards down, e.g. with gymnasium.wrappers.TransformReward",
-        )
-        done = np.logical_or(term, trunc)
+        stepped = self._step_envs(env_action, self.env_step + self.config.n_envs)
+        next_obs, reward, _, term, trunc, done, info = stepped
         true_next = np.array(next_obs, copy=True)
         for i in np.flatnonzero(done):
             true_next[i] = info["final_obs"][i]

@@ -318,18 +318,8 @@ class PPO(Algorithm):
         except ValueError as e:  # torch's distribution refuses non-finite logits
             raise self._explain(e, x, self._state.policy, self.env_step + t * B) from e
         env_action = agent.env_action(res.action)
-        next_obs, reward, term, trunc, info = self._envs.step(env_action)
-        self._trial_log += self._trials.step(env_action, info)
-        with np.errstate(over="ignore"):  # the overflow is what is checked
-            reward32 = np.asarray(reward, dtype=np.float32)
-        check_finite(
-            reward32,
-            "reward (as float32)",
-            env_step=self.env_step + (t + 1) * B,
-            cause=f"env {cfg.env} returned a reward beyond ±3.4e38; scale the rewards "
-            "down, e.g. with gymnasium.wrappers.TransformReward",
-        )
-        done = np.logical_or(term, trunc)
+        stepped = self._step_envs(env_action, self.env_step + (t + 1) * B)
+        next_obs, reward, reward32, term, trunc, done, info = stepped
         if self.reward_scaler is not None:  # learning sees scaled rewards (returns stay raw)
             reward32 = np.asarray(self.reward_scaler(reward, done), dtype=np.float32)
         # one host -> device copy per vector step for what the env returned (on a GPU)
