@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import functools
 import inspect
+import math
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -35,6 +36,18 @@ class NonFiniteError(UserError):
 
 class EnvError(UserError):
     """The environment raised an exception; the message names the env and the step."""
+
+
+def positive_number(name: str, value: Any, unit: str, example: str) -> float:
+    """``value`` as a float when it is a finite number > 0; else a :class:`UserError` naming
+    ``name=value`` and what to give: a positive number of ``unit``, e.g. ``example``."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise UserError(f"{name}={value!r} is not a number (give {unit}, e.g. {example})") from None
+    if not (math.isfinite(number) and number > 0):
+        raise UserError(f"{name}={value!r} (give a positive number of {unit}, e.g. {example})")
+    return number
 
 
 def first_line(exc: BaseException) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from snrl.errors import UserError
+from snrl.errors import UserError, positive_number
 from snrl.io import atomic_write_bytes
 
 FORMATS = ("png", "pdf", "svg")
@@ -29,15 +29,7 @@ def as_2d(x: Any, name: str, *, batch: int = 0) -> np.ndarray:
 
 def check_dt(dt: Any) -> float | None:
     """``dt`` in seconds per row, or None; a bad value is a user error."""
-    if dt is None:
-        return None
-    try:
-        value = float(dt)
-    except (TypeError, ValueError):
-        raise UserError(f"dt={dt!r} is not a number (give seconds per step, e.g. 1e-3)") from None
-    if not np.isfinite(value) or value <= 0:
-        raise UserError(f"dt={dt!r} (give a positive number of seconds per step, or None)")
-    return value
+    return None if dt is None else positive_number("dt", dt, "seconds per step", "1e-3")
 
 
 def new_figure(width: float, height: float, dpi: int = 100) -> Any:

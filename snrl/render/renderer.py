@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from snrl.errors import UserError
+from snrl.errors import UserError, positive_number
 from snrl.io import atomic_open
 from snrl.render._encode import (
     MAX_GIF_FPS,
@@ -289,13 +289,7 @@ class TrajectoryRenderer:
 
     @staticmethod
     def _check_fps(fps: float) -> float:
-        try:
-            value = float(fps)
-        except (TypeError, ValueError):
-            raise UserError(f"fps={fps!r} is not a number (give e.g. fps=30)") from None
-        if not np.isfinite(value) or value <= 0:
-            raise UserError(f"fps={fps!r} (give a positive number of frames per second)")
-        return value
+        return positive_number("fps", fps, "frames per second", "30")
 
     def _get_composer(self, frame_hw: tuple[int, int] | None) -> _Composer:
         if self._composer is None or self._composer.frame_hw != frame_hw:
