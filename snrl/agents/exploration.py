@@ -58,7 +58,17 @@ class Greedy:
 
 
 class _EpsilonBase(Greedy):
-    """Epsilon-greedy given per-row epsilons."""
+    """Epsilon-greedy given per-row epsilons, on a schedule of ``decay_steps`` env steps."""
+
+    def __init__(self, *, decay_steps: int, seed: int | np.random.Generator | None) -> None:
+        super().__init__(seed=seed)
+        if int(decay_steps) < 1:
+            raise UserError(f"decay_steps must be >= 1, got {decay_steps} (pass a step count)")
+        self.decay_steps = int(decay_steps)
+
+    def _progress(self, step: int) -> float:
+        """The part of the schedule done at env step ``step``, in [0, 1]."""
+        return min(1.0, max(0, int(step)) / self.decay_steps)
 
     def _epsilons(self, step: int, batch: int) -> float | np.ndarray:
         """Epsilon of each of ``batch`` rows: one float for all of them, or (batch,)."""
@@ -94,12 +104,10 @@ class EpsGreedy(_EpsilonBase):
         schedule: str = "linear",
         seed: int | np.random.Generator | None = None,
     ) -> None:
-        super().__init__(seed=seed)
         for name, v in (("start", start), ("end", end)):
             if not 0.0 <= float(v) <= 1.0:
                 raise UserError(f"{name} must be in [0, 1], got {v} (it is a probability)")
-        if int(decay_steps) < 1:
-            raise UserError(f"decay_steps must be >= 1, got {decay_steps} (pass a step count)")
+        super().__init__(decay_steps=decay_steps, seed=seed)
         if schedule not in ("linear", "exponential"):
             raise UserError(f"unknown schedule {schedule!r} (use 'linear' or 'exponential')")
         if schedule == "exponential" and (float(start) <= 0 or float(end) <= 0):
@@ -109,12 +117,11 @@ class EpsGreedy(_EpsilonBase):
             )
         self.start = float(start)
         self.end = float(end)
-        self.decay_steps = int(decay_steps)
         self.schedule = schedule
 
     def epsilon(self, step: int) -> float:
         """Epsilon at env step ``step``."""
-        frac = min(1.0, max(0, int(step)) / self.decay_steps)
+        frac = self._progress(step)
         if self.schedule == "linear":
             return self.start + (self.end - self.start) * frac
         return self.start * (self.end / self.start) ** frac
@@ -186,19 +193,16 @@ class GaussianEpsGreedy(_EpsilonBase):
         decay_steps: int = 10_000,
         seed: int | np.random.Generator | None = None,
     ) -> None:
-        super().__init__(seed=seed)
         if not float(std) > 0:
             raise UserError(f"std must be > 0, got {std} (e.g. 0.1)")
-        if int(decay_steps) < 1:
-            raise UserError(f"decay_steps must be >= 1, got {decay_steps} (pass a step count)")
+        super().__init__(decay_steps=decay_steps, seed=seed)
         self.mean_start = float(mean_start)
         self.mean_end = float(mean_end)
         self.std = float(std)
-        self.decay_steps = int(decay_steps)
 
     def epsilon(self, step: int) -> float:
         """Location ``mu(step)`` of the (untruncated) normal epsilon is drawn from."""
-        frac = min(1.0, max(0, int(step)) / self.decay_steps)
+        frac = self._progress(step)
         return self.mean_start + (self.mean_end - self.mean_start) * frac
 
     def sample_epsilon(self, step: int, size: int) -> np.ndarray:
