@@ -113,6 +113,18 @@ def _add_train(sub: Any) -> None:
     )
     t.add_argument("--n-envs", type=int, default=None)
     t.add_argument("--seed", type=SEED, default=None)
+    t.add_argument(
+        "--learning-rule",
+        choices=("bptt", "eprop"),
+        default=None,
+        help="bptt (default) or eprop: e-prop's eligibility traces (docs/learning_rules.md)",
+    )
+    t.add_argument(
+        "--eprop-feedback",
+        choices=("symmetric", "random"),
+        default=None,
+        help="e-prop's feedback: the readout's weights (default) or a fixed random matrix",
+    )
     t.add_argument("--config", default=None, metavar="FILE.toml")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     t.add_argument("--out", required=True, help="run directory")

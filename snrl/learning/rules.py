@@ -307,10 +307,22 @@ class _EPropRun(nn.Module):
         return res.out, res.state
 
 
-def make_learning_rule(name: str, feedback: str = "symmetric", seed: int = 0) -> LearningRule:
-    """The rule a config names (``learning_rule``, ``eprop_feedback``)."""
+def make_learning_rule(
+    name: str, feedback: str = "symmetric", seed: int = 0, agent: nn.Module | None = None
+) -> LearningRule:
+    """The rule a config names (``learning_rule``, ``eprop_feedback``); with ``agent``, each
+    of its backbones is checked (:meth:`LearningRule.check`).
+
+    Raises:
+        UserError: an unknown rule or feedback, or a backbone the rule cannot train.
+    """
     if name == "bptt":
-        return BPTT()
-    if name == "eprop":
-        return EProp(feedback, seed)
-    raise UserError(f"learning_rule={name!r} (use one of {', '.join(LEARNING_RULES)})")
+        rule: LearningRule = BPTT()
+    elif name == "eprop":
+        rule = EProp(feedback, seed)
+    else:
+        raise UserError(f"learning_rule={name!r} (use one of {', '.join(LEARNING_RULES)})")
+    if agent is not None:
+        for part in agent.backbones:
+            rule.check(getattr(agent, part), part)
+    return rule
