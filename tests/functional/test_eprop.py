@@ -33,14 +33,14 @@ CASES = [
 ]
 
 
-def _layer(kind: str, reset: str, recurrent: bool = True, seed: int = 0):
+def _layer(kind: str, reset: str, recurrent: bool = True, seed: int = 0, tau_m=8e-3):
     cls = LIFLayer if kind == "lif" else ALIFLayer
     extra = {"tau_a": 30e-3, "beta": 0.7} if kind == "alif" else {}
     layer = cls(
         F,
         N,
         dt=1e-3,
-        tau_m=8e-3,
+        tau_m=tau_m,
         threshold=0.6,
         reset=reset,
         force_dale_law=True,
@@ -175,10 +175,13 @@ def test_full_learning_signal_gives_bptt(kind, reset, through_reset):
 
 
 @pytest.mark.parametrize("kind,reset", CASES)
-def test_traces_equal_truncated_autograd(kind, reset):
+@pytest.mark.parametrize("per_neuron_tau", [False, True])
+def test_traces_equal_truncated_autograd(kind, reset, per_neuron_tau):
     """Oracle 2: hand-coded e-prop == autograd with the spikes fixed in the recurrent current
-    and the reset, for an arbitrary per-step learning signal."""
-    layer = _layer(kind, reset)
+    and the reset, for an arbitrary per-step learning signal (one membrane decay, where a
+    LIF layer's traces factorize, and one per neuron, where they do not)."""
+    tau = torch.linspace(5e-3, 12e-3, N) if per_neuron_tau else 8e-3
+    layer = _layer(kind, reset, tau_m=tau)
     x, s0 = _inputs(), _state(layer)
     g = torch.Generator().manual_seed(5)
     signal = torch.randn(T, B, N, generator=g, dtype=torch.float64)
