@@ -19,6 +19,7 @@ Usage::
 
     python benchmarks/bench_eprop.py memory [--neuron lif|alif]
     python benchmarks/bench_eprop.py learning [--steps 30000] [--seeds 1,2,3] [--jobs 2]
+        [--backbone lif|alif] [--tasks ID,ID]
 """
 
 from __future__ import annotations
@@ -194,7 +195,8 @@ def _learn_one(env: str, rule: str, seed: int, steps: int, backbone: str) -> dic
 
 def learning(args: argparse.Namespace) -> None:
     seeds = [int(s) for s in args.seeds.split(",")]
-    jobs = [(e, r, s) for e in TASKS for s in seeds for r in RULES]
+    tasks = {t: TASKS[t] for t in args.tasks.split(",")}
+    jobs = [(e, r, s) for e in tasks for s in seeds for r in RULES]
 
     def run(job):
         e, r, s = job
@@ -216,7 +218,7 @@ def learning(args: argparse.Namespace) -> None:
         rows = [r for r in pool.map(run, jobs) if r is not None]
     print(f"\n| task | metric | {' | '.join(RULES)} |  ({args.backbone}, {args.steps} steps)")
     print("|---|---|" + "---|" * len(RULES))
-    for env, metric in TASKS.items():
+    for env, metric in tasks.items():
         cells = []
         for rule in RULES:
             got = sorted(
@@ -239,6 +241,7 @@ def main() -> None:
     lr.add_argument("--steps", type=int, default=30_000)
     lr.add_argument("--seeds", default="1,2,3")
     lr.add_argument("--jobs", type=int, default=2)
+    lr.add_argument("--tasks", default=",".join(TASKS), help="comma-separated env ids")
     lr.add_argument("--backbone", choices=("lif", "alif"), default="lif")
     args = p.parse_args()
     memory(args) if args.cmd == "memory" else learning(args)
