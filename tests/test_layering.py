@@ -17,6 +17,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("functional",),
     ("layers",),
     ("networks",),
+    ("learning",),
     ("envs",),
     ("trajectory",),
     ("buffers",),

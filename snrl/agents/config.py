@@ -7,7 +7,7 @@ import dataclasses
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import torch
 from torch import nn
@@ -149,6 +149,14 @@ class AgentConfig:
     """Lessons of increasing difficulty (snrl.Curriculum; [[curriculum.lesson]] tables in
     TOML): env options merged over env_kwargs and a promotion criterion each
     (docs/curriculum.md)."""
+    learning_rule: Literal["bptt", "eprop"] = "bptt"
+    """How the spiking layer learns: bptt (backpropagation through time, autograd) | eprop
+    (e-prop, Bellec et al. 2020: eligibility traces times the learning signal the policy and
+    value readouts broadcast; one-layer lif/alif backbones, PPO only; docs/learning_rules.md)."""
+    eprop_feedback: Literal["symmetric", "random"] = "symmetric"
+    """The matrix that carries a readout's error back to the neurons under e-prop: symmetric
+    (the readout's own weights, ``B = W_out^T``) | random (a fixed random matrix, random
+    e-prop). Ignored with learning_rule=bptt."""
     tuned: bool = True
     """Apply snrl's tuned settings for this algorithm, env and backbone (snrl/zoo/*.toml,
     docs/agents.md) under the values you give; false: the built-in defaults."""
@@ -170,6 +178,7 @@ class AgentConfig:
 
     def __post_init__(self) -> None:
         check_values(self)  # types, finite numbers: every field of every algorithm's config
+        self._check_learning_rule()
         check(self.backbone in BACKBONES, f"backbone={self.backbone!r} (one of {BACKBONES})")
         check(self.encoder in ENCODERS, f"encoder={self.encoder!r} (one of {ENCODERS})")
         check(
@@ -250,6 +259,31 @@ class AgentConfig:
             f"threads={self.threads} (an integer in [1, {MAX_THREADS}], 0 for torch's own "
             "setting, or none for the policy)",
         )
+
+    #: the learning rules this algorithm implements (docs/learning_rules.md)
+    learning_rules: ClassVar[tuple[str, ...]] = ("bptt", "eprop")
+
+    def _check_learning_rule(self) -> None:
+        """e-prop: an algorithm that implements it and a backbone it supports."""
+        rule = self.learning_rule
+        if rule == "bptt":
+            return
+        algo = type(self).__name__.removesuffix("Config")
+        check(
+            rule in self.learning_rules,
+            f"learning_rule={rule!r} is not implemented for {algo} (use "
+            f"{' | '.join(self.learning_rules)}; e-prop trains PPO agents)",
+        )
+        why = None
+        if self.backbone not in ("lif", "alif"):
+            why = f"backbone={self.backbone!r} (e-prop supports lif and alif)"
+        elif self.n_layers != 1:
+            why = f"n_layers={self.n_layers} (e-prop trains one spiking layer under its readout)"
+        elif self.substeps != 1:
+            why = f"substeps={self.substeps} (e-prop takes one neuron step per env step)"
+        elif self.hh_init == "learned":
+            why = "hh_init='learned' (e-prop does not train the initial state)"
+        check(why is None, f"learning_rule=eprop with {why}; use learning_rule=bptt")
 
     def rate_term(self, activity: Any) -> Any:
         """``rate_reg`` times the firing-rate penalty of ``activity`` (an

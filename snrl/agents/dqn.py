@@ -93,6 +93,8 @@ class DQNConfig(AgentConfig):
     """DQN hyperparameters; the defaults train a Dale LIF Q-network on CartPole-v1 (the
     fields shared with PPO are documented in :class:`snrl.agents.config.AgentConfig`)."""
 
+    learning_rules: ClassVar[tuple[str, ...]] = ("bptt",)
+
     readout_tau_m: float | None = override(
         None,
         "None: as PPO's, but 3 ms without a clock: Q follows the current spikes (CartPole "

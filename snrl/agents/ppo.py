@@ -38,6 +38,7 @@ from snrl.envs import ActionMap, ObsFlattener, finished_episodes
 from snrl.errors import NonFiniteError
 from snrl.functional.state import index_state
 from snrl.layers.base import cached_weights
+from snrl.learning import make_learning_rule
 from snrl.networks.interop import module_backbone
 from snrl.training.rundir import prepare_run_dir
 
@@ -255,6 +256,9 @@ class PPO(Algorithm):
         with self._seeded(cfg.seed):
             self.agent = build_agent(cfg, obs_space, act_space, policy=policy, critic=critic)
         self.agent.to(self.device)
+        self.learning_rule = make_learning_rule(  # BPTT or e-prop (docs/learning_rules.md)
+            cfg.learning_rule, cfg.eprop_feedback, seed=cfg.seed, agent=self.agent
+        )
         if policy is not None:
             self._check_output_width("policy", policy, self.agent.head_size)
         if critic is not None:
@@ -381,9 +385,10 @@ class PPO(Algorithm):
         the ``policy``, ``value`` and ``entropy`` terms and the probability ``ratio`` and
         ``log_ratio``; ``activity`` the policy's."""
         cfg = self.config
-        logp, entropy, values, activity = self.agent.evaluate_sequence(
-            mb.obs, mb.actions, mb.starts, mb.states, mb.logit_noise
-        )
+        with self.learning_rule.applied(self.agent):  # e-prop: spiking layers without a graph
+            logp, entropy, values, activity = self.agent.evaluate_sequence(
+                mb.obs, mb.actions, mb.starts, mb.states, mb.logit_noise
+            )
         log_ratio = logp - mb.log_probs
         ratio = log_ratio.exp()
         adv = mb.advantages
@@ -436,7 +441,7 @@ class PPO(Algorithm):
                     ):
                         check_finite(value, name, env_step=env_step, cause=_LOSS_CAUSE)
                     self.optimizer.zero_grad()
-                    loss.backward()
+                    self.learning_rule.backward(loss)  # BPTT: loss.backward()
                     grad_norm = self._clip_grad_norm(cfg.max_grad_norm)
                     check_finite(grad_norm, "gradient norm", env_step=env_step, cause=_LOSS_CAUSE)
                     self._optimizer_step()

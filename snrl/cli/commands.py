@@ -74,6 +74,8 @@ CONFIG_FLAGS: tuple[tuple[str, str, Any], ...] = (
     ("--steps", "total_steps", lambda a: a.steps),
     ("--n-envs", "n_envs", lambda a: a.n_envs),
     ("--seed", "seed", lambda a: a.seed),
+    ("--learning-rule", "learning_rule", lambda a: getattr(a, "learning_rule", None)),
+    ("--eprop-feedback", "eprop_feedback", lambda a: getattr(a, "eprop_feedback", None)),
     ("--threads", "threads", lambda a: getattr(a, "threads", None)),
     ("--no-tuned", "tuned", lambda a: False if getattr(a, "no_tuned", False) else None),
 )

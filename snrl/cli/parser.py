@@ -108,6 +108,18 @@ def _add_train(sub: Any) -> None:
     )
     t.add_argument("--n-envs", type=int, default=None)
     t.add_argument("--seed", type=SEED, default=None)
+    t.add_argument(
+        "--learning-rule",
+        choices=("bptt", "eprop"),
+        default=None,
+        help="bptt (default) or eprop: e-prop's eligibility traces (docs/learning_rules.md)",
+    )
+    t.add_argument(
+        "--eprop-feedback",
+        choices=("symmetric", "random"),
+        default=None,
+        help="e-prop's feedback: the readout's weights (default) or a fixed random matrix",
+    )
     t.add_argument("--config", default=None, metavar="FILE.toml")
     add_set_flag(t)
     t.add_argument("--out", required=True, help="run directory")

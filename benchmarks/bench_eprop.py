@@ -1,0 +1,251 @@
+"""e-prop against BPTT (issue 35): peak memory against the sequence length, and learning.
+
+* ``memory``: one gradient of a Dale 80/20 LIF (or ALIF) layer of 128 neurons under a leaky
+  readout, batch 16, 20 inputs, a squared-error loss at every step, for T = 100 and 1000:
+  BPTT (autograd through snrl's layer) and online e-prop (``snrl.functional.eprop``: the
+  traces carried step by step, inputs and targets drawn step by step). Each measurement is a
+  fresh subprocess (``torch.set_num_threads(1)``, glibc's ``MALLOC_MMAP_THRESHOLD_`` low so
+  that large buffers go back to the system when freed); the number is the peak resident set
+  during the gradient minus the resident set just before it (``ru_maxrss`` and
+  ``/proc/self/statm``).
+* ``learning``: snrl PPO (Dale LIF, the tuned settings of each task) with
+  ``learning_rule=bptt``, ``eprop`` + ``eprop_feedback=symmetric`` and ``eprop`` + ``random``
+  on PerceptualDecisionMaking-v0, GoNogo-v0 and CartPole-v1, ``--steps`` env steps, seeds
+  ``--seeds``; each run a subprocess (at most ``--jobs`` at once). Reported: the final
+  deterministic evaluation (20 episodes, seed 1000 + seed): trial accuracy on the NeuroGym
+  tasks, mean return on CartPole; and wall time.
+
+Usage::
+
+    python benchmarks/bench_eprop.py memory [--neuron lif|alif]
+    python benchmarks/bench_eprop.py learning [--steps 30000] [--seeds 1,2,3] [--jobs 2]
+        [--backbone lif|alif] [--tasks ID,ID]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {
+    **os.environ,
+    "PYTHONPATH": str(ROOT),
+    "OMP_NUM_THREADS": "1",
+    "MALLOC_MMAP_THRESHOLD_": "65536",
+}
+B, F, N, K = 16, 20, 128, 2
+
+
+def _rss_now() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _peak() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _memory_one(method: str, t_len: int, neuron: str) -> dict:
+    """One gradient; returns the peak resident memory above the level before it."""
+    import torch
+
+    from snrl.layers import ALIFLayer, LIFLayer
+
+    torch.set_num_threads(1)
+    cls = LIFLayer if neuron == "lif" else ALIFLayer
+    layer = cls(F, N, force_dale_law=True, tau_m=20e-3, seed=0)
+    gen = torch.Generator().manual_seed(0)
+    w_out = torch.randn(N, K, generator=gen) / N**0.5
+    kappa = 0.9
+    # warm up both paths on a short sequence (allocator pools, lazy inits)
+    for _ in range(2):
+        _grad(method, layer, w_out, kappa, 8, gen)
+    base = _rss_now()
+    start_peak = _peak()
+    t0 = time.perf_counter()
+    _grad(method, layer, w_out, kappa, t_len, gen)
+    wall = time.perf_counter() - t0
+    peak = _peak()
+    extra = max(peak - base, 0) if peak > start_peak else 0
+    return {"method": method, "T": t_len, "extra_bytes": extra, "wall_s": wall}
+
+
+def _grad(method, layer, w_out, kappa, t_len, gen) -> None:
+    """One gradient of the readout loss over ``t_len`` steps, by BPTT or online e-prop."""
+    import torch
+
+    from snrl.functional.eprop import accumulate, eligibility_step, initial_eligibility
+    from snrl.functional.surrogate import derivative_fn
+
+    adaptive = type(layer).__name__ == "ALIFLayer"
+    if method == "bptt":
+        x = torch.rand(t_len, B, F, generator=gen)
+        target = torch.randn(t_len, B, K, generator=gen)
+        layer.zero_grad()
+        z = layer.run(x, layer.initial_state(B)).out
+        y = torch.zeros(B, K)
+        loss = 0.0
+        for t in range(t_len):
+            y = kappa * y + z[t] @ w_out
+            loss = loss + 0.5 * ((y - target[t]) ** 2).sum()
+        loss.backward()
+        return
+    # online e-prop: inputs, targets, traces and readout carried one step at a time
+    with torch.no_grad():
+        state = layer.initial_state(B)
+        consts = layer._constants()
+        alpha = consts[0]
+        rho = consts[1] if adaptive else None
+        beta = layer.beta if adaptive else 0.0
+        dpsi = derivative_fn(layer.spike_grad)
+        el = initial_eligibility(B, F + N + 1, N, adaptive=adaptive, filtered=True)
+        grad = torch.zeros(F + N + 1, N)
+        ones = torch.ones(B, 1)
+        y = torch.zeros(B, K)
+        for _t in range(t_len):
+            x = torch.rand(B, F, generator=gen)
+            target = torch.randn(B, K, generator=gen)
+            z_prev = state.z
+            res = layer.run(x, state)
+            state = res.state
+            thr = layer.threshold + (beta * res.traces["a"] if adaptive else 0.0)
+            psi = dpsi((res.v - thr).clone())
+            pre = torch.cat([x, z_prev, ones], 1)
+            el = eligibility_step(
+                el,
+                pre,
+                psi,
+                alpha,
+                rho=rho,
+                beta=beta,
+                z_prev=z_prev,
+                reset=layer.reset,
+                kappa=kappa,
+            )
+            y = kappa * y + res.out @ w_out
+            accumulate(grad, (y - target) @ w_out.T, el.fe)
+
+
+def memory(args: argparse.Namespace) -> None:
+    rows = []
+    for method in ("bptt", "eprop"):
+        for t_len in (100, 1000):
+            code = (
+                "import json,sys; sys.path.insert(0, 'benchmarks'); import bench_eprop as b; "
+                f"print(json.dumps(b._memory_one({method!r}, {t_len}, {args.neuron!r})))"
+            )
+            out = subprocess.run(
+                [sys.executable, "-c", code],
+                env=ENV,
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    print(f"| method | T | peak memory above baseline (MiB) | wall (s) |  ({args.neuron})")
+    print("|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['method']} | {r['T']} | {r['extra_bytes'] / 2**20:.1f} | {r['wall_s']:.2f} |")
+    for method in ("bptt", "eprop"):
+        a, b = (r["extra_bytes"] for r in rows if r["method"] == method)
+        print(f"{method}: T 100 -> 1000: x{b / max(a, 1):.2f}")
+
+
+TASKS = {
+    "PerceptualDecisionMaking-v0": "accuracy",
+    "GoNogo-v0": "accuracy",
+    "CartPole-v1": "mean_return",
+}
+RULES = {
+    "bptt": {"learning_rule": "bptt"},
+    "symmetric": {"learning_rule": "eprop", "eprop_feedback": "symmetric"},
+    "random": {"learning_rule": "eprop", "eprop_feedback": "random"},
+}
+
+
+def _learn_one(env: str, rule: str, seed: int, steps: int, backbone: str) -> dict:
+    import torch
+
+    import snrl
+
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    algo = snrl.PPO(env, backbone=backbone, seed=seed, eval_interval=0, **RULES[rule])
+    algo.learn(steps, progress=False)
+    wall = time.perf_counter() - t0
+    res = algo.evaluate(n_episodes=20, seed=1000 + seed)
+    return {
+        "env": env,
+        "rule": rule,
+        "seed": seed,
+        "score": float(res[TASKS[env]]),
+        "wall_s": wall,
+    }
+
+
+def learning(args: argparse.Namespace) -> None:
+    seeds = [int(s) for s in args.seeds.split(",")]
+    tasks = {t: TASKS[t] for t in args.tasks.split(",")}
+    jobs = [(e, r, s) for e in tasks for s in seeds for r in RULES]
+
+    def run(job):
+        e, r, s = job
+        code = (
+            "import json,sys; sys.path.insert(0, 'benchmarks'); import bench_eprop as b; "
+            f"print(json.dumps(b._learn_one({e!r}, {r!r}, {s}, {args.steps}, {args.backbone!r})))"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=ENV, cwd=ROOT, capture_output=True, text=True
+        )
+        if out.returncode != 0:
+            print(out.stderr[-2000:], file=sys.stderr)
+            return None
+        row = json.loads(out.stdout.strip().splitlines()[-1])
+        print(json.dumps(row), flush=True)
+        return row
+
+    with ThreadPoolExecutor(args.jobs) as pool:
+        rows = [r for r in pool.map(run, jobs) if r is not None]
+    print(f"\n| task | metric | {' | '.join(RULES)} |  ({args.backbone}, {args.steps} steps)")
+    print("|---|---|" + "---|" * len(RULES))
+    for env, metric in tasks.items():
+        cells = []
+        for rule in RULES:
+            got = sorted(
+                (r["seed"], r["score"]) for r in rows if r["env"] == env and r["rule"] == rule
+            )
+            vals = [v for _, v in got]
+            mean = sum(vals) / len(vals) if vals else float("nan")
+            cells.append(f"{mean:.3g} ({', '.join(f'{v:.3g}' for v in vals)})")
+        print(f"| {env} | {metric} | {' | '.join(cells)} |")
+    walls = {rule: sum(r["wall_s"] for r in rows if r["rule"] == rule) for rule in RULES}
+    print("total wall (s): " + ", ".join(f"{k} {v:.0f}" for k, v in walls.items()))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("memory")
+    m.add_argument("--neuron", choices=("lif", "alif"), default="lif")
+    lr = sub.add_parser("learning")
+    lr.add_argument("--steps", type=int, default=30_000)
+    lr.add_argument("--seeds", default="1,2,3")
+    lr.add_argument("--jobs", type=int, default=2)
+    lr.add_argument("--tasks", default=",".join(TASKS), help="comma-separated env ids")
+    lr.add_argument("--backbone", choices=("lif", "alif"), default="lif")
+    args = p.parse_args()
+    memory(args) if args.cmd == "memory" else learning(args)
+
+
+if __name__ == "__main__":
+    main()
