@@ -50,6 +50,7 @@ __all__ = [
     "configure",
     "entries",
     "lookup",
+    "no_entry_note",
     "parse",
     "resolve",
 ]
@@ -199,7 +200,11 @@ def _no_entry(cls: type, algo: str, given: Mapping[str, Any], entry: TunedEntry 
         return ""
     if entry is not None:
         return f"{entry.source}: (no key applied: you gave every key of it)"
-    env, backbone = chosen.get("env"), chosen.get("backbone")
+    return no_entry_note(algo, chosen.get("env"), chosen.get("backbone"))
+
+
+def no_entry_note(algo: str, env: Any, backbone: Any) -> str:
+    """``tuned_from`` of a run whose algorithm, env and backbone have no tuned entry."""
     return f'none: snrl/zoo/{algo}.toml has no ["{env}".{backbone}] entry'
 
 
