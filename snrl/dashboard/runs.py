@@ -403,12 +403,12 @@ def tuned_note(config: Any) -> str:
     algo, env, backbone = config.get("algo"), config.get("env"), config.get("backbone")
     if not all(isinstance(v, str) for v in (algo, env, backbone)):
         return "not recorded"
-    from snrl import zoo
+    from snrl.zoo import ALGOS, lookup, no_entry_note
 
-    if algo not in zoo.ALGOS:
+    if algo not in ALGOS:
         return "not recorded"
-    if zoo.lookup(algo, env, backbone) is None:
-        return zoo.no_entry_note(algo, env, backbone)
+    if lookup(algo, env, backbone) is None:
+        return no_entry_note(algo, env, backbone)
     return "not recorded (tuned_from is empty: a config object, or every key given)"
 
 
