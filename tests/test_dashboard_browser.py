@@ -364,6 +364,7 @@ def test_launch_form_basic_fields_first_the_rest_collapsed(page, server):
     for doc in page.locator("#fields-basic .doc").all():  # one line each, and a docs link
         box = doc.bounding_box()
         assert box["height"] < 20, doc.text_content()
+        expect(doc.locator("a")).to_be_visible()  # never cut off by a long text
         assert doc.locator("a").get_attribute("href") == (
             "#/doc/agents.md/hyperparameters-snrlppoconfig"
         )

@@ -467,7 +467,7 @@ async function launchView() {
         el("label", { for: id }, f.name, " ", el("span", { class: "type", text: f.type + (f.min ? `, ≥ ${f.min}` : "") })),
         input,
         f.choices && f.kind !== "choice" ? el("datalist", { id: id + "-choices" }, ...f.choices.map(c => el("option", { value: c }))) : null,
-        el("div", { class: "doc", title: full }, oneLine(full), " ",
+        el("div", { class: "doc" }, el("span", { class: "text", title: full, text: oneLine(full) }),
            el("a", { href: "#/doc/" + DOC_ANCHOR[algo.value], target: "_blank", rel: "noopener", text: "docs" })),
         el("div", { class: "error", id: "error-" + f.name }));
     }
