@@ -502,6 +502,16 @@ def test_serve_prints_the_run_address_of_a_run_directory(runs, monkeypatch):
     text = out.getvalue()
     assert f"snrl dashboard of the run {(runs / 'done').resolve()}" in text
     assert f"/?token={TOKEN}#/run/done" in text
+    empty = runs.parent / "empty"
+    empty.mkdir()
+    out = io.StringIO()
+    dashboard.serve(empty, token=TOKEN, port=0, out=out)  # says why nothing will show
+    lines = out.getvalue().splitlines()
+    assert lines[1] == (
+        f"no run in {empty.resolve()}: it is empty (a run is a folder holding "
+        "config.json (what snrl train --out DIR writes))"
+    )
+    assert lines[2].endswith(f"/?token={TOKEN}  (Ctrl-C stops)")
 
 
 def test_config_says_which_tuned_entry_was_applied(client, runs):
