@@ -318,6 +318,11 @@ def screenshots(out_dir: Path) -> None:
                             "--hidden", "32", "--steps", "12000", "--seed", str(seed), "--set",
                             "eval_interval=2500", "--set", "eval_episodes=3", "--out",
                             str(root / name), "--quiet"], env=env, check=True)
+        # a trial task (NeuroGym): the run view shows trial accuracy beside the return
+        subprocess.run([*snrl, "train", "--env", "PerceptualDecisionMaking-v0", "--hidden", "32",
+                        "--steps", "12000", "--seed", "0", "--set", "eval_interval=3000",
+                        "--set", "eval_episodes=3", "--out", str(root / "pdm-lif-s0"),
+                        "--quiet"], env=env, check=True)
         subprocess.run([*snrl, "render", str(root / "cartpole-lif-s0"), "--out",
                         str(root / "cartpole-lif-s0" / "render_seed0.mp4")], env=env, check=True)
         subprocess.run([*snrl, "compare", "--env", "CartPole-v1", "--backbones", "lif,mlp",
@@ -356,11 +361,13 @@ def screenshots(out_dir: Path) -> None:
                 page.goto(server.url("#/"))
                 page.wait_for_selector('tr[data-run="cartpole-alif-s1"]')
                 page.screenshot(path=str(out_dir / "dashboard_runs.png"))
-                page.set_viewport_size({"width": 1280, "height": 860})
-                page.goto(server.url("#/run/cartpole-lif-s0"))
-                page.wait_for_function("document.getElementById('plot-return').data")
-                page.wait_for_timeout(1500)
+                # tall: every panel on screen (a plot is drawn only while visible)
+                page.set_viewport_size({"width": 1280, "height": 2600})
+                page.goto(server.url("#/run/pdm-lif-s0"))
+                page.wait_for_selector("#plot-accuracy .gtitle")
+                page.wait_for_timeout(5000)  # the small panels are drawn every few seconds
                 page.screenshot(path=str(out_dir / "dashboard_run.png"), full_page=True)
+                page.set_viewport_size({"width": 1280, "height": 860})
                 page.goto(server.url("#/launch"))
                 page.fill("#f-name", "my-run")
                 page.fill("#f-env", "CartPole-v1")
@@ -371,6 +378,7 @@ def screenshots(out_dir: Path) -> None:
                 page.screenshot(path=str(out_dir / "dashboard_launch.png"))
                 page.goto(server.url("#/compare/compare-cartpole"))
                 page.wait_for_selector("#summary")
+                page.wait_for_selector("#report h2")  # report.md, rendered
                 page.wait_for_timeout(1000)
                 page.screenshot(path=str(out_dir / "dashboard_compare.png"), full_page=True)
                 b.close()

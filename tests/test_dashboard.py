@@ -420,9 +420,118 @@ def test_comparison_curves_are_the_mean_over_seeds(client, runs):
 def test_cli_missing_dir_and_missing_extra(tmp_path, capsys, monkeypatch):
     assert main(["dashboard", str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: runs directory") and "pip install -e '.[dashboard]'" in err
+    # the extra is installed here: the error names the folder, not an install line
+    assert err.startswith("error: runs directory") and "pip install" not in err
+    assert "or one run directory" in err
     monkeypatch.setitem(__import__("sys").modules, "plotly", None)
+    assert main(["dashboard", str(tmp_path / "nope")]) == 2  # now it is missing: said
+    assert "needs plotly: pip install -e '.[dashboard]'" in capsys.readouterr().err
     assert main(["dashboard", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "error: the dashboard needs plotly (pip install -e '.[dashboard]')"
     assert main(["dashboard", str(tmp_path), "--token", "short"]) == 2
+
+
+# ---------------------------------------------------------------- issue 39
+def test_a_run_directory_itself_shows_that_run_only(runs):
+    app = create_app(runs / "done", token=TOKEN, max_runs=1)
+    with TestClient(app) as c:
+        got = c.get("/api/runs", headers=H).json()
+        assert [r["id"] for r in got["runs"]] == ["done"] and got["only"] == "done"
+        assert got["root"] == str((runs / "done").resolve()) and got["found"] is None
+        run = c.get("/api/run/done", headers=H).json()
+        assert run["status"] == "finished" and run["steps"] == 300
+        assert c.get("/files/done/metrics.csv", headers=H).status_code == 200
+        # its siblings in the parent are neither listed nor served
+        assert c.get("/api/run/killed", headers=H).status_code == 404
+        assert c.get("/files/killed/metrics.csv", headers=H).status_code == 404
+        assert c.get("/api/log/killed", headers=H).status_code == 404
+        r = c.post("/api/launch", headers=H, json={"algo": "ppo", "name": "x", "values": {}})
+        assert r.status_code == 409 and "snrl dashboard " + str(runs.resolve()) in r.json()["error"]
+    assert not (runs / "x").exists()
+
+
+def test_an_empty_list_says_what_the_folder_holds(tmp_path):
+    root = tmp_path / "stuff"
+    (root / "notes").mkdir(parents=True)
+    (root / "a.txt").write_text("x")
+    with TestClient(create_app(root, token=TOKEN)) as c:
+        got = c.get("/api/runs", headers=H).json()
+    assert got["runs"] == [] and got["only"] is None
+    assert got["found"] == (
+        f"no run in {root.resolve()}: a run is a folder holding config.json (what snrl train "
+        "--out DIR writes), at depth 1 or 2; found 1 folder(s) without a run inside: notes; "
+        "1 file(s): a.txt"
+    )
+    with TestClient(create_app(runs_with_one(tmp_path), token=TOKEN)) as c:
+        assert c.get("/api/runs", headers=H).json()["found"] is None
+
+
+def runs_with_one(tmp_path: Path) -> Path:
+    root = tmp_path / "one"
+    root.mkdir()
+    make_run(root, "r", steps=[100], total=100)
+    return root
+
+
+def test_serve_prints_the_run_address_of_a_run_directory(runs, monkeypatch):
+    """`snrl dashboard RUN_DIR` prints the address of that run's view."""
+    import io
+
+    import uvicorn
+
+    from snrl import dashboard
+
+    out = io.StringIO()
+
+    async def fake_serve(self, *a, **k):  # started, then asked to stop at once
+        class _Sock:
+            def getsockname(self):
+                return ("127.0.0.1", 1234)
+
+        self.servers = [type("S", (), {"sockets": [_Sock()]})()]
+        self.started = True
+        import asyncio
+
+        await asyncio.sleep(0.3)
+        self.should_exit = True
+        await asyncio.sleep(0.3)
+
+    monkeypatch.setattr(uvicorn.Server, "serve", fake_serve)
+    dashboard.serve(runs / "done", token=TOKEN, port=0, out=out)
+    text = out.getvalue()
+    assert f"snrl dashboard of the run {(runs / 'done').resolve()}" in text
+    assert f"/?token={TOKEN}#/run/done" in text
+    empty = runs.parent / "empty"
+    empty.mkdir()
+    out = io.StringIO()
+    dashboard.serve(empty, token=TOKEN, port=0, out=out)  # says why nothing will show
+    lines = out.getvalue().splitlines()
+    assert lines[1] == (
+        f"no run in {empty.resolve()}: it is empty (a run is a folder holding "
+        "config.json (what snrl train --out DIR writes))"
+    )
+    assert lines[2].endswith(f"/?token={TOKEN}  (Ctrl-C stops)")
+
+
+def test_config_says_which_tuned_entry_was_applied(client, runs):
+    import json
+
+    # make_run writes tuned_from as PPOConfig() has it (empty): an old run's config
+    assert client.get("/api/run/done", headers=H).json()["tuned"] == (
+        'none: snrl/zoo/ppo.toml has no ["CartPole-v1".lif] entry'
+    )
+    cfg = json.loads((runs / "done" / "config.json").read_text())
+    for key, value, note in [
+        ("tuned_from", 'snrl/zoo/ppo.toml ["Pendulum-v1".lif]: substeps=2', None),
+        ("tuned", False, "off (tuned = false: the built-in defaults and your values)"),
+    ]:
+        (runs / "done" / "config.json").write_text(json.dumps({**cfg, key: value}))
+        assert client.get("/api/run/done", headers=H).json()["tuned"] == (note or value)
+
+
+def test_docs_are_served_by_name_only(client):
+    got = client.get("/api/doc/dashboard.md", headers=H)
+    assert got.status_code == 200 and got.json()["text"].startswith("# The dashboard")
+    for bad in ("..%2fREADME.md", "dashboard.txt", "nope.md", "%2e%2e.md"):
+        assert client.get("/api/doc/" + bad, headers=H).status_code == 404

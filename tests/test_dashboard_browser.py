@@ -136,6 +136,7 @@ def test_run_list_shows_the_runs_sorts_and_filters(page, server):
 def test_a_bad_field_shows_the_cli_error_next_to_it(page, server):
     page.goto(url(server, "#/launch"))
     page.fill("#f-name", "bad-run")
+    page.click("#advanced-summary")  # lr and gamma are advanced settings
     page.fill("#f-lr", "abc")
     page.fill("#f-gamma", "2")
     page.click("#launch")
@@ -148,6 +149,13 @@ def test_a_bad_field_shows_the_cli_error_next_to_it(page, server):
     expect(page.locator('[data-field="lr"]')).to_have_class("field invalid")
     expect(page.locator('[data-field="n_steps"] .error')).to_have_text("")
     assert not (server["root"] / "bad-run").exists()
+    # an error in a collapsed "Advanced" opens it: no error is hidden
+    page.goto(url(server, "#/launch"))
+    page.fill("#f-name", "bad-run")
+    page.locator("#f-gamma").evaluate("e => { e.value = '2'; }")
+    page.click("#launch")
+    expect(page.locator("#advanced")).to_have_attribute("open", "")
+    expect(page.locator('[data-field="gamma"] .error')).to_be_visible()
 
 
 def test_launch_from_the_form_watch_it_learn_and_finish(page, server):
@@ -170,11 +178,14 @@ def test_launch_from_the_form_watch_it_learn_and_finish(page, server):
     )
     page.fill("#f-name", "from-form")
     # long enough (about 10 s here) that rows keep arriving after the page first draws them
+    page.click("#advanced-summary")
     for field, value in {"total_steps": "30000", "hidden_size": "16", "n_envs": "4",
                          "eval_interval": "10000", "eval_episodes": "2"}.items():
         page.fill(f"#f-{field}", value)
-    page.click("#launch")
+    page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+    page.locator("#launch").dispatch_event("click")  # launched from down the page
     expect(page).to_have_url(clean_url(server, "#/run/from-form"))
+    assert page.evaluate("window.scrollY") == 0  # the run view opens at its top
     # a plot is drawn only while on screen (app.js)
     page.locator("#plot-return").scroll_into_view_if_needed()
     expect(page.locator("#run-status [data-status]")).to_have_text("finished", timeout=120_000)
@@ -310,25 +321,23 @@ def test_html_in_a_metrics_column_name_stays_text(page, server):
             f.write(f"{100 * i},{i},{i},0.1,0.2,0.3,0.4\n")
     seen = watch_requests(page)
     page.goto(url(server, "#/run/htmlcols"))
-    page.locator("#plot-loss").scroll_into_view_if_needed()
-    legend = page.locator("#plot-loss .legendtext")
-    expect(legend).to_have_count(2)
-    page.locator("#plot-stats").scroll_into_view_if_needed()
-    stats = page.locator("#plot-stats .legendtext")
-    expect(stats).to_have_count(2)
-    assert sorted(legend.all_text_contents()) == sorted([link, style])  # the names, as text
-    assert sorted(stats.all_text_contents()) == sorted([bold, entity])
+    titles = page.locator("#plots-more .plot .gtitle")
+    for i in range(4):  # one panel per column, titled with its name
+        page.locator("#plots-more .plot").nth(i).scroll_into_view_if_needed()
+    expect(titles).to_have_count(4)
+    assert sorted(titles.all_text_contents()) == sorted([link, style, bold, entity])  # as text
     # plotly made no link, no styled span, nothing fetched from the names
     assert page.locator(".plot a[href*='evil'], .plot [style*='evil']").count() == 0
-    assert page.locator(".plot .legendtext a, .plot .legendtext b").count() == 0
+    assert page.locator(".plot .gtitle a, .plot .gtitle b").count() == 0
     assert not [u for u in seen if "evil.invalid" in u], seen
 
 
 def test_the_token_leaves_the_address_and_the_tab_keeps_it(page, server):
     page.goto(url(server, "#/launch"))
     expect(page).to_have_url(clean_url(server, "#/launch"))  # out of the address bar
-    expect(page.locator("#f-gamma")).to_be_visible()
+    expect(page.locator("#f-gamma")).to_be_attached()
     page.reload()  # a page loaded with the cookie alone holds no token ...
+    page.click("#advanced-summary")
     assert page.locator('meta[name="snrl-token"]').get_attribute("content") == ""
     page.fill("#f-gamma", "2")
     page.locator("#f-gamma").dispatch_event("change")
@@ -337,3 +346,104 @@ def test_the_token_leaves_the_address_and_the_tab_keeps_it(page, server):
         "error: gamma=2.0 (must be in (0, 1])"
     )
     assert TOKEN not in page.content()
+
+
+# ---------------------------------------------------------------- issue 39 (and 34 s.2)
+BASIC = ["env", "backbone", "force_dale_law", "hidden_size", "total_steps", "seed", "tuned"]
+
+
+def test_launch_form_basic_fields_first_the_rest_collapsed(page, server):
+    page.goto(url(server, "#/launch"))
+    basic = page.locator("#fields-basic [data-field]")
+    expect(basic).to_have_count(len(BASIC))
+    assert [b.get_attribute("data-field") for b in basic.all()] == BASIC
+    assert page.locator("#advanced").get_attribute("open") is None  # collapsed
+    expect(page.locator("#f-lr")).to_be_hidden()
+    expect(page.locator("#f-total_steps")).to_be_visible()
+    expect(page.locator("#launch")).to_be_visible()
+    for doc in page.locator("#fields-basic .doc").all():  # one line each, and a docs link
+        box = doc.bounding_box()
+        assert box["height"] < 20, doc.text_content()
+        expect(doc.locator("a")).to_be_visible()  # never cut off by a long text
+        assert doc.locator("a").get_attribute("href") == (
+            "#/doc/agents.md/hyperparameters-snrlppoconfig"
+        )
+    page.goto(clean_url(server, "#/doc/agents.md/hyperparameters-snrlppoconfig"))
+    expect(page.locator("#md-hyperparameters-snrlppoconfig")).to_be_visible()
+    expect(page.locator(".markdown table td code", has_text="total_steps").first).to_be_visible()
+
+
+def test_an_empty_run_says_waiting_for_data(page, server):
+    d = server["root"] / "empty-yet"
+    d.mkdir()
+    (d / "config.json").write_text(
+        '{"algo": "ppo", "env": "CartPole-v1", "backbone": "lif", "total_steps": 300}'
+    )
+    page.goto(url(server, "#/run/empty-yet"))
+    expect(page.locator("#plot-return .waiting")).to_have_text("Return: waiting for data")
+    expect(page.locator("#plot-spikes .waiting")).to_have_text("Spike rates: waiting for data")
+    expect(page.locator("#tuned")).to_contain_text("none: snrl/zoo/ppo.toml has no")
+
+
+def test_one_quantity_per_axis_and_trial_accuracy(page, server):
+    d = server["root"] / "trial-task"
+    d.mkdir()
+    (d / "config.json").write_text(
+        '{"algo": "ppo", "env": "PerceptualDecisionMaking-v0", "total_steps": 400}'
+    )
+    cols = ["env_step", "wall_time", "episode_return_mean", "eval_return_mean", "trials",
+            "trial_accuracy", "eval_trial_accuracy", "policy_loss", "value_loss", "entropy",
+            "approx_kl", "clip_fraction", "explained_variance", "spike_rate_lif0"]
+    with open(d / "metrics.csv", "w") as f:
+        f.write(",".join(cols) + "\n")
+        for i in range(1, 5):
+            ev = "0.8" if i % 2 == 0 else "nan"
+            f.write(f"{100 * i},{i},{i},{ev},{10 * i},{0.5 + 0.1 * i},{ev},-0.01,{30 * i},"
+                    f"0.6,{10.0 ** -i},0.1,{-80 + 20 * i},0.05\n")
+    page.goto(url(server, "#/run/trial-task"))
+    expect(page.locator("#rowcount")).to_have_attribute("data-rows", "4")
+    page.locator("#plot-accuracy").scroll_into_view_if_needed()
+    expect(page.locator("#plot-accuracy .gtitle")).to_have_text("Trial accuracy")
+    acc = page.evaluate(
+        "(() => { const p = document.getElementById('plot-accuracy');"
+        " return [p.data.map(t => t.y.filter(v => v !== null).length), p.layout.title.text]; })()"
+    )
+    assert acc == [[4, 2], "Trial accuracy"]  # training every row, evaluations as markers
+    panels = page.locator("#plots-more .plot")
+    titles = ["policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction",
+              "explained_variance"]
+    expect(panels).to_have_count(len(titles))
+    got = {}
+    for i in range(len(titles)):
+        panels.nth(i).scroll_into_view_if_needed()
+        pid = panels.nth(i).get_attribute("id")
+        expect(page.locator(f"#{pid} .gtitle")).to_have_count(1)
+        got.update(page.evaluate(
+            f"(() => {{ const p = document.getElementById('{pid}');"
+            " return {[p.layout.title.text]: [p.data.length, p.layout.yaxis.type]}; })()"
+        ))
+    # one trace per axis; approx_kl spans three decades: a log axis; the rest linear
+    assert got == {t: [1, "log" if t == "approx_kl" else "linear"] for t in titles}
+
+
+def test_report_md_is_rendered_and_html_in_it_stays_text(page, server):
+    d = server["root"] / "cmp-md"
+    (d / "runs").mkdir(parents=True)
+    (d / "compare.json").write_text('{"request": {"env": "CartPole-v1"}, "runs": []}')
+    evil = '<script>document.title="pwned"</script><img src=x onerror="fetch(\'/x\')">'
+    (d / "report.md").write_text(
+        "# Comparison: PPO\n\nSome **bold** and `code` " + evil + "\n\n"
+        "## Summary\n\n| group | final |\n|---|---|\n| lif | 27.8 |\n\n"
+        "- one\n- two [link](javascript:alert(1))\n"
+    )
+    seen = watch_requests(page)
+    page.goto(url(server, "#/compare/cmp-md"))
+    report = page.locator("#report")
+    expect(report.locator("h2")).to_have_text("Comparison: PPO")
+    expect(report.locator("h3")).to_have_text("Summary")
+    expect(report.locator("strong")).to_have_text("bold")
+    assert report.locator("td").all_text_contents() == ["lif", "27.8"]
+    assert report.locator("li").all_text_contents() == ["one", "two link)"]  # no javascript: link
+    assert evil in report.locator("p").first.text_content()  # the HTML, as text
+    assert report.locator("script, img, a").count() == 0
+    assert page.title() != "pwned" and not [u for u in seen if u.endswith("/x")]

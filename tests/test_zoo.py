@@ -117,17 +117,20 @@ def test_the_record_lists_the_applied_keys_only(tmp_path):
 
 
 def test_opt_out_and_unknown_env_and_backbone_are_the_plain_config(tmp_path):
-    for base, sets in [
-        ({"env": "Pendulum-v1"}, ["tuned=false"]),
-        ({"env": "Pendulum-v1", "tuned": False}, []),
-        ({"env": "Pendulum-v1", "backbone": "mlp"}, []),  # no mlp entry
-        ({"env": "CartPole-v1"}, []),  # the defaults are CartPole's
-        ({"env": "MountainCar-v0", "backbone": "gru"}, []),
+    # tuned_from: empty with tuned off, else it names the table the file lacks
+    none = 'none: snrl/zoo/ppo.toml has no ["{}".{}] entry'
+    for base, sets, record in [
+        ({"env": "Pendulum-v1"}, ["tuned=false"], ""),
+        ({"env": "Pendulum-v1", "tuned": False}, [], ""),
+        ({"env": "Pendulum-v1", "backbone": "mlp"}, [], none.format("Pendulum-v1", "mlp")),
+        ({"env": "CartPole-v1"}, [], none.format("CartPole-v1", "lif")),  # CartPole's defaults
+        ({"env": "MountainCar-v0", "backbone": "gru"}, [], none.format("MountainCar-v0", "gru")),
     ]:
         cfg, entry = zoo.resolve(PPOConfig, "ppo", base=base, sets=sets)
         assert entry is None
-        assert cfg == load_config(PPOConfig, base=base, sets=sets)
-        assert cfg.tuned_from == ""
+        plain = load_config(PPOConfig, base=base, sets=sets)
+        assert cfg == dataclasses.replace(plain, tuned_from=record)
+        assert cfg.tuned_from == record
 
 
 def _same(algo_cfg, cfg):
@@ -170,8 +173,9 @@ def test_api_opt_out_config_objects_and_no_global_state():
         assert algo.config.tuned_from == ""
     assert config_to_dict(PPOConfig()) == before
     assert torch.equal(torch.random.get_rng_state(), rng)
-    cart = snrl.PPO("CartPole-v1")
-    _same(cart.config, PPOConfig())
+    cart = snrl.PPO("CartPole-v1")  # no entry: the defaults, and tuned_from says why
+    none = 'none: snrl/zoo/ppo.toml has no ["CartPole-v1".lif] entry'
+    _same(cart.config, PPOConfig(tuned_from=none))
     for algo in (tuned, plain, given, cart):
         algo.close()
 
@@ -244,7 +248,17 @@ def test_cli_cartpole_has_no_notice(tmp_path, capsys):
     assert res.returncode == 0, res.stderr
     assert "tuned settings" not in res.stderr
     saved = json.loads((tmp_path / "r" / "config.json").read_text())
-    assert saved["tuned_from"] == "" and saved["gamma"] == PPOConfig().gamma
+    assert saved["gamma"] == PPOConfig().gamma
+    assert saved["tuned_from"] == 'none: snrl/zoo/ppo.toml has no ["CartPole-v1".lif] entry'
+
+
+def test_every_tuned_key_given_by_you_is_said():
+    entry = zoo.lookup("ppo", "Pendulum-v1", "lif")
+    cfg, used = zoo.resolve(PPOConfig, "ppo", base={"env": "Pendulum-v1", **entry.values})
+    assert used is None
+    assert cfg.tuned_from == (
+        'snrl/zoo/ppo.toml ["Pendulum-v1".lif]: (no key applied: you gave every key of it)'
+    )
 
 
 def test_a_tuned_key_that_clashes_with_yours_is_left_out_and_said(tmp_path, capsys):

@@ -161,7 +161,8 @@ class AgentConfig:
     """Apply snrl's tuned settings for this algorithm, env and backbone (snrl/zoo/*.toml,
     docs/agents.md) under the values you give; false: the built-in defaults."""
     tuned_from: str = ""
-    """Written by snrl: the tuned entry applied and its keys (empty: none)."""
+    """Written by snrl: the tuned entry applied and its keys, or "none: ..." naming the
+    table the file lacks (empty: tuned off)."""
 
     #: integer fields that must be >= 1 (subclasses extend it)
     clockless_tau: ClassVar[dict[str, float]] = {"tau_m": 10e-3, "readout_tau_m": 10e-3}

@@ -311,7 +311,13 @@ def _add_dashboard(sub: Any) -> None:
     w = sub.add_parser(
         "dashboard", help="a local web page to launch, watch and compare runs (docs/dashboard.md)"
     )
-    w.add_argument("runs_dir", nargs="?", default="runs", metavar="RUNS_DIR", help="default runs")
+    w.add_argument(
+        "runs_dir",
+        nargs="?",
+        default="runs",
+        metavar="RUNS_DIR",
+        help="the folder that holds your runs (default runs), or one run directory: that run alone",
+    )
     w.add_argument(
         "--host",
         default="127.0.0.1",

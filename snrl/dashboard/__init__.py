@@ -18,24 +18,40 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from snrl.config import check_host
 from snrl.errors import UserError
 
-__all__ = ["LOOPBACK", "create_app", "require_extra", "runs_dir_off_sys_path", "serve"]
+__all__ = [
+    "LOOPBACK",
+    "create_app",
+    "missing_extra",
+    "require_extra",
+    "runs_dir_off_sys_path",
+    "serve",
+]
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _INSTALL = "pip install -e '.[dashboard]'"
 
 
-def require_extra() -> None:
-    """Raise :class:`UserError` naming the install line when a package of the extra is
-    missing."""
+def missing_extra() -> str | None:
+    """The first package of the ``[dashboard]`` extra that cannot be imported, or None."""
     for module in ("starlette", "uvicorn", "plotly"):
         try:
             __import__(module)
         except ImportError:
-            raise UserError(f"the dashboard needs {module} ({_INSTALL})") from None
+            return module
+    return None
+
+
+def require_extra() -> None:
+    """Raise :class:`UserError` naming the install line when a package of the extra is
+    missing."""
+    module = missing_extra()
+    if module is not None:
+        raise UserError(f"the dashboard needs {module} ({_INSTALL})")
 
 
 @contextlib.contextmanager
@@ -92,12 +108,16 @@ def serve(
     out = out or sys.stdout
     root = Path(runs_dir)
     if not root.is_dir():
+        module = missing_extra()  # the install line only where the extra is missing
+        extra = f"; the dashboard also needs {module}: {_INSTALL}" if module else ""
         raise UserError(
             f"runs directory {root} does not exist (pass the directory that holds your runs, "
-            f"e.g. the parent of `snrl train --out`; the dashboard needs {_INSTALL})"
+            f"or one run directory: what `snrl train --out` wrote{extra})"
         )
     require_extra()
     import uvicorn
+
+    from snrl.dashboard.runs import found_instead
 
     token = token if token is not None else secrets.token_urlsafe(24)
     app = create_app(root, token=token, max_runs=max_runs)
@@ -122,8 +142,16 @@ def serve(
             await asyncio.sleep(0.05)
         bound = server.servers[0].sockets[0].getsockname()[1]
         shown = f"[{host}]" if ":" in host else host
-        print(f"snrl dashboard of {root.resolve()}", file=out)
-        print(f"open http://{shown}:{bound}/?token={token}  (Ctrl-C stops)", file=out)
+        dash = app.state.dashboard
+        where = f"#/run/{quote(dash.only)}" if dash.only is not None else ""
+        if dash.only is not None:
+            print(f"snrl dashboard of the run {root.resolve()} (its folder alone)", file=out)
+        else:
+            print(f"snrl dashboard of {root.resolve()}", file=out)
+            runs, comparisons = dash.index.scan()
+            if not runs and not comparisons:
+                print(found_instead(dash.root), file=out)
+        print(f"open http://{shown}:{bound}/?token={token}{where}  (Ctrl-C stops)", file=out)
         out.flush()
         while not server.should_exit:  # then end the event streams, so shutdown is quick
             await asyncio.sleep(0.2)

@@ -53,6 +53,8 @@ from snrl.dashboard.launcher import Launcher, TooManyRuns
 from snrl.dashboard.runs import (
     LAUNCH_DIR,
     RunIndex,
+    folder_kind,
+    found_instead,
     loads_bounded,
     metrics_rows,
     read_tail,
@@ -159,11 +161,17 @@ class Dashboard:
     index, the launcher, the page."""
 
     def __init__(self, root: Path, token: str, max_runs: int):
-        self.root = root.resolve()
+        root = root.resolve()
+        #: the one run shown when RUNS_DIR is itself a run directory (``snrl dashboard
+        #: RUN_DIR``): the parent holds it, and nothing outside it is listed or served
+        self.only: str | None = None
+        if folder_kind(root) == "run" and root.name and not root.name.startswith("."):
+            self.only, root = root.name, root.parent
+        self.root = root
         self.token = token
         self.read_key = secrets.token_urlsafe(32)  # the cookie's value: reading only
         self.launcher = Launcher(self.root, max_runs=max_runs)
-        self.index = RunIndex(self.root, alive=self.launcher.alive)
+        self.index = RunIndex(self.root, alive=self.launcher.alive, only=self.only)
         self.plotly = plotly_js()
         self.stopping = False
         page = (STATIC / "index.html").read_text(encoding="utf-8")
@@ -231,6 +239,10 @@ class Dashboard:
             return _error(404, "not found")
         if path != self.root and self.root not in path.parents:
             return _error(403, "path refused (it leads outside RUNS_DIR)")
+        if self.only is not None:
+            shown = self.root / self.only
+            if path != shown and shown not in path.parents:
+                return _error(404, f"not found (this dashboard shows the run {self.only} only)")
         return path
 
     def run_dir(self, run_id: str) -> Path | Response:
@@ -343,9 +355,14 @@ async def api_runs(request: Request) -> Response:
     dash = _dash(request)
     runs = await asyncio.to_thread(dash.index.list_runs)
     _, comparisons = dash.index.scan()
+    found = None
+    if not runs and not comparisons:  # say why the list is empty
+        found = await asyncio.to_thread(found_instead, dash.root)
     return _json(
         {
-            "root": str(dash.root),
+            "root": str(dash.root if dash.only is None else dash.root / dash.only),
+            "only": dash.only,
+            "found": found,
             "runs": runs,
             "comparisons": comparisons,
             "running": len(dash.launcher.running()),
@@ -369,7 +386,7 @@ async def api_run(request: Request) -> Response:
 async def api_log(request: Request) -> Response:
     dash = _dash(request)
     run_id = request.path_params["run_id"]
-    if not NAME_RE.match(run_id):
+    if not NAME_RE.match(run_id) or dash.only not in (None, run_id):
         return _error(404, "no launch log")
     try:
         text = await asyncio.to_thread(
@@ -442,6 +459,21 @@ async def api_comparison(request: Request) -> Response:
     return _json(await asyncio.to_thread(dash.index.comparison, comp_id))
 
 
+#: docs/*.md beside the package (a source checkout or an editable install): the launch
+#: form's help links open them in the page, offline
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+_DOC_RE = re.compile(r"^[a-z_]{1,40}\.md\Z")
+
+
+async def api_doc(request: Request) -> Response:
+    """One of snrl's own docs (``docs/<name>.md``) as text; nothing else is served."""
+    name = request.path_params["name"]
+    path = DOCS / name
+    if not _DOC_RE.match(name) or not path.is_file():
+        return _error(404, f"no doc {name!r} (the docs ship with a source checkout: docs/)")
+    return _json({"name": name, "text": await asyncio.to_thread(path.read_text, "utf-8")})
+
+
 # ---------------------------------------------------------------------- the form, launches
 async def api_schema(request: Request) -> Response:
     return _json({name: schema(cls) for name, cls in algo_classes().items()})
@@ -466,6 +498,14 @@ def _form(dash: Dashboard, body: dict[str, Any]) -> tuple[str, str, dict, dict[s
     return algo, name, values, errors
 
 
+def launch_refused(dash: Dashboard) -> str:
+    """Why a dashboard of one run directory launches nothing."""
+    return (
+        f"this dashboard shows the one run {dash.only} (snrl dashboard RUN_DIR); to launch "
+        f"runs, serve the folder that holds them: snrl dashboard {dash.root}"
+    )
+
+
 async def api_validate(request: Request) -> Response:
     dash = _dash(request)
     body = await dash.body(request)
@@ -484,6 +524,8 @@ async def api_launch(request: Request) -> Response:
     body = await dash.body(request)
     if isinstance(body, Response):
         return body
+    if dash.only is not None:
+        return _error(409, launch_refused(dash))
     algo, name, values, errors = _form(dash, body)
     cfg, items, cfg_errors = await asyncio.to_thread(validate, algo, values)
     errors.update(cfg_errors)
@@ -573,6 +615,7 @@ ROUTES = [
     Route("/api/run/{run_id:path}", guarded(api_run)),
     Route("/api/log/{run_id}", guarded(api_log)),
     Route("/api/comparison/{comp_id:path}", guarded(api_comparison)),
+    Route("/api/doc/{name}", guarded(api_doc)),
     Route("/files/{path:path}", guarded(api_files)),
 ]
 

@@ -55,11 +55,14 @@ __all__ = [
     "NAME_RE",
     "RUNNING_WINDOW_S",
     "RunIndex",
+    "folder_kind",
+    "found_instead",
     "loads_bounded",
     "metrics_rows",
     "open_regular",
     "parse_rows",
     "read_capped",
+    "tuned_note",
 ]
 
 #: The dashboard's own folder in RUNS_DIR: launch records and the logs of launched processes
@@ -349,6 +352,66 @@ def last_error_line(log: Path, limit: int = 16384, root: Path | None = None) -> 
     return None
 
 
+def folder_kind(path: Path) -> str | None:
+    """``"comparison"``, ``"run"`` or None: what a directory is to the dashboard."""
+    if (path / COMPARE_MANIFEST).is_file():
+        return "comparison"
+    if (path / MANIFEST).is_file() or (path / "config.json").is_file():
+        return "run"
+    return None
+
+
+def found_instead(root: Path, limit: int = 5) -> str:
+    """What a folder with no run holds, in one line: why the dashboard shows nothing there.
+
+    Names the first ``limit`` folders (none holds ``config.json`` or a run manifest, at
+    depth 1 and 2) and files at its top."""
+    try:
+        entries = sorted(
+            (e for e in os.scandir(root) if not e.name.startswith(".")), key=lambda e: e.name
+        )
+    except OSError as e:
+        return f"{root} cannot be read ({describe(e)})"
+    folders = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+    files = [e.name for e in entries if not e.is_dir(follow_symlinks=False)]
+
+    def some(names: list[str]) -> str:
+        shown = ", ".join(names[:limit])
+        return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
+
+    what = "a run is a folder holding config.json (what snrl train --out DIR writes)"
+    if not folders and not files:
+        return f"no run in {root}: it is empty ({what})"
+    parts = []
+    if folders:
+        parts.append(f"{len(folders)} folder(s) without a run inside: {some(folders)}")
+    if files:
+        parts.append(f"{len(files)} file(s): {some(files)}")
+    return f"no run in {root}: {what}, at depth 1 or 2; found {'; '.join(parts)}"
+
+
+def tuned_note(config: Any) -> str:
+    """Which tuned entry (snrl/zoo) a run's config applied, in one line: its ``tuned_from``,
+    else what it would have been (a run from before snrl recorded a missing entry)."""
+    if not isinstance(config, dict):
+        return ""
+    record = config.get("tuned_from")
+    if isinstance(record, str) and record:
+        return record
+    if config.get("tuned") is False:
+        return "off (tuned = false: the built-in defaults and your values)"
+    algo, env, backbone = config.get("algo"), config.get("env"), config.get("backbone")
+    if not all(isinstance(v, str) for v in (algo, env, backbone)):
+        return "not recorded"
+    from snrl.zoo import ALGOS, lookup, no_entry_note
+
+    if algo not in ALGOS:
+        return "not recorded"
+    if lookup(algo, env, backbone) is None:
+        return no_entry_note(algo, env, backbone)
+    return "not recorded (tuned_from is empty: a config object, or every key given)"
+
+
 class RunIndex:
     """The runs and comparisons under ``root``, summarized and cached.
 
@@ -358,22 +421,22 @@ class RunIndex:
             (None: not launched here).
     """
 
-    def __init__(self, root: Path, alive=None):
+    def __init__(self, root: Path, alive=None, only: str | None = None):
         self.root = root
         self.alive = alive or (lambda run_id: None)
+        self.only = only  # one run directory shown (snrl dashboard RUN_DIR), else None
         self._cache: dict[str, _Entry] = {}
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ discovery
     def _kind(self, path: Path) -> str | None:
-        if (path / COMPARE_MANIFEST).is_file():
-            return "comparison"
-        if (path / MANIFEST).is_file() or (path / "config.json").is_file():
-            return "run"
-        return None
+        return folder_kind(path)
 
     def scan(self) -> tuple[list[str], list[str]]:
-        """Run ids and comparison ids (paths relative to root, with ``/``), depth 1 and 2."""
+        """Run ids and comparison ids (paths relative to root, with ``/``), depth 1 and 2
+        (the one run when :attr:`only` is set)."""
+        if self.only is not None:
+            return [self.only], []
         runs: list[str] = []
         comparisons: list[str] = []
 
@@ -496,7 +559,7 @@ class RunIndex:
         launched = {n[:-5] for n in names if n.endswith(".json") and NAME_RE.match(n[:-5])}
         out = [self.safe_summary(r, now, launched) for r in runs]
         # launched runs without a directory: starting, or failed before writing anything
-        for name in sorted(launched - set(runs)):
+        for name in sorted(launched - set(runs)) if self.only is None else ():
             if self.launch_record(name) is not None:
                 out.append(self.safe_summary(name, now, launched))
             else:
@@ -548,6 +611,7 @@ class RunIndex:
                 info["analysis"] = summary
         info["files"] = files
         info["launched"] = bool(launch)
+        info["tuned"] = tuned_note(info["config"])
         return info
 
     # ------------------------------------------------------------------ comparisons

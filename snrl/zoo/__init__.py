@@ -16,8 +16,10 @@ A run picks the entry of its algorithm, env and backbone. Precedence, later wins
 :func:`configure` is the one function that does it, for the CLI and the Python API alike.
 
 ``tuned = false`` (``--no-tuned``) skips them; an env or backbone without an entry is
-unchanged. The config key ``tuned_from`` records what was applied (``config.json`` keeps it), so
-a resumed or loaded run uses its saved config and is never resolved again.
+unchanged. The config key ``tuned_from`` records what was applied (``config.json`` keeps it), or
+``none: snrl/zoo/<algo>.toml has no ["<env>".<backbone>] entry`` (empty with ``tuned = false``
+or a config object), so a resumed or loaded run uses its saved config and is never resolved
+again.
 
 This module sits on the floor of :mod:`snrl.config` (docs/architecture.md): it knows config
 classes only through the class it is given.
@@ -42,6 +44,7 @@ __all__ = [
     "configure",
     "entries",
     "lookup",
+    "no_entry_note",
     "parse",
     "resolve",
 ]
@@ -153,7 +156,9 @@ def configure(
     entry = _select(cls, algo, given) if tuned else None
     applied = [k for k in entry.values if k not in given] if entry is not None else []
     if entry is None or not applied:  # no entry, or the caller gave every key of it
-        return Configured(build(cls, given), None, [])
+        note = _no_entry(cls, algo, given, entry) if tuned else ""
+        record = {} if not note or "tuned_from" in given else {"tuned_from": note}
+        return Configured(build(cls, {**given, **record}), None, [])
     values = merge(cls, [Layer.of(entry.source, {k: entry.values[k] for k in applied})])
 
     def make(keys: list[str], skipped: list[str]) -> Any:
@@ -177,6 +182,24 @@ def _select(cls: type, algo: str, given: Mapping[str, Any]) -> TunedEntry | None
     if not chosen.get("tuned", True) or not isinstance(env, str):
         return None
     return lookup(algo, env, backbone)
+
+
+def _no_entry(cls: type, algo: str, given: Mapping[str, Any], entry: TunedEntry | None) -> str:
+    """What ``tuned_from`` says when no tuned key was applied with ``tuned`` on: that the
+    file has no entry for the env and backbone, or that the caller gave every key of it
+    (empty with ``tuned = false``)."""
+    defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.init}
+    chosen = {**defaults, **given}
+    if not chosen.get("tuned", True):
+        return ""
+    if entry is not None:
+        return f"{entry.source}: (no key applied: you gave every key of it)"
+    return no_entry_note(algo, chosen.get("env"), chosen.get("backbone"))
+
+
+def no_entry_note(algo: str, env: Any, backbone: Any) -> str:
+    """``tuned_from`` of a run whose algorithm, env and backbone have no tuned entry."""
+    return f'none: snrl/zoo/{algo}.toml has no ["{env}".{backbone}] entry'
 
 
 def resolve(

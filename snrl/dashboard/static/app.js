@@ -66,6 +66,8 @@ function route() {
   document.getElementById("nav-runs").classList.toggle("active", h === "/");
   document.getElementById("nav-launch").classList.toggle("active", h === "/launch");
   main.replaceChildren();
+  window.scrollTo(0, 0);  // a view opens at its top (the form was scrolled down at Launch)
+  if (h.startsWith("/doc/")) return docView(h.slice(5));
   if (h.startsWith("/run/")) return runView(h.slice(5));
   if (h.startsWith("/compare/")) return compareView(h.slice(9));
   if (h === "/launch") return launchView();
@@ -92,8 +94,9 @@ function listView() {
   const count = el("span", { class: "muted", id: "run-count" });
   const table = el("table", { id: "runs" });
   const comps = el("div", { id: "comparisons" });
+  const found = el("p", { class: "muted", id: "found", hidden: true });
   main.append(el("h1", { text: "Runs" }), el("div", { class: "toolbar" }, filter, status, count),
-              table, comps);
+              found, table, comps);
   let data = { runs: [], comparisons: [] };
   function draw() {
     const f = listState.filter.toLowerCase();
@@ -128,6 +131,9 @@ function listView() {
         cell("best_eval", "num", fmt(r.best_eval)), cell("last_return", "num", fmt(r.last_return))));
     }
     table.replaceChildren(el("thead", {}, head), body);
+    // an empty list says what the folder holds instead; one run directory says so
+    found.textContent = data.found || (data.only ? `one run directory: ${data.root} (serve its parent to see and launch others)` : "");
+    found.hidden = !found.textContent;
     comps.replaceChildren();
     if (data.comparisons.length) {
       comps.append(el("h2", { text: "Comparisons" }), el("ul", {}, ...data.comparisons.map(
@@ -151,12 +157,34 @@ function listView() {
 // ---------------------------------------------------------------- one run
 const REDRAW_MS = 1000, OTHERS_REDRAW_MS = 4000;
 const SKIP = new Set(["env_step", "wall_time", "episodes", "lr", "lesson", "trials"]);
-function seriesGroups(header) {
+// One quantity per axis (small multiples): a value loss of 30 would flatten a policy loss of
+// 0.01 on a shared axis, an explained variance of -80 the entropy, KL and clip fraction.
+// The panels: return and trial accuracy (training line, evaluations as markers), spike rates
+// (one unit: several layers share it), then one panel per other numeric column.
+function panels(header) {
+  const out = [{ id: "plot-return", title: "Return", y: "episode_return_mean", evalY: "eval_return_mean",
+                 ytitle: "mean episode return", fast: true }];
+  if (header.includes("trial_accuracy") || header.includes("eval_trial_accuracy")) {
+    out.push({ id: "plot-accuracy", title: "Trial accuracy", y: "trial_accuracy", evalY: "eval_trial_accuracy",
+               ytitle: "fraction of trials correct", fast: true, range: [0, 1.02] });
+  }
   const spikes = header.filter(c => c.startsWith("spike_rate"));
+  out.push({ id: "plot-spikes", title: "Spike rates", spikes,
+             ytitle: spikes.length ? "spikes per neuron per step" : "(no spiking layer)" });
   const rest = header.filter(c => !SKIP.has(c) && !spikes.includes(c) && !c.startsWith("eval_") &&
-                                !c.startsWith("episode_") && c !== "trial_accuracy");
+                              !c.startsWith("episode_") && c !== "trial_accuracy");
   const losses = rest.filter(c => c.includes("loss"));
-  return { spikes, losses, stats: rest.filter(c => !losses.includes(c)) };
+  for (const c of [...losses, ...rest.filter(c => !losses.includes(c))]) {
+    out.push({ id: "plot-col-" + header.indexOf(c), title: c, y: c, ytitle: c,
+               kind: losses.includes(c) ? "loss" : "stat" });
+  }
+  return out;
+}
+// a log axis where it helps: every value positive and spanning over two decades
+function axisType(values) {
+  const v = values.filter(x => x !== null && x !== undefined && isFinite(x));
+  if (!v.length || v.some(x => x <= 0)) return "linear";
+  return Math.max(...v) / Math.min(...v) > 100 ? "log" : "linear";
 }
 // snrl.palette's group colours (Okabe-Ito), given by the server in <body data-palette>
 const PALETTE = JSON.parse(document.body.dataset.palette);
@@ -166,25 +194,33 @@ const LAYOUT = (title, ytitle) => ({
   xaxis: { title: { text: "env step" } }, yaxis: { title: { text: ytitle } },
   legend: { orientation: "h", y: -0.25 }, font: { size: 12 },
 });
+const WAITING = "waiting for data";
+function plotBox(id, title, small = false) {
+  return el("div", { class: "plot" + (small ? " small" : ""), id, "data-title": title },
+            el("div", { class: "waiting", text: `${title}: ${WAITING}` }));
+}
 
 function runView(runId) {
   const title = el("h1", {}, runId, " ", el("span", { id: "run-status" }));
   const actions = el("div", { class: "actions", id: "actions" });
   const progress = el("p", { class: "muted", id: "progress" });
-  const plots = el("div", { class: "plots" },
-    el("div", { class: "plot", id: "plot-return" }), el("div", { class: "plot", id: "plot-spikes" }),
-    el("div", { class: "plot", id: "plot-loss" }), el("div", { class: "plot", id: "plot-stats" }));
+  const plots = el("div", { class: "plots", id: "plots-main" }, plotBox("plot-return", "Return"));
+  const small = el("div", { class: "plots small", id: "plots-more" });
   const media = el("div", { class: "media", id: "media" });
+  const tuned = el("p", { id: "tuned" });
   const config = el("div", { class: "kv", id: "config" });
   const analysis = el("div", { id: "analysis" });
   const log = el("details", { id: "log-box" }, el("summary", { text: "launch log" }), el("pre", { id: "log" }));
-  main.append(title, progress, actions, el("h2", { text: "Learning curve, losses, spike rates (live)" }),
+  main.append(title, progress, actions, el("h2", { text: "Learning curve, trial accuracy, spike rates, losses (live)" }),
               el("p", { class: "muted", id: "rowcount", "data-rows": "0", text: "0 metrics rows" }), plots,
+              el("p", { class: "muted", text: "One quantity per plot; a quantity spanning over two decades gets a log axis." }),
+              small,
               el("h2", { text: "Videos and figures" }), media, analysis,
-              el("h2", { text: "Config" }), el("div", { class: "card" }, config), log);
-  let header = [], rows = [], info = null;
+              el("h2", { text: "Config" }), el("div", { class: "card" }, tuned, config), log);
+  let header = [], rows = [], info = null, layout = panels([]);
+  const byId = () => Object.fromEntries(layout.map(p => [p.id, p]));
   const col = name => header.indexOf(name);
-  function column(name) { const i = col(name); return rows.map(r => r[i]); }
+  function column(name) { const i = col(name); return i < 0 ? [] : rows.map(r => r[i]); }
   // a plot is drawn only while it is on screen (and the tab shown); one that missed rows is
   // drawn when it comes into view
   const visible = new Set(), dirty = new Set();
@@ -194,42 +230,63 @@ function runView(runId) {
       else visible.delete(e.target.id);
     }
   });
+  // the panels follow the header: the main ones on top, one small panel per other quantity
+  function buildPanels() {
+    layout = panels(header);
+    const have = new Set([...plots.children, ...small.children].map(d => d.id));
+    const want = layout.map(p => p.id);
+    if (want.length === have.size && want.every(id => have.has(id))) return;
+    observer.disconnect(); visible.clear();
+    const make = (p, isSmall) => plotBox(p.id, p.title, isSmall);
+    plots.replaceChildren(...layout.filter(p => p.fast || p.spikes).map(p => make(p, false)));
+    small.replaceChildren(...layout.filter(p => !p.fast && !p.spikes).map(p => make(p, true)));
+    for (const d of [...plots.children, ...small.children]) { dirty.add(d.id); observer.observe(d); }
+  }
   for (const p of plots.children) observer.observe(p);
   const onShow = () => { if (!document.hidden) for (const id of [...dirty]) drawPlot(id); };
   document.addEventListener("visibilitychange", onShow);
   function drawPlot(id) {
-    if (!header.length) return;
+    const p = byId()[id];
+    if (!header.length || !rows.length || !p) return;  // the box says "waiting for data"
     if (!visible.has(id) || document.hidden) { dirty.add(id); return; }
     dirty.delete(id);
+    const box = document.getElementById(id);
+    const wait = box.querySelector(":scope > .waiting");
+    if (wait) wait.remove();
     const x = column("env_step");
-    const g = seriesGroups(header);
-    if (id === "plot-return") {
-      const ret = [{ x, y: column("episode_return_mean"), name: "episode return (training)", mode: "lines",
-                     line: { color: PALETTE[0] } }];
-      if (col("eval_return_mean") >= 0) {
-        const ex = [], ey = [];
-        column("eval_return_mean").forEach((v, i) => { if (v !== null) { ex.push(x[i]); ey.push(v); } });
-        ret.push({ x: ex, y: ey, name: "evaluation", mode: "markers", marker: { color: PALETTE[1], size: 8 } });
+    let traces, lay;
+    if (p.spikes) {
+      traces = p.spikes.map(c => ({ x, y: column(c), name: plain(c.replace("spike_rate_", "")), mode: "lines" }));
+      lay = LAYOUT(p.title, p.ytitle);
+    } else {
+      traces = [];
+      if (col(p.y) >= 0) {
+        traces.push({ x, y: column(p.y), name: p.evalY ? "training" : plain(p.y), mode: "lines",
+                      line: { color: PALETTE[0] } });
       }
-      Plotly.react(id, ret, LAYOUT("Return", "mean episode return"), { responsive: true });
-    } else if (id === "plot-loss") {
-      Plotly.react(id, g.losses.map(c => ({ x, y: column(c), name: plain(c), mode: "lines" })),
-                   LAYOUT("Losses (click a legend entry to hide it)", "loss"), { responsive: true });
-    } else if (id === "plot-stats") {
-      Plotly.react(id, g.stats.map(c => ({ x, y: column(c), name: plain(c), mode: "lines" })),
-                   LAYOUT("Update statistics", "value"), { responsive: true });
-    } else if (id === "plot-spikes") {
-      Plotly.react(id, g.spikes.map(c => ({ x, y: column(c), name: plain(c.replace("spike_rate_", "")), mode: "lines" })),
-                   LAYOUT("Spike rates", g.spikes.length ? "spikes per neuron per step" : "(no spiking layer)"),
-                   { responsive: true });
+      if (p.evalY && col(p.evalY) >= 0) {
+        const ex = [], ey = [];
+        column(p.evalY).forEach((v, i) => { if (v !== null) { ex.push(x[i]); ey.push(v); } });
+        traces.push({ x: ex, y: ey, name: "evaluation", mode: "markers", marker: { color: PALETTE[1], size: 8 } });
+      }
+      lay = LAYOUT(plain(p.title), plain(p.ytitle));
+      if (p.range) lay.yaxis.range = p.range;
+      if (!p.evalY) {
+        lay.yaxis.type = axisType(column(p.y));
+        lay.showlegend = false;
+        lay.margin = { l: 56, r: 12, t: 32, b: 36 };
+        lay.xaxis.title.text = "";
+      }
     }
+    Plotly.react(id, traces, lay, { responsive: true });
   }
   function redraw() {
     document.getElementById("rowcount").textContent = `${rows.length} metrics rows`;
     document.getElementById("rowcount").dataset.rows = rows.length;
-    drawPlot("plot-return");
+    buildPanels();
+    for (const p of layout) if (p.fast) drawPlot(p.id);
   }
-  function redrawOthers() { for (const id of ["plot-spikes", "plot-loss", "plot-stats"]) drawPlot(id); }
+  function redrawOthers() { buildPanels(); for (const p of layout) if (!p.fast) drawPlot(p.id); }
   function showStatus(s) {
     const st = document.getElementById("run-status");
     st.replaceChildren(statusBadge(s.status));
@@ -281,6 +338,7 @@ function runView(runId) {
       analysis.append(el("details", {}, el("summary", { text: "analysis/summary.json (snrl analyze)" }),
                          el("pre", { text: JSON.stringify(info.analysis, null, 1) })));
     }
+    tuned.replaceChildren(el("strong", { text: "tuned settings: " }), info.tuned || "");
     config.replaceChildren(...Object.entries(info.config || {}).map(([k, v]) =>
       el("div", {}, el("span", { text: k + " = " }), typeof v === "object" && v !== null ? JSON.stringify(v) : String(v))));
   }
@@ -338,6 +396,18 @@ function defaultText(f) {
 const CURRICULUM_EXAMPLE = '[{"name": "easy", "env_kwargs": {"timing": {"delay": 500}}, ' +
   '"metric": "eval_return_mean", "threshold": 0.5}, {"name": "hard", "env_kwargs": {}}]';
 
+// the fields a first run sets, in this order, above the others (which are under "Advanced")
+const BASIC = ["env", "backbone", "force_dale_law", "hidden_size", "total_steps", "seed", "tuned"];
+// a help text in one line: its first sentence (the whole text on hover, and the docs)
+function oneLine(text) {
+  const t = text.replaceAll("``", "").replace(/\s+/g, " ").trim();
+  const m = t.match(/^.*?[.;](?=\s+[A-Z(])/);
+  let first = m ? m[0] : t;
+  if (first.length > 110) first = first.slice(0, first.lastIndexOf(" ", 106)) + " …";
+  return first;
+}
+const DOC_ANCHOR = { ppo: "agents.md/hyperparameters-snrlppoconfig", dqn: "agents.md/hyperparameters-snrldqnconfig" };
+
 async function launchView() {
   const r = await api("/api/schema");
   if (!r.ok) { showBanner(r.data ? r.data.error : `error ${r.status}`); return; }
@@ -347,22 +417,35 @@ async function launchView() {
   const envToken = el("input", { id: "f-env_token", type: "password", autocomplete: "off",
                                  placeholder: "only for an http:// env (SNRL_ENV_TOKEN)" });
   const formErr = el("div", { class: "form-error", id: "error-_form" });
+  const basicBox = el("div", { class: "grid", id: "fields-basic" });
   const fieldsBox = el("div", { class: "grid", id: "fields" });
+  const advanced = el("details", { id: "advanced", class: "card" },
+    el("summary", { id: "advanced-summary", text: "Advanced" }),
+    el("div", { class: "grid" },
+      el("div", { class: "field" }, el("label", { for: "f-env_token", text: "remote env token" }), envToken,
+         el("div", { class: "doc", text: "for env = http://host:port (snrl serve-env); sent in the environment, never on a command line" }))),
+    fieldsBox);
   const submit = el("button", { id: "launch", type: "submit", text: "Launch snrl train" });
   const form = el("form", { id: "launch-form", novalidate: true },
-    el("div", { class: "card grid" },
-      el("div", { class: "field" }, el("label", { for: "f-name", text: "run name" }), name,
-         el("div", { class: "doc", text: "the run directory RUNS_DIR/<name>" }), el("div", { class: "error", id: "error-name" })),
-      el("div", { class: "field" }, el("label", { for: "f-algo", text: "algo" }), algo, el("div", { class: "error", id: "error-algo" })),
-      el("div", { class: "field" }, el("label", { for: "f-env_token", text: "remote env token" }), envToken,
-         el("div", { class: "doc", text: "for env = http://host:port (snrl serve-env, docs/remote.md); passed in the environment, never on a command line" }))),
+    el("div", { class: "card" },
+      el("div", { class: "grid" },
+        el("div", { class: "field" }, el("label", { for: "f-name", text: "run name" }), name,
+           el("div", { class: "doc", text: "the run directory RUNS_DIR/<name>" }), el("div", { class: "error", id: "error-name" })),
+        el("div", { class: "field" }, el("label", { for: "f-algo", text: "algo" }), algo, el("div", { class: "error", id: "error-algo" }))),
+      basicBox),
+    el("p", {}, submit),
     el("p", { class: "muted", text: "Every field is a config key of snrl train (--set key=value), with its default; leave a field as it is to keep the default. The server checks the values with the CLI's own code." }),
-    el("div", { class: "card" }, fieldsBox), formErr, el("p", {}, submit));
+    advanced, formErr);
   main.append(el("h1", { text: "Launch a run" }), form);
+  const runs = await api("/api/runs");
+  if (runs.ok && runs.data.only) {
+    showBanner(`this dashboard shows one run directory (${runs.data.root}): serve the folder that holds runs to launch new ones`);
+  }
   let fields = [];
   function drawFields() {
     fields = schemas[algo.value];
-    fieldsBox.replaceChildren(...fields.map(f => {
+    const boxes = {};
+    for (const f of fields) {
       const id = "f-" + f.name, dflt = defaultText(f);
       let input;
       if (f.kind === "bool") {
@@ -379,14 +462,20 @@ async function launchView() {
       }
       input.dataset.default = dflt;
       input.addEventListener("change", () => check());
-      const box = el("div", { class: "field" + (f.kind === "json" ? " wide" : ""), "data-field": f.name },
+      const full = f.doc.replaceAll("``", "") + (f.name === "env" ? " Or a remote env: http://host:port (docs/remote.md)." : "");
+      boxes[f.name] = el("div", { class: "field" + (f.kind === "json" ? " wide" : ""), "data-field": f.name },
         el("label", { for: id }, f.name, " ", el("span", { class: "type", text: f.type + (f.min ? `, ≥ ${f.min}` : "") })),
         input,
         f.choices && f.kind !== "choice" ? el("datalist", { id: id + "-choices" }, ...f.choices.map(c => el("option", { value: c }))) : null,
-        el("div", { class: "doc", text: f.doc.replaceAll("``", "") + (f.name === "env" ? " Or a remote env: http://host:port (docs/remote.md)." : "") }),
+        el("div", { class: "doc" }, el("span", { class: "text", title: full, text: oneLine(full) }),
+           el("a", { href: "#/doc/" + DOC_ANCHOR[algo.value], target: "_blank", rel: "noopener", text: "docs" })),
         el("div", { class: "error", id: "error-" + f.name }));
-      return box;
-    }));
+    }
+    const basic = BASIC.filter(n => boxes[n]);
+    basicBox.replaceChildren(...basic.map(n => boxes[n]));
+    const rest = fields.map(f => f.name).filter(n => !basic.includes(n));
+    fieldsBox.replaceChildren(...rest.map(n => boxes[n]));
+    document.getElementById("advanced-summary").textContent = `Advanced: ${rest.length + 1} more settings (each keeps its default)`;
   }
   function values() {
     const out = {};
@@ -403,6 +492,7 @@ async function launchView() {
       const slot = document.getElementById("error-" + k) || formErr;
       slot.textContent = "error: " + msg;
       if (slot.parentElement && slot.parentElement.classList.contains("field")) slot.parentElement.classList.add("invalid");
+      if (advanced.contains(slot)) advanced.open = true;  // an error is never hidden
     }
   }
   async function check() {
@@ -422,6 +512,89 @@ async function launchView() {
     } finally { submit.disabled = false; }
   });
   drawFields();
+}
+
+// ---------------------------------------------------------------- markdown
+// report.md and the docs, rendered from text to DOM nodes (textContent only, never
+// innerHTML): HTML in the text stays text, so a crafted report runs nothing. Headings,
+// paragraphs, lists, pipe tables, code blocks, `code`, **bold**, *italic*, links (http(s),
+// or a doc of the dashboard), images inside the comparison folder (fileBase).
+function slug(text) { return text.toLowerCase().replace(/[^a-z0-9 -]/g, "").trim().replace(/ /g, "-"); }
+function inline(text, fileBase) {
+  const out = [];
+  const re = /(`[^`]+`)|(\*\*[^*]+\*\*)|(\*[^*\s][^*]*\*)|(!?\[[^\]]*\]\([^)\s]+\))/g;
+  let last = 0, m;
+  while ((m = re.exec(text))) {
+    if (m.index > last) out.push(text.slice(last, m.index));
+    const t = m[0];
+    if (m[1]) out.push(el("code", { text: t.slice(1, -1) }));
+    else if (m[2]) out.push(el("strong", {}, ...inline(t.slice(2, -2), fileBase)));
+    else if (m[3]) out.push(el("em", {}, ...inline(t.slice(1, -1), fileBase)));
+    else {
+      const [, bang, label, href] = t.match(/^(!?)\[([^\]]*)\]\(([^)\s]+)\)$/);
+      const local = !/^[a-z]+:|^\/|(^|\/)\.\.(\/|$)/i.test(href);
+      if (bang && fileBase !== null && local && /\.(png|gif|jpe?g|webp)$/i.test(href)) {
+        out.push(el("img", { src: fileUrl(fileBase + "/" + href), alt: label }));
+      } else if (!bang && /^https?:\/\//i.test(href)) {
+        out.push(el("a", { href, rel: "noopener noreferrer", target: "_blank", text: label }));
+      } else if (!bang && local && /^[a-z_]+\.md(#.*)?$/.test(href)) {
+        const [doc, anchor] = href.split("#");
+        out.push(el("a", { href: "#/doc/" + doc + (anchor ? "/" + anchor : ""), text: label }));
+      } else out.push(label);
+    }
+    last = m.index + t.length;
+  }
+  if (last < text.length) out.push(text.slice(last));
+  return out;
+}
+function markdown(text, fileBase = null) {
+  const root = el("div", { class: "markdown" });
+  const lines = String(text).split("\n");
+  const cells = l => l.trim().replace(/^\||\|$/g, "").split("|").map(c => c.trim());
+  for (let i = 0; i < lines.length;) {
+    const line = lines[i];
+    if (/^```/.test(line)) {
+      const code = [];
+      for (i++; i < lines.length && !/^```/.test(lines[i]); i++) code.push(lines[i]);
+      i++;
+      root.append(el("pre", { text: code.join("\n") }));
+    } else if (/^#{1,6} /.test(line)) {
+      const [, hashes, body] = line.match(/^(#+) (.*)$/);
+      root.append(el("h" + Math.min(6, hashes.length + 1), { id: "md-" + slug(body) }, ...inline(body, fileBase)));
+      i++;
+    } else if (/^\s*\|/.test(line) && i + 1 < lines.length && /^\s*\|?\s*:?-{3,}/.test(lines[i + 1])) {
+      const head = cells(line), body = [];
+      for (i += 2; i < lines.length && /^\s*\|/.test(lines[i]); i++) body.push(cells(lines[i]));
+      root.append(el("div", { class: "table-wrap" }, el("table", {},
+        el("thead", {}, el("tr", {}, ...head.map(c => el("th", {}, ...inline(c, fileBase))))),
+        el("tbody", {}, ...body.map(r => el("tr", {}, ...r.map(c => el("td", {}, ...inline(c, fileBase)))))))));
+    } else if (/^\s*([-*]|\d+\.) /.test(line)) {
+      const ordered = /^\s*\d+\./.test(line), list = el(ordered ? "ol" : "ul");
+      for (; i < lines.length && /^\s*([-*]|\d+\.) /.test(lines[i]); i++) {
+        let item = lines[i].replace(/^\s*([-*]|\d+\.) /, "");
+        for (; i + 1 < lines.length && /^\s{2,}\S/.test(lines[i + 1]) && !/^\s*([-*]|\d+\.) /.test(lines[i + 1]); i++) item += " " + lines[i + 1].trim();
+        list.append(el("li", {}, ...inline(item, fileBase)));
+      }
+      root.append(list);
+    } else if (!line.trim()) {
+      i++;
+    } else {
+      const para = [];
+      for (; i < lines.length && lines[i].trim() && !/^(#{1,6} |```|\s*\||\s*([-*]|\d+\.) )/.test(lines[i]); i++) para.push(lines[i]);
+      root.append(el("p", {}, ...inline(para.join(" "), fileBase)));
+    }
+  }
+  return root;
+}
+
+// ---------------------------------------------------------------- docs (docs/*.md, offline)
+async function docView(path) {
+  const [name, anchor] = path.split("/");
+  const r = await api("/api/doc/" + encodeURIComponent(name));
+  if (!r.ok) { showBanner((r.data && r.data.error) || `error ${r.status}`); return; }
+  main.append(el("p", { class: "muted", text: "docs/" + name }), markdown(r.data.text));
+  const target = anchor && document.getElementById("md-" + anchor);
+  if (target) target.scrollIntoView();
 }
 
 // ---------------------------------------------------------------- comparison
@@ -462,5 +635,8 @@ async function compareView(compId) {
     main.append(el("h2", { text: "Figures" }), el("div", { class: "media" }, ...c.figures.map(p =>
       el("figure", {}, el("img", { src: fileUrl(p), alt: p }), el("figcaption", { text: p })))));
   }
-  if (c.report) main.append(el("h2", { text: "Report (report.md)" }), el("pre", { id: "report", text: c.report }));
+  if (c.report) {
+    main.append(el("h2", { text: "Report (report.md)" }),
+                el("div", { class: "card", id: "report" }, markdown(c.report, compId)));
+  }
 }
