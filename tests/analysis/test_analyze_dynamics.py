@@ -1,0 +1,65 @@
+"""Decoding, dimensionality and connectivity inside `analyze`: the initial weights rebuilt
+from the seed, the summary fields and the figures on a (tiny, untrained) NeuroGym run."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import torch
+
+import snrl
+from snrl.analysis import analyze
+from snrl.analysis.run import initial_weights
+
+
+def test_initial_weights_are_rebuilt_from_the_seed_after_training():
+    algo = snrl.PPO("CartPole-v1", backbone="lif", hidden_size=10, n_envs=2, n_steps=32, seed=4)
+    before = {
+        net: m.layers["lif0"].recurrent_weights.detach().double().numpy().copy()
+        for net, m in (("policy", algo.agent.actor), ("critic", algo.agent.critic))
+    }
+    algo.learn(128, progress=False)
+    trained = algo.agent.actor.layers["lif0"].recurrent_weights.detach().double().numpy()
+    assert not np.allclose(trained, before["policy"])  # training moved them
+    state = torch.random.get_rng_state()
+    rebuilt = initial_weights(algo)
+    assert torch.equal(state, torch.random.get_rng_state())  # global RNG untouched
+    for net in ("policy", "critic"):
+        np.testing.assert_array_equal(rebuilt[net]["lif0"].w_rec, before[net])
+    algo.close()
+
+
+def test_analyze_a_trial_task_decodes_and_reports_connectivity():
+    algo = snrl.PPO("PerceptualDecisionMaking-v0", backbone="lif", hidden_size=12, n_envs=1, seed=0)
+    res = analyze(algo, episodes=2, seed=0, n_shuffles=2)
+    summ = json.loads(json.dumps(res.summary()))  # JSON-able, NaN as null
+    dyn = summ["dynamics"]
+    assert dyn["layer"] == "lif0" and dyn["n_trials"] > 20
+    # NeuroGym's ground_truth condition repeats gt: decoded once
+    assert list(dyn["decoding"]) == ["choice", "gt", "coh"]
+    assert dyn["decoding"]["coh"]["classes"] == ["0", "6.4", "12.8", "25.6", "51.2"]
+    gt = dyn["decoding"]["gt"]
+    acc = [a for a in gt["accuracy"] if a is not None]
+    assert acc and all(0 <= a <= 1 for a in acc)
+    assert len(gt["accuracy"]) == dyn["parameters"]["decode_steps"]
+    assert gt["p_value"][0] is None or 1 / 3 <= gt["p_value"][0] <= 1  # 2 shuffles
+    assert dyn["bin_seconds"] == 0.1
+    conn = summ["layers"]["lif0"]["connectivity"]
+    assert set(conn["trained"]["blocks"]) == {"E->E", "E->I", "I->E", "I->I"}
+    w = algo.agent.actor.layers["lif0"].recurrent_weights.detach().double().numpy()
+    radius = np.abs(np.linalg.eigvals(w)).max()
+    assert conn["trained"]["spectral_radius"] == np.float64(radius).item()
+    # untrained: the initial weights are the weights
+    assert conn["initial"]["spectral_radius"] == conn["trained"]["spectral_radius"]
+    ee = conn["trained"]["blocks"]["E->E"]
+    assert ee["n_pre"] == 10 and ee["mean"] > 0 and conn["trained"]["blocks"]["I->E"]["mean"] < 0
+    assert "selectivity" in conn
+    figs = res.figures()
+    assert {"decoding.png", "connectivity.png"} <= set(figs)
+    assert "critic" in summ["networks"] and "dynamics" not in summ["networks"]["critic"]
+    off = analyze(algo, episodes=1, seed=0, decode=False, compare_initial=False)
+    s_off = off.summary()
+    assert "dynamics" not in s_off and "initial" not in s_off["layers"]["lif0"]["connectivity"]
+    assert "decoding.png" not in off.figures()
+    algo.close()
