@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 import torch
 
 import snrl
@@ -63,3 +64,31 @@ def test_analyze_a_trial_task_decodes_and_reports_connectivity():
     assert "dynamics" not in s_off and "initial" not in s_off["layers"]["lif0"]["connectivity"]
     assert "decoding.png" not in off.figures()
     algo.close()
+
+
+@pytest.mark.slow  # trains a run and analyzes it twice: about 11 s on 2 shared cores
+def test_snrl_analyze_decoding_flags(tmp_path, capsys):
+    from tests.cli_run import snrl, snrl_inproc
+
+    run = tmp_path / "pdm"
+    res = snrl(
+        "train", "--env", "PerceptualDecisionMaking-v0", "--hidden", "8", "--steps", 256,
+        "--out", run, "--set", "eval_episodes=1", "--quiet",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    res = snrl_inproc(capsys, "analyze", run, "--episodes", 1, "--shuffles", 2)
+    assert res.returncode == 0, res.stderr
+    line = json.loads(res.stdout)
+    out = run / "analysis"
+    assert {"decoding.png", "connectivity.png"} <= set(line["files"])
+    assert set(line["decoding_peak"]) >= {"gt"} and "initial" in line["spectral_radius"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["dynamics"]["parameters"]["n_shuffles"] == 2
+    res = snrl_inproc(capsys, "analyze", run, "--episodes", 1, "--no-decode", "--no-initial")
+    assert res.returncode == 0, res.stderr
+    assert not (out / "decoding.png").exists()  # snrl's own stale figure is removed
+    summary = json.loads((out / "summary.json").read_text())
+    assert "dynamics" not in summary
+    assert "initial" not in summary["layers"]["lif0"]["connectivity"]
+    res = snrl_inproc(capsys, "analyze", run, "--shuffles", "-1")
+    assert res.returncode == 2
