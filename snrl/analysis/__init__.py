@@ -7,7 +7,10 @@ Pure functions (:mod:`snrl.analysis.stats`, :mod:`snrl.analysis.trials`,
 :func:`analyze` rolls out an algorithm and is what ``snrl analyze`` runs. Every reported
 number is defined in :data:`METRICS` (docs/analysis.md is generated from it). The
 psychometric curve of decision tasks lives in :mod:`snrl.analysis.psychometric`; silencing E or
-I neurons during evaluation (``snrl perturb``) in :mod:`snrl.analysis.perturb`.
+I neurons during evaluation (``snrl perturb``) in :mod:`snrl.analysis.perturb`. Decoding and
+dimensionality of trial activity in :mod:`snrl.analysis.dynamics`; connectivity by E/I block
+in :mod:`snrl.analysis.connectivity`; fixed and slow points in
+:mod:`snrl.analysis.fixed_points`.
 """
 
 from snrl.analysis.currents import layer_weights, synaptic_currents

@@ -17,6 +17,8 @@ from snrl.io import atomic_path
 from snrl.palette import E_COLOR, I_COLOR, MUTED_COLOR, SPIKE_COLOR, group_styles
 
 __all__ = [
+    "connectivity_figure",
+    "decoding_figure",
     "ei_currents_figure",
     "pca_figure",
     "population_color",
@@ -298,4 +300,211 @@ def pca_figure(name: str, trajectories: Mapping[str, np.ndarray], ratio: np.ndar
     ax.set_title(
         f"{name}: population trajectories from the trial start\n(within trials)", fontsize=9
     )
+    return fig
+
+
+def _arr(values: Sequence[Any]) -> np.ndarray:
+    return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+
+
+def _label_order(v: str) -> tuple[int, Any]:
+    """Sort key of a label ``"key=value"`` or ``"value"``: numbers by value, then text."""
+    try:
+        return (0, float(v.split("=", 1)[-1]))
+    except ValueError:
+        return (1, v)
+
+
+def _group_order(g: str) -> tuple[Any, ...]:
+    """Sort key of a group label ``"gt=1, coh=6.4"``: part by part, numbers by value."""
+    return tuple(_label_order(part) for part in g.split(", "))
+
+
+def _choice_axis_styles(groups: Sequence[str]) -> dict[str, tuple[str, Any]]:
+    """Colour by the last ``key=value`` of a group label (e.g. the coherence), line style by
+    the rest (e.g. the ground truth): ``"gt=1, coh=6.4"``."""
+    from snrl.palette import GROUP_COLORS, LINESTYLES
+
+    def split(g: str) -> tuple[str, str]:
+        head, _, last = g.rpartition(", ")
+        return head, last
+
+    lasts = sorted({split(g)[1] for g in groups}, key=_label_order)
+    heads = sorted({split(g)[0] for g in groups})
+    return {
+        g: (
+            GROUP_COLORS[lasts.index(split(g)[1]) % len(GROUP_COLORS)],
+            LINESTYLES[heads.index(split(g)[0]) % len(LINESTYLES)],
+        )
+        for g in groups
+    }
+
+
+def decoding_figure(name: str, dynamics: Mapping[str, Any]) -> Figure:
+    """Time-resolved decoding of each task variable (cross-validated accuracy +- SEM over
+    folds, the label-shuffle null's mean and 95th percentile, chance), the held-out choice
+    axis by stimulus condition, and the cross-validated PCA spectrum.
+
+    Args:
+        name: the layer label (e.g. ``"policy: lif0"``).
+        dynamics: :meth:`snrl.analysis.run.NetworkAnalysis.dynamics`.
+    """
+    dec = dynamics["decoding"]
+    step = dynamics.get("bin_seconds")
+    unit = "s" if step else "env steps"
+    step = step or 1.0
+    n_top = max(1, len(dec))
+    fig = Figure(figsize=(max(8.0, 3.0 * n_top), 6.4), layout="constrained")
+    grid = fig.add_gridspec(2, max(n_top, 2))
+    for c, (var, res) in enumerate(dec.items()):
+        ax = fig.add_subplot(grid[0, c])
+        acc, sem = _arr(res["accuracy"]), _arr(res["sem"])
+        t = (np.arange(acc.size) + 1) * step  # bin k: activity up to the end of step k
+        ax.plot(t, acc, color=SPIKE_COLOR, lw=1.5, label="decoder (held out)")
+        ax.fill_between(t, acc - sem, acc + sem, color=SPIKE_COLOR, alpha=0.2, lw=0)
+        if any(v is not None for v in res["null_mean"]):
+            ax.plot(t, _arr(res["null_mean"]), color=MUTED_COLOR, lw=1, label="shuffled labels")
+            ax.plot(
+                t, _arr(res["null_q95"]), color=MUTED_COLOR, lw=0.8, ls="--", label="shuffle 95 %"
+            )
+        ax.plot(t, _arr(res["chance"]), color=MUTED_COLOR, lw=0.8, ls=":", label="chance")
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel(f"time from trial start ({unit})", fontsize=8)
+        ax.set_ylabel("accuracy", fontsize=8)
+        n = [v for v in res["n"] if v is not None]
+        classes = ", ".join(res["classes"][:6])
+        ax.set_title(f"{var} ({classes}; {max(n) if n else 0} trials)", fontsize=8)
+        if c == 0:
+            ax.legend(fontsize=6, frameon=False, loc="lower right")
+    ax = fig.add_subplot(grid[1, 0])
+    ca = dynamics.get("choice_axis")
+    if ca:
+        styles = _choice_axis_styles(list(ca["mean"]))
+        for g in sorted(ca["mean"], key=_group_order):
+            m = ca["mean"][g]
+            m, e = np.asarray(_arr(m)), np.asarray(_arr(ca["sem"][g]))
+            t = (np.arange(m.size) + 1) * step
+            col, ls = styles[g]
+            ax.plot(t, m, color=col, ls=ls, lw=1.2, label=f"{g} (n={ca['n'][g]})")
+            ax.fill_between(t, m - e, m + e, color=col, alpha=0.15, lw=0)
+        ax.axhline(0, color="0.85", lw=0.5)
+        a, b = ca["axis_labels"]
+        ax.set_ylabel(f"choice axis (-1: choice {a}, +1: {b})", fontsize=8)
+        if ca["mean"]:
+            ax.legend(fontsize=5, frameon=False, ncol=2)
+    ax.set_xlabel(f"time from trial start ({unit})", fontsize=8)
+    ax.set_title("held-out choice axis, mean \u00b1 SEM", fontsize=8)
+    ax = fig.add_subplot(grid[1, 1])
+    dim = dynamics.get("dimensionality")
+    if dim:
+        frac = _arr(dim["cv_fraction"])
+        ax.bar(np.arange(1, frac.size + 1), frac, color=SPIKE_COLOR)
+        ax.axhline(0, color="0.5", lw=0.5)
+        ax.set_xlabel("principal axis (fitted on half of the trials)", fontsize=8)
+        ax.set_ylabel("share of repeatable variance", fontsize=8)
+        pr = dim.get("participation_ratio")
+        ax.set_title(
+            f"cross-validated PCA: {dim['cv_dimensionality']} axes hold 90 %\n"
+            f"participation ratio {pr:.1f} (condition means), "
+            f"{dim['n_conditions']} conditions",
+            fontsize=8,
+        )
+    fig.suptitle(
+        f"{name}: what the population encodes over the trial ({dynamics['n_trials']} trials; "
+        f"{dynamics['parameters']['folds']}-fold cross-validated shrinkage LDA, "
+        f"{dynamics['parameters']['n_shuffles']} label shuffles)",
+        fontsize=9,
+    )
+    return fig
+
+
+def connectivity_figure(
+    name: str,
+    w: np.ndarray,
+    w0: np.ndarray | None,
+    sign: Any,
+    selectivity: Mapping[str, Any] | None = None,
+) -> Figure:
+    """Recurrent weights by E/I block (histograms, trained vs initial), the eigenvalues in
+    the complex plane with the spectral radius, and same- vs opposite-preference E->E weights.
+
+    Args:
+        name: the layer label.
+        w, w0: (N, N) effective recurrent weights after and before training (row =
+            presynaptic); ``w0`` None: after only.
+        sign: (N,) Dale signs or None.
+        selectivity: :func:`snrl.analysis.connectivity.selectivity_connectivity` or None.
+    """
+    from snrl.analysis.connectivity import ei_blocks, eigenspectrum
+
+    fig = Figure(figsize=(10, 6), layout="constrained")
+    grid = fig.add_gridspec(2, 4)
+    if sign is not None:
+        blocks, blocks0 = ei_blocks(w, sign), (None if w0 is None else ei_blocks(w0, sign))
+        for c, (bname, b) in enumerate(blocks.items()):
+            ax = fig.add_subplot(grid[0, c])
+            off = b["pre"][:, None] != b["post"][None, :]
+            vals = b["weights"][off]
+            vals0 = None if blocks0 is None else blocks0[bname]["weights"][off]
+            both = vals if vals0 is None else np.concatenate([vals, vals0])
+            lo, hi = (float(both.min()), float(both.max())) if both.size else (0.0, 1.0)
+            bins = np.linspace(lo, hi if hi > lo else lo + 1e-9, 31)
+            col = population_color(bname[0])
+            if vals0 is not None:
+                ax.hist(
+                    vals0, bins=bins, histtype="step", color=MUTED_COLOR, lw=1.2, label="initial"
+                )
+            ax.hist(vals, bins=bins, histtype="step", color=col, lw=1.5, label="trained")
+            ax.set_title(f"{bname} ({b['pre'].size} \u2192 {b['post'].size})", fontsize=8)
+            ax.set_xlabel("weight (membrane units per spike)", fontsize=7)
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+            if c == 0:
+                ax.set_ylabel("synapses", fontsize=8)
+                ax.legend(fontsize=6, frameon=False)
+    ax = fig.add_subplot(grid[1, 0:2])
+    th = np.linspace(0, 2 * np.pi, 200)
+    for mat, col, label in ((w0, MUTED_COLOR, "initial"), (w, SPIKE_COLOR, "trained")):
+        if mat is None:
+            continue
+        ev = eigenspectrum(mat)
+        r = float(np.abs(ev).max())
+        ax.plot(ev.real, ev.imag, ".", ms=3, color=col, label=f"{label}: radius {r:.2f}")
+        ax.plot(r * np.cos(th), r * np.sin(th), color=col, lw=0.6, ls="--")
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.set_xlabel("Re \u03bb", fontsize=8)
+    ax.set_ylabel("Im \u03bb", fontsize=8)
+    ax.legend(fontsize=7, frameon=False)
+    ax.set_title("eigenvalues of the recurrent matrix (dashed: spectral radius)", fontsize=8)
+    ax = fig.add_subplot(grid[1, 2:4])
+    if selectivity and selectivity.get("difference") is not None:
+        vals = [selectivity["same"], selectivity["opposite"]]
+        ax.bar([0, 1], vals, color=[population_color("E"), MUTED_COLOR])
+        ax.set_xticks(
+            [0, 1],
+            [
+                f"same preference\n({selectivity['n_same_pairs']} pairs)",
+                f"opposite\n({selectivity['n_opposite_pairs']} pairs)",
+            ],
+            fontsize=7,
+        )
+        ax.set_ylabel("mean E\u2192E weight", fontsize=8)
+        ax.set_title(
+            f"E cells by preference ({selectivity.get('groups', '')})\n"
+            f"difference {selectivity['difference']:.3g}, permutation p = "
+            f"{selectivity['p_value']:.3g}",
+            fontsize=8,
+        )
+    else:
+        ax.set_axis_off()
+        ax.text(
+            0.5,
+            0.5,
+            "no selectivity (not a trial task, or no Dale signs)",
+            ha="center",
+            va="center",
+            fontsize=8,
+            transform=ax.transAxes,
+        )
+    title = "trained" + (" vs initial (rebuilt from the run's seed)" if w0 is not None else "")
+    fig.suptitle(f"{name}: recurrent connectivity by E/I type, {title}", fontsize=9)
     return fig

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from snrl.analysis import connectivity as conn
+from snrl.analysis import dynamics as dyn
 from snrl.analysis.currents import LayerWeights, layer_weights, synaptic_currents
 from snrl.analysis.stats import METRICS, NEURON_METRICS, SpikeStats
 from snrl.analysis.trials import PSTHAccumulator, TuningAccumulator, pca, selectivity
@@ -26,7 +28,7 @@ from snrl.errors import UserError
 from snrl.io import write_json_atomic
 from snrl.training.rundir import ANALYSIS_FILES
 
-__all__ = ["ANALYSIS_FILES", "NetworkAnalysis", "analyze"]
+__all__ = ["ANALYSIS_FILES", "NetworkAnalysis", "analyze", "initial_weights"]
 
 _FORMAT = "snrl.analysis"
 _VERSION = 1
@@ -50,6 +52,14 @@ class NetworkAnalysis:
         psth_window: (pre, post) neuron steps around trial events.
         network: which network of the agent this is (``"policy"``, ``"critic"``): named in
             every figure title and in ``summary.json``.
+        decode: trial envs: decode the task variables over time and measure the
+            dimensionality of the first spiking layer (:mod:`snrl.analysis.dynamics`).
+        n_shuffles: label shuffles of the decoding's null distribution.
+        decode_steps: env steps from each trial's start that are decoded.
+        smooth: causal boxcar (env steps) of the decoded activity.
+        max_trials: trials kept for decoding (the first ones).
+        initial_weights: the layers' weights before training (see :func:`initial_weights`),
+            for the connectivity before/after comparison; None: after only.
 
     ``others`` holds the analyses of the agent's other networks (:func:`analyze` adds the
     critic of an actor-critic run): their layers join the raster, rate/CV and current
@@ -66,8 +76,25 @@ class NetworkAnalysis:
         corr_bin: int = 10,
         psth_window: tuple[int, int] = (10, 40),
         network: str = "policy",
+        decode: bool = True,
+        n_shuffles: int = 20,
+        decode_steps: int = 40,
+        smooth: int = 3,
+        max_trials: int = 2000,
+        initial_weights: Mapping[str, LayerWeights] | None = None,
     ) -> None:
         self.network = str(network)
+        self.decode = bool(decode)
+        self.decode_params = {
+            "n_shuffles": int(n_shuffles),
+            "decode_steps": int(decode_steps),
+            "smooth": int(smooth),
+            "max_trials": int(max_trials),
+            "folds": 5,
+        }
+        self.initial_weights = dict(initial_weights or {})
+        self.trial_activity: dyn.TrialActivity | None = None
+        self._dynamics: dict[str, Any] | None = None
         self.others: dict[str, NetworkAnalysis] = {}
         self.layers = [dict(d) for d in layers if d["kind"] == "spiking"]
         if not self.layers:
@@ -91,6 +118,8 @@ class NetworkAnalysis:
         self.env_steps = 0
         self.returns: list[float] = []
         self.row_seconds: float | None = None  # task seconds per activity row (trial envs)
+        self.env_dt: float | None = None  # task seconds per env step (trial envs)
+        self._connectivity: dict[str, dict[str, Any]] = {}
 
     # -------------------------------------------------------------- feeding
     def add(self, traj: Any, inputs: Any = None) -> None:
@@ -138,6 +167,17 @@ class NetworkAnalysis:
                                 d["size"], pre=pre, post=post, event=event, by=by
                             )
                         acc.add(spikes, trials, substeps, getattr(traj, "dt", None))
+                if k == 0 and self.decode:
+                    if self.trial_activity is None:
+                        p = self.decode_params
+                        self.trial_activity = dyn.TrialActivity(
+                            d["size"],
+                            length=p["decode_steps"],
+                            smooth=p["smooth"],
+                            max_trials=p["max_trials"],
+                        )
+                    self.trial_activity.add(spikes, trials, substeps)
+                    self._dynamics = None
             else:
                 acc_t = self.tuning.get(name)
                 if acc_t is None:
@@ -155,6 +195,7 @@ class NetworkAnalysis:
         env_dt = getattr(traj, "dt", None)
         if self.row_seconds is None and env_dt:
             self.row_seconds = float(env_dt) / substeps
+            self.env_dt = float(env_dt)
         self.returns.append(float(np.sum(traj.rewards)))
 
     @staticmethod
@@ -202,6 +243,7 @@ class NetworkAnalysis:
             trials = self._trial_summary(d["name"])
             if trials is not None:
                 entry["trials"] = trials
+            entry["connectivity"] = _jsonable(self.connectivity(d["name"]))
             layers[d["name"]] = entry
         out = {
             "format": _FORMAT,
@@ -231,9 +273,89 @@ class NetworkAnalysis:
             },
             "layers": layers,
         }
+        dynamics = self.dynamics()
+        if dynamics is not None:
+            out["dynamics"] = _jsonable(dynamics)
+            out["about"]["dynamics"] = (
+                "trial envs: the first spiking layer's task-variable decoding over time "
+                "(cross-validated shrinkage LDA with a label-shuffle null), the held-out "
+                "choice axis by stimulus condition, and the dimensionality (cross-validated "
+                "PCA, participation ratio); definitions inside"
+            )
+        out["about"]["connectivity"] = (
+            "layers.<layer>.connectivity: the effective recurrent weights by E/I block "
+            "(trained, and initial: rebuilt from the run's seed), their spectral radius, and "
+            "the mean E->E weight between same- vs opposite-preference E cells"
+        )
         if self.others:
             out["networks"] = {k: v.summary() for k, v in self.others.items()}
         return out
+
+    def connectivity(self, name: str) -> dict[str, Any]:
+        """Connectivity of one layer's recurrent weights: ``trained`` and (when known)
+        ``initial`` summaries (:func:`snrl.analysis.connectivity.connectivity_summary`) and
+        ``selectivity``, the same- vs opposite-preference E->E comparison (trial envs with
+        Dale signs; a cell's preference is the sign of its selectivity index)."""
+        if name in self._connectivity:
+            return self._connectivity[name]
+        out: dict[str, Any] = {"definition": conn.__doc__.split("\n\n", 1)[1].strip()}
+        w = self.weights.get(name)
+        sign = next(d.get("sign") for d in self.layers if d["name"] == name)
+        if w is not None:
+            out["trained"] = conn.connectivity_summary(w.w_rec, sign)
+        w0 = self.initial_weights.get(name)
+        if w0 is not None:
+            out["initial"] = conn.connectivity_summary(w0.w_rec, sign)
+        sel = self.selectivity(name)
+        if w is not None and sign is not None and sel is not None:
+            pref = np.sign(np.array([np.nan if v is None else v for v in sel["index"]], float))
+            res = conn.selectivity_connectivity(w.w_rec, sign, pref, n_shuffles=1000)
+            out["selectivity"] = dict(res, groups=sel["groups"])
+            if w0 is not None:
+                res0 = conn.selectivity_connectivity(w0.w_rec, sign, pref, n_shuffles=1000)
+                out["selectivity_initial"] = dict(res0, groups=sel["groups"])
+        self._connectivity[name] = out
+        return out
+
+    def dynamics(self) -> dict[str, Any] | None:
+        """Decoding over time, the held-out choice axis and the dimensionality of the first
+        spiking layer's trial activity (trial envs with ``decode``), or None; computed once.
+        """
+        ta = self.trial_activity
+        if ta is None or not ta.x:
+            return None
+        if self._dynamics is not None:
+            return self._dynamics
+        p = self.decode_params
+        x = ta.tensor()
+        variables = ta.variables()
+        decoding = {}
+        for i, var in enumerate(variables):
+            decoding[var] = dyn.decode_over_time(
+                x, ta.labels(var), k=p["folds"], n_shuffles=p["n_shuffles"], seed=1000 * i
+            )
+        stim = [v for v in variables if v != "choice"]
+        groups = np.array(
+            [
+                ", ".join(f"{v}={lab}" for v, lab in zip(stim, labs)) if all(labs) else ""
+                for labs in zip(*[ta.labels(v) for v in stim])
+            ]
+            if stim
+            else [""] * len(ta.trials),
+            dtype=object,
+        )
+        self._dynamics = {
+            "layer": self.layers[0]["name"],
+            "n_trials": len(ta.trials),
+            "trials_left_out": ta.dropped,
+            "bin_seconds": self.env_dt,
+            "parameters": dict(p),
+            "definition": dyn.__doc__.split("\n\n", 1)[1].strip(),
+            "decoding": decoding,
+            "choice_axis": dyn.choice_axis_projection(x, ta.labels("choice"), groups),
+            "dimensionality": dyn.trial_dimensionality(x, groups if stim else ta.labels("choice")),
+        }
+        return self._dynamics
 
     def _trial_summary(self, name: str) -> dict[str, Any] | None:
         accs = self.psth.get(name)
@@ -318,6 +440,17 @@ class NetworkAnalysis:
                 dt,
                 threshold=getattr(w, "threshold", None),
             )
+        first = self.layers[0]
+        if first["name"] in self.weights:
+            c = self.connectivity(first["name"])
+            w0 = self.initial_weights.get(first["name"])
+            out["connectivity.png"] = F.connectivity_figure(
+                self._label(first["name"]),
+                self.weights[first["name"]].w_rec,
+                None if w0 is None else w0.w_rec,
+                first.get("sign"),
+                c.get("selectivity"),
+            )
         if self.tuning:
             name, acc = next(iter(self.tuning.items()))
             centres, curves = acc.curves()
@@ -350,6 +483,9 @@ class NetworkAnalysis:
                         unit,
                         label,
                     )
+            dynamics = self.dynamics()
+            if dynamics is not None and dynamics["decoding"]:
+                out["decoding.png"] = F.decoding_figure(self._label(dynamics["layer"]), dynamics)
             traj = self.pca_trajectories(name)
             if traj is not None:
                 by = self._start_acc(name).by
@@ -419,6 +555,7 @@ def analyze(
     episodes: int = 20,
     seed: int = 0,
     on_episode: Any = None,
+    compare_initial: bool = True,
     **kwargs: Any,
 ) -> NetworkAnalysis:
     """Roll out ``episodes`` deterministic episodes of ``algo`` (seeds ``seed``,
@@ -436,7 +573,10 @@ def analyze(
         episodes: how many episodes.
         seed: seed of the first episode's env reset.
         on_episode: optional callable ``(index, trajectory)`` after each episode (exports).
-        **kwargs: passed to :class:`NetworkAnalysis` (``fano_window``, ``corr_bin`` ...).
+        compare_initial: rebuild the networks' initial weights from the run's seed
+            (:func:`initial_weights`) for the connectivity before/after training.
+        **kwargs: passed to :class:`NetworkAnalysis` (``fano_window``, ``corr_bin``,
+            ``decode``, ``n_shuffles`` ...); the critic is not decoded.
 
     Returns:
         The policy's analysis (``network="policy"``), with ``others`` holding the critic's.
@@ -453,11 +593,18 @@ def analyze(
     critic_weights = layer_weights(critic) if critic is not None else {}
     if not critic_weights:
         critic = None
+    before = initial_weights(algo) if compare_initial else {}
     result = None
     for k in range(int(episodes)):
         traj = algo.rollout(seed=int(seed) + k, record=False)
         if result is None:
-            result = NetworkAnalysis(traj.layers, dt=dt, weights=weights, **kwargs)
+            result = NetworkAnalysis(
+                traj.layers,
+                dt=dt,
+                weights=weights,
+                initial_weights=before.get("policy"),
+                **kwargs,
+            )
         with torch.no_grad():
             xt = agent.preprocess(traj.observations)
             x = xt.cpu().double().numpy()
@@ -468,7 +615,12 @@ def analyze(
             ctraj = _CriticTrajectory(traj, res.activity)
             if "critic" not in result.others:
                 result.others["critic"] = NetworkAnalysis(
-                    ctraj.layers, dt=dt, weights=critic_weights, network="critic", **kwargs
+                    ctraj.layers,
+                    dt=dt,
+                    weights=critic_weights,
+                    network="critic",
+                    initial_weights=before.get("critic"),
+                    **{**kwargs, "decode": False},
                 )
             result.others["critic"].add(ctraj, inputs=x)
         if on_episode is not None:
@@ -492,6 +644,44 @@ class _CriticTrajectory:
 
     def __len__(self) -> int:
         return self._len
+
+
+def _jsonable(x: Any) -> Any:
+    """Arrays, tuples and numpy scalars as JSON values (non-finite numbers as None)."""
+    if isinstance(x, Mapping):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple, np.ndarray)):
+        return [_jsonable(v) for v in (x.tolist() if isinstance(x, np.ndarray) else x)]
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        return _json_num(x)
+    return x
+
+
+def initial_weights(algo: Any) -> dict[str, dict[str, LayerWeights]]:
+    """The spiking layers' weights before training, rebuilt deterministically: a fresh
+    algorithm of the same class from the run's config (its ``seed`` builds the networks,
+    :meth:`snrl.agents.base.Algorithm._seeded`), without the checkpoint's parameters.
+
+    Returns:
+        ``{"policy": {layer: LayerWeights}, "critic": {...}}`` (networks with spiking
+        layers); empty when the run cannot be rebuilt from its config (custom backbones).
+    """
+    try:
+        fresh = type(algo)(None, config=algo.config, run_dir=None)
+    except Exception:  # custom backbones, an env that needs an object: no "before"
+        return {}
+    try:
+        out = {"policy": layer_weights(fresh.agent.actor)}
+        critic = getattr(fresh.agent, "critic", None)
+        if critic is not None:
+            out["critic"] = layer_weights(critic)
+    finally:
+        fresh.close()
+    return {k: v for k, v in out.items() if v}
 
 
 def _pick_by_population(order_key: Any, sign: Any, k: int) -> list[tuple[int, str]]:

@@ -369,7 +369,15 @@ def _analyze_one(algo: Any, args: argparse.Namespace, out_check: Path) -> tuple[
                 exporter.append(SpikeExport(traj.layers, dt=float(algo.config.dt)))
             exporter[0].add(traj)
 
-    result = analyze(algo, episodes=args.episodes, seed=args.seed, on_episode=collect)
+    result = analyze(
+        algo,
+        episodes=args.episodes,
+        seed=args.seed,
+        on_episode=collect,
+        decode=getattr(args, "decode", True),
+        n_shuffles=getattr(args, "shuffles", 20),
+        compare_initial=getattr(args, "compare_initial", True),
+    )
     return result, (exporter[0] if exporter else None)
 
 
@@ -414,8 +422,30 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             for pop in pops
         }
     line["rate_unit"] = summary["rate_unit"]
+    line.update(_dynamics_line(summary))
     print(json.dumps(line))
     return 0
+
+
+def _dynamics_line(summary: dict[str, Any]) -> dict[str, Any]:
+    """The headline numbers of the decoding, dimensionality and connectivity analyses for
+    the printed line: peak decoding accuracy per variable, cv dimensionality, spectral
+    radius after (and before) training of the first layer."""
+    out: dict[str, Any] = {}
+    dyn = summary.get("dynamics")
+    if dyn:
+        out["decoding_peak"] = {
+            var: max((a for a in res["accuracy"] if a is not None), default=None)
+            for var, res in dyn["decoding"].items()
+        }
+        dim = dyn.get("dimensionality") or {}
+        out["cv_dimensionality"] = dim.get("cv_dimensionality")
+    name, layer = next(iter(summary["layers"].items()))
+    c = layer.get("connectivity") or {}
+    out["spectral_radius"] = {
+        k: c[k]["spectral_radius"] for k in ("initial", "trained") if k in c
+    } | {"layer": name}
+    return out
 
 
 def cmd_perturb(args: argparse.Namespace) -> int:

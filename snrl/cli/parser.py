@@ -216,6 +216,26 @@ def _add_analyze(sub: Any) -> None:
         help="output folder inside the directory (default analysis)",
     )
     a.add_argument("--svg", action="store_true", help="also write the figures as SVG")
+    a.add_argument(
+        "--no-decode",
+        dest="decode",
+        action="store_false",
+        help="trial tasks: skip the decoding and dimensionality analyses (decoding.png)",
+    )
+    a.add_argument(
+        "--shuffles",
+        type=_int_in(0, 10_000),
+        default=20,
+        metavar="N",
+        help="label shuffles of the decoding's null distribution (default 20; 0: none)",
+    )
+    a.add_argument(
+        "--no-initial",
+        dest="compare_initial",
+        action="store_false",
+        help="skip rebuilding the initial weights from the run's seed (connectivity after "
+        "training only)",
+    )
     _env_flags(a)
     a.set_defaults(func=cmd_analyze)
 

@@ -42,9 +42,13 @@ def test_analyze_a_trained_run(run_dir, capsys):
         "rates_cv.png",
         "ei_currents.png",
         "tuning.png",
+        "connectivity.png",
         "spikes_neo.mat",
     ):
         assert (out / name).stat().st_size > 0, name
+    assert not (out / "decoding.png").exists()  # not a trial task
+    radius = line["spectral_radius"]
+    assert radius["layer"] == "lif0" and radius["initial"] > 0 and radius["trained"] > 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["episodes"] == 3 and summary["rate_unit"] == "Hz" and summary["dt"] == 1e-3
     pops = summary["layers"]["lif0"]["populations"]
