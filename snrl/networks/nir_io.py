@@ -116,23 +116,26 @@ def to_nir(backbone: nn.Module) -> Any:
 
     Args:
         backbone: a :class:`~snrl.networks.spiking.SpikingBackbone` of ``lif`` or ``spylif``
-            layers, ``substeps=1``, starting from rest (``hh_init="zeros"``).
+            layers, ``substeps=1``, starting from rest (``hh_init="zeros"``), with the direct
+            encoder (its first layer's ``Affine`` node takes the input as it is).
 
     Returns:
         The graph, its ``metadata`` holding ``dt`` (seconds), ``source`` and, per layer,
         the reset rule (``"<layer>.reset"``).
 
     Raises:
-        UserError: ALIF (no NIR primitive), ``substeps`` > 1, another initial state, or a
-            backbone that is not a SpikingBackbone; without the ``nir`` package.
+        UserError: ALIF (no NIR primitive), ``substeps`` > 1, another initial state, the
+            population encoder (a Gaussian: no NIR node), or a backbone that is not a
+            SpikingBackbone; without the ``nir`` package.
     """
     from snrl.networks.spiking import SpikingBackbone
 
     nir = _nir()
+    backbone = _unwrap_encoder(backbone)
     if type(backbone) is not SpikingBackbone:
         raise UserError(
-            f"to_nir takes a SpikingBackbone, got {type(backbone).__name__} (an ANN, an "
-            "encoder or a wrapped snntorch network has no NIR export here)"
+            f"to_nir takes a SpikingBackbone, got {type(backbone).__name__} (an ANN or a "
+            "wrapped snntorch network has no NIR export here)"
         )
     if backbone.backbone == "alif":
         raise UserError(
@@ -200,6 +203,33 @@ def to_nir(backbone: nn.Module) -> Any:
     nodes["output"] = nir.Output(output_type=np.array([backbone.output_size]))
     edges.append((prev, "output"))
     return nir.NIRGraph(nodes=nodes, edges=edges, metadata=meta)
+
+
+def _unwrap_encoder(net: nn.Module) -> nn.Module:
+    """The backbone behind an input encoder that NIR can hold.
+
+    The direct encoder feeds the observation to the first layer as it is: that layer's
+    ``Affine`` node is the encoding (``build_backbone`` returns the bare backbone, and an
+    ``EncodedBackbone`` around ``nn.Identity`` is unwrapped here). The population encoder is
+    an affine map (each feature copied ``k`` times, minus the centres, over ``sigma``) followed
+    by a Gaussian ``exp(-y^2 / 2)``, and NIR has no node for that nonlinearity: refused."""
+    from snrl.networks.encoders import EncodedBackbone, PopulationEncoder
+
+    if not isinstance(net, EncodedBackbone):
+        return net
+    if isinstance(net.encoder, nn.Identity):
+        return net.backbone
+    if isinstance(net.encoder, PopulationEncoder):
+        raise UserError(
+            "to_nir: the population encoder is an affine map followed by a Gaussian tuning "
+            "curve exp(-y^2 / 2), and NIR has no node for that nonlinearity (its nodes are "
+            "linear maps, pooling, delays and neurons); train with encoder='direct', whose "
+            "encoding is the first layer's Affine node"
+        )
+    raise UserError(
+        f"to_nir: the input encoder {type(net.encoder).__name__} has no NIR export (only the "
+        "direct encoder, the first layer's Affine node, has)"
+    )
 
 
 def write_nir(graph: Any, path: str | Path) -> Path:

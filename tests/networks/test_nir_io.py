@@ -167,3 +167,27 @@ def test_what_nir_cannot_hold_is_refused():
     g.metadata = {}
     with pytest.raises(UserError, match="no metadata\\['dt'\\]"):
         from_nir(g)
+
+
+@torch.no_grad()
+def test_encoders_direct_is_the_first_affine_population_is_refused_with_the_reason():
+    from snrl.networks.encoders import EncodedBackbone, PopulationEncoder
+    from snrl.networks.factory import build_backbone
+
+    direct = build_backbone("lif", 4, 2, hidden_size=16, encoder="direct", seed=0)
+    g = to_nir(direct)  # the observation enters the first layer's Affine node as it is
+    assert g.edges[0] == ("input", "lif0_in") and isinstance(g.nodes["lif0_in"], nir.Affine)
+    wrapped = to_nir(EncodedBackbone(torch.nn.Identity(), direct))
+    assert sorted(wrapped.nodes) == sorted(g.nodes)
+    assert np.array_equal(wrapped.nodes["lif0_in"].weight, g.nodes["lif0_in"].weight)
+    # the population encoder is affine, then a Gaussian: y = W x + b, exp(-y^2 / 2), with
+    # W copying each feature k times over sigma and b = -centre / sigma (checked here), and
+    # NIR has no node for exp(-y^2 / 2)
+    enc = PopulationEncoder(3, k=5, span=2.0)
+    w = torch.kron(torch.eye(3), torch.ones(5, 1)) / enc.sigma
+    b = -enc.centres.repeat(3) / enc.sigma
+    x = torch.randn(7, 3)
+    assert torch.allclose(enc(x), torch.exp(-0.5 * (x @ w.T + b) ** 2), atol=1e-6)
+    pop = build_backbone("lif", 4, 2, hidden_size=16, encoder="population", seed=0)
+    with pytest.raises(UserError, match="population encoder is an affine map followed by a Gaus"):
+        to_nir(pop)
