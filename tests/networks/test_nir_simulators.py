@@ -198,3 +198,16 @@ def test_norse_on_policy_graphs(reset):
         "its from_nir maps no LI node",
         lambda: _outputs_differ(_norse(g, x, 1e-3)[0], out),
     )
+
+
+if __name__ == "__main__":  # the agreement table of docs/interop.md: python THIS_FILE
+    for kind in ("lif", "spylif"):
+        bb, x, z, v, _ = _snrl(kind, dt=1e-4, rec=False)
+        spikes, mems = _snntorch(to_nir(bb), x, f"{kind}0")
+        err = float((mems - v).abs().max()) / float(v.abs().max())
+        print(f"snntorch {kind} feedforward dt=1e-4: spikes {torch.equal(spikes, z)}, {err:.2g}")
+    for rec in (False, True):
+        bb, x, z, v, _ = _snrl("spylif", dt=1e-3, rec=rec)
+        spikes, mems = _norse(to_nir(bb), x, 1e-3)
+        err = float((mems - v).abs().max()) / float(v.abs().max())
+        print(f"Norse spylif recurrent={rec} dt=1e-3: spikes {torch.equal(spikes, z)}, {err:.2g}")
