@@ -127,77 +127,52 @@ def _measured(who, what, why, run):
     except Exception as e:  # the importer's own error, reported as measured
         pytest.skip(f"{who} cannot run {what} ({why}): {type(e).__name__}: {str(e)[:160]}")
     if step is not None:
-        where = f"spikes differ from step {step} of {T}" if isinstance(step, int) else step
-        pytest.skip(f"{who} runs {what} to other results ({why}): measured, {where}")
+        where = f"spikes from step {step} of {T}" if isinstance(step, int) else step
+        pytest.skip(f"{who} runs {what} to other results ({why}): measured, {where} differ")
 
 
-def _outputs_differ(out, want):
-    return None if torch.allclose(out, want, rtol=1e-5, atol=1e-5) else "the output differs"
+#: (simulator, what, why (read in its importer's source), the snrl backbone's settings)
+KNOWN = [
+    ("snntorch", "LI nodes (a policy)", "its import_from_nir maps no LI node",
+     dict(kind="lif", dt=1e-4, reset="subtract", readout=2)),
+    ("snntorch", "an LI readout", "its import_from_nir maps no LI node",
+     dict(kind="lif", dt=1e-4, readout=2)),
+    ("snntorch", "a recurrent cycle",
+     "its import_from_nir wires the cycle's input into the recurrent Linear",
+     dict(kind="lif", dt=1e-4, rec=True)),
+    ("snntorch", "a graph at dt=1e-3",
+     "its import_from_nir integrates at dt=1e-4 whatever the graph's dt",
+     dict(kind="lif", dt=1e-3, rec=False)),
+    ("Norse", "LIF with r != 1", "its LIF import ignores r",
+     dict(kind="lif", dt=1e-3, rec=False)),
+    ("Norse", "LI nodes (a policy)", "its from_nir maps no LI node",
+     dict(kind="spylif", dt=1e-3, reset="subtract", readout=2)),
+    ("Norse", "an LI readout", "its from_nir maps no LI node",
+     dict(kind="spylif", dt=1e-3, readout=2)),
+]  # fmt: skip
 
 
-@pytest.mark.parametrize("reset", ["subtract", "zero"])
-def test_snntorch_on_policy_graphs(reset):
-    """A policy's graph: an LI readout (and, with the subtract reset, LI + Threshold)."""
-    bb, x, _, _, out = _snrl("lif", dt=1e-4, reset=reset, readout=2)
+@pytest.mark.parametrize("who, what, why, settings", KNOWN, ids=[f"{k[0]}: {k[1]}" for k in KNOWN])
+def test_what_the_importers_do_not_reproduce(who, what, why, settings):
+    """Each case runs; it is skipped with what it measured, or passes if it agrees."""
+    kind, dt = settings["kind"], settings["dt"]
+    bb, x, z, v, out = _snrl(**settings)
     g = to_nir(bb)
-    _measured(
-        "snntorch",
-        "LI nodes",
-        "its import_from_nir maps no LI node",
-        lambda: _outputs_differ(_snntorch(g, x, "readout")[0], out),
-    )
-
-
-def test_snntorch_on_recurrent_layers():
-    bb, x, z, v, _ = _snrl("lif", dt=1e-4, rec=True)
+    readout = settings.get("readout") is not None
 
     def run():
-        spikes, mems = _snntorch(to_nir(bb), x, "lif0")
-        step = _first_divergence(spikes, z)
+        if who == "snntorch":
+            got, mems = _snntorch(g, x, "readout" if readout else f"{kind}0")
+        else:
+            got, mems = _norse(g, x, dt)
+        if readout:
+            return None if torch.allclose(got, out, rtol=1e-5, atol=1e-5) else "the outputs"
+        step = _first_divergence(got, z)
         if step is None:
-            _assert_agree(spikes, mems, z, v)
+            _assert_agree(got, mems, z, v)
         return step
 
-    _measured(
-        "snntorch",
-        "a recurrent cycle",
-        "its import_from_nir wires the cycle's input into the recurrent Linear",
-        run,
-    )
-
-
-def test_snntorch_at_another_dt():
-    bb, x, z, _, _ = _snrl("lif", dt=1e-3, rec=False)
-    g = to_nir(bb)
-    _measured(
-        "snntorch",
-        "a graph at dt=1e-3",
-        "its import_from_nir integrates at dt=1e-4 whatever the graph's dt",
-        lambda: _first_divergence(_snntorch(g, x, "lif0")[0], z),
-    )
-
-
-def test_norse_on_lif_layers():
-    bb, x, z, _, _ = _snrl("lif", dt=1e-3, rec=False)
-    g = to_nir(bb)
-    _measured(
-        "Norse",
-        "LIF with r != 1",
-        "its LIF import ignores r",
-        lambda: _first_divergence(_norse(g, x, 1e-3)[0], z),
-    )
-
-
-@pytest.mark.parametrize("reset", ["subtract", "zero"])
-def test_norse_on_policy_graphs(reset):
-    bb, x, _, _, out = _snrl("spylif", dt=1e-3, reset=reset, readout=2)
-    g = to_nir(bb)
-    _measured(
-        "Norse",
-        "LI nodes",
-        "its from_nir maps no LI node",
-        lambda: _outputs_differ(_norse(g, x, 1e-3)[0], out),
-    )
+    _measured(who, what, why, run)
 
 
 if __name__ == "__main__":  # the agreement table of docs/interop.md: python THIS_FILE
