@@ -191,3 +191,32 @@ def test_encoders_direct_is_the_first_affine_population_is_refused_with_the_reas
     pop = build_backbone("lif", 4, 2, hidden_size=16, encoder="population", seed=0)
     with pytest.raises(UserError, match="population encoder is an affine map followed by a Gaus"):
         to_nir(pop)
+
+
+@pytest.mark.parametrize("kind", ["lif", "spylif"])
+@pytest.mark.parametrize("reset", ["subtract", "zero"])
+@pytest.mark.parametrize("rec", [True, False], ids=["rec", "ff"])
+@pytest.mark.parametrize("readout", [3, None], ids=["readout", "no-readout"])
+@torch.no_grad()
+def test_every_exported_layout_passes_nirs_type_inference(kind, reset, rec, readout, tmp_path):
+    """nir.read type-checks each graph (the failure of snntorch issue #410: a cycle or a
+    node whose input and output types do not match); read back, it runs to the same spikes."""
+    bb = SpikingBackbone(
+        5, [12, 7], readout, backbone=kind, reset=reset, use_recurrent_connection=rec, seed=2
+    )
+    path = tmp_path / "g.nir"
+    nir.write(path, to_nir(bb))
+    g = nir.read(path, type_check=True)
+    g.infer_types()  # again, explicitly: every edge's types agree
+    for a, b in g.edges:
+        out_t, in_t = g.nodes[a].output_type, g.nodes[b].input_type
+        assert [np.asarray(t).tolist() for t in out_t.values()] == [
+            np.asarray(t).tolist() for t in in_t.values()
+        ], (a, b)
+    back = from_nir(g)
+    x = _input(60, 2, 5, seed=4)
+    a, b = bb.run(x, bb.initial_state(2)), back.run(x, back.initial_state(2))
+    for la, lb in zip(a.activity, b.activity):
+        if la.spikes is not None:
+            assert torch.equal(la.spikes, lb.spikes), la.name
+    assert torch.equal(a.out, b.out)
