@@ -48,6 +48,7 @@ with the Dale signs and the no-autapse mask folded in (the effective weights).
 from __future__ import annotations
 
 import io
+import types
 from pathlib import Path
 from typing import Any
 
@@ -333,9 +334,36 @@ def from_nir(graph: Any, *, dt: float | None = None) -> nn.Module:
         if dt is None:
             raise UserError("from_nir: the graph has no metadata['dt'] (pass dt= in seconds)")
     dt = float(np.asarray(dt))
-    layers, readout = _nir_chain(graph, nir)
+    layers, readout = _nir_chain(_flat(graph, nir), nir)
     thr, reset, kinds = _one_model(layers, nir)
     return _nir_backbone(layers, readout, thr, reset, kinds, dt, nir)
+
+
+def _flat(graph: Any, nir: Any, prefix: str = "") -> Any:
+    """``graph`` with every sub-graph node (snntorch writes a recurrent layer as one: its
+    ``Input -> LIF <-> Linear -> Output``) replaced by its nodes, named ``outer.inner``, the
+    edges into and out of it joined through its Input and Output; the graph given is left
+    as it is."""
+    nodes: dict[str, Any] = {}
+    edges: list[tuple[str, str]] = []
+    ends: dict[str, tuple[list[str], list[str]]] = {}  # sub-graph -> (entries, exits)
+    for name, node in graph.nodes.items():
+        if not isinstance(node, nir.NIRGraph):
+            nodes[prefix + name] = node
+            continue
+        sub = _flat(node, nir, f"{prefix}{name}.")
+        inner_in = {k for k, v in sub.nodes.items() if isinstance(v, nir.Input)}
+        inner_out = {k for k, v in sub.nodes.items() if isinstance(v, nir.Output)}
+        entries = [b for a, b in sub.edges if a in inner_in]
+        exits = [a for a, b in sub.edges if b in inner_out]
+        ends[prefix + name] = (entries, exits)
+        nodes.update({k: v for k, v in sub.nodes.items() if k not in inner_in | inner_out})
+        edges += [(a, b) for a, b in sub.edges if a not in inner_in and b not in inner_out]
+    for a, b in graph.edges:
+        srcs = ends[prefix + a][1] if prefix + a in ends else [prefix + a]
+        dsts = ends[prefix + b][0] if prefix + b in ends else [prefix + b]
+        edges += [(x, y) for x in srcs for y in dsts]
+    return types.SimpleNamespace(nodes=nodes, edges=edges)
 
 
 def _nir_chain(graph: Any, nir: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
@@ -386,6 +414,8 @@ def _nir_chain(graph: Any, nir: Any) -> tuple[list[dict[str, Any]], dict[str, An
             node = nodes[s]
             if isinstance(node, (nir.Linear, nir.Affine)) and succ[s] == [name]:
                 rec = np.asarray(node.weight, dtype=np.float64).T
+                if isinstance(node, nir.Affine):  # a constant input each step: the bias's
+                    entry["bias"] = entry["bias"] + np.asarray(node.bias, dtype=np.float64)
             else:
                 nxt.append(s)
         entry["w_rec"] = rec

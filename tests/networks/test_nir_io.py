@@ -220,3 +220,39 @@ def test_every_exported_layout_passes_nirs_type_inference(kind, reset, rec, read
         if la.spikes is not None:
             assert torch.equal(la.spikes, lb.spikes), la.name
     assert torch.equal(a.out, b.out)
+
+
+@torch.no_grad()
+def test_a_layer_nested_as_a_sub_graph_and_a_recurrent_affine_are_read():
+    """NIR lets a layer be a sub-graph node (Input -> LIF <-> Linear -> Output), as other
+    tools write recurrent layers; a recurrent Affine's bias is a constant input each step."""
+    bb = SpikingBackbone(4, 10, 2, seed=5, reset="zero")
+    g = to_nir(bb)
+    n = 10
+    bias = np.linspace(-0.2, 0.3, n).astype(np.float32)
+    rec = nir.Affine(weight=g.nodes["lif0_rec"].weight, bias=bias)
+    sub = nir.NIRGraph(
+        nodes={
+            "input": nir.Input(input_type=np.array([n])),
+            "lif": g.nodes["lif0"],
+            "w_rec": rec,
+            "output": nir.Output(output_type=np.array([n])),
+        },
+        edges=[("input", "lif"), ("lif", "w_rec"), ("w_rec", "lif"), ("lif", "output")],
+    )
+    keep = {k: v for k, v in g.nodes.items() if k not in ("lif0", "lif0_rec")}
+    nested = nir.NIRGraph(
+        nodes={**keep, "layer": sub},
+        edges=[("input", "lif0_in"), ("lif0_in", "layer"), ("layer", "readout_in"),
+               ("readout_in", "readout"), ("readout", "output")],
+        metadata=dict(g.metadata),
+    )  # fmt: skip
+    back = from_nir(nested)
+    assert torch.equal(back.layers["lif0"].bias, bb.layers["lif0"].bias + torch.as_tensor(bias))
+    with torch.no_grad():
+        bb.layers["lif0"].bias += torch.as_tensor(bias)  # what the graph computes
+    x = _input(200, 2, 4, seed=6)
+    a, b = bb.run(x, bb.initial_state(2)), back.run(x, back.initial_state(2))
+    assert 0 < float(a.activity["lif0"].spikes.mean()) < 1
+    assert torch.equal(a.activity["lif0"].spikes, b.activity["lif0"].spikes)
+    assert torch.equal(a.out, b.out)

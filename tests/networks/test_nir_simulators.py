@@ -175,6 +175,51 @@ def test_what_the_importers_do_not_reproduce(who, what, why, settings):
     _measured(who, what, why, run)
 
 
+@pytest.mark.parametrize("recurrent", [True, False], ids=["RLeaky", "Leaky"])
+def test_a_network_written_by_snntorch_runs_in_snrl_to_snntorchs_spikes(recurrent):
+    """NIR in: snntorch's export_to_nir writes the graph, from_nir runs it (at snntorch's
+    dt = 1e-4, its export's too). Zero reset without delay is what NIR's LIF does; per-neuron
+    beta and threshold, as a scalar fails snntorch's own type inference (snntorch #410)."""
+    import snntorch as snn
+    from snntorch.utils import reset
+
+    from snrl.networks.nir_io import from_nir
+
+    export_nir = pytest.importorskip("snntorch.export_nir")
+    torch.manual_seed(0)
+    n = 16
+
+    def lif(size, beta, cls=snn.Leaky, **kw):
+        return cls(
+            beta=torch.full((size,), beta), threshold=torch.ones(size), reset_mechanism="zero",
+            reset_delay=False, init_hidden=True, **kw,
+        )  # fmt: skip
+
+    first = lif(n, 0.9, snn.RLeaky, linear_features=n) if recurrent else lif(n, 0.9)
+    net = torch.nn.Sequential(
+        torch.nn.Linear(4, n), first, torch.nn.Linear(n, 3), lif(3, 0.8, output=True)
+    )
+    with torch.no_grad():
+        net[2].weight.mul_(4)  # so that the second layer spikes too
+    graph = export_nir.export_to_nir(net, torch.rand(4))
+    mine = from_nir(graph, dt=1e-4)
+    x = torch.rand(T, 2, 4, generator=torch.Generator().manual_seed(1)) * 3
+    reset(net)
+    z1, v1, z2, v2 = [], [], [], []
+    with torch.no_grad():
+        for t in range(T):
+            z1.append(net[1](net[0](x[t])))
+            v1.append(net[1].mem.clone())
+            z, v = net[3](net[2](z1[-1]))
+            z2.append(z)
+            v2.append(v)
+        res = mine.run(x, mine.initial_state(2))
+    for act, z, v in zip(res.activity, (z1, z2), (v1, v2)):
+        z, v = torch.stack(z), torch.stack(v)
+        assert 0.01 < float(z.mean()) < 0.9, act.name
+        _assert_agree(z, v, act.spikes, act.v * (1 - act.spikes))
+
+
 if __name__ == "__main__":  # the agreement table of docs/interop.md: python THIS_FILE
     for kind in ("lif", "spylif"):
         bb, x, z, v, _ = _snrl(kind, dt=1e-4, rec=False)
