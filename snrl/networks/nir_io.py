@@ -340,10 +340,10 @@ def from_nir(graph: Any, *, dt: float | None = None) -> nn.Module:
 
 
 def _flat(graph: Any, nir: Any, prefix: str = "") -> Any:
-    """``graph`` with every sub-graph node (snntorch writes a recurrent layer as one: its
-    ``Input -> LIF <-> Linear -> Output``) replaced by its nodes, named ``outer.inner``, the
-    edges into and out of it joined through its Input and Output; the graph given is left
-    as it is."""
+    """``graph`` with every sub-graph node (NIR lets a graph be a node, e.g. a recurrent
+    layer ``Input -> LIF <-> Linear -> Output``) replaced by its nodes, named
+    ``outer.inner``, the edges into and out of it joined through its Input and Output; the
+    graph given is left as it is."""
     nodes: dict[str, Any] = {}
     edges: list[tuple[str, str]] = []
     ends: dict[str, tuple[list[str], list[str]]] = {}  # sub-graph -> (entries, exits)

@@ -224,8 +224,8 @@ def test_every_exported_layout_passes_nirs_type_inference(kind, reset, rec, read
 
 @torch.no_grad()
 def test_a_layer_nested_as_a_sub_graph_and_a_recurrent_affine_are_read():
-    """NIR lets a layer be a sub-graph node (Input -> LIF <-> Linear -> Output), as other
-    tools write recurrent layers; a recurrent Affine's bias is a constant input each step."""
+    """NIR lets a layer be a sub-graph node (Input -> LIF <-> Linear -> Output); a
+    recurrent Affine's bias is a constant input each step."""
     bb = SpikingBackbone(4, 10, 2, seed=5, reset="zero")
     g = to_nir(bb)
     n = 10
