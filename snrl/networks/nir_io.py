@@ -77,6 +77,12 @@ MAPPING = (
     ),
     ("SpyLIF synapse", "alpha_syn = exp(-dt / tau_syn)", "tau_syn", "dt / (1 - alpha_syn)"),
     ("SpyLIF synapse", "(input scale 1)", "w_in", "tau_syn / dt"),
+    (
+        "to_nir(unit_r=True)",
+        "(input scale 1)",
+        "r, w_in; rows of the Affine/Linear feeding the neuron",
+        "1, 1; times r (w_in) above",
+    ),
     ("weights", "forward_weights (in, out)", "Affine weight (out, in)", "transposed, signed"),
     ("weights", "bias (out,)", "Affine bias", "bias"),
     ("weights", "recurrent_weights (N, N)", "Linear weight (N, N)", "transposed, signed"),
@@ -112,13 +118,17 @@ def _euler(alpha: torch.Tensor, dt: float) -> np.ndarray:
     return dt / (1.0 - a)
 
 
-def to_nir(backbone: nn.Module) -> Any:
+def to_nir(backbone: nn.Module, *, unit_r: bool = False) -> Any:
     """The backbone as a ``nir.NIRGraph`` (module docstring: layout and parameter mapping).
 
     Args:
         backbone: a :class:`~snrl.networks.spiking.SpikingBackbone` of ``lif`` or ``spylif``
             layers, ``substeps=1``, starting from rest (``hh_init="zeros"``), with the direct
             encoder (its first layer's ``Affine`` node takes the input as it is).
+        unit_r: write ``r = 1`` (and CubaLIF's ``w_in = 1``), the input scale ``tau / dt``
+            moved into the weights and biases that feed each neuron instead: the same ODE,
+            for simulators that do not apply ``r`` (Norse's LIF import;
+            docs/interop.md "NIR in other simulators").
 
     Returns:
         The graph, its ``metadata`` holding ``dt`` (seconds), ``source`` and, per layer,
@@ -203,7 +213,37 @@ def to_nir(backbone: nn.Module) -> Any:
         prev = spikes
     nodes["output"] = nir.Output(output_type=np.array([backbone.output_size]))
     edges.append((prev, "output"))
+    if unit_r:
+        _move_scale_to_weights(nodes, edges, nir)
     return nir.NIRGraph(nodes=nodes, edges=edges, metadata=meta)
+
+
+def _move_scale_to_weights(nodes: dict[str, Any], edges: list[tuple[str, str]], nir: Any) -> None:
+    """Rewrite ``nodes`` with ``r = 1`` (and ``w_in = 1``): each neuron's input scale
+    ``r`` (times ``w_in``) multiplies the rows of the ``Affine``/``Linear`` nodes feeding it
+    (the opposite of :func:`_fold_scale`)."""
+    for name, node in list(nodes.items()):
+        if not isinstance(node, (nir.LI, nir.LIF, nir.CubaLI, nir.CubaLIF)):
+            continue
+        kw = {k: v for k, v in node.to_dict().items() if k not in ("type", "metadata")}
+        scale = np.asarray(kw["r"], dtype=np.float64)
+        kw["r"] = np.ones_like(kw["r"])
+        if "w_in" in kw:
+            scale = scale * np.asarray(kw["w_in"], dtype=np.float64)
+            kw["w_in"] = np.ones_like(kw["w_in"])
+        nodes[name] = type(node)(**kw)
+        for a, b in edges:
+            proj = nodes[a]
+            if b != name or not isinstance(proj, (nir.Affine, nir.Linear)):
+                continue
+            w = (np.asarray(proj.weight, dtype=np.float64) * scale[:, None]).astype(
+                proj.weight.dtype
+            )
+            if isinstance(proj, nir.Affine):
+                bias = (np.asarray(proj.bias, dtype=np.float64) * scale).astype(proj.bias.dtype)
+                nodes[a] = nir.Affine(weight=w, bias=bias)
+            else:
+                nodes[a] = nir.Linear(weight=w)
 
 
 def _unwrap_encoder(net: nn.Module) -> nn.Module:
@@ -264,14 +304,27 @@ def _alpha(tau: Any, dt: float, what: str) -> np.ndarray:
     return 1.0 - dt / tau
 
 
-def _check_scale(value: Any, tau: Any, dt: float, what: str) -> None:
-    """Refuse an input scale other than ``tau / dt`` (snrl's input enters with weight 1)."""
-    want = np.asarray(tau, dtype=np.float64) / dt
-    if not np.allclose(np.asarray(value, dtype=np.float64), want, rtol=1e-6):
-        raise UserError(
-            f"from_nir: {what} is not tau / dt (snrl integrates its input with weight 1; "
-            "fold the scale into the weights before importing)"
-        )
+def _fold_scale(entry: dict[str, Any], dt: float, nir: Any) -> None:
+    """Fold the neurons' input scale into the weights that feed them. NIR's Euler step takes
+    a layer's input ``I`` with the factor ``r dt / tau`` (CubaLIF: ``w_in dt / tau_syn`` into
+    the synapse, then ``r dt / tau_mem`` into the membrane), snrl's with 1: the incoming
+    weights, bias and recurrent weights of neuron ``j`` are multiplied by its factor, the same
+    ODE. snrl's own graphs have factor 1 (``r = tau / dt``): nothing changes."""
+    node = entry["node"]
+    if isinstance(node, (nir.CubaLIF, nir.CubaLI)):
+        scale = np.asarray(node.w_in, dtype=np.float64) * dt / np.asarray(node.tau_syn)
+        scale = scale * np.asarray(node.r, dtype=np.float64) * dt / np.asarray(node.tau_mem)
+    else:
+        scale = np.asarray(node.r, dtype=np.float64) * dt / np.asarray(node.tau)
+    n = entry["w_in"].shape[1]
+    scale = np.broadcast_to(scale.reshape(-1), (n,))
+    if not np.all(np.isfinite(scale)):
+        raise UserError(f"from_nir: the input scale (r, w_in) of {entry['name']!r} is not finite")
+    scale = np.where(np.abs(scale - 1.0) <= 1e-9, 1.0, scale)  # rounding of tau / dt * dt / tau
+    entry["w_in"] = entry["w_in"] * scale
+    entry["bias"] = entry["bias"] * scale
+    if entry.get("w_rec") is not None:
+        entry["w_rec"] = entry["w_rec"] * scale
 
 
 def _set_decay(layer: nn.Module, name: str, alpha: np.ndarray) -> None:
@@ -312,7 +365,9 @@ def from_nir(graph: Any, *, dt: float | None = None) -> nn.Module:
     the neurons of every spiking layer one of: ``LIF`` (zero reset), ``CubaLIF`` (SpyLIF,
     zero reset), ``LI``/``CubaLI`` followed by ``Threshold`` (subtract reset: the recurrent
     weights' diagonal holds ``-threshold``; see the module docstring). One neuron model, one
-    threshold and one reset for all spiking layers (as a SpikingBackbone has).
+    threshold and one reset for all spiking layers (as a SpikingBackbone has). An input scale
+    other than snrl's (``r`` other than ``tau / dt``, e.g. ``r = 1``; CubaLIF's ``w_in``) is
+    folded into the weights that feed the neurons: the same ODE.
 
     Args:
         graph: a ``nir.NIRGraph`` (e.g. from ``nir.read(path)``).
@@ -335,6 +390,8 @@ def from_nir(graph: Any, *, dt: float | None = None) -> nn.Module:
             raise UserError("from_nir: the graph has no metadata['dt'] (pass dt= in seconds)")
     dt = float(np.asarray(dt))
     layers, readout = _nir_chain(_flat(graph, nir), nir)
+    for entry in [*layers, *([readout] if readout else [])]:
+        _fold_scale(entry, dt, nir)
     thr, reset, kinds = _one_model(layers, nir)
     return _nir_backbone(layers, readout, thr, reset, kinds, dt, nir)
 
@@ -443,7 +500,11 @@ def _one_model(layers: list[dict[str, Any]], nir: Any) -> tuple[float, str, set[
         if reset == "subtract":  # the reset is on the diagonal of the recurrence
             n = e["w_in"].shape[1]
             w = np.zeros((n, n)) if e["w_rec"] is None else e["w_rec"].copy()
-            w[np.diag_indices(n)] += thr
+            d = np.diag_indices(n)
+            w[d] += thr
+            # a diagonal within rounding of -threshold (an input scale folded in: float32
+            # products) is the reset alone, not an autapse of weight ~1e-8
+            w[d] = np.where(np.abs(w[d]) <= 1e-6 * abs(thr), 0.0, w[d])
             e["w_rec"] = w
     return thr, reset, kinds
 
@@ -488,11 +549,9 @@ def _nir_backbone(
                 )
             if isinstance(node, (nir.CubaLIF, nir.CubaLI)):
                 tau_mem = node.tau_mem
-                _check_scale(node.w_in, node.tau_syn, dt, f"w_in of {e['name']!r}")
                 _set_decay(layer, "tau_syn", _alpha(node.tau_syn, dt, "tau_syn"))
             else:
                 tau_mem = node.tau
-            _check_scale(node.r, tau_mem, dt, f"r of {e['name']!r}")
             _set_decay(layer, "tau_m", _alpha(tau_mem, dt, "tau"))
     return backbone
 

@@ -256,3 +256,32 @@ def test_a_layer_nested_as_a_sub_graph_and_a_recurrent_affine_are_read():
     assert 0 < float(a.activity["lif0"].spikes.mean()) < 1
     assert torch.equal(a.activity["lif0"].spikes, b.activity["lif0"].spikes)
     assert torch.equal(a.out, b.out)
+
+
+@pytest.mark.parametrize("kind", ["lif", "spylif"])
+@pytest.mark.parametrize("reset", ["subtract", "zero"])
+@torch.no_grad()
+def test_a_graph_with_unit_r_is_read_with_its_scale_folded_into_the_weights(kind, reset):
+    """to_nir(unit_r=True) writes r = 1 with the scale in the weights (as Norse writes its
+    graphs); from_nir folds any input scale back into the weights, the same ODE."""
+    bb = SpikingBackbone(5, [20, 8], 3, backbone=kind, reset=reset, seed=7).double()
+    g = to_nir(bb, unit_r=True)
+    assert np.all(g.nodes[f"{kind}0"].r == 1) and np.all(g.nodes["readout"].r == 1)
+    if kind == "spylif":
+        assert np.all(g.nodes["spylif0"].w_in == 1)
+    ref = to_nir(bb)  # r = tau / dt (w_in = tau_syn / dt): the weights feeding the neurons
+    node = ref.nodes[f"{kind}0"]
+    scale = node.r * (node.w_in if kind == "spylif" else 1.0)
+    for proj in (f"{kind}0_in", f"{kind}0_rec"):
+        want = ref.nodes[proj].weight * scale[:, None]
+        assert np.allclose(g.nodes[proj].weight, want, rtol=1e-6), proj
+    back = from_nir(g).double()  # built in float32: its weights rounded to float32
+    # the reset on the diagonal, scaled and folded back, leaves no autapse of ~1e-8
+    assert not torch.diagonal(back.layers[f"{kind}0"].recurrent_weights).any()
+    x = _input(200, 2, 5, seed=8).double()
+    a, b = bb.run(x, bb.initial_state(2)), back.run(x, back.initial_state(2))
+    for la, lb in zip(a.activity, b.activity):
+        if la.spikes is not None:
+            assert 0 < float(la.spikes.mean()) < 1
+            assert torch.equal(la.spikes, lb.spikes), la.name
+    assert torch.allclose(a.out, b.out, rtol=1e-5, atol=1e-5)

@@ -113,6 +113,16 @@ def test_norse_runs_spylif_layers_to_snrls_spikes_and_membranes(rec):
     _assert_agree(outs, mems, z, v)
 
 
+@pytest.mark.parametrize("rec", [True, False], ids=["recurrent", "feedforward"])
+def test_norse_runs_lif_layers_once_r_is_folded_into_the_weights(rec):
+    """Norse's LIF import ignores r (below); the same graph written with r = 1, the scale in
+    the weights (to_nir(unit_r=True): NIR's equations unchanged), runs in Norse to snrl's
+    spikes."""
+    bb, x, z, v, _ = _snrl("lif", dt=1e-3, rec=rec)
+    outs, mems = _norse(to_nir(bb, unit_r=True), x, 1e-3)
+    _assert_agree(outs, mems, z, v)
+
+
 def _first_divergence(spikes, z):
     bad = (spikes.to(z.dtype) != z).flatten(1).any(1).nonzero()
     return None if bad.numel() == 0 else int(bad[0])
@@ -231,3 +241,9 @@ if __name__ == "__main__":  # the agreement table of docs/interop.md: python THI
         spikes, mems = _norse(to_nir(bb), x, 1e-3)
         err = float((mems - v).abs().max()) / float(v.abs().max())
         print(f"Norse spylif recurrent={rec} dt=1e-3: spikes {torch.equal(spikes, z)}, {err:.2g}")
+        bb, x, z, v, _ = _snrl("lif", dt=1e-3, rec=rec)
+        spikes, mems = _norse(to_nir(bb, unit_r=True), x, 1e-3)
+        err = float((mems - v).abs().max()) / float(v.abs().max())
+        print(
+            f"Norse lif unit_r recurrent={rec} dt=1e-3: spikes {torch.equal(spikes, z)}, {err:.2g}"
+        )
