@@ -1,5 +1,6 @@
 """snrl's exported NIR graphs run in other simulators: snntorch's ``import_from_nir`` and
-Norse's ``from_nir`` (the test extras; each part is skipped where its package is missing).
+Norse's ``from_nir`` (the test extras; each part is skipped where its package is missing);
+and graphs written by snntorch's ``export_to_nir`` run in snrl (``from_nir``).
 
 Oracle: the same input, fed to snrl's backbone and to the module the other simulator builds
 from ``to_nir``'s graph, gives the same spikes at every step and the same membranes within
@@ -27,7 +28,7 @@ nir = pytest.importorskip("nir")
 T = 500
 
 
-def _snrl(kind, *, dt, rec=True, reset="zero", readout=None, scale=None):
+def _snrl(kind, *, dt, rec=True, reset="zero", readout=None):
     """A backbone, its input, its first layer's spikes and after-reset membranes
     ((T, B, N) each) and its output."""
     extra = {"tau_syn": 10 * dt} if kind == "spylif" else {}
@@ -36,7 +37,7 @@ def _snrl(kind, *, dt, rec=True, reset="zero", readout=None, scale=None):
         force_dale_law=True, use_recurrent_connection=rec, **extra,
     )  # fmt: skip
     gen = torch.Generator().manual_seed(1)
-    x = torch.rand(T, 2, 4, generator=gen) * (scale or (0.3 if kind == "spylif" else 4.0))
+    x = torch.rand(T, 2, 4, generator=gen) * (0.3 if kind == "spylif" else 4.0)
     with torch.no_grad():
         res = bb.run(x, bb.initial_state(2))
     act = res.activity[0]
