@@ -142,30 +142,21 @@ def _measured(who, what, why, run):
         pytest.skip(f"{who} runs {what} to other results ({why}): measured, {where} differ")
 
 
+SNN_LI = "its import_from_nir maps no LI node"
+SNN_CYCLE = "its import_from_nir wires the cycle's input into the recurrent Linear"
+SNN_DT = "its import_from_nir integrates at dt=1e-4 whatever the graph's dt"
+NORSE_LI = "its from_nir maps no LI node"
 #: (simulator, what, why (read in its importer's source), the snrl backbone's settings)
 KNOWN = [
-    ("snntorch", "LI nodes (a policy)", "its import_from_nir maps no LI node",
-     dict(kind="lif", dt=1e-4, reset="subtract", readout=2)),
-    ("snntorch", "an LI readout", "its import_from_nir maps no LI node",
-     dict(kind="lif", dt=1e-4, readout=2)),
-    ("snntorch", "a recurrent cycle",
-     "its import_from_nir wires the cycle's input into the recurrent Linear",
-     dict(kind="lif", dt=1e-4, rec=True)),
-    ("snntorch", "a recurrent CubaLIF cycle",
-     "its import_from_nir wires the cycle's input into the recurrent Linear",
-     dict(kind="spylif", dt=1e-4, rec=True)),
-    ("snntorch", "a graph at dt=1e-3",
-     "its import_from_nir integrates at dt=1e-4 whatever the graph's dt",
-     dict(kind="lif", dt=1e-3, rec=False)),
-    ("snntorch", "a CubaLIF graph at dt=1e-3",
-     "its import_from_nir integrates at dt=1e-4 whatever the graph's dt",
-     dict(kind="spylif", dt=1e-3, rec=False)),
-    ("Norse", "LIF with r != 1", "its LIF import ignores r",
-     dict(kind="lif", dt=1e-3, rec=False)),
-    ("Norse", "LI nodes (a policy)", "its from_nir maps no LI node",
-     dict(kind="spylif", dt=1e-3, reset="subtract", readout=2)),
-    ("Norse", "an LI readout", "its from_nir maps no LI node",
-     dict(kind="spylif", dt=1e-3, readout=2)),
+    ("snntorch", "a policy", SNN_LI, dict(kind="lif", dt=1e-4, reset="subtract", readout=2)),
+    ("snntorch", "an LI readout", SNN_LI, dict(kind="lif", dt=1e-4, readout=2)),
+    ("snntorch", "a recurrent cycle", SNN_CYCLE, dict(kind="lif", dt=1e-4, rec=True)),
+    ("snntorch", "a recurrent CubaLIF cycle", SNN_CYCLE, dict(kind="spylif", dt=1e-4, rec=True)),
+    ("snntorch", "a graph at dt=1e-3", SNN_DT, dict(kind="lif", dt=1e-3, rec=False)),
+    ("snntorch", "a CubaLIF graph at dt=1e-3", SNN_DT, dict(kind="spylif", dt=1e-3, rec=False)),
+    ("Norse", "LIF with r != 1", "its LIF import ignores r", dict(kind="lif", dt=1e-3, rec=False)),
+    ("Norse", "a policy", NORSE_LI, dict(kind="spylif", dt=1e-3, reset="subtract", readout=2)),
+    ("Norse", "an LI readout", NORSE_LI, dict(kind="spylif", dt=1e-3, readout=2)),
 ]  # fmt: skip
 
 
