@@ -23,7 +23,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("buffers",),
     ("training",),
     ("agents",),
-    ("callbacks",),
+    ("callbacks", "export"),
     ("analysis",),
     ("plot", "render"),
     ("experiments",),

@@ -14,8 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from snrl.agents import ALGOS, load_algo
 from snrl.agents.base import MAX_TOTAL_STEPS, check_int
 from snrl.config import (
@@ -274,7 +272,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     """``snrl export DIR --nir FILE.nir``: the policy backbone as a NIR graph (docs/interop.md);
     the observation normalization, which the graph's input expects, in its metadata."""
-    from snrl.networks.nir_io import to_nir, write_nir
+    from snrl.export import write_nir
 
     out = Path(args.nir)
     if out.suffix.lower() != ".nir":
@@ -286,15 +284,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         env=args.env,
         trust_env_module=args.trust_env_module,
     )
-    graph = to_nir(algo.agent.actor)
-    norm = algo.agent.obs_norm
-    graph.metadata["obs_normalized"] = bool(norm.enabled)
-    if norm.enabled:  # the input is clip((obs - obs_mean) / obs_std, -obs_clip, obs_clip)
-        graph.metadata["obs_mean"] = norm.mean.cpu().numpy().astype(np.float32)
-        std = (norm.var + norm.eps).sqrt()
-        graph.metadata["obs_std"] = std.cpu().numpy().astype(np.float32)
-        graph.metadata["obs_clip"] = float(norm.clip)
-    print(f"wrote {write_nir(graph, out)}")
+    print(f"wrote {write_nir(algo, out)}")
     return 0
 
 

@@ -48,6 +48,7 @@ with the Dale signs and the no-autapse mask folded in (the effective weights).
 from __future__ import annotations
 
 import io
+import types
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,12 @@ MAPPING = (
     ),
     ("SpyLIF synapse", "alpha_syn = exp(-dt / tau_syn)", "tau_syn", "dt / (1 - alpha_syn)"),
     ("SpyLIF synapse", "(input scale 1)", "w_in", "tau_syn / dt"),
+    (
+        "to_nir(unit_r=True)",
+        "(input scale 1)",
+        "r, w_in; rows of the Affine/Linear feeding the neuron",
+        "1, 1; times r (w_in) above",
+    ),
     ("weights", "forward_weights (in, out)", "Affine weight (out, in)", "transposed, signed"),
     ("weights", "bias (out,)", "Affine bias", "bias"),
     ("weights", "recurrent_weights (N, N)", "Linear weight (N, N)", "transposed, signed"),
@@ -111,28 +118,35 @@ def _euler(alpha: torch.Tensor, dt: float) -> np.ndarray:
     return dt / (1.0 - a)
 
 
-def to_nir(backbone: nn.Module) -> Any:
+def to_nir(backbone: nn.Module, *, unit_r: bool = False) -> Any:
     """The backbone as a ``nir.NIRGraph`` (module docstring: layout and parameter mapping).
 
     Args:
         backbone: a :class:`~snrl.networks.spiking.SpikingBackbone` of ``lif`` or ``spylif``
-            layers, ``substeps=1``, starting from rest (``hh_init="zeros"``).
+            layers, ``substeps=1``, starting from rest (``hh_init="zeros"``), with the direct
+            encoder (its first layer's ``Affine`` node takes the input as it is).
+        unit_r: write ``r = 1`` (and CubaLIF's ``w_in = 1``), the input scale ``tau / dt``
+            moved into the weights and biases that feed each neuron instead: the same ODE,
+            for simulators that do not apply ``r`` (Norse's LIF import;
+            docs/interop.md "NIR in other simulators").
 
     Returns:
         The graph, its ``metadata`` holding ``dt`` (seconds), ``source`` and, per layer,
         the reset rule (``"<layer>.reset"``).
 
     Raises:
-        UserError: ALIF (no NIR primitive), ``substeps`` > 1, another initial state, or a
-            backbone that is not a SpikingBackbone; without the ``nir`` package.
+        UserError: ALIF (no NIR primitive), ``substeps`` > 1, another initial state, the
+            population encoder (a Gaussian: no NIR node), or a backbone that is not a
+            SpikingBackbone; without the ``nir`` package.
     """
     from snrl.networks.spiking import SpikingBackbone
 
     nir = _nir()
+    backbone = _unwrap_encoder(backbone)
     if type(backbone) is not SpikingBackbone:
         raise UserError(
-            f"to_nir takes a SpikingBackbone, got {type(backbone).__name__} (an ANN, an "
-            "encoder or a wrapped snntorch network has no NIR export here)"
+            f"to_nir takes a SpikingBackbone, got {type(backbone).__name__} (an ANN or a "
+            "wrapped snntorch network has no NIR export here)"
         )
     if backbone.backbone == "alif":
         raise UserError(
@@ -199,7 +213,64 @@ def to_nir(backbone: nn.Module) -> Any:
         prev = spikes
     nodes["output"] = nir.Output(output_type=np.array([backbone.output_size]))
     edges.append((prev, "output"))
+    if unit_r:
+        _move_scale_to_weights(nodes, edges, nir)
     return nir.NIRGraph(nodes=nodes, edges=edges, metadata=meta)
+
+
+def _move_scale_to_weights(nodes: dict[str, Any], edges: list[tuple[str, str]], nir: Any) -> None:
+    """Rewrite ``nodes`` with ``r = 1`` (and ``w_in = 1``): each neuron's input scale
+    ``r`` (times ``w_in``) multiplies the rows of the ``Affine``/``Linear`` nodes feeding it
+    (the opposite of :func:`_fold_scale`)."""
+    for name, node in list(nodes.items()):
+        if not isinstance(node, (nir.LI, nir.LIF, nir.CubaLI, nir.CubaLIF)):
+            continue
+        kw = {k: v for k, v in node.to_dict().items() if k not in ("type", "metadata")}
+        scale = np.asarray(kw["r"], dtype=np.float64)
+        kw["r"] = np.ones_like(kw["r"])
+        if "w_in" in kw:
+            scale = scale * np.asarray(kw["w_in"], dtype=np.float64)
+            kw["w_in"] = np.ones_like(kw["w_in"])
+        nodes[name] = type(node)(**kw)
+        for a, b in edges:
+            proj = nodes[a]
+            if b != name or not isinstance(proj, (nir.Affine, nir.Linear)):
+                continue
+            w = (np.asarray(proj.weight, dtype=np.float64) * scale[:, None]).astype(
+                proj.weight.dtype
+            )
+            if isinstance(proj, nir.Affine):
+                bias = (np.asarray(proj.bias, dtype=np.float64) * scale).astype(proj.bias.dtype)
+                nodes[a] = nir.Affine(weight=w, bias=bias)
+            else:
+                nodes[a] = nir.Linear(weight=w)
+
+
+def _unwrap_encoder(net: nn.Module) -> nn.Module:
+    """The backbone behind an input encoder that NIR can hold.
+
+    The direct encoder feeds the observation to the first layer as it is: that layer's
+    ``Affine`` node is the encoding (``build_backbone`` returns the bare backbone, and an
+    ``EncodedBackbone`` around ``nn.Identity`` is unwrapped here). The population encoder is
+    an affine map (each feature copied ``k`` times, minus the centres, over ``sigma``) followed
+    by a Gaussian ``exp(-y^2 / 2)``, and NIR has no node for that nonlinearity: refused."""
+    from snrl.networks.encoders import EncodedBackbone, PopulationEncoder
+
+    if not isinstance(net, EncodedBackbone):
+        return net
+    if isinstance(net.encoder, nn.Identity):
+        return net.backbone
+    if isinstance(net.encoder, PopulationEncoder):
+        raise UserError(
+            "to_nir: the population encoder is an affine map followed by a Gaussian tuning "
+            "curve exp(-y^2 / 2), and NIR has no node for that nonlinearity (its nodes are "
+            "linear maps, pooling, delays and neurons); train with encoder='direct', whose "
+            "encoding is the first layer's Affine node"
+        )
+    raise UserError(
+        f"to_nir: the input encoder {type(net.encoder).__name__} has no NIR export (only the "
+        "direct encoder, the first layer's Affine node, has)"
+    )
 
 
 def write_nir(graph: Any, path: str | Path) -> Path:
@@ -233,14 +304,27 @@ def _alpha(tau: Any, dt: float, what: str) -> np.ndarray:
     return 1.0 - dt / tau
 
 
-def _check_scale(value: Any, tau: Any, dt: float, what: str) -> None:
-    """Refuse an input scale other than ``tau / dt`` (snrl's input enters with weight 1)."""
-    want = np.asarray(tau, dtype=np.float64) / dt
-    if not np.allclose(np.asarray(value, dtype=np.float64), want, rtol=1e-6):
-        raise UserError(
-            f"from_nir: {what} is not tau / dt (snrl integrates its input with weight 1; "
-            "fold the scale into the weights before importing)"
-        )
+def _fold_scale(entry: dict[str, Any], dt: float, nir: Any) -> None:
+    """Fold the neurons' input scale into the weights that feed them. NIR's Euler step takes
+    a layer's input ``I`` with the factor ``r dt / tau`` (CubaLIF: ``w_in dt / tau_syn`` into
+    the synapse, then ``r dt / tau_mem`` into the membrane), snrl's with 1: the incoming
+    weights, bias and recurrent weights of neuron ``j`` are multiplied by its factor, the same
+    ODE. snrl's own graphs have factor 1 (``r = tau / dt``): nothing changes."""
+    node = entry["node"]
+    if isinstance(node, (nir.CubaLIF, nir.CubaLI)):
+        scale = np.asarray(node.w_in, dtype=np.float64) * dt / np.asarray(node.tau_syn)
+        scale = scale * np.asarray(node.r, dtype=np.float64) * dt / np.asarray(node.tau_mem)
+    else:
+        scale = np.asarray(node.r, dtype=np.float64) * dt / np.asarray(node.tau)
+    n = entry["w_in"].shape[1]
+    scale = np.broadcast_to(scale.reshape(-1), (n,))
+    if not np.all(np.isfinite(scale)):
+        raise UserError(f"from_nir: the input scale (r, w_in) of {entry['name']!r} is not finite")
+    scale = np.where(np.abs(scale - 1.0) <= 1e-9, 1.0, scale)  # rounding of tau / dt * dt / tau
+    entry["w_in"] = entry["w_in"] * scale
+    entry["bias"] = entry["bias"] * scale
+    if entry.get("w_rec") is not None:
+        entry["w_rec"] = entry["w_rec"] * scale
 
 
 def _set_decay(layer: nn.Module, name: str, alpha: np.ndarray) -> None:
@@ -281,7 +365,9 @@ def from_nir(graph: Any, *, dt: float | None = None) -> nn.Module:
     the neurons of every spiking layer one of: ``LIF`` (zero reset), ``CubaLIF`` (SpyLIF,
     zero reset), ``LI``/``CubaLI`` followed by ``Threshold`` (subtract reset: the recurrent
     weights' diagonal holds ``-threshold``; see the module docstring). One neuron model, one
-    threshold and one reset for all spiking layers (as a SpikingBackbone has).
+    threshold and one reset for all spiking layers (as a SpikingBackbone has). An input scale
+    other than snrl's (``r`` other than ``tau / dt``, e.g. ``r = 1``; CubaLIF's ``w_in``) is
+    folded into the weights that feed the neurons: the same ODE.
 
     Args:
         graph: a ``nir.NIRGraph`` (e.g. from ``nir.read(path)``).
@@ -303,9 +389,38 @@ def from_nir(graph: Any, *, dt: float | None = None) -> nn.Module:
         if dt is None:
             raise UserError("from_nir: the graph has no metadata['dt'] (pass dt= in seconds)")
     dt = float(np.asarray(dt))
-    layers, readout = _nir_chain(graph, nir)
+    layers, readout = _nir_chain(_flat(graph, nir), nir)
+    for entry in [*layers, *([readout] if readout else [])]:
+        _fold_scale(entry, dt, nir)
     thr, reset, kinds = _one_model(layers, nir)
     return _nir_backbone(layers, readout, thr, reset, kinds, dt, nir)
+
+
+def _flat(graph: Any, nir: Any, prefix: str = "") -> Any:
+    """``graph`` with every sub-graph node (NIR lets a graph be a node, e.g. a recurrent
+    layer ``Input -> LIF <-> Linear -> Output``) replaced by its nodes, named
+    ``outer.inner``, the edges into and out of it joined through its Input and Output; the
+    graph given is left as it is."""
+    nodes: dict[str, Any] = {}
+    edges: list[tuple[str, str]] = []
+    ends: dict[str, tuple[list[str], list[str]]] = {}  # sub-graph -> (entries, exits)
+    for name, node in graph.nodes.items():
+        if not isinstance(node, nir.NIRGraph):
+            nodes[prefix + name] = node
+            continue
+        sub = _flat(node, nir, f"{prefix}{name}.")
+        inner_in = {k for k, v in sub.nodes.items() if isinstance(v, nir.Input)}
+        inner_out = {k for k, v in sub.nodes.items() if isinstance(v, nir.Output)}
+        entries = [b for a, b in sub.edges if a in inner_in]
+        exits = [a for a, b in sub.edges if b in inner_out]
+        ends[prefix + name] = (entries, exits)
+        nodes.update({k: v for k, v in sub.nodes.items() if k not in inner_in | inner_out})
+        edges += [(a, b) for a, b in sub.edges if a not in inner_in and b not in inner_out]
+    for a, b in graph.edges:
+        srcs = ends[prefix + a][1] if prefix + a in ends else [prefix + a]
+        dsts = ends[prefix + b][0] if prefix + b in ends else [prefix + b]
+        edges += [(x, y) for x in srcs for y in dsts]
+    return types.SimpleNamespace(nodes=nodes, edges=edges)
 
 
 def _nir_chain(graph: Any, nir: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
@@ -356,6 +471,8 @@ def _nir_chain(graph: Any, nir: Any) -> tuple[list[dict[str, Any]], dict[str, An
             node = nodes[s]
             if isinstance(node, (nir.Linear, nir.Affine)) and succ[s] == [name]:
                 rec = np.asarray(node.weight, dtype=np.float64).T
+                if isinstance(node, nir.Affine):  # a constant input each step: the bias's
+                    entry["bias"] = entry["bias"] + np.asarray(node.bias, dtype=np.float64)
             else:
                 nxt.append(s)
         entry["w_rec"] = rec
@@ -383,7 +500,11 @@ def _one_model(layers: list[dict[str, Any]], nir: Any) -> tuple[float, str, set[
         if reset == "subtract":  # the reset is on the diagonal of the recurrence
             n = e["w_in"].shape[1]
             w = np.zeros((n, n)) if e["w_rec"] is None else e["w_rec"].copy()
-            w[np.diag_indices(n)] += thr
+            d = np.diag_indices(n)
+            w[d] += thr
+            # a diagonal within rounding of -threshold (an input scale folded in: float32
+            # products) is the reset alone, not an autapse of weight ~1e-8
+            w[d] = np.where(np.abs(w[d]) <= 1e-6 * abs(thr), 0.0, w[d])
             e["w_rec"] = w
     return thr, reset, kinds
 
@@ -428,11 +549,9 @@ def _nir_backbone(
                 )
             if isinstance(node, (nir.CubaLIF, nir.CubaLI)):
                 tau_mem = node.tau_mem
-                _check_scale(node.w_in, node.tau_syn, dt, f"w_in of {e['name']!r}")
                 _set_decay(layer, "tau_syn", _alpha(node.tau_syn, dt, "tau_syn"))
             else:
                 tau_mem = node.tau
-            _check_scale(node.r, tau_mem, dt, f"r of {e['name']!r}")
             _set_decay(layer, "tau_m", _alpha(tau_mem, dt, "tau"))
     return backbone
 

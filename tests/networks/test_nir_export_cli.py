@@ -106,3 +106,19 @@ def test_a_neurogym_policy_round_trips_at_the_tasks_dt(tmp_path):
         n_spikes += int(a.activity[0].spikes.sum())
     assert n_spikes > 0
     algo.close()
+
+
+@torch.no_grad()
+def test_a_dqn_q_network_is_exported_too():
+    import snrl
+    import snrl.export
+
+    algo = snrl.DQN("CartPole-v1", seed=0)
+    q_net = algo.agent.actor
+    graph = snrl.export.to_nir(algo)
+    net = from_nir(graph)
+    x = torch.rand(100, 1, 4, generator=torch.Generator().manual_seed(2)) * 2
+    a, b = q_net.run(x, q_net.initial_state(1)), net.run(x, net.initial_state(1))
+    assert torch.equal(a.activity["lif0"].spikes, b.activity["lif0"].spikes)
+    assert torch.equal(a.out, b.out)  # the Q-values, so the greedy actions too
+    algo.close()

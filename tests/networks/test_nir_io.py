@@ -167,3 +167,121 @@ def test_what_nir_cannot_hold_is_refused():
     g.metadata = {}
     with pytest.raises(UserError, match="no metadata\\['dt'\\]"):
         from_nir(g)
+
+
+@torch.no_grad()
+def test_encoders_direct_is_the_first_affine_population_is_refused_with_the_reason():
+    from snrl.networks.encoders import EncodedBackbone, PopulationEncoder
+    from snrl.networks.factory import build_backbone
+
+    direct = build_backbone("lif", 4, 2, hidden_size=16, encoder="direct", seed=0)
+    g = to_nir(direct)  # the observation enters the first layer's Affine node as it is
+    assert g.edges[0] == ("input", "lif0_in") and isinstance(g.nodes["lif0_in"], nir.Affine)
+    wrapped = to_nir(EncodedBackbone(torch.nn.Identity(), direct))
+    assert sorted(wrapped.nodes) == sorted(g.nodes)
+    assert np.array_equal(wrapped.nodes["lif0_in"].weight, g.nodes["lif0_in"].weight)
+    # the population encoder is affine, then a Gaussian: y = W x + b, exp(-y^2 / 2), with
+    # W copying each feature k times over sigma and b = -centre / sigma (checked here), and
+    # NIR has no node for exp(-y^2 / 2)
+    enc = PopulationEncoder(3, k=5, span=2.0)
+    w = torch.kron(torch.eye(3), torch.ones(5, 1)) / enc.sigma
+    b = -enc.centres.repeat(3) / enc.sigma
+    x = torch.randn(7, 3)
+    assert torch.allclose(enc(x), torch.exp(-0.5 * (x @ w.T + b) ** 2), atol=1e-6)
+    pop = build_backbone("lif", 4, 2, hidden_size=16, encoder="population", seed=0)
+    with pytest.raises(UserError, match="population encoder is an affine map followed by a Gaus"):
+        to_nir(pop)
+
+
+@pytest.mark.parametrize("kind", ["lif", "spylif"])
+@pytest.mark.parametrize("reset", ["subtract", "zero"])
+@pytest.mark.parametrize("rec", [True, False], ids=["rec", "ff"])
+@pytest.mark.parametrize("readout", [3, None], ids=["readout", "no-readout"])
+@torch.no_grad()
+def test_every_exported_layout_passes_nirs_type_inference(kind, reset, rec, readout, tmp_path):
+    """nir.read type-checks each graph (the failure of snntorch issue #410: a cycle or a
+    node whose input and output types do not match); read back, it runs to the same spikes."""
+    bb = SpikingBackbone(
+        5, [12, 7], readout, backbone=kind, reset=reset, use_recurrent_connection=rec, seed=2
+    )
+    path = tmp_path / "g.nir"
+    nir.write(path, to_nir(bb))
+    g = nir.read(path, type_check=True)
+    g.infer_types()  # again, explicitly: every edge's types agree
+    for a, b in g.edges:
+        out_t, in_t = g.nodes[a].output_type, g.nodes[b].input_type
+        assert [np.asarray(t).tolist() for t in out_t.values()] == [
+            np.asarray(t).tolist() for t in in_t.values()
+        ], (a, b)
+    back = from_nir(g)
+    x = _input(60, 2, 5, seed=4)
+    a, b = bb.run(x, bb.initial_state(2)), back.run(x, back.initial_state(2))
+    for la, lb in zip(a.activity, b.activity):
+        if la.spikes is not None:
+            assert torch.equal(la.spikes, lb.spikes), la.name
+    assert torch.equal(a.out, b.out)
+
+
+@torch.no_grad()
+def test_a_layer_nested_as_a_sub_graph_and_a_recurrent_affine_are_read():
+    """NIR lets a layer be a sub-graph node (Input -> LIF <-> Linear -> Output); a
+    recurrent Affine's bias is a constant input each step."""
+    bb = SpikingBackbone(4, 10, 2, seed=5, reset="zero")
+    g = to_nir(bb)
+    n = 10
+    bias = np.linspace(-0.2, 0.3, n).astype(np.float32)
+    rec = nir.Affine(weight=g.nodes["lif0_rec"].weight, bias=bias)
+    sub = nir.NIRGraph(
+        nodes={
+            "input": nir.Input(input_type=np.array([n])),
+            "lif": g.nodes["lif0"],
+            "w_rec": rec,
+            "output": nir.Output(output_type=np.array([n])),
+        },
+        edges=[("input", "lif"), ("lif", "w_rec"), ("w_rec", "lif"), ("lif", "output")],
+    )
+    keep = {k: v for k, v in g.nodes.items() if k not in ("lif0", "lif0_rec")}
+    nested = nir.NIRGraph(
+        nodes={**keep, "layer": sub},
+        edges=[("input", "lif0_in"), ("lif0_in", "layer"), ("layer", "readout_in"),
+               ("readout_in", "readout"), ("readout", "output")],
+        metadata=dict(g.metadata),
+    )  # fmt: skip
+    back = from_nir(nested)
+    assert torch.equal(back.layers["lif0"].bias, bb.layers["lif0"].bias + torch.as_tensor(bias))
+    with torch.no_grad():
+        bb.layers["lif0"].bias += torch.as_tensor(bias)  # what the graph computes
+    x = _input(200, 2, 4, seed=6)
+    a, b = bb.run(x, bb.initial_state(2)), back.run(x, back.initial_state(2))
+    assert 0 < float(a.activity["lif0"].spikes.mean()) < 1
+    assert torch.equal(a.activity["lif0"].spikes, b.activity["lif0"].spikes)
+    assert torch.equal(a.out, b.out)
+
+
+@pytest.mark.parametrize("kind", ["lif", "spylif"])
+@pytest.mark.parametrize("reset", ["subtract", "zero"])
+@torch.no_grad()
+def test_a_graph_with_unit_r_is_read_with_its_scale_folded_into_the_weights(kind, reset):
+    """to_nir(unit_r=True) writes r = 1 with the scale in the weights (as Norse writes its
+    graphs); from_nir folds any input scale back into the weights, the same ODE."""
+    bb = SpikingBackbone(5, [20, 8], 3, backbone=kind, reset=reset, seed=7).double()
+    g = to_nir(bb, unit_r=True)
+    assert np.all(g.nodes[f"{kind}0"].r == 1) and np.all(g.nodes["readout"].r == 1)
+    if kind == "spylif":
+        assert np.all(g.nodes["spylif0"].w_in == 1)
+    ref = to_nir(bb)  # r = tau / dt (w_in = tau_syn / dt): the weights feeding the neurons
+    node = ref.nodes[f"{kind}0"]
+    scale = node.r * (node.w_in if kind == "spylif" else 1.0)
+    for proj in (f"{kind}0_in", f"{kind}0_rec"):
+        want = ref.nodes[proj].weight * scale[:, None]
+        assert np.allclose(g.nodes[proj].weight, want, rtol=1e-6), proj
+    back = from_nir(g).double()  # built in float32: its weights rounded to float32
+    # the reset on the diagonal, scaled and folded back, leaves no autapse of ~1e-8
+    assert not torch.diagonal(back.layers[f"{kind}0"].recurrent_weights).any()
+    x = _input(200, 2, 5, seed=8).double()
+    a, b = bb.run(x, bb.initial_state(2)), back.run(x, back.initial_state(2))
+    for la, lb in zip(a.activity, b.activity):
+        if la.spikes is not None:
+            assert 0 < float(la.spikes.mean()) < 1
+            assert torch.equal(la.spikes, lb.spikes), la.name
+    assert torch.allclose(a.out, b.out, rtol=1e-5, atol=1e-5)

@@ -256,6 +256,36 @@ def test_ppo_takes_a_users_snntorch_network_as_backbone(tmp_path):
         snrl.PPO("CartPole-v1", backbone=net, policy=from_snntorch(copy.deepcopy(net), 2))
 
 
+def test_the_video_of_a_users_snntorch_network_draws_its_spikes():
+    """The renderer draws the wrapped network's own spikes: the same frame with those spikes
+    removed is another picture."""
+    import dataclasses
+
+    from snrl.networks.activity import Activity
+    from snrl.render import TrajectoryRenderer
+
+    torch.manual_seed(0)
+    net = nn.Sequential(
+        nn.Linear(4, 16), snn.RLeaky(beta=0.9, linear_features=16, init_hidden=True)
+    )
+    algo = snrl.PPO("CartPole-v1", backbone=net, n_envs=1, seed=0, eval_interval=0)
+    traj = algo.rollout(seed=0, record=True, max_steps=30)
+    algo.close()
+    spikes = traj.activity["rleaky1"].spikes
+    k = int(np.flatnonzero(spikes.sum(1) > 0)[0])  # a step where the user's neurons spiked
+    silent = traj.replace(
+        activity=Activity(
+            [
+                layer if layer.name != "rleaky1"
+                else dataclasses.replace(layer, spikes=np.zeros_like(layer.spikes))
+                for layer in traj.activity
+            ]
+        )
+    )  # fmt: skip
+    drawn = TrajectoryRenderer(traj, activity=True).frame(k)
+    assert not np.array_equal(drawn, TrajectoryRenderer(silent, activity=True).frame(k))
+
+
 def test_dqn_takes_a_users_snntorch_network_as_backbone():
     net = nn.Sequential(nn.Linear(4, 16), snn.Leaky(beta=0.9, init_hidden=True))
     algo = snrl.DQN("CartPole-v1", backbone=net, seed=0)
