@@ -53,8 +53,8 @@ def _check_id(env_id: Any) -> str:
         import difflib
 
         close = difflib.get_close_matches(str(env_id), list(TASKS), n=2, cutoff=0.6)
-        hint = "did you mean " + " or ".join(close) + "?" if close else "the ids: " + ", ".join(
-            TASKS
+        hint = (
+            "did you mean " + " or ".join(close) + "?" if close else "the ids: " + ", ".join(TASKS)
         )
         raise UserError(f"snrl.tasks has no task {env_id!r} ({hint})")
     return env_id

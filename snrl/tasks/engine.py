@@ -47,6 +47,7 @@ class _Pool(NamedTuple):
     rows: Tensor  # (M, T, W) float32: obs, gt, (reward, ends, performance) per action
     meta: Tensor  # (M, 2P + K + 1) float64: period starts, ends (ms), reported values, length
 
+
 _PROBE_TRIALS = 10_000  # trials drawn (seed 0) to estimate the mean trial length
 
 

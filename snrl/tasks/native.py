@@ -141,9 +141,7 @@ def go_nogo(
 ) -> TaskSpec:
     """Go/no-go with a delayed response (Zhang et al., 2019, eLife)."""
     dt = _check_dt(dt)
-    table = Rewards.merged(
-        {"abort": -0.1, "correct": 1.0, "fail": -0.5, "miss": -0.5}, rewards
-    )
+    table = Rewards.merged({"abort": -0.1, "correct": 1.0, "fail": -0.5, "miss": -0.5}, rewards)
 
     def conditions(d: Draw) -> None:
         d.choice("ground_truth", [0, 1])
@@ -193,7 +191,9 @@ def delay_match_sample(
     def conditions(d: Draw) -> None:
         gt = d.choice("ground_truth", [1, 2])
         sample = d.choice("sample_theta", list(theta))
-        d.set("test_theta", torch.where(gt == 1, sample, torch.remainder(sample + np.pi, 2 * np.pi)))
+        d.set(
+            "test_theta", torch.where(gt == 1, sample, torch.remainder(sample + np.pi, 2 * np.pi))
+        )
 
     half = lambda v: torch.full_like(v["ground_truth"], 0.5)  # noqa: E731
     return TaskSpec(
@@ -237,9 +237,7 @@ def context_decision_making(
     """Context-dependent integration of one of two modalities (Mante et al., 2013)."""
     dt = _check_dt(dt)
     if not use_expl_context and impl_context_modality not in (0, 1):
-        raise UserError(
-            f"impl_context_modality must be 0 or 1, got {impl_context_modality!r}"
-        )
+        raise UserError(f"impl_context_modality must be 0 or 1, got {impl_context_modality!r}")
     contexts = [0, 1] if use_expl_context else [int(impl_context_modality)]
     theta = _ring(int(dim_ring), endpoint_trick=True)
     mod1 = tuple(range(1, dim_ring + 1))
@@ -478,9 +476,7 @@ def ready_set_go(
             Show(1.0, (2,), ("set",)),
         ),
         noise=(),
-        targets=(
-            Target(1.0, "production", at=lambda v: torch.floor(v["production"] / dt)),
-        ),
+        targets=(Target(1.0, "production", at=lambda v: torch.floor(v["production"] / dt)),),
         rule=ProductionRule(margin=float(prod_margin)),
         rewards=Rewards.merged({"abort": -0.1, "correct": 1.0, "fail": 0.0}, rewards),
     )

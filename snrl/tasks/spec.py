@@ -135,8 +135,10 @@ def as_duration(value: Any, name: str = "period") -> Duration:
         return TruncExp(float(value.vmean), float(value.vmin), float(value.vmax))
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return Const(float(value))
-    if isinstance(value, (list, tuple)) and value and all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
+    if (
+        isinstance(value, (list, tuple))
+        and value
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
     ):
         return Choice(tuple(float(v) for v in value))
     if isinstance(value, (list, tuple)) and len(value) == 2 and isinstance(value[0], str):
@@ -280,9 +282,7 @@ class Rewards:
         table = dict(defaults)
         for key, value in (user or {}).items():
             if key not in ("abort", "correct", "fail", "miss"):
-                raise UserError(
-                    f"rewards has the key {key!r} (use abort, correct, fail or miss)"
-                )
+                raise UserError(f"rewards has the key {key!r} (use abort, correct, fail or miss)")
             table[key] = float(value)
         return cls(**table)
 
@@ -441,7 +441,9 @@ def build_trials(
         else:
             duration = values[p.length]
         after = p.after if p.after is not None else previous
-        start = ends[after] if after is not None else torch.zeros(n, dtype=torch.float64, device=device)
+        start = (
+            ends[after] if after is not None else torch.zeros(n, dtype=torch.float64, device=device)
+        )
         starts[p.name], ends[p.name] = start, start + duration
         previous = p.name
     start = torch.stack([starts[p] for p in spec.period_names], dim=1)
@@ -466,8 +468,10 @@ def build_trials(
     for rule in spec.shows:
         mask = _period_mask(spec, rule.periods, by_index)[..., None].to(torch.float32)
         ch = _channels(rule.channels, spec.n_obs)
-        width_ch = spec.n_obs if isinstance(ch, slice) and ch == slice(None) else len(
-            range(spec.n_obs)[ch]
+        width_ch = (
+            spec.n_obs
+            if isinstance(ch, slice) and ch == slice(None)
+            else len(range(spec.n_obs)[ch])
         )
         v = _value(rule.value, values, n, width_ch).to(torch.float32)[:, None, :]
         if rule.mode == "set":

@@ -196,8 +196,13 @@ NOISY = [
         "stimulus",
         3,
     ),
-    ("DelayComparison-v0", {"ground_truth": 1, "vpair": (18, 10)}, {"ground_truth": 1,
-                                                                      "_vpair": 0}, "stimulus1", 0),
+    (
+        "DelayComparison-v0",
+        {"ground_truth": 1, "vpair": (18, 10)},
+        {"ground_truth": 1, "_vpair": 0},
+        "stimulus1",
+        0,
+    ),
 ]
 
 
