@@ -68,7 +68,7 @@ def test_abort_at_reset_like_neurogym():
 def test_episodes_end_at_the_step_limit_same_step():
     envs = tasks.make_vector_env("GoNogo-v0", 3, seed=0, max_episode_steps=4)
     envs.reset()
-    for k in range(4):
+    for _ in range(4):
         obs, reward, terminated, truncated, info = envs.step([0, 0, 0])
         assert not terminated.any()
     assert truncated.all() and info["_final_obs"].all()
