@@ -18,6 +18,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("layers",),
     ("networks",),
     ("envs",),
+    ("tasks",),
     ("trajectory",),
     ("buffers",),
     ("training",),
