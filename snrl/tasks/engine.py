@@ -1,11 +1,17 @@
 """``N`` trial-task envs stepped by one tensor op: :class:`TaskVectorEnv`, a gymnasium
 ``VectorEnv`` in ``SAME_STEP`` autoreset mode.
 
-How a step works. Trials are drawn in bulk (a *pool* of a few thousand at once, by
-:func:`snrl.tasks.spec.build_trials`) with, for every step and action, the reward, whether the
-trial ends and its performance. Each env holds a copy of its current trial's tables; a step
-is a gather at ``(env, step in trial, action)``, and the envs whose trial ended take the next
-trials of the pool. No Python loop runs over envs, and the rules are never evaluated per step.
+How a step works. Trial variables are drawn in bulk (a *pool* of a few thousand trials at
+once, :func:`snrl.tasks.spec.draw_trials`). A trial's tables (observation, noise level,
+ground truth and, for every step and action, the reward, whether the trial ends and its
+performance; :func:`snrl.tasks.spec.trial_tables`) depend only on its variables, and NeuroGym's
+tasks have few distinct trials (their durations are whole steps, their conditions lists), so
+the engine keeps a *bank* of the distinct trials' tables, built once each, and an env is a
+pointer into it: ``(trial, step)``. A step is two row gathers and a column gather; the envs
+whose trial ended point at the next trials of the pool; the observation noise is drawn per
+step (the same independent Gaussian per step and channel as NeuroGym's per-trial draw). No
+Python loop runs over envs, and no rule is evaluated per step. A bank that outgrows
+:data:`BANK_FLOATS` (tasks with continuous variables) is rebuilt from the trials in use.
 
 What it returns matches ``snrl.envs.make_vector_env`` on a NeuroGym id (docs/tasks.md):
 
@@ -26,7 +32,7 @@ at the trial's second step.
 from __future__ import annotations
 
 import time
-from typing import Any, NamedTuple
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -36,18 +42,13 @@ from torch import Tensor
 
 from snrl.envs.neurogym import TRIALS_PER_EPISODE
 from snrl.errors import UserError
-from snrl.tasks.spec import TaskSpec, build_trials
+from snrl.tasks.spec import TaskSpec, build_trials, draw_trials, trial_tables
 
 __all__ = ["TaskVectorEnv", "default_episode_steps"]
 
 
-class _Pool(NamedTuple):
-    """Trials drawn ahead, as the rows the envs copy."""
-
-    rows: Tensor  # (M, T, W) float32: obs, gt, (reward, ends, performance) per action
-    meta: Tensor  # (M, 2P + K + 1) float64: period starts, ends (ms), reported values, length
-
-
+#: Floats the bank of distinct trials may hold before it is rebuilt from the trials in use.
+BANK_FLOATS = 1 << 25
 _PROBE_TRIALS = 10_000  # trials drawn (seed 0) to estimate the mean trial length
 
 
@@ -55,7 +56,7 @@ def default_episode_steps(spec: TaskSpec, trials: int = TRIALS_PER_EPISODE) -> i
     """``trials`` trials of mean length (the mean over 10,000 trials drawn with seed 0): the
     step limit of an episode, as snrl gives a NeuroGym task."""
     gen = torch.Generator().manual_seed(0)
-    probe = build_trials(spec, gen, _PROBE_TRIALS)
+    probe = build_trials(spec, gen, _PROBE_TRIALS, noise=False)
     return max(1, int(np.ceil(trials * float(probe.length.double().mean()))))
 
 
@@ -111,85 +112,126 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         self.pool_size = max(int(pool_size or max(4 * num_envs, 1024)), num_envs)
         self._seed = seed
         self._gen = torch.Generator(device=self.device)
-        self._pool: _Pool | None = None
-        self._cursor = 0
         self._names = spec.period_names
         self._reported = list(spec.reported)
-        self._cols_obs = spec.n_obs
+        self._noisy = bool(spec.noise)
+        c, a = spec.n_obs, spec.n_act
+        self._c = c
+        #: a bank row: obs (C), noise std (C), then (reward, ends, performance, gt) per action
+        self._width = 2 * c + 4 * a
         n = num_envs
-        self._rows = torch.arange(n, device=self.device)
-        self._tab = torch.zeros(n, 1, self._width, device=self.device)
-        meta = 2 * len(self._names) + len(self._reported) + 1
-        self._meta = torch.zeros(n, meta, dtype=torch.float64, device=self.device)
-        self._t = torch.zeros(n, dtype=torch.int64, device=self.device)
-        self._ep_return = torch.zeros(n, dtype=torch.float64, device=self.device)
-        self._ep_length = torch.zeros(n, dtype=torch.int64, device=self.device)
-        self._ep_start = np.zeros(n)
+        dev = self.device
+        self._four = torch.arange(4, device=dev)[None, :]
+        self._keys: list[str] | None = None
+        self._bank_keys = torch.zeros(0, 0, dtype=torch.float64, device=dev)
+        self._bank = torch.zeros(0, 1, self._width, device=dev)  # (U, T, W)
+        self._flat = self._bank.view(0, self._width)
+        self._bank_meta = torch.zeros(
+            0, 2 * len(self._names) + len(self._reported) + 1, dtype=torch.float64, device=dev
+        )
+        self._pool = torch.zeros(0, dtype=torch.int64, device=dev)  # bank ids drawn ahead
+        self._cursor = 0
+        self._id = torch.zeros(n, dtype=torch.int64, device=dev)  # each env's trial (bank id)
+        self._base = torch.zeros(n, dtype=torch.int64, device=dev)  # its first row in _flat
+        self._t = torch.zeros(n, dtype=torch.int64, device=dev)  # its step in the trial
+        self._ep_return = torch.zeros(n, dtype=torch.float64, device=dev)
+        self._ep_steps = 0  # every env's episode starts at reset and ends at the step limit
+        self._ep_start = 0.0
+        self._dt_s = np.full(n, spec.dt / 1000.0)
+        self._fixation = np.full(n, spec.fixation_action, dtype=np.int64)
         self._started = False
 
-    @property
-    def _width(self) -> int:
-        """Columns of a step's row: obs (C), gt, then reward/ends/performance per action."""
-        return self.spec.n_obs + 1 + 3 * self.spec.n_act
+    # ---- the bank of distinct trials and the pool ---------------------------------------
+    def _set_bank(self, bank: Tensor, keys: Tensor, meta: Tensor) -> None:
+        self._bank, self._bank_keys, self._bank_meta = bank, keys, meta
+        self._flat = bank.view(-1, self._width)
+        self._base = self._id * bank.shape[1]
 
-    # ---- the pool of trials ---------------------------------------------------------------
-    def _refill(self, need: int) -> None:
-        steps = self._tab.shape[1]
-        pool = build_trials(self.spec, self._gen, max(self.pool_size, need), steps=steps)
-        width = pool.obs.shape[1]
-        if width > steps:  # a longer trial than any before: widen the envs' tables
-            pad = torch.zeros(self.num_envs, width - steps, self._width, device=self.device)
-            self._tab = torch.cat([self._tab, pad], dim=1)
-        m = pool.obs.shape[0]
-        rows = torch.cat(
-            [pool.obs, pool.gt[..., None].to(torch.float32), pool.outcome.reshape(m, width, -1)],
+    def _rows_of(self, values: dict[str, Tensor], steps: int) -> tuple[Tensor, Tensor]:
+        """Bank rows (m, T, W) and meta (m, M) of trials with these variables."""
+        tr = trial_tables(self.spec, values, steps=steps)
+        m, width = tr.obs.shape[:2]
+        per_action = torch.cat(
+            [tr.outcome, tr.gt[..., None, None].to(torch.float32).expand(m, width, self.spec.n_act, 1)],
             dim=-1,
         )
-        cond = [pool.values[k] for k in self._reported]
-        meta = torch.stack(
-            [*pool.start.T, *pool.end.T, *cond, pool.length.to(torch.float64)], dim=1
-        )
-        self._pool = _Pool(rows, meta)
+        rows = torch.cat([tr.obs, tr.noise_std, per_action.reshape(m, width, -1)], dim=-1)
+        cond = [tr.values[k] for k in self._reported]
+        meta = torch.stack([*tr.start.T, *tr.end.T, *cond, tr.length.to(torch.float64)], dim=1)
+        return rows, meta
+
+    def _refill(self, need: int) -> None:
+        """Draw the next pool; add its new distinct trials to the bank."""
+        m = max(self.pool_size, need)
+        values = draw_trials(self.spec, self._gen, m)
+        if self._keys is None:
+            self._keys = sorted(values)
+            self._bank_keys = torch.zeros(
+                0, len(self._keys), dtype=torch.float64, device=self.device
+            )
+        keys = torch.stack([values[k] for k in self._keys], dim=1)
+        if self._bank.numel() + m * self._bank.shape[1] * self._width > BANK_FLOATS:
+            self._compact()
+        u = self._bank_keys.shape[0]
+        uniq, inverse = torch.unique(torch.cat([self._bank_keys, keys]), dim=0, return_inverse=True)
+        to_bank = torch.full((uniq.shape[0],), -1, dtype=torch.int64, device=self.device)
+        to_bank[inverse[:u]] = torch.arange(u, device=self.device)
+        new = (to_bank < 0).nonzero()[:, 0]
+        if new.numel():
+            to_bank[new] = u + torch.arange(new.numel(), device=self.device)
+            fresh = {k: uniq[new, j] for j, k in enumerate(self._keys)}
+            rows, meta = self._rows_of(fresh, self._bank.shape[1])
+            bank = self._bank
+            if rows.shape[1] > bank.shape[1]:  # a longer trial than any before: widen
+                pad = rows.shape[1] - bank.shape[1]
+                bank = torch.cat([bank, bank.new_zeros(u, pad, self._width)], dim=1)
+            self._set_bank(
+                torch.cat([bank, rows]),
+                torch.cat([self._bank_keys, uniq[new]]),
+                torch.cat([self._bank_meta, meta]),
+            )
+        self._pool = to_bank[inverse[u:]]
         self._cursor = 0
+
+    def _compact(self) -> None:
+        """Keep only the bank's trials that envs are in (a task with continuous variables)."""
+        keep, self._id = torch.unique(self._id, return_inverse=True)
+        self._set_bank(self._bank[keep].contiguous(), self._bank_keys[keep], self._bank_meta[keep])
+        self._pool = self._pool[:0]
 
     def _load(self, idx: Tensor) -> None:
         """The next trials of the pool into the envs ``idx`` (their step goes to 0)."""
         k = int(idx.numel())
         if k == 0:
             return
-        if self._pool is None or self._cursor + k > self._pool.rows.shape[0]:
+        if self._cursor + k > self._pool.numel():
             self._refill(k)
-        assert self._pool is not None
-        take = slice(self._cursor, self._cursor + k)
+        new = self._pool[self._cursor : self._cursor + k]
         self._cursor += k
-        self._tab.index_copy_(0, idx, self._pool.rows[take])
-        self._meta.index_copy_(0, idx, self._pool.meta[take])
+        self._id.index_copy_(0, idx, new)
+        self._base.index_copy_(0, idx, new * self._bank.shape[1])
         self._t.index_fill_(0, idx, 0)
-
-    def _outcome_of(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """Reward, ends, performance and ground truth of ``actions`` at the envs' steps."""
-        row = self._tab[self._rows, self._t]  # (N, W)
-        c = self._cols_obs
-        col = c + 1 + 3 * actions
-        picked = row.gather(1, torch.stack([col, col + 1, col + 2], dim=1))
-        return picked[:, 0], picked[:, 1] > 0.5, picked[:, 2], row[:, c]
 
     def _start_episodes(self, idx: Tensor) -> None:
         """New episodes in the envs ``idx``: a new trial, and NeuroGym's reset step."""
         self._load(idx)
-        last = torch.full((int(idx.numel()),), self.spec.n_act - 1, device=self.device)
-        row = self._tab[idx, 0]
-        col = self._cols_obs + 1 + 3 * last + 1
-        ends = row.gather(1, col[:, None])[:, 0] > 0.5
+        row = self._flat.index_select(0, self._base[idx])
+        col = 2 * self._c + 4 * (self.spec.n_act - 1) + 1
+        ends = row[:, col] > 0.5
         self._t.index_fill_(0, idx, 1)
         if bool(ends.any()):  # the reset step ended the trial (abort): the next one, at 0
             self._load(idx[ends])
         self._ep_return.index_fill_(0, idx, 0.0)
-        self._ep_length.index_fill_(0, idx, 0)
-        self._ep_start[idx.cpu().numpy()] = time.perf_counter()
+        self._ep_steps = 0
+        self._ep_start = time.perf_counter()
 
     def _obs(self) -> Tensor:
-        return self._tab[self._rows, self._t, : self._cols_obs]
+        row = self._flat.index_select(0, self._base + self._t)
+        obs = row[:, : self._c]
+        if self._noisy:
+            eps = torch.randn(obs.shape, generator=self._gen, device=self.device)
+            obs = obs + eps.mul_(row[:, self._c : 2 * self._c])
+        return obs
 
     # ---- gymnasium API ------------------------------------------------------------------
     def reset(
@@ -210,76 +252,77 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         if seed is not None:
             self._gen.manual_seed(int(seed))
             self.action_space.seed(int(seed))
-            self._pool = None
+            self._pool = self._pool[:0]  # the bank stays: it holds no randomness
         elif not self._started:
             self._gen.seed()
         self._started = True
-        self._start_episodes(self._rows)
+        self._start_episodes(torch.arange(self.num_envs, device=self.device))
         infos = self._trial_start({}, np.ones(self.num_envs, dtype=bool))
-        return self._out(self._obs()), infos
+        obs = self._obs()
+        return (obs if self.as_tensors else obs.cpu().numpy()), infos
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """One step of every env (see the module docstring)."""
         if not self._started:
             raise UserError("step() before reset() (call envs.reset() first)")
-        a = torch.as_tensor(np.asarray(actions) if not isinstance(actions, Tensor) else actions)
-        a = a.to(self.device, torch.int64).reshape(-1)
+        if isinstance(actions, Tensor):
+            a = actions.to(self.device, torch.int64).reshape(-1)
+            lo, hi = (int(x) for x in torch.aminmax(a)) if a.numel() else (0, 0)
+        else:
+            arr = np.asarray(actions).reshape(-1)
+            lo, hi = (int(arr.min()), int(arr.max())) if arr.size else (0, 0)
+            a = torch.from_numpy(arr.astype(np.int64, copy=False)).to(self.device)
         if a.numel() != self.num_envs:
             raise UserError(f"step() got {a.numel()} actions for {self.num_envs} envs")
-        if bool(((a < 0) | (a >= self.spec.n_act)).any()):
+        if lo < 0 or hi >= self.spec.n_act:
             raise UserError(f"actions must be in [0, {self.spec.n_act}), got {a.tolist()[:8]}")
-        reward, ends, perf, gt = self._outcome_of(a)
-        self._ep_return += reward.to(torch.float64)
-        self._ep_length += 1
-        truncated = self._ep_length >= self.max_episode_steps
-        ended_meta = self._meta.clone() if bool(ends.any()) else None
+        row = self._flat.index_select(0, self._base + self._t)
+        col = (a * 4 + 2 * self._c)[:, None] + self._four
+        picked = row.gather(1, col)  # (N, 4): reward, ends, performance, gt
+        reward = picked[:, 0].to(torch.float64)
+        ends = picked[:, 1] > 0.5
+        self._ep_return += reward
+        self._ep_steps += 1
         self._t += 1
-        self._load(ends.nonzero()[:, 0])
-        infos: dict[str, Any] = {}
         new_np = ends.cpu().numpy()
-        infos["gt"] = gt.to(torch.int64).cpu().numpy()
-        infos["new_trial"] = new_np
-        if ended_meta is not None:
-            infos["performance"] = perf.to(torch.float64).cpu().numpy()
+        infos: dict[str, Any] = {
+            "gt": picked[:, 3].to(torch.int64).cpu().numpy(),
+            "new_trial": new_np,
+        }
+        if new_np.any():
+            infos["performance"] = picked[:, 2].cpu().numpy()
             infos["_performance"] = new_np
-            infos["trial_periods"] = self._periods(ended_meta)
+            infos["trial_periods"] = self._periods()
             infos["_trial_periods"] = new_np
+            self._load(ends.nonzero()[:, 0])
         obs = self._obs()
-        done = truncated.cpu().numpy()
-        if done.any():
-            infos = self._end_episodes(infos, obs, done, truncated)
+        if self._ep_steps >= self.max_episode_steps:
+            infos = self._end_episodes(infos, obs)
             obs = self._obs()
-            infos = self._trial_start(infos, new_np | done)
-        elif ended_meta is not None:
-            infos = self._trial_start(infos, new_np)
-        terminated = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
-        reward64 = reward.to(torch.float64)
+            done = np.ones(self.num_envs, dtype=bool)
+            infos = self._trial_start(infos, done)
+        else:
+            done = np.zeros(self.num_envs, dtype=bool)
+            if new_np.any():
+                infos = self._trial_start(infos, new_np)
         if self.as_tensors:
-            return obs, reward64, terminated, truncated, infos
-        return self._out(obs), reward64.cpu().numpy(), terminated.cpu().numpy(), done, infos
+            truncated = torch.as_tensor(done, device=self.device)
+            return obs, reward, torch.zeros_like(truncated), truncated, infos
+        return obs.cpu().numpy(), reward.cpu().numpy(), np.zeros_like(done), done, infos
 
-    def _out(self, obs: Tensor) -> Any:
-        return obs if self.as_tensors else obs.cpu().numpy()
-
-    def _end_episodes(
-        self, infos: dict[str, Any], obs: Tensor, done: np.ndarray, truncated: Tensor
-    ) -> dict[str, Any]:
-        idx = truncated.nonzero()[:, 0]
-        final_obs = np.empty(self.num_envs, dtype=object)
-        obs_np = obs.cpu().numpy()
-        for i in np.flatnonzero(done):
-            final_obs[i] = obs_np[i].copy()
-        now = time.perf_counter()
+    def _end_episodes(self, infos: dict[str, Any], obs: Tensor) -> dict[str, Any]:
+        """Every env's episode ends at this step (they all started at the same reset)."""
+        n = self.num_envs
+        done = np.ones(n, dtype=bool)
+        final_obs = np.empty(n, dtype=object)
+        final_obs[:] = list(obs.cpu().numpy().copy())
         episode = {
             "r": self._ep_return.cpu().numpy().copy(),
-            "l": self._ep_length.cpu().numpy().copy(),
-            "t": np.round(now - self._ep_start, 6),
+            "l": np.full(n, self._ep_steps, dtype=np.int64),
+            "t": np.full(n, round(time.perf_counter() - self._ep_start, 6)),
         }
         final_info = {**infos, "episode": episode, "_episode": done}
-        if "trial_start" in final_info:  # the next trial of the finished episode: not played
-            final_info.pop("trial_start")
-            final_info.pop("_trial_start")
-        self._start_episodes(idx)
+        self._start_episodes(torch.arange(n, device=self.device))
         return {
             **infos,
             "final_obs": final_obs,
@@ -288,28 +331,25 @@ class TaskVectorEnv(gym.vector.VectorEnv):
             "_final_info": done,
         }
 
-    def _periods(self, meta: Tensor) -> dict[str, np.ndarray]:
+    def _periods(self) -> dict[str, np.ndarray]:
+        """Period bounds (s) of the envs' current trials: {period: (N, 2)}."""
         p = len(self._names)
-        bounds = (meta[:, : 2 * p] / 1000.0).cpu().numpy()
-        return {
-            name: np.stack([bounds[:, i], bounds[:, p + i]], axis=1)
-            for i, name in enumerate(self._names)
-        }
+        meta = self._bank_meta.index_select(0, self._id)[:, : 2 * p] / 1000.0
+        bounds = meta.view(-1, 2, p).transpose(1, 2).cpu().numpy()
+        return {name: bounds[:, i] for i, name in enumerate(self._names)}
 
     def _trial_start(self, infos: dict[str, Any], mask: np.ndarray) -> dict[str, Any]:
         p = len(self._names)
-        meta = self._meta.cpu().numpy()
+        meta = self._bank_meta.index_select(0, self._id).cpu().numpy()
         conditions = {}
         for j, (name, kind) in enumerate(self.spec.reported.items()):
             col = meta[:, 2 * p + j]
             conditions[name] = col.astype(np.int64) if kind is int else col
-        n = self.num_envs
-        dt = self.spec.dt / 1000.0
         infos["trial_start"] = {
             "conditions": conditions,
-            "t0": self._t.cpu().numpy() * dt,
-            "dt": np.full(n, dt),
-            "fixation": np.full(n, self.spec.fixation_action, dtype=np.int64),
+            "t0": self._t.cpu().numpy() * self._dt_s,
+            "dt": self._dt_s,
+            "fixation": self._fixation,
         }
         infos["_trial_start"] = mask
         return infos
@@ -321,4 +361,4 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         return float(self.spec.dt)
 
     def close_extras(self, **kwargs: Any) -> None:  # noqa: D102
-        self._pool = None
+        self._pool = self._pool[:0]

@@ -57,6 +57,8 @@ __all__ = [
     "Uniform",
     "as_duration",
     "build_trials",
+    "draw_trials",
+    "trial_tables",
 ]
 
 
@@ -376,6 +378,7 @@ class Trials(NamedTuple):
     obs: Tensor  # (n, T, C) float32 observation at each step
     gt: Tensor  # (n, T) int64 ground-truth action at each step
     outcome: Tensor  # (n, T, A, 3) float32: reward, ends trial (0/1), performance
+    noise_std: Tensor  # (n, T, C) float32: standard deviation of the noise at each step
 
 
 def _period_mask(spec: TaskSpec, names: Sequence[str] | None, inside: Tensor) -> Tensor:
@@ -405,6 +408,19 @@ def _value(value: float | ValueFn, values: Mapping[str, Tensor], n: int, width: 
     return torch.full((n, width), float(value), dtype=torch.float64, device=device)
 
 
+def draw_trials(
+    spec: TaskSpec, gen: torch.Generator, n: int, fixed: Mapping[str, Any] | None = None
+) -> dict[str, Tensor]:
+    """The variables of ``n`` trials: the task's conditions and every period's duration
+    (``_duration_<period>``), float64 ``(n,)`` each; ``fixed`` values replace draws."""
+    draw = Draw(gen, n, spec.dt, fixed)
+    spec.conditions(draw)
+    for p in spec.periods:
+        if p.length is None:
+            draw.duration(f"_duration_{p.name}", spec.timing[p.name])
+    return draw.values
+
+
 def build_trials(
     spec: TaskSpec,
     gen: torch.Generator,
@@ -412,34 +428,41 @@ def build_trials(
     *,
     fixed: Mapping[str, Any] | None = None,
     steps: int | None = None,
+    noise: bool = True,
 ) -> Trials:
-    """Draw ``n`` trials of ``spec`` and build their tables.
+    """Draw ``n`` trials of ``spec`` and build their tables (:func:`draw_trials`, then
+    :func:`trial_tables` with noise drawn from ``gen`` when ``noise``)."""
+    values = draw_trials(spec, gen, n, fixed)
+    return trial_tables(spec, values, gen=gen if noise else None, steps=steps)
+
+
+def trial_tables(
+    spec: TaskSpec,
+    values: Mapping[str, Tensor],
+    *,
+    gen: torch.Generator | None = None,
+    steps: int | None = None,
+) -> Trials:
+    """The tables of the trials whose variables are ``values`` (from :func:`draw_trials`).
 
     Args:
         spec: The task.
-        gen: Generator (its device is the tables' device).
-        n: Number of trials.
-        fixed: Trial variables to use instead of drawing them (see :class:`Draw`).
+        values: The trials' variables, float64 ``(n,)`` each (durations included).
+        gen: Draws the observation noise into ``obs``; ``None``: no noise in ``obs`` (its
+            standard deviation is in ``noise_std`` either way).
         steps: Width ``T`` of the tables (at least the longest trial; ``None``: exactly it).
 
     Returns:
         The trials' tensors.
     """
-    device = gen.device
-    draw = Draw(gen, n, spec.dt, fixed)
-    spec.conditions(draw)
-    if not draw.values:
-        draw.set("_none", 0.0)
-    values = draw.values
+    n = int(next(iter(values.values())).shape[0])
+    device = next(iter(values.values())).device
     dt = float(spec.dt)
     starts: dict[str, Tensor] = {}
     ends: dict[str, Tensor] = {}
     previous: str | None = None
     for p in spec.periods:
-        if p.length is None:
-            duration = draw.duration(f"_duration_{p.name}", spec.timing[p.name])
-        else:
-            duration = values[p.length]
+        duration = values[f"_duration_{p.name}" if p.length is None else p.length]
         after = p.after if p.after is not None else previous
         start = (
             ends[after] if after is not None else torch.zeros(n, dtype=torch.float64, device=device)
@@ -478,14 +501,16 @@ def build_trials(
             obs[:, :, ch] = obs[:, :, ch] * (1.0 - mask) + mask * v
         else:
             obs[:, :, ch] += mask * v
+    variance = torch.zeros(n, width, spec.n_obs, dtype=torch.float32, device=device)
     for rule in spec.noise:
-        if rule.std == 0:
-            continue
         mask = _period_mask(spec, rule.periods, by_index)[..., None].to(torch.float32)
         ch = _channels(rule.channels, spec.n_obs)
-        count = len(range(spec.n_obs)[ch])
-        eps = torch.randn(n, width, count, generator=gen, dtype=torch.float32, device=device)
-        obs[:, :, ch] += eps.mul_(mask * float(rule.std))
+        variance[:, :, ch] += mask * float(rule.std) ** 2
+    noise_std = variance.sqrt_()
+    if gen is not None and spec.noise:
+        obs += torch.randn(obs.shape, generator=gen, dtype=torch.float32, device=device).mul_(
+            noise_std
+        )
 
     gt = torch.zeros(n, width, dtype=torch.int64, device=device)
     for target in spec.targets:
@@ -498,7 +523,7 @@ def build_trials(
         gt = torch.where(mask, v[:, None], gt)
 
     outcome = _outcome(spec, values, inside, t, ends, gt, length)
-    return Trials(values, start, end, length, obs.to(torch.float32), gt, outcome)
+    return Trials(dict(values), start, end, length, obs, gt, outcome, noise_std)
 
 
 def _outcome(
