@@ -90,7 +90,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     rows = []
-    print(f"{'task':30s} {'NeuroGym+Sync':>14s} {'snrl.tasks':>12s} {'ratio':>7s}  ({args.envs} envs)")
+    print(
+        f"{'task':30s} {'NeuroGym+Sync':>14s} {'snrl.tasks':>12s} {'ratio':>7s}  ({args.envs} envs)"
+    )
     for env_id in args.tasks:
         ng = neurogym_rate(env_id, args.envs, args.ng_steps)
         ours = snrl_rate(env_id, args.envs, args.steps, args.device, args.as_tensors)
