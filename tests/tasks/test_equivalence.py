@@ -231,3 +231,19 @@ def test_noise_matches_neurogym(env_id, trial, ours, period, channel):
 @pytest.mark.parametrize(("env_id", "trial", "ours", "period", "channel"), NOISY)
 def test_noise_matches_neurogym_10k(env_id, trial, ours, period, channel):
     _check_noise(env_id, trial, ours, period, channel, 10_000)
+
+
+def test_engine_noise_matches_neurogym():
+    """The engine draws the noise per step (not per trial): the first stimulus step's value,
+    over 2000 envs, against NeuroGym's."""
+    env = _neurogym("PerceptualDecisionMaking-v0", cohs=[25.6])
+    env.seed(0)
+    ng = []
+    for _ in range(2000):
+        env.new_trial()
+        ng.append(env.ob[1, 1])
+    envs = tasks.make_vector_env(
+        "PerceptualDecisionMaking-v0", 2000, seed=0, env_kwargs={"cohs": [25.6]}
+    )
+    obs, _ = envs.reset()  # the agent starts at step 1: the stimulus
+    assert stats.ks_2samp(np.asarray(ng), obs[:, 1]).pvalue > 0.01
