@@ -137,15 +137,19 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         self._noisy = bool(spec.noise)
         c, a = spec.n_obs, spec.n_act
         self._c = c
-        #: a bank row: obs (C), noise std (C), then (reward, ends, performance, gt) per action
-        self._width = 2 * c + 4 * a
+        #: a bank row: obs (C), noise std (C), zeros to a multiple of 4, then (reward, ends,
+        #: performance, gt) per action: seen as blocks of 4 floats, a step's outcome for one
+        #: action is one block, fetched by one index_select
+        self._head = -(-2 * c // 4) * 4
+        self._width = self._head + 4 * a
+        self._quads = self._width // 4
         n = num_envs
         dev = self.device
-        self._four = torch.arange(4, device=dev)[None, :]
         self._keys: list[str] | None = None
         self._bank_keys = torch.zeros(0, 0, dtype=torch.float64, device=dev)
         self._bank = torch.zeros(0, 1, self._width, device=dev)  # (U, T, W)
         self._flat = self._bank.view(0, self._width)
+        self._quad = self._bank.view(0, 4)
         self._bank_meta = torch.zeros(
             0, 2 * len(self._names) + len(self._reported) + 1, dtype=torch.float64, device=dev
         )
@@ -153,6 +157,7 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         self._cursor = 0
         self._id = torch.zeros(n, dtype=torch.int64, device=dev)  # each env's trial (bank id)
         self._base = torch.zeros(n, dtype=torch.int64, device=dev)  # its first row in _flat
+        self._base_q = torch.zeros(n, dtype=torch.int64, device=dev)  # its first block in _quad
         self._t = torch.zeros(n, dtype=torch.int64, device=dev)  # its step in the trial
         self._ep_return = torch.zeros(n, dtype=torch.float64, device=dev)
         self._ep_steps = 0  # every env's episode starts at reset and ends at the step limit
@@ -165,7 +170,9 @@ class TaskVectorEnv(gym.vector.VectorEnv):
     def _set_bank(self, bank: Tensor, keys: Tensor, meta: Tensor) -> None:
         self._bank, self._bank_keys, self._bank_meta = bank, keys, meta
         self._flat = bank.view(-1, self._width)
+        self._quad = bank.view(-1, 4)
         self._base = self._id * bank.shape[1]
+        self._base_q = self._base * self._quads + self._head // 4
         # what the infos report of each bank trial, as numpy (read on the host every step)
         p = len(self._names)
         host = meta.cpu().numpy()
@@ -188,7 +195,8 @@ class TaskVectorEnv(gym.vector.VectorEnv):
             ],
             dim=-1,
         )
-        rows = torch.cat([tr.obs, tr.noise_std, per_action.reshape(m, width, -1)], dim=-1)
+        pad = tr.obs.new_zeros(m, width, self._head - 2 * self._c)
+        rows = torch.cat([tr.obs, tr.noise_std, pad, per_action.reshape(m, width, -1)], dim=-1)
         cond = [tr.values[k] for k in self._reported]
         meta = torch.stack([*tr.start.T, *tr.end.T, *cond, tr.length.to(torch.float64)], dim=1)
         return rows, meta
@@ -242,15 +250,16 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         new = self._pool[self._cursor : self._cursor + k]
         self._cursor += k
         self._id.index_copy_(0, idx, new)
-        self._base.index_copy_(0, idx, new * self._bank.shape[1])
+        base = new * self._bank.shape[1]
+        self._base.index_copy_(0, idx, base)
+        self._base_q.index_copy_(0, idx, base * self._quads + self._head // 4)
         self._t.index_fill_(0, idx, 0)
 
     def _start_episodes(self, idx: Tensor) -> None:
         """New episodes in the envs ``idx``: a new trial, and NeuroGym's reset step."""
         self._load(idx)
-        row = self._flat.index_select(0, self._base[idx])
-        col = 2 * self._c + 4 * (self.spec.n_act - 1) + 1
-        ends = row[:, col] > 0.5
+        quad = self._quad.index_select(0, self._base_q[idx] + (self.spec.n_act - 1))
+        ends = quad[:, 1] > 0.5
         self._t.index_fill_(0, idx, 1)
         if bool(ends.any()):  # the reset step ended the trial (abort): the next one, at 0
             self._load(idx[ends])
@@ -309,9 +318,8 @@ class TaskVectorEnv(gym.vector.VectorEnv):
             raise UserError(f"step() got {a.numel()} actions for {self.num_envs} envs")
         if lo < 0 or hi >= self.spec.n_act:
             raise UserError(f"actions must be in [0, {self.spec.n_act}), got {a.tolist()[:8]}")
-        row = self._flat.index_select(0, self._base + self._t)
-        col = (a * 4 + 2 * self._c)[:, None] + self._four
-        picked = row.gather(1, col)  # (N, 4): reward, ends, performance, gt
+        block = torch.add(self._base_q, self._t, alpha=self._quads).add_(a)
+        picked = self._quad.index_select(0, block)  # (N, 4): reward, ends, performance, gt
         reward = picked[:, 0].to(torch.float64)
         ends = picked[:, 1] > 0.5
         self._ep_return += reward
