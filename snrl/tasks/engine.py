@@ -326,11 +326,12 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         self._ep_steps += 1
         self._t += 1
         new_np = ends.cpu().numpy()
+        any_new = bool(new_np.any())
         infos: dict[str, Any] = {
             "gt": picked[:, 3].to(torch.int64).cpu().numpy(),
             "new_trial": new_np,
         }
-        if new_np.any():
+        if any_new:
             infos["performance"] = picked[:, 2].cpu().numpy()
             infos["_performance"] = new_np
             infos["trial_periods"] = self._periods()
@@ -344,7 +345,7 @@ class TaskVectorEnv(gym.vector.VectorEnv):
             infos = self._trial_start(infos, done)
         else:
             done = np.zeros(self.num_envs, dtype=bool)
-            if new_np.any():
+            if any_new:
                 infos = self._trial_start(infos, new_np)
         if self.as_tensors:
             truncated = torch.as_tensor(done, device=self.device)
@@ -374,13 +375,13 @@ class TaskVectorEnv(gym.vector.VectorEnv):
 
     def _periods(self) -> dict[str, np.ndarray]:
         """Period bounds (s) of the envs' current trials: {period: (N, 2)}."""
-        bounds = self._bounds_np[self._id.cpu().numpy()]
+        bounds = np.take(self._bounds_np, self._id.cpu().numpy(), axis=0)
         return {name: bounds[:, i] for i, name in enumerate(self._names)}
 
     def _trial_start(self, infos: dict[str, Any], mask: np.ndarray) -> dict[str, Any]:
         ids = self._id.cpu().numpy()
         infos["trial_start"] = {
-            "conditions": {name: col[ids] for name, col in self._cond_np},
+            "conditions": {name: np.take(col, ids) for name, col in self._cond_np},
             "t0": self._t.cpu().numpy() * self._dt_s,
             "dt": self._dt_s,
             "fixation": self._fixation,
