@@ -159,6 +159,7 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         self._base = torch.zeros(n, dtype=torch.int64, device=dev)  # its first row in _flat
         self._base_q = torch.zeros(n, dtype=torch.int64, device=dev)  # its first block in _quad
         self._t = torch.zeros(n, dtype=torch.int64, device=dev)  # its step in the trial
+        self._perf = torch.zeros(n, device=dev)  # its trial's performance so far
         self._ep_return = torch.zeros(n, dtype=torch.float64, device=dev)
         self._ep_steps = 0  # every env's episode starts at reset and ends at the step limit
         self._ep_start = 0.0
@@ -254,6 +255,7 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         self._base.index_copy_(0, idx, base)
         self._base_q.index_copy_(0, idx, base * self._quads + self._head // 4)
         self._t.index_fill_(0, idx, 0)
+        self._perf.index_fill_(0, idx, 0.0)
 
     def _start_episodes(self, idx: Tensor) -> None:
         """New episodes in the envs ``idx``: a new trial, and NeuroGym's reset step."""
@@ -324,6 +326,7 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         # float32 resolves above 8), NeuroGym's reward table comes back exact
         reward = picked[:, 0].to(torch.float64).mul_(1e6).round_().div_(1e6)
         ends = picked[:, 1] > 0.5
+        perf = torch.maximum(self._perf, picked[:, 2], out=self._perf)
         self._ep_return += reward
         self._ep_steps += 1
         self._t += 1
@@ -334,7 +337,7 @@ class TaskVectorEnv(gym.vector.VectorEnv):
             "new_trial": new_np,
         }
         if any_new:
-            infos["performance"] = picked[:, 2].cpu().numpy()
+            infos["performance"] = perf.cpu().numpy().copy()
             infos["_performance"] = new_np
             infos["trial_periods"] = self._periods()
             infos["_trial_periods"] = new_np

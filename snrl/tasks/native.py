@@ -482,6 +482,93 @@ def ready_set_go(
     )
 
 
+def dual_delay_match_sample(
+    dt: float = 100,
+    rewards: Mapping[str, float] | None = None,
+    timing: Mapping[str, Any] | None = None,
+    sigma: float = 1.0,
+) -> TaskSpec:
+    """Two samples held at once, each tested after its cue (Rose et al., 2016). A response in
+    the first test pays without ending the trial; one in the second ends it."""
+    dt = _check_dt(dt)
+    periods = ("fixation", "sample", "delay1", "cue1", "test1", "delay2", "cue2", "test2")
+
+    def conditions(d: Draw) -> None:
+        g1 = d.choice("ground_truth1", [1, 2])
+        g2 = d.choice("ground_truth2", [1, 2])
+        s1 = d.choice("sample1", [0.0, 0.5])
+        s2 = d.choice("sample2", [0.0, 0.5])
+        d.choice("test_order", [0, 1])
+        d.set("test1", torch.where(g1 == 1, s1, 0.5 - s1))
+        d.set("test2", torch.where(g2 == 1, s2, 0.5 - s2))
+
+    def angle(name: str) -> Callable[[Mapping[str, torch.Tensor]], torch.Tensor]:
+        def value(v: Mapping[str, torch.Tensor]) -> torch.Tensor:
+            theta = v[name] * np.pi
+            return torch.stack([torch.cos(theta), torch.sin(theta)], dim=1)
+
+        return value
+
+    def when(order: int, fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+        """``fn`` on trials with this test order, 0 on the others (the probed item's test
+        is shown in the first or the second test period)."""
+        return lambda v: fn(v) * (v["test_order"] == order).to(torch.float64)[:, None]
+
+    one = lambda v: torch.ones_like(v["test_order"])[:, None]  # noqa: E731
+    shows = [
+        Show(1.0, (0,)),
+        Show(angle("sample1"), (1, 2), ("sample",)),
+        Show(angle("sample2"), (3, 4), ("sample",)),
+        # test order 0: item 1 is cued and tested first; 1: item 2 first
+        Show(when(0, one), (5,), ("cue1",)),
+        Show(when(1, one), (5,), ("cue2",)),
+        Show(when(0, one), (6,), ("cue2",)),
+        Show(when(1, one), (6,), ("cue1",)),
+        Show(when(0, angle("test1")), (1, 2), ("test1",)),
+        Show(when(1, angle("test1")), (1, 2), ("test2",)),
+        Show(when(0, angle("test2")), (3, 4), ("test2",)),
+        Show(when(1, angle("test2")), (3, 4), ("test1",)),
+    ]
+    std = _check_sigma(sigma) / math.sqrt(dt)
+    first = lambda v: torch.where(v["test_order"] == 0, v["ground_truth1"], v["ground_truth2"])  # noqa: E731
+    second = lambda v: torch.where(v["test_order"] == 0, v["ground_truth2"], v["ground_truth1"])  # noqa: E731
+    return TaskSpec(
+        name="DualDelayMatchSample-v0",
+        dt=dt,
+        obs_names={
+            "fixation": 0,
+            "stimulus1": [1, 2],
+            "stimulus2": [3, 4],
+            "cue1": 5,
+            "cue2": 6,
+        },
+        act_names={"fixation": 0, "match": 1, "non-match": 2},
+        n_obs=7,
+        n_act=3,
+        conditions=conditions,
+        reported={
+            "ground_truth1": int,
+            "ground_truth2": int,
+            "sample1": float,
+            "sample2": float,
+            "test_order": int,
+            "test1": float,
+            "test2": float,
+        },
+        periods=tuple(Period(p) for p in periods),
+        timing=_timing("DualDelayMatchSample", dict.fromkeys(periods, 500), timing),
+        shows=tuple(shows),
+        noise=(Noise(std, ("sample", "test1", "test2")),),
+        targets=(Target(first, "test1"), Target(second, "test2")),
+        rule=ChoiceRule(
+            fixate=("fixation", "sample", "delay1", "cue1", "delay2", "cue2"),
+            decision="test2",
+            respond=("test1",),
+        ),
+        rewards=Rewards.merged({"abort": -0.1, "correct": 1.0, "fail": 0.0}, rewards),
+    )
+
+
 #: The batched tasks by id (NeuroGym's ids), each a factory taking NeuroGym's arguments.
 TASKS: dict[str, Callable[..., TaskSpec]] = {
     "PerceptualDecisionMaking-v0": perceptual_decision_making,
@@ -491,4 +578,5 @@ TASKS: dict[str, Callable[..., TaskSpec]] = {
     "DelayComparison-v0": delay_comparison,
     "IntervalDiscrimination-v0": interval_discrimination,
     "ReadySetGo-v0": ready_set_go,
+    "DualDelayMatchSample-v0": dual_delay_match_sample,
 }

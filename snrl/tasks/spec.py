@@ -295,12 +295,18 @@ class ChoiceRule:
 
     A non-fixation action in a ``fixate`` period pays ``abort`` (and ends the trial when
     ``abort_ends``); in the ``decision`` period it ends the trial and pays ``correct`` when it
-    equals the ground truth, else ``fail``. A trial that runs out pays ``timeout_reward``
-    (GoNogo's miss on a go trial) and reports ``timeout_performance``.
+    equals the ground truth, else ``fail``; in a ``respond`` period it pays the same without
+    ending the trial (DualDelayMatchSample's first test). A trial that runs out pays
+    ``timeout_reward`` (GoNogo's miss on a go trial) and reports ``timeout_performance``.
+
+    Performance is NeuroGym's: a right response (in ``decision`` or ``respond``) sets the
+    trial's performance to 1, which it keeps to its end (the engine's running maximum of the
+    outcome table's performance column).
     """
 
     fixate: tuple[str, ...] = ("fixation",)
     decision: str = "decision"
+    respond: tuple[str, ...] = ()
     abort_ends: bool = False
     timeout_reward: ValueFn | None = None
     timeout_performance: ValueFn | None = None
@@ -377,7 +383,7 @@ class Trials(NamedTuple):
     length: Tensor  # (n,) int64 steps of each trial
     obs: Tensor  # (n, T, C) float32 observation at each step
     gt: Tensor  # (n, T) int64 ground-truth action at each step
-    outcome: Tensor  # (n, T, A, 3) float32: reward, ends trial (0/1), performance
+    outcome: Tensor  # (n, T, A, 3) float32: reward, ends trial (0/1), performance it sets
     noise_std: Tensor  # (n, T, C) float32: standard deviation of the noise at each step
 
 
@@ -553,9 +559,13 @@ def _outcome(
         decide = _period_mask(spec, (rule.decision,), inside)[..., None].to(f32)
         respond = decide * (1.0 - fix) * moved
         right = (act[None, None, :] == gt[..., None]).to(f32)
-        reward += respond * (rw.fail + right * (rw.correct - rw.fail))
+        answer = respond
+        if rule.respond:
+            early = _period_mask(spec, rule.respond, inside)[..., None].to(f32)
+            answer = respond + early * (1.0 - fix) * (1.0 - decide) * moved
+        reward += answer * (rw.fail + right * (rw.correct - rw.fail))
         ends_now = respond + broke * (1.0 - respond) if rule.abort_ends else respond
-        perf = respond * right
+        perf = answer * right
         if rule.timeout_reward is not None:
             timeout_reward = rule.timeout_reward(values).to(f32)
         if rule.timeout_performance is not None:

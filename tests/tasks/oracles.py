@@ -84,3 +84,18 @@ class Oracle:
         self.acc[:, 0] += self.phase == 1
         self.acc[:, 1] += self.phase == 2
         return go.astype(np.int64)
+
+    def _DualDelayMatchSample(self, obs):
+        # noise (on every channel) marks the sample and the test periods; the tested item is
+        # the one whose channels carry a signal; its test matches when it points the same way
+        noisy = obs[:, 0] != 1
+        self.phase = np.where((self.phase == 0) & noisy, 1, self.phase)
+        self.phase = np.where((self.phase == 1) & ~noisy, 2, self.phase)
+        in_sample = (self.phase == 1)[:, None]
+        self.acc[:, :4] += np.where(in_sample, obs[:, 1:5], 0.0)
+        second = np.linalg.norm(obs[:, 3:5], axis=1) > np.linalg.norm(obs[:, 1:3], axis=1)
+        k = np.where(second, 2, 0)[:, None] + np.arange(2)
+        sample = np.take_along_axis(self.acc, k, axis=1)
+        test = np.take_along_axis(obs[:, 1:5], k, axis=1)
+        match = (sample * test).sum(axis=1) > 0.5 * np.linalg.norm(sample, axis=1)
+        return np.where((self.phase == 2) & noisy, np.where(match, 1, 2), 0)

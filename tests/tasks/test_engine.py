@@ -53,7 +53,7 @@ def test_a_trial_step_by_step():
     np.testing.assert_array_equal(obs, [[1, 0, 0], [1, 0, 0]])  # the next trial's fixation
     assert info["trial_start"]["t0"] == pytest.approx([0.0, 0.0])
     obs, reward, *_ = envs.step([1, 0])  # breaking fixation: NeuroGym's abort reward
-    assert reward[0] == pytest.approx(-0.1) and reward[1] == 0.0
+    assert reward[0] == -0.1 and reward[1] == 0.0  # exact, as NeuroGym
 
 
 def test_abort_at_reset_like_neurogym():
@@ -157,3 +157,24 @@ def test_single_env_is_neurogyms():
 
     env = make_env("snrl.tasks:GoNogo-v0")
     assert type(env.unwrapped).__name__ == "GoNogo"
+
+
+def test_dual_dms_first_test_pays_without_ending_and_performance_sticks():
+    """NeuroGym's DualDelayMatchSample: a right answer in the first test pays 1 and sets
+    performance 1, the trial goes on; a wrong answer in the second ends it, paying 0, and the
+    trial reports performance 1 (set earlier)."""
+    envs = tasks.make_vector_env("DualDelayMatchSample-v0", 1, seed=0, env_kwargs={"sigma": 0})
+    _, info = envs.reset()  # the agent is at step 1; test1 is steps 20-24, test2 35-39
+    cond = info["trial_start"]["conditions"]
+    first, second = cond["ground_truth1"][0], cond["ground_truth2"][0]
+    if cond["test_order"][0] == 1:
+        first, second = second, first
+    for _ in range(20):  # steps 1-20
+        _, reward, *_, info = envs.step([0])
+    _, reward, *_, info = envs.step([first])  # step 21: the first test, answered right
+    assert reward[0] == 1.0 and not info["new_trial"][0] and info["gt"][0] == first
+    for _ in range(13):  # steps 22-34
+        _, reward, *_, info = envs.step([0])
+    _, reward, *_, info = envs.step([3 - second])  # step 35: the second test, wrong
+    assert info["gt"][0] == second
+    assert reward[0] == 0.0 and info["new_trial"][0] and info["performance"][0] == 1.0

@@ -109,6 +109,18 @@ CASES = [
     ),
     ("ReadySetGo-v0", {"timing": {"measure": 1000}}, {}, None),
     ("ReadySetGo-v0", {"timing": {"measure": 850}, "prod_margin": 0.3}, {}, None),
+    (
+        "DualDelayMatchSample-v0",
+        {"sigma": 0.0},
+        {"ground_truth1": 1, "ground_truth2": 2, "sample1": 0.5, "sample2": 0.0, "test_order": 0},
+        None,
+    ),
+    (
+        "DualDelayMatchSample-v0",
+        {"sigma": 0.0, "timing": {"delay2": 300}},
+        {"ground_truth1": 2, "ground_truth2": 2, "sample1": 0.0, "sample2": 0.5, "test_order": 1},
+        None,
+    ),
 ]
 
 
@@ -124,6 +136,9 @@ def test_tables_match_neurogym(env_id, kwargs, trial, ours):
         # the paper's no-go: withholding to the end is correct (NeuroGym reports 0)
         assert outcome[-1, 0, 2] == 0.0 and my_outcome[-1, 0, 2] == 1.0
         my_outcome[-1, 0, 2] = 0.0
+    # NeuroGym reports performance where a trial ends; the table holds what a step sets
+    # (DualDelayMatchSample's first test sets it without ending the trial)
+    my_outcome[..., 2] *= my_outcome[..., 1]
     np.testing.assert_allclose(my_outcome, outcome, rtol=1e-6, atol=1e-7)
 
 

@@ -45,6 +45,7 @@ TASKS = [
     ("DelayComparison-v0", 3000, 0.03),
     ("IntervalDiscrimination-v0", 600, 0.01),
     ("ReadySetGo-v0", 600, 0.01),
+    ("DualDelayMatchSample-v0", 600, 0.01),
 ]
 
 
