@@ -40,6 +40,9 @@ from snrl.tasks.spec import TruncExp as _TruncExp
 
 __all__ = ["TASKS"]
 
+#: NeuroGym's reward table of most tasks
+_DEFAULT_REWARDS = {"abort": -0.1, "correct": 1.0, "fail": 0.0}
+
 
 def _timing(
     task: str, defaults: Mapping[str, Any], user: Mapping[str, Any] | None
@@ -130,7 +133,7 @@ def perceptual_decision_making(
         noise=(Noise(_check_sigma(sigma) / math.sqrt(dt), ("stimulus",), stim),),
         targets=(Target(lambda v: v["ground_truth"] + 1, "decision"),),
         rule=ChoiceRule(abort_ends=bool(abort)),
-        rewards=Rewards.merged({"abort": -0.1, "correct": 1.0, "fail": 0.0}, rewards),
+        rewards=Rewards.merged(_DEFAULT_REWARDS, rewards),
     )
 
 
@@ -220,7 +223,7 @@ def delay_match_sample(
         noise=(Noise(_check_sigma(sigma) / math.sqrt(dt), ("sample", "test"), stim),),
         targets=(Target(lambda v: v["ground_truth"], "decision"),),
         rule=ChoiceRule(),
-        rewards=Rewards.merged({"abort": -0.1, "correct": 1.0, "fail": 0.0}, rewards),
+        rewards=Rewards.merged(_DEFAULT_REWARDS, rewards),
     )
 
 
@@ -305,7 +308,7 @@ def context_decision_making(
         noise=(Noise(_check_sigma(sigma) / math.sqrt(dt), ("stimulus",), mod1 + mod2),),
         targets=(Target(lambda v: v["ground_truth"], "decision"),),
         rule=ChoiceRule(abort_ends=bool(abort)),
-        rewards=Rewards.merged({"abort": -0.1, "correct": 1.0, "fail": 0.0}, rewards),
+        rewards=Rewards.merged(_DEFAULT_REWARDS, rewards),
     )
 
 
@@ -359,7 +362,7 @@ def delay_comparison(
         noise=(Noise(_check_sigma(sigma) / math.sqrt(dt), ("stimulus1", "stimulus2")),),
         targets=(Target(lambda v: v["ground_truth"], "decision"),),
         rule=ChoiceRule(),
-        rewards=Rewards.merged({"abort": -0.1, "correct": 1.0, "fail": 0.0}, rewards),
+        rewards=Rewards.merged(_DEFAULT_REWARDS, rewards),
     )
 
 
@@ -426,7 +429,7 @@ def interval_discrimination(
         noise=(),
         targets=(Target(lambda v: v["ground_truth"], "decision"),),
         rule=ChoiceRule(),
-        rewards=Rewards.merged({"abort": -0.1, "correct": 1.0, "fail": 0.0}, rewards),
+        rewards=Rewards.merged(_DEFAULT_REWARDS, rewards),
         options={"ties": ties},
     )
 
@@ -478,7 +481,7 @@ def ready_set_go(
         noise=(),
         targets=(Target(1.0, "production", at=lambda v: torch.floor(v["production"] / dt)),),
         rule=ProductionRule(margin=float(prod_margin)),
-        rewards=Rewards.merged({"abort": -0.1, "correct": 1.0, "fail": 0.0}, rewards),
+        rewards=Rewards.merged(_DEFAULT_REWARDS, rewards),
     )
 
 
@@ -565,7 +568,7 @@ def dual_delay_match_sample(
             decision="test2",
             respond=("test1",),
         ),
-        rewards=Rewards.merged({"abort": -0.1, "correct": 1.0, "fail": 0.0}, rewards),
+        rewards=Rewards.merged(_DEFAULT_REWARDS, rewards),
     )
 
 
