@@ -289,6 +289,12 @@ class TaskVectorEnv(gym.vector.VectorEnv):
                 generator goes on.
             options: Unused (gymnasium's signature).
         """
+        # inference mode: no autograd bookkeeping on the ~20 small ops of a call (~12 %)
+        with torch.inference_mode():
+            obs, infos = self._reset(seed)
+        return (obs.clone() if self.as_tensors else obs.cpu().numpy()), infos
+
+    def _reset(self, seed: int | list[int] | None) -> tuple[Tensor, dict[str, Any]]:
         if isinstance(seed, (list, tuple)):
             seed = seed[0] if seed else None
         if seed is None and not self._started:
@@ -302,11 +308,18 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         self._started = True
         self._start_episodes(torch.arange(self.num_envs, device=self.device))
         infos = self._trial_start({}, np.ones(self.num_envs, dtype=bool))
-        obs = self._obs()
-        return (obs if self.as_tensors else obs.cpu().numpy()), infos
+        return self._obs(), infos
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """One step of every env (see the module docstring)."""
+        with torch.inference_mode():
+            obs, reward, done, infos = self._step(actions)
+        if self.as_tensors:  # clones: tensors made in inference mode cannot enter autograd
+            truncated = torch.as_tensor(done, device=self.device)
+            return obs.clone(), reward.clone(), torch.zeros_like(truncated), truncated, infos
+        return obs.cpu().numpy(), reward.cpu().numpy(), np.zeros_like(done), done, infos
+
+    def _step(self, actions: Any) -> tuple[Tensor, Tensor, np.ndarray, dict[str, Any]]:
         if not self._started:
             raise UserError("step() before reset() (call envs.reset() first)")
         if isinstance(actions, Tensor):
@@ -352,10 +365,7 @@ class TaskVectorEnv(gym.vector.VectorEnv):
             done = np.zeros(self.num_envs, dtype=bool)
             if any_new:
                 infos = self._trial_start(infos, new_np)
-        if self.as_tensors:
-            truncated = torch.as_tensor(done, device=self.device)
-            return obs, reward, torch.zeros_like(truncated), truncated, infos
-        return obs.cpu().numpy(), reward.cpu().numpy(), np.zeros_like(done), done, infos
+        return obs, reward, done, infos
 
     def _end_episodes(self, infos: dict[str, Any], obs: Tensor) -> dict[str, Any]:
         """Every env's episode ends at this step (they all started at the same reset)."""
