@@ -172,6 +172,10 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         self._bank, self._bank_keys, self._bank_meta = bank, keys, meta
         self._flat = bank.view(-1, self._width)
         self._quad = bank.view(-1, 4)
+        # the rewards again as float64, rounded to 1e-6 once here (the table is float32:
+        # -0.1 is stored as -0.100000001; 1e-6 is finer than float32 resolves above 8), so
+        # NeuroGym's reward table comes back exact; indexed by the same block numbers
+        self._reward64 = self._quad[:, 0].double().mul_(1e6).round_().div_(1e6)
         self._base = self._id * bank.shape[1]
         self._base_q = self._base * self._quads + self._head // 4
         # what the infos report of each bank trial, as numpy (read on the host every step)
@@ -335,9 +339,7 @@ class TaskVectorEnv(gym.vector.VectorEnv):
             raise UserError(f"actions must be in [0, {self.spec.n_act}), got {a.tolist()[:8]}")
         block = torch.add(self._base_q, self._t, alpha=self._quads).add_(a)
         picked = self._quad.index_select(0, block)  # (N, 4): reward, ends, performance, gt
-        # the table is float32: -0.1 is stored as -0.100000001; rounded to 1e-6 (finer than
-        # float32 resolves above 8), NeuroGym's reward table comes back exact
-        reward = picked[:, 0].to(torch.float64).mul_(1e6).round_().div_(1e6)
+        reward = self._reward64.index_select(0, block)
         ends = picked[:, 1] > 0.5
         perf = torch.maximum(self._perf, picked[:, 2], out=self._perf)
         self._ep_return += reward
