@@ -399,6 +399,7 @@ def interval_discrimination(
                     break
                 again = d.duration("_redraw", times["stim2"])
                 d2 = torch.where(tie, again, d2)
+            d.values.pop("_redraw", None)  # not a variable of the trial: keep trials distinct
             d.values["duration2"] = d2
         d.set("ground_truth", torch.where(d1 > d2, 1.0, 2.0))
 
