@@ -178,3 +178,40 @@ def test_dual_dms_first_test_pays_without_ending_and_performance_sticks():
     _, reward, *_, info = envs.step([3 - second])  # step 35: the second test, wrong
     assert info["gt"][0] == second
     assert reward[0] == 0.0 and info["new_trial"][0] and info["performance"][0] == 1.0
+
+
+@pytest.mark.parametrize("distinct", [3, 100_000])
+def test_unique_rows_is_torch_unique_up_to_order(distinct):
+    """The mixed-radix path (few distinct values) and the fallback (too many to code in an
+    int64) both give each row's distinct row back."""
+    from snrl.tasks.engine import _unique_rows
+
+    gen = torch.Generator().manual_seed(0)
+    keys = torch.randint(distinct, (3000, 4), generator=gen).double()
+    uniq, inverse = _unique_rows(keys)
+    assert torch.equal(uniq[inverse], keys)
+    assert uniq.shape[0] == torch.unique(keys, dim=0).shape[0]
+
+
+def test_a_compacted_bank_steps_the_same(monkeypatch):
+    """A bank rebuilt from the trials in use (BANK_FLOATS reached) changes no step."""
+    import snrl.tasks.engine as engine
+
+    def run():
+        envs = tasks.make_vector_env("ContextDecisionMaking-v0", 64, seed=1)
+        envs.pool_size = 256
+        out = [envs.reset()[0]]
+        rng = np.random.default_rng(0)
+        rewards = []
+        for _ in range(150):
+            obs, reward, *_ = envs.step(rng.integers(0, 3, 64))
+            out.append(obs)
+            rewards.append(reward)
+        return np.stack(out), np.stack(rewards), envs._bank.shape[0]
+
+    obs, rewards, banked = run()
+    monkeypatch.setattr(engine, "BANK_FLOATS", 40 * 256 * 24)  # compacts at every refill
+    obs_c, rewards_c, banked_c = run()
+    assert banked_c < banked
+    np.testing.assert_array_equal(obs_c, obs)
+    np.testing.assert_array_equal(rewards_c, rewards)
