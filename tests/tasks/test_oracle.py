@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("neurogym")
-from oracles import Oracle  # noqa: E402
+from tests.tasks.oracles import Oracle  # noqa: E402
 
 import snrl.tasks as tasks  # noqa: E402
 from snrl.envs import make_vector_env  # noqa: E402
