@@ -10,11 +10,10 @@ import numpy as np
 import pytest
 
 pytest.importorskip("neurogym")
-from tests.tasks.oracles import Oracle  # noqa: E402
-
 import snrl.tasks as tasks  # noqa: E402
 from snrl.envs import make_vector_env  # noqa: E402
 from snrl.envs.trials import TrialTracker, summarize_trials  # noqa: E402
+from tests.tasks.oracles import Oracle  # noqa: E402
 
 
 def oracle_accuracy(envs, env_id: str, n_trials: int, seed: int = 0) -> float:
