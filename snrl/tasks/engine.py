@@ -166,6 +166,7 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         self._dt_s = np.full(n, spec.dt / 1000.0)
         self._fixation = np.full(n, spec.fixation_action, dtype=np.int64)
         self._started = False
+        self._prime()
 
     # ---- the bank of distinct trials and the pool ---------------------------------------
     def _set_bank(self, bank: Tensor, keys: Tensor, meta: Tensor) -> None:
@@ -207,9 +208,23 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         return rows, meta
 
     def _refill(self, need: int) -> None:
-        """Draw the next pool; add its new distinct trials to the bank."""
+        """Draw the next pool (its trials' bank ids)."""
         m = max(self.pool_size, need)
-        values = draw_trials(self.spec, self._gen, m)
+        self._pool = self._bank_ids(draw_trials(self.spec, self._gen, m))
+        self._cursor = 0
+
+    def _prime(self) -> None:
+        """Put the distinct trials of 10,000 draws (a generator of its own, seed 0) in the
+        bank before the first step, so that steps rarely build tables (a task with random
+        durations would otherwise keep finding rare trials for thousands of steps). The bank
+        holds no randomness of the env: seeded runs are the same with or without it."""
+        gen = torch.Generator(device=self.device).manual_seed(0)
+        self._bank_ids(draw_trials(self.spec, gen, _PROBE_TRIALS))
+
+    def _bank_ids(self, values: dict[str, Tensor]) -> Tensor:
+        """The bank ids of trials with these variables; new distinct trials are built and
+        added to the bank."""
+        m = int(next(iter(values.values())).shape[0])
         if self._keys is None:
             self._keys = sorted(values)
             self._bank_keys = torch.zeros(
@@ -236,8 +251,7 @@ class TaskVectorEnv(gym.vector.VectorEnv):
                 torch.cat([self._bank_keys, uniq[new]]),
                 torch.cat([self._bank_meta, meta]),
             )
-        self._pool = to_bank[inverse[u:]]
-        self._cursor = 0
+        return to_bank[inverse[u:]]
 
     def _compact(self) -> None:
         """Keep only the bank's trials that envs are in (a task with continuous variables)."""
