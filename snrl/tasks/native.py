@@ -71,6 +71,12 @@ def _cos_bump(theta: np.ndarray, centre: torch.Tensor, scale: torch.Tensor) -> t
     return torch.cos(th[None, :] - centre[:, None]) * scale[:, None] + 0.5
 
 
+def _check_ring(dim_ring: Any) -> int:
+    if isinstance(dim_ring, bool) or not isinstance(dim_ring, int) or dim_ring < 2:
+        raise UserError(f"dim_ring must be an integer >= 2, got {dim_ring!r}")
+    return dim_ring
+
+
 def _pick(table: np.ndarray, index: torch.Tensor) -> torch.Tensor:
     """``table[index]`` per trial, float64 on ``index``'s device."""
     return torch.as_tensor(table, dtype=torch.float64, device=index.device)[index.long()]
@@ -99,6 +105,7 @@ def perceptual_decision_making(
 ) -> TaskSpec:
     """Two-alternative motion discrimination (Britten et al., 1992)."""
     dt = _check_dt(dt)
+    dim_ring = _check_ring(dim_ring)
     theta = _ring(int(dim_ring), endpoint_trick=False)
     coh_list = list(cohs or [0, 6.4, 12.8, 25.6, 51.2])
     stim = tuple(range(1, dim_ring + 1))
@@ -188,6 +195,7 @@ def delay_match_sample(
 ) -> TaskSpec:
     """Delayed match-to-sample (Miller et al., 1996)."""
     dt = _check_dt(dt)
+    dim_ring = _check_ring(dim_ring)
     theta = _ring(int(dim_ring), endpoint_trick=True)
     stim = tuple(range(1, dim_ring + 1))
 
@@ -242,6 +250,7 @@ def context_decision_making(
     if not use_expl_context and impl_context_modality not in (0, 1):
         raise UserError(f"impl_context_modality must be 0 or 1, got {impl_context_modality!r}")
     contexts = [0, 1] if use_expl_context else [int(impl_context_modality)]
+    dim_ring = _check_ring(dim_ring)
     theta = _ring(int(dim_ring), endpoint_trick=True)
     mod1 = tuple(range(1, dim_ring + 1))
     mod2 = tuple(range(dim_ring + 1, 2 * dim_ring + 1))

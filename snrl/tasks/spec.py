@@ -123,6 +123,20 @@ class TruncExp:
 
 
 def as_duration(value: Any, name: str = "period") -> Duration:
+    """:func:`_as_duration`, refusing negative durations."""
+    dist = _as_duration(value, name)
+    low = {
+        Const: lambda d: d.ms,
+        Choice: lambda d: min(d.values),
+        Uniform: lambda d: min(d.lo, d.hi),
+        TruncExp: lambda d: min(d.lo, d.mean),
+    }.get(type(dist))
+    if low is not None and not low(dist) >= 0:
+        raise UserError(f"timing of {name!r} is {value!r}: durations are ms >= 0")
+    return dist
+
+
+def _as_duration(value: Any, name: str = "period") -> Duration:
     """A duration from NeuroGym's ``timing`` forms: a number (constant), a list of numbers
     (a choice), ``("uniform", (lo, hi))``, ``("choice", [...])``, ``("constant", ms)``,
     ``("truncated_exponential", (mean, lo, hi))``, NeuroGym's ``TruncExp`` object, or a

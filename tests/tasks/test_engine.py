@@ -124,6 +124,21 @@ def test_as_tensors():
             ),
             "cannot draw",
         ),
+        (
+            lambda: tasks.make_vector_env("GoNogo-v0", 2, env_kwargs={"timing": {"delay": -5}}),
+            "ms >= 0",
+        ),
+        (
+            lambda: tasks.make_vector_env(
+                "ContextDecisionMaking-v0", 2, env_kwargs={"dim_ring": 1}
+            ),
+            "dim_ring",
+        ),
+        (
+            lambda: tasks.make_vector_env("GoNogo-v0", 2, env_kwargs={"rewards": {"x": 1}}),
+            "abort, correct",
+        ),
+        (lambda: tasks.make_vector_env("GoNogo-v0", 2, env_kwargs={"dt": 0}), "dt must"),
     ],
 )
 def test_bad_input_is_a_user_error(call, match):
