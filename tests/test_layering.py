@@ -19,6 +19,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("networks",),
     ("learning",),
     ("envs",),
+    ("tasks",),
     ("trajectory",),
     ("buffers",),
     ("training",),

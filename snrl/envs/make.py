@@ -4,7 +4,10 @@
 as ``"GoNogo-v0"`` imports neurogym first, :mod:`snrl.envs.neurogym`), a gymnasium
 ``"module:EnvId"`` id (the module is imported first so it can register the id), or
 ``"module.path:ClassName"`` naming a user's own ``gymnasium.Env`` subclass, which is
-instantiated with the keyword arguments.
+instantiated with the keyword arguments. A module may also build vector envs itself: when
+it lists ``EnvId`` in ``VECTOR_ENV_IDS``, :func:`make_vector_env` calls its
+``make_vector_env`` and :func:`make_env` its ``make_env`` (``snrl.tasks:GoNogo-v0``: the
+batched task engine, docs/tasks.md).
 
 Where an env is expected (``make_env``, ``make_vector_env``, ``snrl.PPO(env)``, ...), snrl also
 takes Python objects (:func:`env_name` gives the name a config records for them):
@@ -118,13 +121,19 @@ def _gym_make(env_id: str, render_mode: str | None, kwargs: dict[str, Any]) -> g
         ) from e
 
 
+#: Modules of snrl itself that ``module:EnvId`` ids may name in a file (a run's config, a
+#: checkpoint) without ``--trust-env-module``: importing them runs no code the file brought.
+OWN_ENV_MODULES = frozenset({"snrl.tasks"})
+
+
 def check_env_id_trusted(
     env_id: object, *, source: str, trusted: bool = False, what: str = "env"
 ) -> None:
     """Refuse an env id read from a file (a checkpoint, a run's config) that would import
     a module: only registered gymnasium ids are made from what a file says, because a run
     directory someone sent you can ship the module it names. ``trusted`` (the user asked
-    for it: ``--trust-env-module``) lets ``module:Class`` through.
+    for it: ``--trust-env-module``) lets ``module:Class`` through; snrl's own modules
+    (:data:`OWN_ENV_MODULES`: ``snrl.tasks:GoNogo-v0``) always pass.
 
     The same rule guards every ``module:Name`` a file names: ``what="callback"`` checks a
     callback recorded by ``snrl train --callback`` (:mod:`snrl.callbacks`).
@@ -150,6 +159,8 @@ def check_env_id_trusted(
 
         return check_url_trusted(env_id, source=source)
     module = env_id.partition(":")[0]
+    if what == "env" and module in OWN_ENV_MODULES:
+        return  # snrl's own code, not the file's
     python = (
         "; in Python: load(..., trust_env_module=True) or load(..., env=...)"
         if what == "env"
@@ -399,6 +410,9 @@ def _make_env(env_id: Any, *, render_mode: str | None = None, **kwargs: Any) -> 
             f"{type(e).__name__}: {e} (fix the module)"
         ) from e
 
+    if attr in (getattr(module, "VECTOR_ENV_IDS", None) or ()):
+        # a module of batched envs (snrl.tasks): its own single env of the id
+        return module.make_env(attr, **kwargs)
     obj = getattr(module, attr, None)
     if obj is None:
         if attr in gym.registry:  # gymnasium's own "module:EnvId" form
@@ -511,6 +525,9 @@ def make_vector_env(
             f"env_kwargs {sorted(kwargs)} cannot be applied to an env instance (make the env "
             "with them, or pass a factory)"
         )
+    batched = _batched_vector_env(env_id, n_envs, seed, render_mode, kwargs, max_episode_steps)
+    if batched is not None:
+        return batched
     if asynchronous:
         # Build one env in this process first, so that construction errors surface as
         # UserError here rather than from a worker process.
@@ -541,6 +558,35 @@ def make_vector_env(
     if seed is not None:
         envs.action_space.seed(seed)
     return envs
+
+
+def _batched_vector_env(
+    env_id: Any,
+    n_envs: int,
+    seed: int | None,
+    render_mode: str | None,
+    kwargs: dict[str, Any],
+    max_episode_steps: int | None,
+) -> gym.vector.VectorEnv | None:
+    """The vector env of a ``module:EnvId`` whose module builds vector envs itself: it lists
+    ``EnvId`` in ``VECTOR_ENV_IDS`` and defines ``make_vector_env(env_id, num_envs, *, seed,
+    env_kwargs, max_episode_steps)`` returning a SAME_STEP vector env that records its
+    episodes (``final_info["episode"]``) — :mod:`snrl.tasks`. ``None`` for any other env, or
+    when frames are recorded (``render_mode``: single envs then)."""
+    if not isinstance(env_id, str) or ":" not in env_id or render_mode is not None:
+        return None
+    if env_id.startswith(("http://", "https://")):
+        return None
+    module_name, _, attr = env_id.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception:
+        return None  # make_env reports it, with the reason
+    if attr not in (getattr(module, "VECTOR_ENV_IDS", None) or ()):
+        return None
+    return module.make_vector_env(
+        attr, n_envs, seed=seed, env_kwargs=kwargs, max_episode_steps=max_episode_steps
+    )
 
 
 def _user_vector_env(

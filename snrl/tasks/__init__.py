@@ -1,0 +1,153 @@
+"""Batched trial-structured tasks in torch: ``N`` envs of a NeuroGym task stepped by one tensor
+op, on CPU or GPU, behind gymnasium's ``VectorEnv`` API (``SAME_STEP`` autoreset).
+
+Tasks are written once as a declarative trial spec (:mod:`snrl.tasks.spec`); the engine
+(:mod:`snrl.tasks.engine`) steps them; :mod:`snrl.tasks.native` holds NeuroGym's tasks under
+NeuroGym's ids. docs/tasks.md describes the spec, the tasks, where they deviate from NeuroGym
+and the speed.
+
+::
+
+    envs = snrl.tasks.make_vector_env("PerceptualDecisionMaking-v0", 1024, seed=0)
+    snrl train --env snrl.tasks:PerceptualDecisionMaking-v0      # PPO or DQN on the engine
+
+Importing this module registers the ids with snrl's env maker: ``snrl.tasks:<id>`` makes the
+batched vector env where snrl builds vector envs (training, evaluation), and NeuroGym's own env
+of the same id where it needs one env (rendering a rollout; that needs neurogym). A bare id
+(``--env PerceptualDecisionMaking-v0``) stays NeuroGym's, unchanged.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+from typing import Any
+
+import gymnasium as gym
+
+from snrl.envs.neurogym import INSTALL_LINE
+from snrl.errors import UserError
+from snrl.tasks.engine import TaskVectorEnv, default_episode_steps
+from snrl.tasks.native import TASKS
+from snrl.tasks.spec import TaskSpec, build_trials
+
+__all__ = [
+    "TASKS",
+    "VECTOR_ENV_IDS",
+    "TaskSpec",
+    "TaskVectorEnv",
+    "build_trials",
+    "default_episode_steps",
+    "make_env",
+    "make_spec",
+    "make_vector_env",
+]
+
+#: The ids this module builds vector envs for (read by :func:`snrl.envs.make_vector_env`).
+VECTOR_ENV_IDS = frozenset(TASKS)
+
+
+def _check_id(env_id: Any) -> str:
+    if not isinstance(env_id, str) or env_id not in TASKS:
+        import difflib
+
+        close = difflib.get_close_matches(str(env_id), list(TASKS), n=2, cutoff=0.6)
+        hint = (
+            "did you mean " + " or ".join(close) + "?" if close else "the ids: " + ", ".join(TASKS)
+        )
+        raise UserError(f"snrl.tasks has no task {env_id!r} ({hint})")
+    return env_id
+
+
+def make_spec(env_id: str, **kwargs: Any) -> TaskSpec:
+    """The spec of task ``env_id`` with NeuroGym's keyword arguments (``dt``, ``timing``,
+    ``rewards``, ``sigma`` ...).
+
+    Raises:
+        UserError: An unknown id or argument, a bad value.
+    """
+    factory = TASKS[_check_id(env_id)]
+    allowed = inspect.signature(factory).parameters
+    unknown = sorted(set(kwargs) - set(allowed))
+    if unknown:
+        raise UserError(
+            f"task {env_id} takes no argument {', '.join(unknown)} (its arguments: "
+            f"{', '.join(allowed)}, and device)"
+        )
+    try:
+        return factory(**kwargs)
+    except UserError:
+        raise
+    except (TypeError, ValueError, IndexError, KeyError) as e:
+        raise UserError(
+            f"task {env_id} with arguments {sorted(kwargs)}: {type(e).__name__}: {e} "
+            "(check the values)"
+        ) from e
+
+
+def make_vector_env(
+    env_id: str,
+    num_envs: int,
+    device: str = "cpu",
+    seed: int | None = 0,
+    *,
+    env_kwargs: dict[str, Any] | None = None,
+    max_episode_steps: int | None = None,
+    as_tensors: bool = False,
+) -> TaskVectorEnv:
+    """``num_envs`` envs of the batched task ``env_id`` as one gymnasium ``VectorEnv``.
+
+    Args:
+        env_id: A NeuroGym id of :data:`TASKS` (``"PerceptualDecisionMaking-v0"``).
+        num_envs: Number of envs.
+        device: Torch device of the tables and the step (``env_kwargs["device"]`` overrides).
+        seed: Seed of the first reset (``None``: fresh entropy).
+        env_kwargs: NeuroGym's keyword arguments of the task.
+        max_episode_steps: Steps per episode (``None``: 20 trials of mean length, as snrl
+            gives NeuroGym tasks).
+        as_tensors: Step returns torch tensors on ``device`` instead of numpy arrays.
+
+    Returns:
+        The vector env (SAME_STEP autoreset); the caller closes it.
+
+    Raises:
+        UserError: Unknown id or argument, a bad value, an unavailable device.
+    """
+    kwargs = dict(env_kwargs or {})
+    device = kwargs.pop("device", device)
+    spec = make_spec(env_id, **kwargs)
+    return TaskVectorEnv(
+        spec,
+        num_envs,
+        device=device,
+        seed=seed,
+        max_episode_steps=max_episode_steps,
+        as_tensors=as_tensors,
+    )
+
+
+def make_env(env_id: str, **kwargs: Any) -> gym.Env:
+    """One env of task ``env_id``, where snrl needs a single env (rendering a rollout, reading
+    the spaces): NeuroGym's own env of the same id, which the equivalence tests hold to be
+    the same task (``tests/tasks``). Options only the engine has (``device``) are dropped.
+
+    Raises:
+        UserError: neurogym is not installed, or an unknown id.
+    """
+    _check_id(env_id)
+    kwargs.pop("device", None)
+    if importlib.util.find_spec("neurogym") is None:
+        raise UserError(
+            f"snrl.tasks:{env_id} needs NeuroGym's env where one env is made (a rollout, a "
+            f"render); install it: {INSTALL_LINE}"
+        )
+    importlib.import_module("neurogym")
+    if kwargs.get("ties") == "second":  # NeuroGym's own tie rule
+        kwargs.pop("ties")
+    if "ties" in kwargs:
+        raise UserError(
+            f"ties={kwargs['ties']!r} exists only in the batched engine; one env of "
+            f"{env_id} is NeuroGym's (drop ties, or use ties='second')"
+        )
+    return gym.make(env_id, **kwargs)

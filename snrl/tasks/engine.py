@@ -1,0 +1,430 @@
+"""``N`` trial-task envs stepped by one tensor op: :class:`TaskVectorEnv`, a gymnasium
+``VectorEnv`` in ``SAME_STEP`` autoreset mode.
+
+How a step works. Trial variables are drawn in bulk (a *pool* of a few thousand trials at
+once, :func:`snrl.tasks.spec.draw_trials`). A trial's tables (observation, noise level,
+ground truth and, for every step and action, the reward, whether the trial ends and its
+performance; :func:`snrl.tasks.spec.trial_tables`) depend only on its variables, and NeuroGym's
+tasks have few distinct trials (their durations are whole steps, their conditions lists), so
+the engine keeps a *bank* of the distinct trials' tables, built once each, and an env is a
+pointer into it: ``(trial, step)``. A step is two row gathers and a column gather; the envs
+whose trial ended point at the next trials of the pool; the observation noise is drawn per
+step (the same independent Gaussian per step and channel as NeuroGym's per-trial draw). No
+Python loop runs over envs, and no rule is evaluated per step. A bank that outgrows
+:data:`BANK_FLOATS` (tasks with continuous variables) is rebuilt from the trials in use.
+
+What it returns matches ``snrl.envs.make_vector_env`` on a NeuroGym id (docs/tasks.md):
+
+* ``obs`` float32 ``(N, C)``, ``reward`` float64, ``terminated`` (always False) and
+  ``truncated`` (the episode's step limit) bool, as numpy arrays (torch tensors with
+  ``as_tensors=True``);
+* infos as snrl's ``TrialInfo`` on a NeuroGym task gives them, batched: ``gt``, ``new_trial``,
+  and where a trial ended ``performance``, ``trial_periods`` ({period: (N, 2) s}) and
+  ``trial_start`` (``conditions``, ``t0``, ``dt``, ``fixation``), each with its ``_key`` mask;
+* where an episode ended: ``final_obs`` (object array), ``final_info`` (the step's infos with
+  ``episode`` = {``r``, ``l``, ``t``}, as gymnasium's ``RecordEpisodeStatistics``), masks.
+
+A reset, like NeuroGym's, takes one step of the new trial itself with the last action
+(NeuroGym samples it from an action space seeded 0, which gives ``n - 1``); the agent starts
+at the trial's second step.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.vector.utils import batch_space
+from torch import Tensor
+
+from snrl.envs.neurogym import TRIALS_PER_EPISODE
+from snrl.errors import UserError
+from snrl.tasks.spec import TaskSpec, build_trials, draw_trials, trial_tables
+
+__all__ = ["TaskVectorEnv", "default_episode_steps"]
+
+
+#: Floats the bank of distinct trials may hold before it is rebuilt from the trials in use.
+BANK_FLOATS = 1 << 25
+_PROBE_TRIALS = 10_000  # trials drawn (seed 0) to estimate the mean trial length
+
+
+def _unique_rows(keys: Tensor) -> tuple[Tensor, Tensor]:
+    """``torch.unique(keys, dim=0, return_inverse=True)``, the distinct rows in any order:
+    each column's values coded as integers, the codes of a row combined into one int64 (when
+    the numbers of distinct values multiply to less than 2**62), then a 1-D unique, which
+    is ten times faster than ``unique_dim``."""
+    codes = torch.zeros(keys.shape[0], dtype=torch.int64, device=keys.device)
+    radix = 1
+    for j in range(keys.shape[1]):
+        values, inverse = torch.unique(keys[:, j], return_inverse=True)
+        codes += inverse * radix
+        radix *= int(values.numel())
+        if radix >= 1 << 62:
+            return torch.unique(keys, dim=0, return_inverse=True)
+    distinct, inverse = torch.unique(codes, return_inverse=True)
+    order = torch.arange(keys.shape[0], device=keys.device)
+    first = torch.full((distinct.numel(),), keys.shape[0], dtype=torch.int64, device=keys.device)
+    first = first.scatter_reduce(0, inverse, order, reduce="amin")
+    return keys[first], inverse
+
+
+def default_episode_steps(spec: TaskSpec, trials: int = TRIALS_PER_EPISODE) -> int:
+    """``trials`` trials of mean length (the mean over 10,000 trials drawn with seed 0): the
+    step limit of an episode, as snrl gives a NeuroGym task."""
+    gen = torch.Generator().manual_seed(0)
+    probe = build_trials(spec, gen, _PROBE_TRIALS, noise=False)
+    return max(1, int(np.ceil(trials * float(probe.length.double().mean()))))
+
+
+class TaskVectorEnv(gym.vector.VectorEnv):
+    """``num_envs`` envs of one batched task (see the module docstring).
+
+    Args:
+        spec: The task.
+        num_envs: Number of envs.
+        device: Where the tables live and the steps run (``"cpu"``, ``"cuda"``).
+        seed: Seed of the first :meth:`reset` without one (``None``: fresh entropy).
+        max_episode_steps: Steps per episode (``None``: :func:`default_episode_steps`).
+        pool_size: Trials drawn at once (``None``: ``max(4 * num_envs, 1024)``).
+        as_tensors: Return torch tensors on ``device`` instead of numpy arrays (obs, reward,
+            terminated, truncated; the infos stay numpy).
+    """
+
+    metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
+
+    def __init__(
+        self,
+        spec: TaskSpec,
+        num_envs: int,
+        *,
+        device: str | torch.device = "cpu",
+        seed: int | None = None,
+        max_episode_steps: int | None = None,
+        pool_size: int | None = None,
+        as_tensors: bool = False,
+    ) -> None:
+        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+            raise UserError(f"num_envs must be an integer >= 1, got {num_envs!r}")
+        if max_episode_steps is not None and max_episode_steps < 1:
+            raise UserError(f"max_episode_steps must be >= 1, got {max_episode_steps!r}")
+        try:
+            self.device = torch.device(device)
+            torch.empty(0, device=self.device)
+        except (RuntimeError, AssertionError) as e:
+            raise UserError(f"device {device!r} is not available ({e}; use 'cpu')") from None
+        self.spec = spec
+        self.num_envs = num_envs
+        self.as_tensors = as_tensors
+        self.metadata = {**self.metadata, "dt": spec.dt / 1000.0}
+        self.single_observation_space = gym.spaces.Box(
+            -np.inf, np.inf, shape=(spec.n_obs,), dtype=np.float32
+        )
+        self.single_action_space = gym.spaces.Discrete(spec.n_act)
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self.max_episode_steps = (
+            default_episode_steps(spec) if max_episode_steps is None else int(max_episode_steps)
+        )
+        self.pool_size = max(int(pool_size or max(4 * num_envs, 1024)), num_envs)
+        self._seed = seed
+        self._gen = torch.Generator(device=self.device)
+        self._names = spec.period_names
+        self._reported = list(spec.reported)
+        self._noisy = bool(spec.noise)
+        c, a = spec.n_obs, spec.n_act
+        self._c = c
+        #: a bank row: obs (C), noise std (C), zeros to a multiple of 4, then (reward, ends,
+        #: performance, gt) per action: seen as blocks of 4 floats, a step's outcome for one
+        #: action is one block, fetched by one index_select
+        self._head = -(-2 * c // 4) * 4
+        self._width = self._head + 4 * a
+        self._quads = self._width // 4
+        n = num_envs
+        dev = self.device
+        self._keys: list[str] | None = None
+        self._bank_keys = torch.zeros(0, 0, dtype=torch.float64, device=dev)
+        self._bank = torch.zeros(0, 1, self._width, device=dev)  # (U, T, W)
+        self._flat = self._bank.view(0, self._width)
+        self._quad = self._bank.view(0, 4)
+        self._bank_meta = torch.zeros(
+            0, 2 * len(self._names) + len(self._reported) + 1, dtype=torch.float64, device=dev
+        )
+        self._pool = torch.zeros(0, dtype=torch.int64, device=dev)  # bank ids drawn ahead
+        self._cursor = 0
+        self._id = torch.zeros(n, dtype=torch.int64, device=dev)  # each env's trial (bank id)
+        self._base = torch.zeros(n, dtype=torch.int64, device=dev)  # its first row in _flat
+        self._base_q = torch.zeros(n, dtype=torch.int64, device=dev)  # its first block in _quad
+        self._t = torch.zeros(n, dtype=torch.int64, device=dev)  # its step in the trial
+        self._perf = torch.zeros(n, device=dev)  # its trial's performance so far
+        self._ep_return = torch.zeros(n, dtype=torch.float64, device=dev)
+        self._ep_steps = 0  # every env's episode starts at reset and ends at the step limit
+        self._ep_start = 0.0
+        self._dt_s = np.full(n, spec.dt / 1000.0)
+        self._fixation = np.full(n, spec.fixation_action, dtype=np.int64)
+        self._started = False
+        self._prime()
+
+    # ---- the bank of distinct trials and the pool ---------------------------------------
+    def _set_bank(self, bank: Tensor, keys: Tensor, meta: Tensor) -> None:
+        self._bank, self._bank_keys, self._bank_meta = bank, keys, meta
+        self._flat = bank.view(-1, self._width)
+        self._quad = bank.view(-1, 4)
+        # the rewards again as float64, rounded to 1e-6 once here (the table is float32:
+        # -0.1 is stored as -0.100000001; 1e-6 is finer than float32 resolves above 8), so
+        # NeuroGym's reward table comes back exact; indexed by the same block numbers
+        self._reward64 = self._quad[:, 0].double().mul_(1e6).round_().div_(1e6)
+        self._base = self._id * bank.shape[1]
+        self._base_q = self._base * self._quads + self._head // 4
+        # what the infos report of each bank trial, as numpy (read on the host every step)
+        p = len(self._names)
+        host = meta.cpu().numpy()
+        self._bounds_np = np.ascontiguousarray(
+            (host[:, : 2 * p] / 1000.0).reshape(-1, 2, p).transpose(0, 2, 1)
+        )
+        self._cond_np = [
+            (name, host[:, 2 * p + j].astype(np.int64 if kind is int else np.float64))
+            for j, (name, kind) in enumerate(self.spec.reported.items())
+        ]
+
+    def _rows_of(self, values: dict[str, Tensor], steps: int) -> tuple[Tensor, Tensor]:
+        """Bank rows (m, T, W) and meta (m, M) of trials with these variables."""
+        tr = trial_tables(self.spec, values, steps=steps)
+        m, width = tr.obs.shape[:2]
+        per_action = torch.cat(
+            [
+                tr.outcome,
+                tr.gt[..., None, None].to(torch.float32).expand(m, width, self.spec.n_act, 1),
+            ],
+            dim=-1,
+        )
+        pad = tr.obs.new_zeros(m, width, self._head - 2 * self._c)
+        rows = torch.cat([tr.obs, tr.noise_std, pad, per_action.reshape(m, width, -1)], dim=-1)
+        cond = [tr.values[k] for k in self._reported]
+        meta = torch.stack([*tr.start.T, *tr.end.T, *cond, tr.length.to(torch.float64)], dim=1)
+        return rows, meta
+
+    def _refill(self, need: int) -> None:
+        """Draw the next pool (its trials' bank ids)."""
+        m = max(self.pool_size, need)
+        self._pool = self._bank_ids(draw_trials(self.spec, self._gen, m))
+        self._cursor = 0
+
+    def _prime(self) -> None:
+        """Put the distinct trials of 10,000 draws (a generator of its own, seed 0) in the
+        bank before the first step, so that steps rarely build tables (a task with random
+        durations would otherwise keep finding rare trials for thousands of steps). The bank
+        holds no randomness of the env: seeded runs are the same with or without it."""
+        gen = torch.Generator(device=self.device).manual_seed(0)
+        self._bank_ids(draw_trials(self.spec, gen, _PROBE_TRIALS))
+
+    def _bank_ids(self, values: dict[str, Tensor]) -> Tensor:
+        """The bank ids of trials with these variables; new distinct trials are built and
+        added to the bank."""
+        m = int(next(iter(values.values())).shape[0])
+        if self._keys is None:
+            self._keys = sorted(values)
+            self._bank_keys = torch.zeros(
+                0, len(self._keys), dtype=torch.float64, device=self.device
+            )
+        keys = torch.stack([values[k] for k in self._keys], dim=1)
+        if self._bank.numel() + m * self._bank.shape[1] * self._width > BANK_FLOATS:
+            self._compact()
+        u = self._bank_keys.shape[0]
+        uniq, inverse = _unique_rows(torch.cat([self._bank_keys, keys]))
+        to_bank = torch.full((uniq.shape[0],), -1, dtype=torch.int64, device=self.device)
+        to_bank[inverse[:u]] = torch.arange(u, device=self.device)
+        new = (to_bank < 0).nonzero()[:, 0]
+        if new.numel():
+            to_bank[new] = u + torch.arange(new.numel(), device=self.device)
+            fresh = {k: uniq[new, j] for j, k in enumerate(self._keys)}
+            rows, meta = self._rows_of(fresh, self._bank.shape[1])
+            bank = self._bank
+            if rows.shape[1] > bank.shape[1]:  # a longer trial than any before: widen
+                pad = rows.shape[1] - bank.shape[1]
+                bank = torch.cat([bank, bank.new_zeros(u, pad, self._width)], dim=1)
+            self._set_bank(
+                torch.cat([bank, rows]),
+                torch.cat([self._bank_keys, uniq[new]]),
+                torch.cat([self._bank_meta, meta]),
+            )
+        return to_bank[inverse[u:]]
+
+    def _compact(self) -> None:
+        """Keep only the bank's trials that envs are in (a task with continuous variables)."""
+        keep, self._id = torch.unique(self._id, return_inverse=True)
+        self._set_bank(self._bank[keep].contiguous(), self._bank_keys[keep], self._bank_meta[keep])
+        self._pool = self._pool[:0]
+
+    def _load(self, idx: Tensor) -> None:
+        """The next trials of the pool into the envs ``idx`` (their step goes to 0)."""
+        k = int(idx.numel())
+        if k == 0:
+            return
+        if self._cursor + k > self._pool.numel():
+            self._refill(k)
+        new = self._pool[self._cursor : self._cursor + k]
+        self._cursor += k
+        self._id.index_copy_(0, idx, new)
+        base = new * self._bank.shape[1]
+        self._base.index_copy_(0, idx, base)
+        self._base_q.index_copy_(0, idx, base * self._quads + self._head // 4)
+        self._t.index_fill_(0, idx, 0)
+        self._perf.index_fill_(0, idx, 0.0)
+
+    def _start_episodes(self, idx: Tensor) -> None:
+        """New episodes in the envs ``idx``: a new trial, and NeuroGym's reset step."""
+        self._load(idx)
+        quad = self._quad.index_select(0, self._base_q[idx] + (self.spec.n_act - 1))
+        ends = quad[:, 1] > 0.5
+        self._t.index_fill_(0, idx, 1)
+        if bool(ends.any()):  # the reset step ended the trial (abort): the next one, at 0
+            self._load(idx[ends])
+        self._ep_return.index_fill_(0, idx, 0.0)
+        self._ep_steps = 0
+        self._ep_start = time.perf_counter()
+
+    def _obs(self) -> Tensor:
+        row = self._flat.index_select(0, self._base + self._t)
+        obs = row[:, : self._c]
+        if self._noisy:
+            eps = torch.randn(obs.shape, generator=self._gen, device=self.device)
+            obs = obs + eps.mul_(row[:, self._c : 2 * self._c])
+        return obs
+
+    # ---- gymnasium API ------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset every env (a new episode, a new trial).
+
+        Args:
+            seed: Seeds the task's generator (an int; a list uses its first entry, gymnasium's
+                per-env seeds). ``None``: the constructor's seed at the first reset, else the
+                generator goes on.
+            options: Unused (gymnasium's signature).
+        """
+        # inference mode: no autograd bookkeeping on the ~20 small ops of a call (~12 %)
+        with torch.inference_mode():
+            obs, infos = self._reset(seed)
+        return (obs.clone() if self.as_tensors else obs.cpu().numpy()), infos
+
+    def _reset(self, seed: int | list[int] | None) -> tuple[Tensor, dict[str, Any]]:
+        if isinstance(seed, (list, tuple)):
+            seed = seed[0] if seed else None
+        if seed is None and not self._started:
+            seed = self._seed
+        if seed is not None:
+            self._gen.manual_seed(int(seed))
+            self.action_space.seed(int(seed))
+            self._pool = self._pool[:0]  # the bank stays: it holds no randomness
+        elif not self._started:
+            self._gen.seed()
+        self._started = True
+        self._start_episodes(torch.arange(self.num_envs, device=self.device))
+        infos = self._trial_start({}, np.ones(self.num_envs, dtype=bool))
+        return self._obs(), infos
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """One step of every env (see the module docstring)."""
+        with torch.inference_mode():
+            obs, reward, done, infos = self._step(actions)
+        if self.as_tensors:  # clones: tensors made in inference mode cannot enter autograd
+            truncated = torch.as_tensor(done, device=self.device)
+            return obs.clone(), reward.clone(), torch.zeros_like(truncated), truncated, infos
+        return obs.cpu().numpy(), reward.cpu().numpy(), np.zeros_like(done), done, infos
+
+    def _step(self, actions: Any) -> tuple[Tensor, Tensor, np.ndarray, dict[str, Any]]:
+        if not self._started:
+            raise UserError("step() before reset() (call envs.reset() first)")
+        if isinstance(actions, Tensor):
+            a = actions.to(self.device, torch.int64).reshape(-1)
+            lo, hi = (int(x) for x in torch.aminmax(a)) if a.numel() else (0, 0)
+        else:
+            arr = np.asarray(actions).reshape(-1)
+            lo, hi = (int(arr.min()), int(arr.max())) if arr.size else (0, 0)
+            a = torch.from_numpy(arr.astype(np.int64, copy=False)).to(self.device)
+        if a.numel() != self.num_envs:
+            raise UserError(f"step() got {a.numel()} actions for {self.num_envs} envs")
+        if lo < 0 or hi >= self.spec.n_act:
+            raise UserError(f"actions must be in [0, {self.spec.n_act}), got {a.tolist()[:8]}")
+        block = torch.add(self._base_q, self._t, alpha=self._quads).add_(a)
+        picked = self._quad.index_select(0, block)  # (N, 4): reward, ends, performance, gt
+        reward = self._reward64.index_select(0, block)
+        ends = picked[:, 1] > 0.5
+        perf = torch.maximum(self._perf, picked[:, 2], out=self._perf)
+        self._ep_return += reward
+        self._ep_steps += 1
+        self._t += 1
+        new_np = ends.cpu().numpy()
+        any_new = bool(new_np.any())
+        infos: dict[str, Any] = {
+            "gt": picked[:, 3].to(torch.int64).cpu().numpy(),
+            "new_trial": new_np,
+        }
+        if any_new:
+            infos["performance"] = perf.cpu().numpy().copy()
+            infos["_performance"] = new_np
+            infos["trial_periods"] = self._periods()
+            infos["_trial_periods"] = new_np
+            self._load(ends.nonzero()[:, 0])
+        obs = self._obs()
+        if self._ep_steps >= self.max_episode_steps:
+            infos = self._end_episodes(infos, obs)
+            obs = self._obs()
+            done = np.ones(self.num_envs, dtype=bool)
+            infos = self._trial_start(infos, done)
+        else:
+            done = np.zeros(self.num_envs, dtype=bool)
+            if any_new:
+                infos = self._trial_start(infos, new_np)
+        return obs, reward, done, infos
+
+    def _end_episodes(self, infos: dict[str, Any], obs: Tensor) -> dict[str, Any]:
+        """Every env's episode ends at this step (they all started at the same reset)."""
+        n = self.num_envs
+        done = np.ones(n, dtype=bool)
+        final_obs = np.empty(n, dtype=object)
+        final_obs[:] = list(obs.cpu().numpy().copy())
+        episode = {
+            "r": self._ep_return.cpu().numpy().copy(),
+            "l": np.full(n, self._ep_steps, dtype=np.int64),
+            "t": np.full(n, round(time.perf_counter() - self._ep_start, 6)),
+        }
+        final_info = {**infos, "episode": episode, "_episode": done}
+        self._start_episodes(torch.arange(n, device=self.device))
+        return {
+            **infos,
+            "final_obs": final_obs,
+            "_final_obs": done,
+            "final_info": final_info,
+            "_final_info": done,
+        }
+
+    def _periods(self) -> dict[str, np.ndarray]:
+        """Period bounds (s) of the envs' current trials: {period: (N, 2)}."""
+        bounds = np.take(self._bounds_np, self._id.cpu().numpy(), axis=0)
+        return {name: bounds[:, i] for i, name in enumerate(self._names)}
+
+    def _trial_start(self, infos: dict[str, Any], mask: np.ndarray) -> dict[str, Any]:
+        ids = self._id.cpu().numpy()
+        infos["trial_start"] = {
+            "conditions": {name: np.take(col, ids) for name, col in self._cond_np},
+            "t0": self._t.cpu().numpy() * self._dt_s,
+            "dt": self._dt_s,
+            "fixation": self._fixation,
+        }
+        infos["_trial_start"] = mask
+        return infos
+
+    # ---- what snrl reads of a trial task ------------------------------------------------
+    @property
+    def dt(self) -> float:
+        """The task step, ms (NeuroGym's unit)."""
+        return float(self.spec.dt)
+
+    def close_extras(self, **kwargs: Any) -> None:  # noqa: D102
+        self._pool = self._pool[:0]

@@ -1,0 +1,595 @@
+"""NeuroGym's tasks as batched specs: the same timing, channels, noise and rewards as
+neurogym 2.3.1's classes of the same names (Molano-Mazon et al., 2022), written as data for
+:func:`snrl.tasks.spec.build_trials`. Each factory takes NeuroGym's keyword arguments.
+
+Where NeuroGym departs from the paper its task cites, the paper's definition is used (and
+docs/tasks.md says so):
+
+* GoNogo: a no-go trial the agent rightly withholds reports performance 1 (NeuroGym 2.3.1
+  reports 0: ``TrialEnv.step`` zeroes the performance ``_new_trial`` set).
+* IntervalDiscrimination: the two intervals always differ (Genovesio et al., 2009, compare
+  two different durations); NeuroGym labels a tie "the second is longer". Here a tie is
+  redrawn (``ties="redraw"``); ``ties="second"`` keeps NeuroGym's labels.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from snrl.errors import UserError
+from snrl.tasks.spec import (
+    ChoiceRule,
+    Draw,
+    Duration,
+    Noise,
+    Period,
+    ProductionRule,
+    Rewards,
+    Show,
+    Target,
+    TaskSpec,
+    Uniform,
+    as_duration,
+)
+from snrl.tasks.spec import TruncExp as _TruncExp
+
+__all__ = ["TASKS"]
+
+#: NeuroGym's reward table of most tasks
+_DEFAULT_REWARDS = {"abort": -0.1, "correct": 1.0, "fail": 0.0}
+
+
+def _timing(
+    task: str, defaults: Mapping[str, Any], user: Mapping[str, Any] | None
+) -> dict[str, Duration]:
+    table = dict(defaults)
+    for key, value in (user or {}).items():
+        if key not in table:
+            raise UserError(
+                f"{task} has no period {key!r} in timing (its periods: {', '.join(table)})"
+            )
+        table[key] = value
+    return {k: as_duration(v, k) for k, v in table.items()}
+
+
+def _ring(n: int, endpoint_trick: bool) -> np.ndarray:
+    """NeuroGym's preferred directions: ``linspace(0, 2 pi, n, endpoint=False)`` or
+    ``linspace(0, 2 pi, n + 1)[:-1]`` (the same numbers, two spellings)."""
+    if endpoint_trick:
+        return np.linspace(0, 2 * np.pi, n + 1)[:-1]
+    return np.linspace(0, 2 * np.pi, n, endpoint=False)
+
+
+def _cos_bump(theta: np.ndarray, centre: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """``cos(theta - centre) * scale + 0.5`` per trial: (n, len(theta)) float64."""
+    th = torch.as_tensor(theta, dtype=torch.float64, device=centre.device)
+    return torch.cos(th[None, :] - centre[:, None]) * scale[:, None] + 0.5
+
+
+def _check_ring(dim_ring: Any) -> int:
+    if isinstance(dim_ring, bool) or not isinstance(dim_ring, int) or dim_ring < 2:
+        raise UserError(f"dim_ring must be an integer >= 2, got {dim_ring!r}")
+    return dim_ring
+
+
+def _pick(table: np.ndarray, index: torch.Tensor) -> torch.Tensor:
+    """``table[index]`` per trial, float64 on ``index``'s device."""
+    return torch.as_tensor(table, dtype=torch.float64, device=index.device)[index.long()]
+
+
+def _check_sigma(sigma: Any) -> float:
+    if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or sigma < 0:
+        raise UserError(f"sigma must be a number >= 0, got {sigma!r}")
+    return float(sigma)
+
+
+def _check_dt(dt: Any) -> float:
+    if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not dt > 0:
+        raise UserError(f"dt must be a number of ms > 0, got {dt!r}")
+    return float(dt)
+
+
+def perceptual_decision_making(
+    dt: float = 100,
+    dim_ring: int = 2,
+    rewards: Mapping[str, float] | None = None,
+    timing: Mapping[str, Any] | None = None,
+    cohs: list[float] | None = None,
+    sigma: float = 1.0,
+    abort: bool = False,
+) -> TaskSpec:
+    """Two-alternative motion discrimination (Britten et al., 1992)."""
+    dt = _check_dt(dt)
+    dim_ring = _check_ring(dim_ring)
+    theta = _ring(int(dim_ring), endpoint_trick=False)
+    coh_list = list(cohs or [0, 6.4, 12.8, 25.6, 51.2])
+    stim = tuple(range(1, dim_ring + 1))
+
+    def conditions(d: Draw) -> None:
+        d.choice("ground_truth", list(range(dim_ring)))
+        d.choice("coh", coh_list)
+
+    return TaskSpec(
+        name="PerceptualDecisionMaking-v0",
+        dt=dt,
+        obs_names={"fixation": 0, "stimulus": list(stim)},
+        act_names={"fixation": 0, "choice": list(stim)},
+        n_obs=1 + dim_ring,
+        n_act=1 + dim_ring,
+        conditions=conditions,
+        reported={"ground_truth": int, "coh": float},
+        periods=(Period("fixation"), Period("stimulus"), Period("delay"), Period("decision")),
+        timing=_timing(
+            "PerceptualDecisionMaking",
+            {"fixation": 100, "stimulus": 2000, "delay": 0, "decision": 100},
+            timing,
+        ),
+        shows=(
+            Show(1.0, (0,), ("fixation",)),
+            Show(
+                lambda v: _cos_bump(theta, _pick(theta, v["ground_truth"]), v["coh"] / 200),
+                stim,
+                ("stimulus",),
+            ),
+        ),
+        noise=(Noise(_check_sigma(sigma) / math.sqrt(dt), ("stimulus",), stim),),
+        targets=(Target(lambda v: v["ground_truth"] + 1, "decision"),),
+        rule=ChoiceRule(abort_ends=bool(abort)),
+        rewards=Rewards.merged(_DEFAULT_REWARDS, rewards),
+    )
+
+
+def go_nogo(
+    dt: float = 100,
+    rewards: Mapping[str, float] | None = None,
+    timing: Mapping[str, Any] | None = None,
+) -> TaskSpec:
+    """Go/no-go with a delayed response (Zhang et al., 2019, eLife)."""
+    dt = _check_dt(dt)
+    table = Rewards.merged({"abort": -0.1, "correct": 1.0, "fail": -0.5, "miss": -0.5}, rewards)
+
+    def conditions(d: Draw) -> None:
+        d.choice("ground_truth", [0, 1])
+
+    return TaskSpec(
+        name="GoNogo-v0",
+        dt=dt,
+        obs_names={"fixation": 0, "nogo": 1, "go": 2},
+        act_names={"fixation": 0, "go": 1},
+        n_obs=3,
+        n_act=2,
+        conditions=conditions,
+        reported={"ground_truth": int},
+        periods=(Period("fixation"), Period("stimulus"), Period("delay"), Period("decision")),
+        timing=_timing(
+            "GoNogo", {"fixation": 0, "stimulus": 500, "delay": 500, "decision": 500}, timing
+        ),
+        shows=(
+            Show(1.0, (0,)),
+            Show(lambda v: 1.0 - v["ground_truth"], (1,), ("stimulus",)),
+            Show(lambda v: v["ground_truth"], (2,), ("stimulus",)),
+            Show(0.0, (0, 1, 2), ("decision",), mode="set"),
+        ),
+        noise=(),
+        targets=(Target(lambda v: v["ground_truth"], "decision"),),
+        rule=ChoiceRule(
+            timeout_reward=lambda v: table.miss * v["ground_truth"],
+            # the paper's definition: withholding on a no-go trial is correct
+            timeout_performance=lambda v: 1.0 - v["ground_truth"],
+        ),
+        rewards=table,
+    )
+
+
+def delay_match_sample(
+    dt: float = 100,
+    rewards: Mapping[str, float] | None = None,
+    timing: Mapping[str, Any] | None = None,
+    sigma: float = 1.0,
+    dim_ring: int = 2,
+) -> TaskSpec:
+    """Delayed match-to-sample (Miller et al., 1996)."""
+    dt = _check_dt(dt)
+    dim_ring = _check_ring(dim_ring)
+    theta = _ring(int(dim_ring), endpoint_trick=True)
+    stim = tuple(range(1, dim_ring + 1))
+
+    def conditions(d: Draw) -> None:
+        gt = d.choice("ground_truth", [1, 2])
+        sample = d.choice("sample_theta", list(theta))
+        d.set(
+            "test_theta", torch.where(gt == 1, sample, torch.remainder(sample + np.pi, 2 * np.pi))
+        )
+
+    half = lambda v: torch.full_like(v["ground_truth"], 0.5)  # noqa: E731
+    return TaskSpec(
+        name="DelayMatchSample-v0",
+        dt=dt,
+        obs_names={"fixation": 0, "stimulus": list(stim)},
+        act_names={"fixation": 0, "match": 1, "non-match": 2},
+        n_obs=1 + dim_ring,
+        n_act=3,
+        conditions=conditions,
+        reported={"ground_truth": int, "sample_theta": float, "test_theta": float},
+        periods=tuple(Period(p) for p in ("fixation", "sample", "delay", "test", "decision")),
+        timing=_timing(
+            "DelayMatchSample",
+            {"fixation": 300, "sample": 500, "delay": 1000, "test": 500, "decision": 900},
+            timing,
+        ),
+        shows=(
+            Show(1.0, (0,)),
+            Show(0.0, (0,), ("decision",), mode="set"),
+            Show(lambda v: _cos_bump(theta, v["sample_theta"], half(v)), stim, ("sample",)),
+            Show(lambda v: _cos_bump(theta, v["test_theta"], half(v)), stim, ("test",)),
+        ),
+        noise=(Noise(_check_sigma(sigma) / math.sqrt(dt), ("sample", "test"), stim),),
+        targets=(Target(lambda v: v["ground_truth"], "decision"),),
+        rule=ChoiceRule(),
+        rewards=Rewards.merged(_DEFAULT_REWARDS, rewards),
+    )
+
+
+def context_decision_making(
+    dt: float = 100,
+    use_expl_context: bool = False,
+    impl_context_modality: int = 0,
+    dim_ring: int = 2,
+    rewards: Mapping[str, float] | None = None,
+    timing: Mapping[str, Any] | None = None,
+    sigma: float = 1.0,
+    abort: bool = False,
+) -> TaskSpec:
+    """Context-dependent integration of one of two modalities (Mante et al., 2013)."""
+    dt = _check_dt(dt)
+    if not use_expl_context and impl_context_modality not in (0, 1):
+        raise UserError(f"impl_context_modality must be 0 or 1, got {impl_context_modality!r}")
+    contexts = [0, 1] if use_expl_context else [int(impl_context_modality)]
+    dim_ring = _check_ring(dim_ring)
+    theta = _ring(int(dim_ring), endpoint_trick=True)
+    mod1 = tuple(range(1, dim_ring + 1))
+    mod2 = tuple(range(dim_ring + 1, 2 * dim_ring + 1))
+    names: dict[str, Any] = {"fixation": 0}
+    names.update({f"stim{i + 1}_mod1": i + 1 for i in range(dim_ring)})
+    names.update({f"stim{i + 1}_mod2": i + 1 + dim_ring for i in range(dim_ring)})
+    if use_expl_context:
+        names.update({"context1": 1 + 2 * dim_ring, "context2": 2 + 2 * dim_ring})
+
+    def conditions(d: Draw) -> None:
+        choices = list(range(1, dim_ring + 1))
+        gt = d.choice("ground_truth", choices)
+        other = d.choice("other_choice", choices)
+        ctx = d.choice("context", contexts)
+        d.choice("coh_1", [5, 15, 50])
+        d.choice("coh_2", [5, 15, 50])
+        d.set("_choice_1", torch.where(ctx == 1, other, gt))
+        d.set("_choice_2", torch.where(ctx == 1, gt, other))
+
+    def bump(which: int) -> Callable[[Mapping[str, torch.Tensor]], torch.Tensor]:
+        def value(v: Mapping[str, torch.Tensor]) -> torch.Tensor:
+            centre = _pick(theta, v[f"_choice_{which}"] - 1)
+            return _cos_bump(theta, centre, v[f"coh_{which}"] / 200)
+
+        return value
+
+    shows = [
+        Show(1.0, (0,), ("fixation",)),
+        Show(bump(1), mod1, ("stimulus",)),
+        Show(bump(2), mod2, ("stimulus",)),
+        Show(0.0, tuple(range(1 + 2 * dim_ring)), ("decision",), mode="set"),
+    ]
+    if use_expl_context:
+        c1 = 1 + 2 * dim_ring
+        shows.append(Show(lambda v: 1.0 - v["context"], (c1,)))
+        shows.append(Show(lambda v: v["context"], (c1 + 1,)))
+    return TaskSpec(
+        name="ContextDecisionMaking-v0",
+        dt=dt,
+        obs_names=names,
+        act_names={"fixation": 0, "choice": list(range(1, dim_ring + 1))},
+        n_obs=len(names),
+        n_act=1 + dim_ring,
+        conditions=conditions,
+        reported={
+            "ground_truth": int,
+            "other_choice": int,
+            "context": int,
+            "coh_1": int,
+            "coh_2": int,
+        },
+        periods=(Period("fixation"), Period("stimulus"), Period("delay"), Period("decision")),
+        timing=_timing(
+            "ContextDecisionMaking",
+            {
+                "fixation": 300,
+                "stimulus": 750,
+                "delay": _TruncExp(600, 300, 3000),
+                "decision": 100,
+            },
+            timing,
+        ),
+        shows=tuple(shows),
+        noise=(Noise(_check_sigma(sigma) / math.sqrt(dt), ("stimulus",), mod1 + mod2),),
+        targets=(Target(lambda v: v["ground_truth"], "decision"),),
+        rule=ChoiceRule(abort_ends=bool(abort)),
+        rewards=Rewards.merged(_DEFAULT_REWARDS, rewards),
+    )
+
+
+def delay_comparison(
+    dt: float = 100,
+    vpairs: list[tuple[float, float]] | None = None,
+    rewards: Mapping[str, float] | None = None,
+    timing: Mapping[str, Any] | None = None,
+    sigma: float = 1.0,
+) -> TaskSpec:
+    """Compare two vibration frequencies across a delay (Romo et al., 1999)."""
+    dt = _check_dt(dt)
+    pairs = np.asarray(vpairs or [(18, 10), (22, 14), (26, 18), (30, 22), (34, 26)], float)
+    vmin, vmax = float(pairs.min()), float(pairs.max())
+
+    def conditions(d: Draw) -> None:
+        gt = d.choice("ground_truth", [1, 2])
+        k = d.choice("_vpair", list(range(len(pairs)))).long()
+        table = torch.as_tensor(pairs, device=gt.device)
+        hi, lo = table[k, 0], table[k, 1]
+        d.set("v1", torch.where(gt == 2, lo, hi))
+        d.set("v2", torch.where(gt == 2, hi, lo))
+
+    def represent(name: str) -> Callable[[Mapping[str, torch.Tensor]], torch.Tensor]:
+        return lambda v: (1 + (v[name] - vmin) / (vmax - vmin)) / 2
+
+    return TaskSpec(
+        name="DelayComparison-v0",
+        dt=dt,
+        obs_names={"fixation": 0, "stimulus": 1},
+        act_names={"fixation": 0, "choice": [1, 2]},
+        n_obs=2,
+        n_act=3,
+        conditions=conditions,
+        reported={"ground_truth": int, "v1": float, "v2": float},
+        periods=tuple(
+            Period(p) for p in ("fixation", "stimulus1", "delay", "stimulus2", "decision")
+        ),
+        timing=_timing(
+            "DelayComparison",
+            {"fixation": 500, "stimulus1": 500, "delay": 1000, "stimulus2": 500, "decision": 100},
+            timing,
+        ),
+        shows=(
+            Show(1.0, (0,)),
+            Show(represent("v1"), (1,), ("stimulus1",)),
+            Show(represent("v2"), (1,), ("stimulus2",)),
+            Show(0.0, (0, 1), ("decision",), mode="set"),
+        ),
+        # NeuroGym adds the noise to every channel, the fixation channel included
+        noise=(Noise(_check_sigma(sigma) / math.sqrt(dt), ("stimulus1", "stimulus2")),),
+        targets=(Target(lambda v: v["ground_truth"], "decision"),),
+        rule=ChoiceRule(),
+        rewards=Rewards.merged(_DEFAULT_REWARDS, rewards),
+    )
+
+
+def interval_discrimination(
+    dt: float = 80,
+    rewards: Mapping[str, float] | None = None,
+    timing: Mapping[str, Any] | None = None,
+    ties: str = "redraw",
+) -> TaskSpec:
+    """Which of two intervals lasted longer (Genovesio et al., 2009)."""
+    dt = _check_dt(dt)
+    if ties not in ("redraw", "second"):
+        raise UserError(f"ties must be 'redraw' or 'second', got {ties!r}")
+    times = _timing(
+        "IntervalDiscrimination",
+        {
+            "fixation": 300,
+            "stim1": Uniform(300, 600),
+            "delay1": Uniform(800, 1500),
+            "stim2": Uniform(300, 600),
+            "delay2": 500,
+            "decision": 300,
+        },
+        timing,
+    )
+
+    def conditions(d: Draw) -> None:
+        d1 = d.duration("duration1", times["stim1"])
+        d2 = d.duration("duration2", times["stim2"])
+        if ties == "redraw" and "duration2" not in d.fixed:
+            for _ in range(64):  # P(tie) <= 0.3 per draw: 64 rounds leave none in practice
+                tie = d1 == d2
+                if not bool(tie.any()):
+                    break
+                again = d.duration("_redraw", times["stim2"])
+                d2 = torch.where(tie, again, d2)
+            d.values.pop("_redraw", None)  # not a variable of the trial: keep trials distinct
+            d.values["duration2"] = d2
+        d.set("ground_truth", torch.where(d1 > d2, 1.0, 2.0))
+
+    return TaskSpec(
+        name="IntervalDiscrimination-v0",
+        dt=dt,
+        obs_names={"fixation": 0, "stim1": 1, "stim2": 2},
+        act_names={"fixation": 0, "choice1": 1, "choice2": 2},
+        n_obs=3,
+        n_act=3,
+        conditions=conditions,
+        reported={"duration1": float, "duration2": float, "ground_truth": int},
+        periods=(
+            Period("fixation"),
+            Period("stim1", length="duration1"),
+            Period("delay1"),
+            Period("stim2", length="duration2"),
+            Period("delay2"),
+            Period("decision"),
+        ),
+        timing=times,
+        shows=(
+            Show(1.0, (0,)),
+            Show(1.0, (1,), ("stim1",)),
+            Show(1.0, (2,), ("stim2",)),
+            Show(0.0, (0, 1, 2), ("decision",), mode="set"),
+        ),
+        noise=(),
+        targets=(Target(lambda v: v["ground_truth"], "decision"),),
+        rule=ChoiceRule(),
+        rewards=Rewards.merged(_DEFAULT_REWARDS, rewards),
+        options={"ties": ties},
+    )
+
+
+def ready_set_go(
+    dt: float = 80,
+    rewards: Mapping[str, float] | None = None,
+    timing: Mapping[str, Any] | None = None,
+    gain: float = 1,
+    prod_margin: float = 0.2,
+) -> TaskSpec:
+    """Measure an interval between two flashes, then produce it (Jazayeri & Shadlen, 2015)."""
+    dt = _check_dt(dt)
+    times = _timing(
+        "ReadySetGo",
+        {"fixation": 100, "ready": 83, "measure": Uniform(800, 1500), "set": 83},
+        timing,
+    )
+
+    def conditions(d: Draw) -> None:
+        measure = d.duration("measure", times["measure"])
+        g = d.set("gain", float(gain))
+        d.set("production", measure * g)
+        d.set("_production_period", 2 * measure * g)
+
+    return TaskSpec(
+        name="ReadySetGo-v0",
+        dt=dt,
+        obs_names={"fixation": 0, "ready": 1, "set": 2},
+        act_names={"fixation": 0, "go": 1},
+        n_obs=3,
+        n_act=2,
+        conditions=conditions,
+        reported={"measure": float, "gain": float, "production": float},
+        periods=(
+            Period("fixation"),
+            Period("ready"),
+            Period("measure", length="measure", after="fixation"),
+            Period("set", after="measure"),
+            Period("production", length="_production_period", after="set"),
+        ),
+        timing=times,
+        shows=(
+            Show(1.0, (0,)),
+            Show(0.0, (0,), ("production",), mode="set"),
+            Show(1.0, (1,), ("ready",)),
+            Show(1.0, (2,), ("set",)),
+        ),
+        noise=(),
+        targets=(Target(1.0, "production", at=lambda v: torch.floor(v["production"] / dt)),),
+        rule=ProductionRule(margin=float(prod_margin)),
+        rewards=Rewards.merged(_DEFAULT_REWARDS, rewards),
+    )
+
+
+def dual_delay_match_sample(
+    dt: float = 100,
+    rewards: Mapping[str, float] | None = None,
+    timing: Mapping[str, Any] | None = None,
+    sigma: float = 1.0,
+) -> TaskSpec:
+    """Two samples held at once, each tested after its cue (Rose et al., 2016). A response in
+    the first test pays without ending the trial; one in the second ends it."""
+    dt = _check_dt(dt)
+    periods = ("fixation", "sample", "delay1", "cue1", "test1", "delay2", "cue2", "test2")
+
+    def conditions(d: Draw) -> None:
+        g1 = d.choice("ground_truth1", [1, 2])
+        g2 = d.choice("ground_truth2", [1, 2])
+        s1 = d.choice("sample1", [0.0, 0.5])
+        s2 = d.choice("sample2", [0.0, 0.5])
+        d.choice("test_order", [0, 1])
+        d.set("test1", torch.where(g1 == 1, s1, 0.5 - s1))
+        d.set("test2", torch.where(g2 == 1, s2, 0.5 - s2))
+
+    def angle(name: str) -> Callable[[Mapping[str, torch.Tensor]], torch.Tensor]:
+        def value(v: Mapping[str, torch.Tensor]) -> torch.Tensor:
+            theta = v[name] * np.pi
+            return torch.stack([torch.cos(theta), torch.sin(theta)], dim=1)
+
+        return value
+
+    def when(order: int, fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+        """``fn`` on trials with this test order, 0 on the others (the probed item's test
+        is shown in the first or the second test period)."""
+        return lambda v: fn(v) * (v["test_order"] == order).to(torch.float64)[:, None]
+
+    one = lambda v: torch.ones_like(v["test_order"])[:, None]  # noqa: E731
+    shows = [
+        Show(1.0, (0,)),
+        Show(angle("sample1"), (1, 2), ("sample",)),
+        Show(angle("sample2"), (3, 4), ("sample",)),
+        # test order 0: item 1 is cued and tested first; 1: item 2 first
+        Show(when(0, one), (5,), ("cue1",)),
+        Show(when(1, one), (5,), ("cue2",)),
+        Show(when(0, one), (6,), ("cue2",)),
+        Show(when(1, one), (6,), ("cue1",)),
+        Show(when(0, angle("test1")), (1, 2), ("test1",)),
+        Show(when(1, angle("test1")), (1, 2), ("test2",)),
+        Show(when(0, angle("test2")), (3, 4), ("test2",)),
+        Show(when(1, angle("test2")), (3, 4), ("test1",)),
+    ]
+    std = _check_sigma(sigma) / math.sqrt(dt)
+    first = lambda v: torch.where(v["test_order"] == 0, v["ground_truth1"], v["ground_truth2"])  # noqa: E731
+    second = lambda v: torch.where(v["test_order"] == 0, v["ground_truth2"], v["ground_truth1"])  # noqa: E731
+    return TaskSpec(
+        name="DualDelayMatchSample-v0",
+        dt=dt,
+        obs_names={
+            "fixation": 0,
+            "stimulus1": [1, 2],
+            "stimulus2": [3, 4],
+            "cue1": 5,
+            "cue2": 6,
+        },
+        act_names={"fixation": 0, "match": 1, "non-match": 2},
+        n_obs=7,
+        n_act=3,
+        conditions=conditions,
+        reported={
+            "ground_truth1": int,
+            "ground_truth2": int,
+            "sample1": float,
+            "sample2": float,
+            "test_order": int,
+            "test1": float,
+            "test2": float,
+        },
+        periods=tuple(Period(p) for p in periods),
+        timing=_timing("DualDelayMatchSample", dict.fromkeys(periods, 500), timing),
+        shows=tuple(shows),
+        noise=(Noise(std, ("sample", "test1", "test2")),),
+        targets=(Target(first, "test1"), Target(second, "test2")),
+        rule=ChoiceRule(
+            fixate=("fixation", "sample", "delay1", "cue1", "delay2", "cue2"),
+            decision="test2",
+            respond=("test1",),
+        ),
+        rewards=Rewards.merged(_DEFAULT_REWARDS, rewards),
+    )
+
+
+#: The batched tasks by id (NeuroGym's ids), each a factory taking NeuroGym's arguments.
+TASKS: dict[str, Callable[..., TaskSpec]] = {
+    "PerceptualDecisionMaking-v0": perceptual_decision_making,
+    "GoNogo-v0": go_nogo,
+    "DelayMatchSample-v0": delay_match_sample,
+    "ContextDecisionMaking-v0": context_decision_making,
+    "DelayComparison-v0": delay_comparison,
+    "IntervalDiscrimination-v0": interval_discrimination,
+    "ReadySetGo-v0": ready_set_go,
+    "DualDelayMatchSample-v0": dual_delay_match_sample,
+}

@@ -1,0 +1,232 @@
+"""TaskVectorEnv: gymnasium's VectorEnv contract (SAME_STEP autoreset), hand-computed steps of
+a trial, episode ends, seeding, errors, and snrl's env maker on ``snrl.tasks:<id>``."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import snrl.tasks as tasks
+from snrl.envs import make_vector_env
+from snrl.envs.make import check_env_id_trusted
+from snrl.errors import UserError
+
+# one trial: fixation (step 0), stimulus (steps 1-20), decision (step 21); coherence 51.2
+PDM = {"sigma": 0.0, "cohs": [51.2]}
+HIGH, LOW = np.float32(np.cos(0.0) * 0.256 + 0.5), np.float32(np.cos(np.pi) * 0.256 + 0.5)
+
+
+def test_spaces_and_autoreset_mode():
+    envs = tasks.make_vector_env("ContextDecisionMaking-v0", 6, seed=0)
+    assert envs.metadata["autoreset_mode"] is gym.vector.AutoresetMode.SAME_STEP
+    assert envs.single_observation_space.shape == (5,)
+    assert envs.single_action_space == gym.spaces.Discrete(3)
+    obs, info = envs.reset()
+    assert obs.shape == (6, 5) and obs.dtype == np.float32
+    obs, reward, terminated, truncated, info = envs.step(np.zeros(6, dtype=np.int64))
+    assert reward.dtype == np.float64 and terminated.dtype == truncated.dtype == bool
+    assert info["gt"].shape == (6,) and info["new_trial"].dtype == bool
+
+
+def test_a_trial_step_by_step():
+    """Fixate through the stimulus, answer in the decision step: the reward table's cells."""
+    envs = tasks.make_vector_env("PerceptualDecisionMaking-v0", 2, seed=3, env_kwargs=PDM)
+    obs, info = envs.reset()
+    gt = info["trial_start"]["conditions"]["ground_truth"]
+    assert info["trial_start"]["t0"] == pytest.approx([0.1, 0.1])  # NeuroGym's reset step
+    expected = np.where(gt[:, None] == 0, [HIGH, LOW], [LOW, HIGH]).astype(np.float32)
+    np.testing.assert_array_equal(obs[:, 0], [0.0, 0.0])
+    np.testing.assert_array_equal(obs[:, 1:], expected)
+    for _ in range(20):  # steps 1..20: the stimulus; fixating pays 0
+        obs, reward, *_, info = envs.step([0, 0])
+        assert not info["new_trial"].any() and (reward == 0).all()
+    np.testing.assert_array_equal(obs, 0.0)  # the decision step shows nothing
+    wrong = np.array([2 - gt[0], 1 + gt[1]])  # env 0 answers wrong, env 1 right
+    obs, reward, _, _, info = envs.step(wrong)
+    np.testing.assert_array_equal(info["gt"], gt + 1)
+    np.testing.assert_array_equal(reward, [0.0, 1.0])
+    np.testing.assert_array_equal(info["new_trial"], [True, True])
+    np.testing.assert_array_equal(info["performance"], [0.0, 1.0])
+    np.testing.assert_allclose(info["trial_periods"]["decision"], [[2.1, 2.2]] * 2)
+    np.testing.assert_array_equal(obs, [[1, 0, 0], [1, 0, 0]])  # the next trial's fixation
+    assert info["trial_start"]["t0"] == pytest.approx([0.0, 0.0])
+    obs, reward, *_ = envs.step([1, 0])  # breaking fixation: NeuroGym's abort reward
+    assert reward[0] == -0.1 and reward[1] == 0.0  # exact, as NeuroGym
+
+
+def test_abort_at_reset_like_neurogym():
+    """With abort=True NeuroGym's reset step (action n - 1, in fixation) aborts the trial:
+    the agent starts at the next trial's first step."""
+    envs = tasks.make_vector_env("PerceptualDecisionMaking-v0", 3, env_kwargs={"abort": True})
+    obs, info = envs.reset(seed=0)
+    np.testing.assert_array_equal(obs, [[1, 0, 0]] * 3)
+    assert info["trial_start"]["t0"] == pytest.approx([0.0] * 3)
+
+
+def test_episodes_end_at_the_step_limit_same_step():
+    envs = tasks.make_vector_env("GoNogo-v0", 3, seed=0, max_episode_steps=4)
+    envs.reset()
+    for _ in range(4):
+        obs, reward, terminated, truncated, info = envs.step([0, 0, 0])
+        assert not terminated.any()
+    assert truncated.all() and info["_final_obs"].all()
+    assert info["final_info"]["episode"]["l"].tolist() == [4, 4, 4]
+    np.testing.assert_array_equal(np.stack(info["final_obs"]).shape, (3, 3))
+    assert info["_trial_start"].all()  # the new episodes' first trials
+    assert info["trial_start"]["t0"] == pytest.approx([0.1] * 3)
+    obs, reward, terminated, truncated, info = envs.step([0, 0, 0])
+    assert not truncated.any() and "final_obs" not in info
+
+
+def test_default_step_limit_is_twenty_mean_trials():
+    # GoNogo's trials all last 15 steps: 20 trials are 300 steps
+    assert tasks.make_vector_env("GoNogo-v0", 1).max_episode_steps == 300
+
+
+def _run(seed, steps=40):
+    envs = tasks.make_vector_env("ContextDecisionMaking-v0", 8, seed=seed)
+    out = [envs.reset()[0]]
+    rng = np.random.default_rng(0)
+    for _ in range(steps):
+        out.append(envs.step(rng.integers(0, 3, 8))[0])
+    return np.stack(out)
+
+
+def test_seeded_runs_repeat_and_seeds_differ():
+    np.testing.assert_array_equal(_run(5), _run(5))
+    assert not np.array_equal(_run(5), _run(6))
+
+
+def test_as_tensors():
+    envs = tasks.make_vector_env("GoNogo-v0", 4, env_kwargs={"device": "cpu"})
+    envs.as_tensors = True
+    obs, _ = envs.reset(seed=0)
+    obs, reward, terminated, truncated, _ = envs.step(torch.zeros(4, dtype=torch.int64))
+    assert isinstance(obs, torch.Tensor) and obs.shape == (4, 3)
+    assert reward.dtype == torch.float64 and truncated.dtype == torch.bool
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: tasks.make_vector_env("PerceptualDecisionMakin-v0", 2), "did you mean"),
+        (lambda: tasks.make_vector_env("GoNogo-v0", 2, env_kwargs={"sigma": 1}), "no argument"),
+        (lambda: tasks.make_vector_env("GoNogo-v0", 0), "num_envs"),
+        (
+            lambda: tasks.make_vector_env("GoNogo-v0", 2, env_kwargs={"timing": {"x": 1}}),
+            "no period 'x'",
+        ),
+        (
+            lambda: tasks.make_vector_env(
+                "GoNogo-v0", 2, env_kwargs={"timing": {"delay": lambda: 3}}
+            ),
+            "cannot draw",
+        ),
+        (
+            lambda: tasks.make_vector_env("GoNogo-v0", 2, env_kwargs={"timing": {"delay": -5}}),
+            "ms >= 0",
+        ),
+        (
+            lambda: tasks.make_vector_env(
+                "ContextDecisionMaking-v0", 2, env_kwargs={"dim_ring": 1}
+            ),
+            "dim_ring",
+        ),
+        (
+            lambda: tasks.make_vector_env("GoNogo-v0", 2, env_kwargs={"rewards": {"x": 1}}),
+            "abort, correct",
+        ),
+        (lambda: tasks.make_vector_env("GoNogo-v0", 2, env_kwargs={"dt": 0}), "dt must"),
+    ],
+)
+def test_bad_input_is_a_user_error(call, match):
+    with pytest.raises(UserError, match=match):
+        call()
+
+
+def test_bad_actions_are_user_errors():
+    envs = tasks.make_vector_env("GoNogo-v0", 2, seed=0)
+    with pytest.raises(UserError, match="before reset"):
+        envs.step([0, 0])
+    envs.reset()
+    with pytest.raises(UserError, match="2 envs"):
+        envs.step([0, 0, 0])
+    with pytest.raises(UserError, match=r"\[0, 2\)"):
+        envs.step([0, 5])
+
+
+def test_snrl_env_maker_builds_the_batched_engine():
+    envs = make_vector_env("snrl.tasks:GoNogo-v0", 5, seed=0, max_episode_steps=30)
+    assert isinstance(envs, tasks.TaskVectorEnv)
+    assert envs.num_envs == 5 and envs.max_episode_steps == 30
+    check_env_id_trusted("snrl.tasks:GoNogo-v0", source="config.json")  # snrl's own module
+    with pytest.raises(UserError, match="trust-env-module"):
+        check_env_id_trusted("mymod:GoNogo-v0", source="config.json")
+
+
+def test_single_env_is_neurogyms():
+    pytest.importorskip("neurogym")
+    from snrl.envs import make_env
+
+    env = make_env("snrl.tasks:GoNogo-v0")
+    assert type(env.unwrapped).__name__ == "GoNogo"
+
+
+def test_dual_dms_first_test_pays_without_ending_and_performance_sticks():
+    """NeuroGym's DualDelayMatchSample: a right answer in the first test pays 1 and sets
+    performance 1, the trial goes on; a wrong answer in the second ends it, paying 0, and the
+    trial reports performance 1 (set earlier)."""
+    envs = tasks.make_vector_env("DualDelayMatchSample-v0", 1, seed=0, env_kwargs={"sigma": 0})
+    _, info = envs.reset()  # the agent is at step 1; test1 is steps 20-24, test2 35-39
+    cond = info["trial_start"]["conditions"]
+    first, second = cond["ground_truth1"][0], cond["ground_truth2"][0]
+    if cond["test_order"][0] == 1:
+        first, second = second, first
+    for _ in range(20):  # steps 1-20
+        _, reward, *_, info = envs.step([0])
+    _, reward, *_, info = envs.step([first])  # step 21: the first test, answered right
+    assert reward[0] == 1.0 and not info["new_trial"][0] and info["gt"][0] == first
+    for _ in range(13):  # steps 22-34
+        _, reward, *_, info = envs.step([0])
+    _, reward, *_, info = envs.step([3 - second])  # step 35: the second test, wrong
+    assert info["gt"][0] == second
+    assert reward[0] == 0.0 and info["new_trial"][0] and info["performance"][0] == 1.0
+
+
+@pytest.mark.parametrize("distinct", [3, 100_000])
+def test_unique_rows_is_torch_unique_up_to_order(distinct):
+    """The mixed-radix path (few distinct values) and the fallback (too many to code in an
+    int64) both give each row's distinct row back."""
+    from snrl.tasks.engine import _unique_rows
+
+    gen = torch.Generator().manual_seed(0)
+    keys = torch.randint(distinct, (3000, 4), generator=gen).double()
+    uniq, inverse = _unique_rows(keys)
+    assert torch.equal(uniq[inverse], keys)
+    assert uniq.shape[0] == torch.unique(keys, dim=0).shape[0]
+
+
+def test_a_compacted_bank_steps_the_same(monkeypatch):
+    """A bank rebuilt from the trials in use (BANK_FLOATS reached) changes no step."""
+    import snrl.tasks.engine as engine
+
+    def run():
+        envs = tasks.make_vector_env("ContextDecisionMaking-v0", 64, seed=1)
+        envs.pool_size = 256
+        out = [envs.reset()[0]]
+        rng = np.random.default_rng(0)
+        rewards = []
+        for _ in range(150):
+            obs, reward, *_ = envs.step(rng.integers(0, 3, 64))
+            out.append(obs)
+            rewards.append(reward)
+        return np.stack(out), np.stack(rewards), envs._bank.shape[0]
+
+    obs, rewards, banked = run()
+    monkeypatch.setattr(engine, "BANK_FLOATS", 40 * 256 * 24)  # compacts at every refill
+    obs_c, rewards_c, banked_c = run()
+    assert banked_c < banked
+    np.testing.assert_array_equal(obs_c, obs)
+    np.testing.assert_array_equal(rewards_c, rewards)
