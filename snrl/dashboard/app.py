@@ -301,6 +301,17 @@ def _has_token(request: Request) -> bool:
     return TOKEN_HEADER in request.headers or "token" in request.query_params
 
 
+def _target(
+    request: Request, key: str = "run_id", *, in_root: bool = False
+) -> tuple[Dashboard, str, Path | Response]:
+    """The dashboard, the run (or comparison) named in the address, and its folder, or the
+    error to answer with: :meth:`Dashboard.safe_path`, or with ``in_root``
+    :meth:`Dashboard.run_dir`."""
+    dash = _dash(request)
+    name = request.path_params[key]
+    return dash, name, (dash.run_dir(name) if in_root else dash.safe_path(name))
+
+
 async def index(request: Request) -> Response:
     """The page. Loaded with the token (the address ``snrl dashboard`` prints), it holds the
     token (its script keeps it in the tab's ``sessionStorage`` and takes it out of the
@@ -372,9 +383,7 @@ async def api_runs(request: Request) -> Response:
 
 
 async def api_run(request: Request) -> Response:
-    dash = _dash(request)
-    run_id = request.path_params["run_id"]
-    d = dash.safe_path(run_id)
+    dash, run_id, d = _target(request)
     if isinstance(d, Response):
         return d
     if not d.is_dir() and dash.index.launch_record(run_id) is None:
@@ -438,9 +447,7 @@ async def _metrics_events(request: Request, dash: Dashboard, run_id: str, path: 
 
 
 async def api_events(request: Request) -> Response:
-    dash = _dash(request)
-    run_id = request.path_params["run_id"]
-    d = dash.safe_path(run_id)
+    dash, run_id, d = _target(request)
     if isinstance(d, Response):
         return d
     return StreamingResponse(
@@ -451,9 +458,7 @@ async def api_events(request: Request) -> Response:
 
 
 async def api_comparison(request: Request) -> Response:
-    dash = _dash(request)
-    comp_id = request.path_params["comp_id"]
-    d = dash.run_dir(comp_id)
+    dash, comp_id, d = _target(request, "comp_id", in_root=True)
     if isinstance(d, Response):
         return d
     return _json(await asyncio.to_thread(dash.index.comparison, comp_id))
@@ -556,9 +561,7 @@ async def api_stop(request: Request) -> Response:
 
 
 async def api_resume(request: Request) -> Response:
-    dash = _dash(request)
-    run_id = request.path_params["run_id"]
-    d = dash.run_dir(run_id)
+    dash, run_id, d = _target(request, in_root=True)
     if isinstance(d, Response):
         return d
     if not (d / "checkpoints" / "last.pt").is_file():
@@ -573,9 +576,7 @@ async def api_resume(request: Request) -> Response:
 
 
 async def api_render(request: Request) -> Response:
-    dash = _dash(request)
-    run_id = request.path_params["run_id"]
-    d = dash.run_dir(run_id)
+    dash, run_id, d = _target(request, in_root=True)
     if isinstance(d, Response):
         return d
     body = await dash.body(request)
