@@ -60,6 +60,7 @@ from snrl.envs.timing import env_time_step
 from snrl.envs.trials import TrialTracker
 from snrl.errors import UserError, explain_foreign_calls, first_line
 from snrl.layers.base import cached_weights
+from snrl.networks.factory import SPIKING
 from snrl.training.checkpoint import (
     corrupt_checkpoint,
     read_algo_checkpoint,
@@ -866,7 +867,7 @@ class Algorithm:
             run_dir=self.run_dir,
             **self._counters(),
             checkpoint_interval=self.config.checkpoint_interval,
-            title=f"{self.algo_name.upper()} {self.config.backbone} on {self.config.env}",
+            title=run_title(self.algo_name, self.config),
             progress=progress,
         )
 
@@ -1034,3 +1035,19 @@ def _available_device(name: str) -> torch.device:
             raise UserError(f"device={name!r} but MPS is not available here (use device=cpu)")
         return dev
     raise UserError(f"device={name!r} is not supported (use cpu, cuda, cuda:N or mps)")
+
+
+def run_title(algo_name: str, cfg: Any) -> str:
+    """A run described for its figures: ``"PPO · LIF · Dale 80/20 · 128 neurons · seed 0 ·
+    CartPole-v1"`` (an ANN backbone says "units" and no Dale)."""
+    backbone = str(cfg.backbone)
+    spiking = backbone.lower() in SPIKING
+    parts = [algo_name.upper(), backbone.upper()]
+    if spiking:
+        if cfg.force_dale_law:
+            inh = round(100 * float(cfg.recurrent_sign))
+            parts.append(f"Dale {100 - inh}/{inh}")
+        else:
+            parts.append("no Dale")
+    parts += [f"{cfg.hidden_size} {'neurons' if spiking else 'units'}", f"seed {cfg.seed}"]
+    return " · ".join(parts) + f" · {cfg.env}"

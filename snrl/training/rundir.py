@@ -91,6 +91,7 @@ LAYOUT = (
     "config.json",
     "metrics.csv",
     "learning_curve.png",
+    "learning_curve.svg",
     "checkpoints/best.pt",
     "checkpoints/last.pt",
 )

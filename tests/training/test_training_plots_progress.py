@@ -43,8 +43,61 @@ def test_png_written_atomically(tmp_path):
     csv = _metrics(tmp_path / "run" / "metrics.csv")
     png = plot_learning_curve(csv, tmp_path / "run" / "learning_curve.png", title="CartPole")
     image = imread(png)
-    assert image.shape[:2] == (400, 640)
-    assert sorted(os.listdir(tmp_path / "run")) == ["learning_curve.png", "metrics.csv"]
+    assert image.shape[:2] == (1000, 1600)  # a slide's size, not 640 x 400
+    assert sorted(os.listdir(tmp_path / "run")) == [
+        "learning_curve.png",
+        "learning_curve.svg",
+        "metrics.csv",
+    ]
+    svg = (tmp_path / "run" / "learning_curve.svg").read_text()
+    assert svg.lstrip().startswith("<?xml") and "<svg" in svg and "CartPole" in svg
+
+
+def test_readable_fonts_and_tick_labels(tmp_path):
+    metrics = read_metrics(_metrics(tmp_path / "metrics.csv"))
+    metrics["env_step"] = metrics["env_step"] * 100  # 10k ... 40k
+    fig = plots_module._figure(metrics, "PPO · LIF · Dale 80/20 · 128 neurons · seed 3")
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    assert fig.dpi == 100 and tuple(fig.get_size_inches()) == (16.0, 10.0)
+    assert ax.title.get_fontsize() >= 20 and ax.xaxis.label.get_fontsize() >= 18
+    assert min(t.get_fontsize() for t in ax.get_xticklabels()) >= 16
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert "20k" in labels and not any(s.isdigit() and len(s) > 3 for s in labels), labels
+    assert "Dale 80/20" in ax.get_title() and "seed 3" in ax.get_title()
+
+
+@pytest.mark.parametrize(
+    ("x", "text"), [(500, "500"), (20_000, "20k"), (1_500_000, "1.5M"), (0, "0"), (2500, "2.5k")]
+)
+def test_steps_label(x, text):
+    assert plots_module.steps_label(x) == text
+
+
+def test_trial_task_gets_an_accuracy_panel(tmp_path):
+    path = tmp_path / "m.csv"
+    fields = [*FIELDS, "trial_accuracy", "eval_trial_accuracy"]
+    with MetricsWriter(path, fields) as w:
+        w.write({"env_step": 100, "episode_return_mean": 15.0, "trial_accuracy": 0.5})
+        w.write(
+            {
+                "env_step": 200,
+                "episode_return_mean": 15.5,
+                "trial_accuracy": 0.7,
+                "eval_return_mean": 15.0,
+                "eval_trial_accuracy": 0.85,
+            }
+        )
+    fig = plots_module._figure(read_metrics(path), "t")
+    assert len(fig.axes) == 2
+    acc = fig.axes[1]
+    assert acc.get_ylabel() == "trial accuracy"
+    assert acc.get_ylim()[0] <= 0 and acc.get_ylim()[1] >= 1
+    lines = {ln.get_label(): ln for ln in acc.get_lines()}
+    np.testing.assert_array_equal(lines["training trials (accuracy)"].get_ydata(), [0.5, 0.7])
+    np.testing.assert_array_equal(lines["evaluation (trial accuracy)"].get_ydata(), [0.85])
+    # a task without trials keeps one panel
+    assert len(plots_module._figure(read_metrics(_metrics(tmp_path / "n.csv")), "t").axes) == 1
 
 
 def test_plot_without_eval_column_and_empty(tmp_path):
