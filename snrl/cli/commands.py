@@ -178,7 +178,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         steps = _resume_steps(args)
         if steps is not None:
             check_int("--steps", steps, 1, MAX_TOTAL_STEPS)
-        obj = train_run(
+        train_run(
             args.out,
             resume=True,
             total_steps=steps,
@@ -187,22 +187,29 @@ def cmd_train(args: argparse.Namespace) -> int:
             env=args.env,
             trust_env_module=args.trust_env_module,
             callbacks=callbacks,
+            on_start=_print_neuron_time,
         )
     else:
         config = _train_config(args)
-        obj = train_run(
+        train_run(
             args.out,
             algo=args.algo or "ppo",
             config=config,
             force=args.force,
             progress=not args.quiet,
             callbacks=callbacks,
+            on_start=_print_neuron_time,
         )
     print(f"run directory: {args.out} (checkpoints/best.pt, metrics.csv, learning_curve.png)")
-    cfg = getattr(obj, "config", None)
-    if cfg is not None and cfg.backbone in SPIKING:  # docs/architecture.md, "Time"
-        print(f"neuron time: dt={cfg.dt:g} s, substeps={cfg.substeps} per env step")
     return 0
+
+
+def _print_neuron_time(algo: Any) -> None:
+    """The resolved neuron time of a spiking run, printed before training starts (the
+    ``dt`` derived from the task is what a user checks first; docs/architecture.md, "Time")."""
+    cfg = getattr(algo, "config", None)
+    if cfg is not None and cfg.backbone in SPIKING:
+        print(f"neuron time: dt={cfg.dt:g} s, substeps={cfg.substeps} per env step", flush=True)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

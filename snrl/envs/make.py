@@ -46,6 +46,7 @@ import functools
 import importlib
 import inspect
 import os
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -94,13 +95,30 @@ def _kwargs_text(kwargs: dict[str, Any]) -> str:
     return printable(repr(kwargs), 200)
 
 
+def _neurogym_entry(env_id: str) -> bool:
+    """Whether a registered id is one of NeuroGym's tasks (by its entry point's module)."""
+    entry = gym.registry[env_id].entry_point
+    module = entry.partition(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", "")
+    return str(module).split(".")[0] == "neurogym"
+
+
 def _gym_make(env_id: str, render_mode: str | None, kwargs: dict[str, Any]) -> gym.Env:
     if env_id not in gym.registry:
         raise UserError(f"unknown env id {env_id!r} ({_suggest(env_id)})")
     if render_mode is not None:
         kwargs = {**kwargs, "render_mode": render_mode}
     try:
-        return gym.make(env_id, **kwargs)
+        with warnings.catch_warnings():
+            if _neurogym_entry(env_id):
+                # gymnasium warns (in raw ANSI colour codes) that NeuroGym's metadata has no
+                # render_modes; snrl draws NeuroGym tasks itself (snrl.render), so it says
+                # nothing a user can act on: silenced here, for NeuroGym's ids only
+                warnings.filterwarnings(
+                    "ignore",
+                    message=r".*metadata doesn't include `render_modes`",
+                    category=UserWarning,
+                )
+            return gym.make(env_id, **kwargs)
     except gym.error.DependencyNotInstalled as e:
         raise UserError(
             f"env {env_id} needs a package that is not installed: {e} ({_install_hint(e)})"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from typing import Any
 
 from snrl.agents import ALGOS, load_algo
@@ -33,6 +34,7 @@ def train_run(
     trust_env_module: bool = False,
     threads: int | None = None,
     callbacks: Any = None,
+    on_start: Callable[[Any], None] | None = None,
 ) -> Any:
     """Train into ``run_dir``: a fresh run from ``algo`` + ``config``, or ``resume`` from
     ``run_dir/checkpoints/last.pt`` (the algorithm's own resume: counters, optimizer, RNG and
@@ -52,6 +54,9 @@ def train_run(
         trust_env_module: resume only: import a ``module:Class`` env named by the checkpoint.
         threads: resume only: torch threads instead of the saved ``threads`` (None: saved).
         callbacks: passed to ``learn`` (:mod:`snrl.callbacks`).
+        on_start: called with the algorithm object once it is built (its config resolved:
+            the neuron ``dt`` derived from the task) and before training starts; ``snrl
+            train`` prints the neuron time there.
 
     Returns:
         The algorithm object after training (its envs closed; ``evaluate`` still works).
@@ -78,6 +83,7 @@ def train_run(
             trust_env_module=trust_env_module,
             threads=threads,
             callbacks=callbacks,
+            on_start=on_start,
         )
 
 
@@ -94,6 +100,7 @@ def _train_run(
     trust_env_module: bool,
     threads: int | None,
     callbacks: Any,
+    on_start: Callable[[Any], None] | None,
 ) -> Any:
     if resume:
         out = prepare_run_dir(run_dir, resume=True, force=False)
@@ -117,6 +124,8 @@ def _train_run(
         write_json_atomic(obj.run_dir / "config.json", {"algo": algo, **config_to_dict(obj.config)})
         total = total_steps if total_steps is not None else config.total_steps
     try:
+        if on_start is not None:
+            on_start(obj)
         obj.learn(total, callbacks=callbacks, progress=progress)
     finally:
         obj.close()

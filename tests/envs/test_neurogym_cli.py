@@ -109,3 +109,34 @@ def test_eval_of_an_agent_that_never_answers_prints_accuracy_without_a_curve(tmp
     }
     assert "no psychometric curve" in capsys.readouterr().err
     assert not (tmp_path / "psychometric.png").exists()
+
+
+def test_train_says_neuron_time_first_and_no_ansi_warning(tmp_path, capsys, monkeypatch):
+    """The resolved neuron dt is printed before training starts; gymnasium's warning about
+    NeuroGym's metadata (raw ANSI codes) is not shown; the learning curve shows accuracy."""
+    import warnings
+
+    from snrl.agents import ALGOS
+
+    printed_before: list[str] = []
+    learn = ALGOS["ppo"].learn
+
+    def spy(self, *args, **kwargs):
+        printed_before.append(capsys.readouterr().out)
+        return learn(self, *args, **kwargs)
+
+    monkeypatch.setattr(ALGOS["ppo"], "learn", spy)
+    out = tmp_path / "run"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code = main(
+            ["train", "--env", "GoNogo-v0", "--hidden", "8", "--steps", "128", "--n-envs",
+             "2", "--set", "n_steps=32", "--set", "eval_episodes=1", "--set",
+             "eval_interval=64", "--quiet", "--out", str(out)]
+        )  # fmt: skip
+    assert code == 0
+    assert printed_before and "neuron time: dt=0.1 s, substeps=1" in printed_before[0]
+    assert "neuron time" not in capsys.readouterr().out  # once, before, not at the end
+    ansi = [str(w.message) for w in caught if "\x1b[" in str(w.message)]
+    assert not ansi, ansi
+    assert (out / "learning_curve.svg").is_file()
