@@ -36,6 +36,15 @@ ENERGY_FORMULAS = (
 )
 
 
+EVAL_NOTE = (
+    "The final eval here and the last `eval_return_mean` in a run's `metrics.csv` "
+    "evaluate the same last weights on different episodes: the final eval plays "
+    "`--eval-episodes` episodes (default 20) with env `i` seeded `--eval-seed + i` (default "
+    "123), the periodic evaluation during training plays the config's `eval_episodes` "
+    "(default 10) with env `i` seeded `seed + 10000 + i`, so the two means differ."
+)
+
+
 def _num(value: Any) -> float:
     if value is None:
         return math.nan
@@ -281,6 +290,73 @@ def summary_markdown(
     return "\n".join(lines) + "\n"
 
 
+#: Fewer done seeds than this in a group: the report and the figure warn that the bootstrap
+#: intervals and the Mann-Whitney p-values say little.
+MIN_SEEDS = 3
+
+
+def few_seeds_warning(n_seeds: int) -> str:
+    """The warning printed in report.md and on curves.png when a group has few seeds."""
+    return (
+        f"Only {n_seeds} seed{'s' if n_seeds != 1 else ''} per group: the 95% CIs and "
+        f"p-values mean little with so few seeds (use at least {MIN_SEEDS}, better 5)."
+    )
+
+
+def curves_figure(
+    groups: dict[str, dict[str, np.ndarray]],
+    *,
+    title: str,
+    threshold: float | None,
+    warning: str | None = None,
+) -> Any:
+    """The figure of :func:`plot_curves` (a matplotlib Figure on its own canvas).
+
+    The y-range comes from the curves and their bands alone; the threshold line is drawn
+    only where it falls inside that range, else a note on the axes says where it lies.
+    ``warning`` (e.g. too few seeds) is printed on the figure under the title.
+    """
+    from snrl.palette import group_styles
+    from snrl.plot._util import new_figure
+    from snrl.plot.labels import group_label
+
+    fig = new_figure(6.4, 4.0)  # its own canvas: no pyplot, no global backend change
+    ax = fig.add_subplot()
+    # one distinct (colour, line style) per group, however many groups there are
+    drawn = False
+    for (label, c), (color, ls) in zip(groups.items(), group_styles(len(groups))):
+        if c["steps"].size == 0:
+            continue
+        n = int(c["n"].max()) if c["n"].size else 0
+        ax.plot(c["steps"], c["mean"], lw=1.6, color=color, ls=ls,
+                label=f"{group_label(label)} (n={n})")  # fmt: skip
+        ax.fill_between(c["steps"], c["low"], c["high"], color=color, alpha=0.15)
+        drawn = True
+    if threshold is not None and math.isfinite(threshold):
+        lo, hi = ax.get_ylim()  # the data's range (autoscaled, with matplotlib's margins)
+        if not drawn or lo <= threshold <= hi:
+            ax.axhline(threshold, color="0.4", ls="--", lw=0.8, label=f"threshold {threshold:g}")
+        else:
+            where = "above" if threshold > hi else "below"
+            ax.text(0.99, 0.98 if where == "above" else 0.02,
+                    f"threshold {threshold:g}: {where} this range",
+                    transform=ax.transAxes, ha="right", va="top" if where == "above" else "bottom",
+                    fontsize=8, color="0.3")  # fmt: skip
+        if drawn:
+            ax.set_ylim(lo, hi)
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("training episode return (running mean)")
+    ax.set_title(title, fontsize=10)
+    if warning:
+        fig.text(0.5, 0.005, warning, ha="center", va="bottom", fontsize=8, color="#b00000",
+                 wrap=True)  # fmt: skip
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="best")
+    fig.tight_layout(rect=(0, 0.05 if warning else 0, 1, 1))
+    return fig
+
+
 def plot_curves(
     groups: dict[str, dict[str, np.ndarray]],
     out_png: Path,
@@ -288,31 +364,12 @@ def plot_curves(
     *,
     title: str,
     threshold: float | None,
+    warning: str | None = None,
 ) -> None:
-    """Mean episode return vs env steps per group with its 95% bootstrap band."""
-    from snrl.palette import group_styles
-    from snrl.plot._util import new_figure
-    from snrl.plot.labels import group_label
-
-    fig = new_figure(6.4, 4.0)  # its own canvas: no pyplot, no global backend change
-    ax = fig.add_subplot()
+    """Mean episode return vs env steps per group with its 95% bootstrap band (see
+    :func:`curves_figure`), written to ``out_png`` and ``out_svg``."""
+    fig = curves_figure(groups, title=title, threshold=threshold, warning=warning)
     try:
-        # one distinct (colour, line style) per group, however many groups there are
-        for (label, c), (color, ls) in zip(groups.items(), group_styles(len(groups))):
-            if c["steps"].size == 0:
-                continue
-            n = int(c["n"].max()) if c["n"].size else 0
-            ax.plot(c["steps"], c["mean"], lw=1.6, color=color, ls=ls,
-                    label=f"{group_label(label)} (n={n})")  # fmt: skip
-            ax.fill_between(c["steps"], c["low"], c["high"], color=color, alpha=0.15)
-        if threshold is not None and math.isfinite(threshold):
-            ax.axhline(threshold, color="0.4", ls="--", lw=0.8, label=f"threshold {threshold:g}")
-        ax.set_xlabel("env steps")
-        ax.set_ylabel("training episode return (running mean)")
-        ax.set_title(title, fontsize=10)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="best")
-        fig.tight_layout()
         for path, fmt in ((out_png, "png"), (out_svg, "svg")):
             if path is None:
                 continue
@@ -368,7 +425,11 @@ def write_outputs(
         cs = [_read_curve(s.run_dir) for s in specs if s.group == group and s.name in done]
         curves[group] = aggregate_curves([c for c in cs if c is not None])
     title = f"{algo.upper()} on {env_id}: mean over seeds, 95% bootstrap CI"
-    plot_curves(curves, out / "curves.png", out / "curves.svg", title=title, threshold=threshold)
+    n_done = [r["n_done"] for r in summary if r["n_done"]]
+    few = min(n_done) if n_done and min(n_done) < MIN_SEEDS else None
+    warning = few_seeds_warning(few) if few is not None else None
+    plot_curves(curves, out / "curves.png", out / "curves.svg", title=title,
+                threshold=threshold, warning=warning)  # fmt: skip
     failed = [r for r in runs if r.get("status") != "done"]
     lines = [
         f"# Comparison: {algo.upper()} on {env_id}",
@@ -379,10 +440,10 @@ def write_outputs(
         "",
         "![learning curves](curves.png)",
         "",
-        "## Summary",
-        "",
-        tables,
     ]
+    if warning:
+        lines += [f"**Warning:** {warning}", ""]
+    lines += ["## Summary", "", tables, EVAL_NOTE, ""]
     if failed:
         lines += ["## Runs that did not finish", ""]
         lines += [f"- `{r['name']}`: {r.get('status')} — {r.get('error') or ''}" for r in failed]
