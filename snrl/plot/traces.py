@@ -37,7 +37,9 @@ def traces(
 
     Each unit gets a colour/linestyle of :func:`snrl.palette.group_styles` and a
     legend entry ``neuron <index>``. The threshold is a dashed grey line labelled
-    ``threshold <value>`` beside its right end.
+    ``threshold <value>`` inside the axes at its right end. The x-limits are those of
+    :func:`~snrl.plot.raster.raster` for the same ``t0``/``dt`` and length, so a raster
+    and traces stacked in one column line up in time.
 
     Args:
         ax: a matplotlib Axes.
@@ -61,12 +63,19 @@ def traces(
     for (color, ls), u in zip(group_styles(len(units)), units):
         (line,) = ax.plot(time, x[:, u], color=color, ls=ls, lw=1.2, label=f"neuron {int(u)}")
         lines.append(line)
+    # the same time limits as :func:`snrl.plot.raster.raster` (row k spans k ± 1/2 step),
+    # so a raster stacked above these traces lines up step for step
+    ax.set_xlim(t0 - 0.5 * scale, t0 + (t - 0.5) * scale)
     if threshold is not None:
         ax.axhline(threshold, ls="--", lw=1.0, color=MUTED_COLOR)
+        lo, hi = ax.get_ylim()
+        below = threshold > (lo + hi) / 2  # the label on the side with more room
+        # inside the axes: right-aligned at the right edge, just below (or above) the line
         ax.annotate(
-            f"threshold\n{threshold:g}", (1.0, threshold), xycoords=("axes fraction", "data"),
-            xytext=(4, 0), textcoords="offset points", ha="left", va="center",
-            color=MUTED_COLOR, fontsize="small",
+            f"threshold {threshold:g}", (1.0, threshold), xycoords=("axes fraction", "data"),
+            xytext=(-4, -2 if below else 2), textcoords="offset points", ha="right",
+            va="top" if below else "bottom", color=MUTED_COLOR, fontsize="small", zorder=5,
+            bbox=dict(facecolor="white", alpha=0.8, edgecolor="none", pad=1.0),
         )  # fmt: skip
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)

@@ -172,3 +172,62 @@ def test_learning_curve_colours_are_the_palette_s():
     from snrl.training.plots import CURVES
 
     assert [c for _, _, c in CURVES] == list(pal.GROUP_COLORS[:2])
+
+
+# ---------------------------------------------------------------- issue 39 item 8
+def test_raster_stacked_above_traces_share_the_time_axis():
+    """Row k of the raster and sample k of the traces sit at the same x, same limits."""
+    fig = new_figure(6, 4)
+    top, bottom = fig.subplots(2, 1)
+    z = _spikes(t=40, n=6)
+    v = np.random.default_rng(1).random((40, 6))
+    raster(top, z, dt=0.002, t0=0.1)
+    traces(bottom, v, threshold=1.0, dt=0.002, t0=0.1)
+    # 40 rows of 2 ms from t0 = 0.1 s: rows span 0.1 - 1 ms .. 0.1 + 39.5 * 2 ms
+    assert top.get_xlim() == pytest.approx((0.099, 0.179))
+    assert bottom.get_xlim() == pytest.approx(top.get_xlim())
+    fig.canvas.draw()
+    assert top.get_position().x0 == pytest.approx(bottom.get_position().x0)
+    assert top.get_position().x1 == pytest.approx(bottom.get_position().x1)
+
+
+@pytest.mark.parametrize("v_scale", [0.5, 3.0])  # threshold near the top / the bottom
+def test_threshold_label_stays_inside_the_axes(v_scale):
+    fig = new_figure(5, 1.6)
+    ax = fig.add_subplot()
+    v = v_scale * np.random.default_rng(2).random((30, 3))
+    traces(ax, v, threshold=1.0)
+    fig.tight_layout()
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    (label,) = [t for t in ax.texts if t.get_text().startswith("threshold")]
+    assert label.get_text() == "threshold 1"  # one line, no wrap
+    box, frame = label.get_window_extent(renderer), ax.get_window_extent(renderer)
+    assert frame.x0 <= box.x0 and box.x1 <= frame.x1
+    assert frame.y0 <= box.y0 and box.y1 <= frame.y1
+
+
+def test_activity_figure_of_a_bare_layer_output():
+    """activity_figure(layer.run(...)) used to fail with 'Tensor' has no attribute 'kind'."""
+    from snrl.layers import LIFLayer, LILayer
+
+    lif = LIFLayer(3, 20, force_dale_law=True, seed=0)
+    x = 3 * torch.rand(50, 1, 3, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        res = lif.run(x, lif.initial_state(1))
+    assert res.out.sum() > 0  # the drive makes it spike
+    fig = activity_figure(res)  # no layer: spikes and membranes, no E/I, no threshold
+    titles = [ax.get_title(loc="left") for ax in fig.axes]
+    assert "Layer 1: spiking, 20 neurons" in titles
+    fig = activity_figure(res, layer=lif, dt=1e-3)
+    titles = [ax.get_title(loc="left") for ax in fig.axes]
+    assert "Layer 1: LIF, 20 neurons (16 E / 4 I)" in titles
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert f"threshold {lif.threshold:g}" in texts
+    li = LILayer(3, 4)
+    with torch.no_grad():
+        out = li.run(x, li.initial_state(1))
+    with pytest.raises(UserError, match="no spikes"):
+        activity_figure(out)
+    with pytest.raises(UserError, match="no spikes"):
+        activity_figure(out, layer=li)
