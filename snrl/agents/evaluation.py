@@ -17,7 +17,7 @@ import torch
 
 from snrl.envs import FiniteCheck, make_env, make_vector_env
 from snrl.envs.neurogym import EVAL_MAX_EPISODE_STEPS, wrap_task
-from snrl.envs.trials import TrialTracker, is_trial_env, summarize_trials
+from snrl.envs.trials import TrialTracker, is_trial_env, space_names, summarize_trials
 from snrl.errors import UserError
 from snrl.networks.activity import Activity
 from snrl.trajectory import Trajectory
@@ -130,11 +130,14 @@ def record_trajectory(
     The episode ends as in :func:`evaluate_agent` (or after ``max_steps``). For a trial task
     (NeuroGym) the trajectory also holds ``task`` (per-step ``gt``, ``new_trial``,
     ``performance``), ``trials`` (the completed trials, steps indexing the trajectory) and
-    ``dt`` (the task's time step in seconds)."""
+    ``dt`` (the task's time step in seconds), and ``meta`` gains NeuroGym's
+    ``obs_names`` and ``action_names`` (:func:`snrl.envs.trials.space_names`)."""
     env = _make_recordable(env_id, record, env_kwargs or {})
     record = record and env.render_mode == "rgb_array"
     env = wrap_task(env, max_episode_steps, fallback=EVAL_MAX_EPISODE_STEPS)
     trial_env = is_trial_env(env)
+    # NeuroGym's channel and action names label the renders (the caller's meta wins)
+    meta = {**space_names(env), **(meta or {})}
     env = FiniteCheck(env, env_id=env_id)  # NaN observations stop a rollout as they stop eval
     tracker = TrialTracker(1)
     trials: list[dict[str, Any]] = []
@@ -201,7 +204,7 @@ def record_trajectory(
         policy={k: np.stack(v) for k, v in policy.items()},
         env=env_id,
         seed=seed,
-        meta=meta or {},
+        meta=meta,
         task={k: np.asarray(v) for k, v in task.items()} if trial_env else None,
         trials=trials if trial_env else None,
         dt=dt,

@@ -54,6 +54,7 @@ __all__ = [
     "TrialTracker",
     "accuracy_by_condition",
     "is_trial_env",
+    "space_names",
     "summarize_trials",
     "unbatch_info",
 ]
@@ -111,6 +112,47 @@ def clean_conditions(trial: Mapping[str, Any] | None) -> dict[str, Any]:
         p = _plain(v)
         if p is not None:
             out[str(k)] = p
+    return out
+
+
+def _index_names(mapping: Any, n: int) -> list[str] | None:
+    """Per-index names from a NeuroGym name mapping (``{"fixation": 0, "stimulus": [1, 2]}``
+    gives ``["fixation", "stimulus 1", "stimulus 2"]``); None unless it names each of the
+    ``n`` indices exactly once."""
+    if not isinstance(mapping, Mapping) or n <= 0:
+        return None
+    out: list[str | None] = [None] * n
+    for name, where in mapping.items():
+        idx = list(where) if isinstance(where, (list, tuple, range, np.ndarray)) else [where]
+        for j, i in enumerate(idx):
+            if not isinstance(i, (int, np.integer)) or isinstance(i, bool) or not 0 <= i < n:
+                return None
+            if out[int(i)] is not None:
+                return None
+            out[int(i)] = str(name) if len(idx) == 1 else f"{name} {j + 1}"
+    return None if any(x is None for x in out) else [str(x) for x in out]
+
+
+def space_names(env: gym.Env) -> dict[str, list[str]]:
+    """NeuroGym's names of the observation channels and actions of ``env``, as
+    ``{"obs_names": [...], "action_names": [...]}`` (each present only when the env names
+    every channel / action: ``ob_dict`` / ``act_dict`` of older NeuroGym, else the spaces'
+    ``name`` mappings of NeuroGym 2); empty for other envs."""
+    u = getattr(env, "unwrapped", env)
+    out: dict[str, list[str]] = {}
+    for key, attr, space in (("obs_names", "ob_dict", u.observation_space),
+                             ("action_names", "act_dict", u.action_space)):  # fmt: skip
+        mapping = getattr(u, attr, None)
+        if not isinstance(mapping, Mapping):
+            mapping = getattr(space, "name", None)
+        if key == "obs_names":
+            shape = getattr(space, "shape", None) or ()
+            n = int(np.prod(shape)) if len(shape) == 1 else 0
+        else:
+            n = int(getattr(space, "n", 0) or 0)
+        names = _index_names(mapping, n)
+        if names is not None:
+            out[key] = names
     return out
 
 

@@ -579,6 +579,10 @@ class VideoCanvas:
             ``"scroll"``: the newest step at the right edge, relative time ticks ("now").
             Pages change a few pixel columns per frame (small GIFs); scrolling changes every
             column.
+
+    Attributes:
+        texts: every text drawn on the background (titles, axis and tick labels, legend
+            entries), as built for the first frame.
     """
 
     def __init__(
@@ -619,6 +623,7 @@ class VideoCanvas:
 
         g.fig.canvas.draw()
         self.background = np.asarray(g.fig.canvas.buffer_rgba())[..., :3].copy()
+        self.texts = self._texts(g.fig)
         self._fig = g.fig
         self._page_shown = 0
         self._painters(traj, task, g, mat_axes, trace, trace_ax, task_axes, task_spec, bar_ax)
@@ -626,6 +631,13 @@ class VideoCanvas:
         if not self.page:
             g.fig.clear()
             self._fig = None
+
+    @staticmethod
+    def _texts(fig: Any) -> list[str]:
+        """Every text the background shows (titles, labels, legends, tick labels)."""
+        from matplotlib.text import Text
+
+        return [t.get_text() for t in fig.findobj(Text) if t.get_text() and t.get_visible()]
 
     # ------------------------------------------------------------------ building
     def _read(self, traj: Any, window: int, timeline: str) -> dict[str, Any]:

@@ -1,0 +1,76 @@
+"""Issue 39 item 7 and issue 34 s.2: renders name NeuroGym's channels and actions, put
+time in seconds, have a large title, visible trial starts, a sliding task window and a
+16:9 layout."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from snrl.envs.trials import _index_names, space_names
+from snrl.render import TrajectoryRenderer
+from tests.render.test_task_panel import task_trajectory
+
+
+def _neurogym_env(name: str = "PerceptualDecisionMaking-v0"):
+    ngym = pytest.importorskip("neurogym")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ngym.make(name, dt=100)
+
+
+def test_index_names_expand_groups_and_refuse_gaps():
+    assert _index_names({"fixation": 0, "stimulus": [1, 2]}, 3) == [
+        "fixation",
+        "stimulus 1",
+        "stimulus 2",
+    ]
+    assert _index_names({"fixation": 0, "go": [1]}, 2) == ["fixation", "go"]
+    assert _index_names({"fixation": 0, "stimulus": [1, 2]}, 4) is None  # channel 3 unnamed
+    assert _index_names({"a": 0, "b": 0}, 1) is None  # named twice
+    assert _index_names({"a": 5}, 2) is None
+    assert _index_names(None, 2) is None
+
+
+def test_space_names_of_neurogym_and_of_other_envs():
+    import gymnasium as gym
+
+    env = _neurogym_env()
+    assert space_names(env) == {
+        "obs_names": ["fixation", "stimulus 1", "stimulus 2"],
+        "action_names": ["fixation", "choice 1", "choice 2"],
+    }
+    assert space_names(gym.make("CartPole-v1")) == {}
+
+
+@pytest.fixture(scope="module")
+def ngym_traj():
+    """A 24-step rollout of a small untrained PPO agent on PerceptualDecisionMaking-v0."""
+    pytest.importorskip("neurogym")
+    import snrl
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        algo = snrl.PPO("PerceptualDecisionMaking-v0", backbone="lif", hidden_size=8, n_envs=1)
+        return algo.rollout(seed=0, record=True, max_steps=24)
+
+
+def test_neurogym_render_labels_channels_and_actions_by_name(ngym_traj):
+    assert ngym_traj.meta["obs_names"] == ["fixation", "stimulus 1", "stimulus 2"]
+    r = TrajectoryRenderer(ngym_traj, window=10)
+    r.frame(3)
+    texts = set(r._composer.canvas.texts)
+    for name in ("— fixation", "— stimulus 1", "— stimulus 2", "choice 1", "choice 2"):
+        assert name in texts, (name, sorted(texts))
+    assert not any(t.startswith("— ch ") for t in texts)
+
+
+def test_without_names_the_channels_keep_numbers():
+    traj = task_trajectory(t=12)
+    del traj.meta["obs_names"]
+    r = TrajectoryRenderer(traj, window=12)
+    r.frame(0)
+    texts = set(r._composer.canvas.texts)
+    assert {"— ch 0", "— ch 1", "— ch 2"} <= texts
+    assert {"0", "1", "2"} <= texts  # action ticks: numbers
