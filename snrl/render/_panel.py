@@ -736,7 +736,7 @@ class VideoCanvas:
             self._xlim = (-0.5 * row_unit, (wr - 0.5) * row_unit)
         else:
             self._xlim = (-(wr - 0.5) * row_unit, 0.5 * row_unit)
-        g.xlabel = "time (s)" if self.dt else "env step"
+        g.xlabel = "time (s)" if self.dt else "time (env steps)"
         self._time_axes: list[tuple[Any, bool]] = []
         return g
 

@@ -74,3 +74,34 @@ def test_without_names_the_channels_keep_numbers():
     texts = set(r._composer.canvas.texts)
     assert {"— ch 0", "— ch 1", "— ch 2"} <= texts
     assert {"0", "1", "2"} <= texts  # action ticks: numbers
+
+
+def _numbers(texts: list[str]) -> list[float]:
+    out = []
+    for t in texts:
+        try:
+            out.append(float(t.replace("−", "-")))
+        except ValueError:
+            pass
+    return out
+
+
+def test_time_axis_is_in_seconds_where_the_env_has_a_clock(ngym_traj):
+    assert ngym_traj.dt == pytest.approx(0.1)  # NeuroGym's dt=100 ms
+    r = TrajectoryRenderer(ngym_traj, window=10, activity=False)
+    r.frame(0)
+    canvas = r._composer.canvas
+    assert "time (s)" in canvas.texts and "time (env steps)" not in canvas.texts
+    ax = canvas._time_axes[-1][0]  # the axis with time ticks: the page's 10 steps = 1 s
+    ticks = [float(v) for v in ax.get_xticks()]
+    assert max(ticks) <= 0.95 + 1e-9 and max(ticks) >= 0.5
+    assert "t 0.30 s" in canvas.text(3)
+
+
+def test_time_axis_counts_env_steps_without_a_clock(spiking_traj):
+    assert spiking_traj.dt is None
+    r = TrajectoryRenderer(spiking_traj, window=40)
+    r.frame(0)
+    texts = r._composer.canvas.texts
+    assert "time (env steps)" in texts and "time (s)" not in texts
+    assert max(_numbers(texts)) >= 10  # step ticks, not fractions of a second
