@@ -50,7 +50,7 @@ PRE_COLOR = (236, 236, 236)
 BG_COLOR = pal.rgb(pal.BG_COLOR)
 BAR_COLOR = (150, 160, 175)
 CHOSEN_COLOR = pal.rgb(pal.CHOSEN_COLOR)
-MARK_COLOR = (200, 200, 200)
+MARK_COLOR = (96, 96, 96)
 TRACE_COLORS = tuple(pal.rgb(c) for c, _ in pal.group_styles(4))
 TEXT_COLOR = pal.rgb(pal.TEXT_COLOR)
 GT_COLOR = (26, 26, 26)
@@ -60,6 +60,8 @@ BASE_HEIGHT = 540
 MIN_PANEL_HEIGHT = BASE_HEIGHT
 TEXT_PX = 14
 """Smallest text at scale 1, in pixels (tick labels)."""
+TITLE_PX = 28
+"""The title's text height at scale 1, in pixels."""
 
 
 def _hex(c: tuple[int, int, int]) -> str:
@@ -362,11 +364,13 @@ class _Marks:
         unit: float,
         *,
         page: bool = False,
+        width: int = 1,
     ):
         pad = np.zeros(window - 1, bool)
         self.flags = np.concatenate([pad, np.asarray(flags, bool), [False]])
         self.rects = rects
         self.page = page
+        self.width = max(int(width), 1)  # pixel columns of a line
         self.cols = []
         for rect in rects:
             x = rect.data_x(h) / unit + (0 if page else window - 1)
@@ -388,7 +392,9 @@ class _Marks:
             first = np.concatenate([[True], cols[1:] != cols[:-1]])
             sel = np.flatnonzero(hit & first)
             if sel.size:
-                out[rect.r0 : rect.r1, rect.c0 + sel] = MARK_COLOR
+                cols_px = (sel[:, None] + np.arange(self.width)[None, :]).ravel()
+                cols_px = cols_px[cols_px < rect.w]
+                out[rect.r0 : rect.r1, rect.c0 + cols_px] = MARK_COLOR
 
 
 class _Bars:
@@ -691,7 +697,8 @@ class VideoCanvas:
         g.fs, g.fs_label = px(TEXT_PX) * 0.72, px(16) * 0.72  # points at dpi 100
         g.pad = pad = px(12)
         self.glyphs = _glyphs(px(18))
-        g.top = top = pad + self.glyphs.h + px(12)  # the text line (left), the title (right)
+        g.title_px = px(TITLE_PX)  # the title's line, then the text line under it
+        g.top = top = pad + round(1.3 * g.title_px) + px(4) + self.glyphs.h + px(12)
         g.ylab_w = ylab_w = px(64)  # room left of an axes for tick labels and its y label
         g.xtick_h = xtick_h = px(44)  # room under an axes for tick labels and x label
         g.title_h = title_h = px(24)  # room above an axes for its title
@@ -761,17 +768,17 @@ class VideoCanvas:
         self._set_ticks(ax, 0)
 
     def _title(self, traj: Any, g: _Sheet) -> None:
-        """The static title (top right); the dynamic text line goes top left."""
+        """The static title (top left, large, bold); the dynamic text line under it."""
         meta = traj.meta
         algo = str(meta.get("algo") or "").upper()
-        title = "  ".join(
+        title = "  ·  ".join(
             str(x) for x in (traj.env, algo, backbone_label(meta.get("backbone"))) if x
         )
-        if title:
-            g.fig.text((g.width - g.pad) / g.width, 1 - (g.pad + self.glyphs.h / 2) / g.height,
-                       title, fontsize=g.fs_label, color="#333333", va="center",
-                       ha="right")  # fmt: skip
-        self.text_row = g.pad
+        if title:  # large and dark: readable on a projected slide
+            g.fig.text(g.pad / g.width, 1 - g.pad / g.height, title,
+                       fontsize=g.title_px * 0.72, color=_hex(TEXT_COLOR), va="top",
+                       ha="left", fontweight="bold")  # fmt: skip
+        self.text_row = g.pad + round(1.3 * g.title_px) + g.px(4)
         self.text_col = g.pad
 
     def _task_axes(
@@ -818,16 +825,19 @@ class VideoCanvas:
         ax = self._axes(g, ax_x, y, ax_w, each)
         av = [task["action"]] + ([task["gt"]] if task["gt"] is not None else [])
         ax.set_ylim(*_limits(*av))
+        named = False
         if task["discrete"]:
             n_act = int(np.nanmax(np.concatenate(av))) + 1
             anames = meta.get("action_names")
             ticks = list(range(n_act))
-            if isinstance(anames, list) and len(anames) >= n_act:
+            named = isinstance(anames, list) and len(anames) >= n_act
+            if named:  # the names take the y label's room (the legend says "Action")
                 ax.set_yticks(ticks, [str(anames[i]) for i in ticks])
             else:
                 ax.set_yticks(ticks)
         self._time_axis(g, ax, False)
-        ax.set_ylabel("action", fontsize=fs)
+        if not (task["discrete"] and named):
+            ax.set_ylabel("action", fontsize=fs)
         cols2 = [CHOSEN_COLOR] + ([GT_COLOR] if task["gt"] is not None else [])
         names2 = ["chosen"] + (["ground truth"] if task["gt"] is not None else [])
         self._legend(g.fig, ax, "Action", names2, cols2, fs, g.height, g.width, px)
@@ -848,7 +858,7 @@ class VideoCanvas:
         if task["new_trial"] is not None:
             ax.annotate("| = trial start", (1.0, 1.0), xycoords="axes fraction",
                         xytext=(0, px(4)), textcoords="offset points", ha="right",
-                        va="bottom", color="#999999", fontsize=fs)  # fmt: skip
+                        va="bottom", color=_hex(MARK_COLOR), fontsize=fs)  # fmt: skip
         return task_axes, task_spec
 
     def _policy_axes(
@@ -1012,7 +1022,8 @@ class VideoCanvas:
             # NeuroGym's new_trial is True on the last step of a trial: the line goes
             # between that step and the next one (the left edge of the next step's slot)
             starts = np.concatenate([[False], task["new_trial"][:-1]])
-            self.marks = _Marks(starts, rects, self.window, height, self._step_unit, page=page)
+            self.marks = _Marks(starts, rects, self.window, height, self._step_unit, page=page,
+                                width=g.px(2))  # fmt: skip
         self.bars: _Bars | None = None
         if bar_ax is not None:
             a = self._bar_args

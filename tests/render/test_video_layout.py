@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pytest
+from matplotlib.colors import to_rgb
 
 from snrl.envs.trials import _index_names, space_names
 from snrl.render import TrajectoryRenderer
+from snrl.render._panel import MARK_COLOR
 from tests.render.test_task_panel import task_trajectory
 
 
@@ -105,3 +108,32 @@ def test_time_axis_counts_env_steps_without_a_clock(spiking_traj):
     texts = r._composer.canvas.texts
     assert "time (env steps)" in texts and "time (s)" not in texts
     assert max(_numbers(texts)) >= 10  # step ticks, not fractions of a second
+
+
+def test_title_is_large_dark_and_bold(ngym_traj):
+    from matplotlib.text import Text
+
+    r = TrajectoryRenderer(ngym_traj, window=10)
+    r.frame(0)
+    fig = r._composer.canvas._fig
+    (title,) = [t for t in fig.texts if isinstance(t, Text) and "PPO" in t.get_text()]
+    assert "PerceptualDecisionMaking-v0" in title.get_text()
+    assert title.get_fontsize() * 100 / 72 >= 26  # pixels at dpi 100, scale 1
+    assert title.get_fontweight() == "bold"
+    rgb = np.array(to_rgb(title.get_color()))
+    assert rgb.max() < 0.2  # near black
+
+
+def test_trial_start_lines_are_dark_and_two_pixels_wide():
+    from tests.render.test_task_panel import task_trajectory as toy
+
+    r = TrajectoryRenderer(toy(), window=20)
+    f = r.frame(15)
+    canvas = r._composer.canvas
+    assert sum(MARK_COLOR) / 3 < 128  # dark grey, not a faint one
+    rect, cols = canvas.marks.rects[0], canvas.marks.cols[0]  # observation axes
+    at10 = rect.c0 + int(np.flatnonzero(cols == 10)[0])
+    for c in (at10, at10 + 1):  # two columns (at scale 1), solid down the axes
+        col = (f[rect.r0 : rect.r1, c] == MARK_COLOR).all(-1)
+        assert col.mean() > 0.8
+    assert not (f[rect.r0 : rect.r1, at10 + 2] == MARK_COLOR).all(-1).any()
