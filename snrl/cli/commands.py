@@ -254,12 +254,20 @@ def _psychometric(run_dir: Path, trials: list, env: str) -> dict[str, Any]:
 
 
 def _render(
-    algo: Any, out: Path, *, seed: int, fps: int, activity: bool, scale: float = 1.0
+    algo: Any,
+    out: Path,
+    *,
+    seed: int,
+    fps: int,
+    activity: bool,
+    scale: float = 1.0,
+    layout: str | None = None,
 ) -> Path:
     from snrl.render import TrajectoryRenderer
 
     traj = algo.rollout(seed=seed, record=True)
-    return TrajectoryRenderer(traj, activity=activity, scale=scale).to_file(out, fps=fps)
+    renderer = TrajectoryRenderer(traj, activity=activity, scale=scale, layout=layout)
+    return renderer.to_file(out, fps=fps)
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -270,7 +278,13 @@ def cmd_render(args: argparse.Namespace) -> int:
     # temp videos of renders killed earlier (untouched for a minute: not a live writer's)
     remove_stale_temps(out.parent, min_age_s=60.0)
     written = _render(
-        algo, out, seed=args.seed, fps=args.fps, activity=not args.no_activity, scale=args.scale
+        algo,
+        out,
+        seed=args.seed,
+        fps=args.fps,
+        activity=not args.no_activity,
+        scale=args.scale,
+        layout=args.layout,
     )
     print(f"wrote {written}")
     return 0

@@ -183,6 +183,13 @@ def _add_render(sub: Any) -> None:
         default=1.0,
         help="video size factor (1: at least 540 px high, text >= 14 px; 2: twice that)",
     )
+    r.add_argument(
+        "--layout",
+        choices=("16:9", "compact"),
+        default=None,
+        help="frame shape: 16:9 fills a slide (default for MP4), compact is as large as the "
+        "content needs (default for GIF)",
+    )
     _env_flags(r)
     r.set_defaults(func=cmd_render)
 

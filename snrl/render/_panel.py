@@ -60,6 +60,8 @@ BASE_HEIGHT = 540
 MIN_PANEL_HEIGHT = BASE_HEIGHT
 TEXT_PX = 14
 """Smallest text at scale 1, in pixels (tick labels)."""
+LAYOUTS = ("compact", "16:9")
+"""Frame shapes: as large as the content needs, or exactly 16:9 (slides, 1080p screens)."""
 TITLE_PX = 28
 """The title's text height at scale 1, in pixels."""
 
@@ -585,6 +587,10 @@ class VideoCanvas:
             ``"scroll"``: the newest step at the right edge, relative time ticks ("now").
             Pages change a few pixel columns per frame (small GIFs); scrolling changes every
             column.
+        layout: ``"compact"``: the frame is as large as its content needs (about 2.5:1
+            with the task panel); ``"16:9"``: the frame is stretched to exactly 16:9 (width
+            a multiple of 32 pixels), the extra room going to the panels, so that it fills
+            a slide without letterboxing.
 
     Attributes:
         texts: every text drawn on the background (titles, axis and tick labels, legend
@@ -604,7 +610,11 @@ class VideoCanvas:
         max_traces: int = 3,
         max_layers: int = 3,
         timeline: str = "page",
+        layout: str = "compact",
     ) -> None:
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout={layout!r} (use one of {', '.join(LAYOUTS)})")
+        self.layout = layout
         task = self._read(traj, window, timeline)
         mats = matrix_layers(traj, max_layers) if activity else []
         trace = _trace_source(traj, mats, max_traces) if activity else None
@@ -729,6 +739,18 @@ class VideoCanvas:
         width = x_right + right_w + cbar_w if right else left_w + (pad if frame_hw else 0)
         if not right and frame_hw is None:
             width = left_w + pad + ylab_w + pad
+        if self.layout == "16:9":  # exactly 16:9; the panels take the extra room
+            if width * 9 >= height * 16:
+                full_w = -(-width // 32) * 32
+                full_h = full_w * 9 // 16
+            else:
+                full_h = -(-height // 18) * 18
+                full_w = full_h * 16 // 9
+            if right:
+                g.right_w = right_w = right_w + full_w - width
+            else:
+                g.left_w = left_w = left_w + full_w - width
+            width, height = full_w, full_h
         self.height, self.width = height + height % 2, width + width % 2
         g.height, g.width = self.height, self.width
 

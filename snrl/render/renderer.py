@@ -41,7 +41,7 @@ from snrl.render._encode import (
     build_palette,
     resolve_output,
 )
-from snrl.render._panel import VideoCanvas, content_box
+from snrl.render._panel import LAYOUTS, VideoCanvas, content_box
 from snrl.trajectory import Trajectory
 
 __all__ = ["TrajectoryRenderer"]
@@ -212,12 +212,17 @@ class TrajectoryRenderer:
             at least 14 pixels (legible projected at 1080p); 2 doubles every size.
         crop: show only the part of the env frames that has content (stored frames only);
             ``False`` shows them whole.
-        timeline: ``"page"`` (default): raster and traces show a fixed page of ``window``
-            steps with absolute time ticks, filled from the left, then the next page; a GIF
-            then stores a few new pixel columns per frame (a 500-step CartPole GIF with
-            activity stays under 2 MB). ``"scroll"``: the newest step at the right edge,
-            time ticks relative to now; every column changes per frame (fine for MP4,
-            GIFs get large).
+        timeline: ``"page"``: raster, traces and task panel show a fixed page of
+            ``window`` steps with absolute time ticks, filled from the left, then the next
+            page; a GIF then stores a few new pixel columns per frame (a 500-step CartPole
+            GIF with activity stays under 2 MB). ``"scroll"``: the window slides with the
+            current time, the newest step at the right edge, time ticks relative to now;
+            every column changes per frame (fine for MP4, GIFs get large). ``None``
+            (default): ``"scroll"`` for MP4, ``"page"`` for GIFs and single frames.
+        layout: ``"16:9"``: frames of exactly 16:9 (they fill a slide or a 1080p screen);
+            ``"compact"``: as large as the content needs (about 2.5:1 with the task panel).
+            ``None`` (default): ``"16:9"`` for MP4, ``"compact"`` for GIFs and single
+            frames. Applies when a panel is drawn (not to ``activity=False`` env frames).
         max_traces: units drawn as traces.
         max_layers: layers drawn as rasters/heatmaps.
         strict_replay: when re-simulating, raise (True) or warn once (False) if the
@@ -240,7 +245,8 @@ class TrajectoryRenderer:
         panel_width: int = 640,
         scale: float = 1.0,
         crop: bool = True,
-        timeline: str = "page",
+        timeline: str | None = None,
+        layout: str | None = None,
         max_traces: int = 3,
         max_layers: int = 3,
         strict_replay: bool = True,
@@ -271,15 +277,19 @@ class TrajectoryRenderer:
         self.panel_width = int(panel_width)
         self.scale = scale
         self.crop = bool(crop)
-        if timeline not in ("page", "scroll"):
+        if timeline not in (None, "page", "scroll"):
             raise UserError(f"timeline={timeline!r} (use 'page' or 'scroll')")
         self.timeline = timeline
+        if layout not in (None, *LAYOUTS):
+            raise UserError(f"layout={layout!r} (use {' or '.join(map(repr, LAYOUTS))})")
+        self.layout = layout
         self.max_traces = int(max_traces)
         self.max_layers = int(max_layers)
         self.mp4_crf = int(mp4_crf)
         self.mp4_preset = mp4_preset
         self._source = _FrameSource(trajectory, env, strict=strict_replay)
         self._composer: _Composer | None = None
+        self._composer_key: tuple[Any, ...] | None = None
 
     # ------------------------------------------------------------------ frames
     @property
@@ -291,8 +301,17 @@ class TrajectoryRenderer:
     def _check_fps(fps: float) -> float:
         return positive_number("fps", fps, "frames per second", "30")
 
-    def _get_composer(self, frame_hw: tuple[int, int] | None) -> _Composer:
-        if self._composer is None or self._composer.frame_hw != frame_hw:
+    def _modes(self, kind: str | None) -> tuple[str, str]:
+        """The timeline and layout of an output ``kind`` ("mp4", "gif", None: frames)."""
+        mp4 = kind == "mp4"
+        timeline = self.timeline or ("scroll" if mp4 else "page")
+        return timeline, self.layout or ("16:9" if mp4 else "compact")
+
+    def _get_composer(self, frame_hw: tuple[int, int] | None, kind: str | None = None) -> _Composer:
+        timeline, layout = self._modes(kind)
+        key = (frame_hw, timeline, layout)
+        if self._composer is None or self._composer_key != key:
+            self._composer_key = key
             canvas = None
             if self.activity or frame_hw is None:
                 stored = self.trajectory.frames
@@ -307,7 +326,8 @@ class TrajectoryRenderer:
                     panel_width=self.panel_width,
                     max_traces=self.max_traces,
                     max_layers=self.max_layers,
-                    timeline=self.timeline,
+                    timeline=timeline,
+                    layout=layout,
                 )
             self._composer = _Composer(frame_hw, canvas)
         return self._composer
@@ -398,7 +418,7 @@ class TrajectoryRenderer:
         out, kind = resolve_output(path, kind)
         it = iter(self._source)
         first = next(it)
-        composer = self._get_composer(self._hw(first))
+        composer = self._get_composer(self._hw(first), kind)
         if kind == "mp4":
             writer: Any = Mp4Writer(
                 out, size=composer.size, fps=fps_value, crf=self.mp4_crf, preset=self.mp4_preset

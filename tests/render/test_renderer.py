@@ -161,7 +161,8 @@ def test_box_policy_and_layers_without_threshold_or_sign_render():
 
 # ---------------------------------------------------------------- files
 def test_mp4_is_h264_yuv420p_with_fps_size_and_frame_count(tmp_path, spiking_traj):
-    r = TrajectoryRenderer(spiking_traj)
+    # MP4's defaults, given explicitly so that frame() draws what the MP4 holds
+    r = TrajectoryRenderer(spiking_traj, layout="16:9", timeline="scroll")
     out = r.to_mp4(tmp_path / "ep.mp4", fps=12)
     info = _ffmpeg_info(out)
     assert "h264" in info and "yuv420p" in info

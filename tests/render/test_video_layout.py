@@ -137,3 +137,77 @@ def test_trial_start_lines_are_dark_and_two_pixels_wide():
         col = (f[rect.r0 : rect.r1, c] == MARK_COLOR).all(-1)
         assert col.mean() > 0.8
     assert not (f[rect.r0 : rect.r1, at10 + 2] == MARK_COLOR).all(-1).any()
+
+
+def _trace_columns(canvas, frame) -> np.ndarray:
+    """Fraction of the observation axes' pixel columns that hold a trace pixel."""
+    tr = canvas.task_traces[0]
+    r = tr.rect
+    region = frame[r.r0 : r.r1, r.c0 : r.c1]
+    hit = np.zeros(region.shape[:2], bool)
+    for c in tr.colors:
+        hit |= (region == c).all(-1)
+    return hit.any(0).mean()
+
+
+def test_mp4_window_slides_with_time_instead_of_paging(tmp_path, ngym_traj):
+    r = TrajectoryRenderer(ngym_traj, window=10)
+    r.to_mp4(tmp_path / "v.mp4", fps=10)
+    mp4 = r._composer.canvas
+    assert not mp4.page  # the MP4's own canvas
+    # frame 20 starts a new page: paging shows one step, sliding the last 10
+    slid = _trace_columns(mp4, mp4.paint(20, None).copy())
+    paged = TrajectoryRenderer(ngym_traj, window=10, timeline="page")
+    pf = paged.frame(20)
+    assert _trace_columns(paged._composer.canvas, pf) < 0.2
+    assert slid > 0.8
+
+
+@pytest.mark.parametrize(
+    ("kind", "layout", "is_16_9"),
+    [("mp4", None, True), ("gif", None, False), ("gif", "16:9", True), ("mp4", "compact", False)],
+)
+def test_layout_16_9_is_the_mp4_default(tmp_path, ngym_traj, kind, layout, is_16_9):
+    import imageio.v3 as iio
+
+    r = TrajectoryRenderer(ngym_traj, window=10, layout=layout)
+    out = r.to_file(tmp_path / f"v.{kind}", fps=10)
+    frame = iio.imread(out, index=3)
+    h, w = frame.shape[:2]
+    assert (w * 9 == h * 16) is is_16_9, (w, h)
+    assert h >= 540
+    if is_16_9:
+        assert w % 32 == 0
+
+
+def test_bad_layout_is_a_user_error(ngym_traj):
+    from snrl.errors import UserError
+
+    with pytest.raises(UserError, match="layout='4:3'"):
+        TrajectoryRenderer(ngym_traj, layout="4:3")
+
+
+def test_snrl_render_layout_flag(tmp_path, monkeypatch, ngym_traj):
+    """`snrl render` writes a 16:9 MP4 by default and a compact one with --layout compact
+    (the run is stood in for by an algo whose rollout is the recorded trajectory)."""
+    import imageio.v3 as iio
+
+    from snrl.cli import commands
+    from snrl.cli.parser import build_parser
+
+    class _Algo:
+        def rollout(self, seed: int = 0, record: bool = True):
+            return ngym_traj
+
+    monkeypatch.setattr(commands, "_checkpoint_path", lambda run_dir, which: tmp_path)
+    monkeypatch.setattr(commands, "load_algo", lambda *a, **k: _Algo())
+    parser = build_parser()
+    for flags, is_16_9 in (([], True), (["--layout", "compact"], False)):
+        out = tmp_path / f"v{len(flags)}.mp4"
+        args = parser.parse_args(["render", "run", "--out", str(out), "--fps", "10", *flags])
+        assert args.func(args) == 0
+        h, w = iio.imread(out, index=0).shape[:2]
+        assert (w * 9 == h * 16) is is_16_9, (flags, w, h)
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_args(["render", "run", "--out", "v.mp4", "--layout", "4:3"])
+    assert exc.value.code == 2
