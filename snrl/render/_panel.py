@@ -708,7 +708,9 @@ class VideoCanvas:
         g.pad = pad = px(12)
         self.glyphs = _glyphs(px(18))
         g.title_px = px(TITLE_PX)  # the title's line, then the text line under it
-        g.top = top = pad + round(1.3 * g.title_px) + px(4) + self.glyphs.h + px(12)
+        title_line = round(1.3 * g.title_px) + px(4)
+        g.top = top = pad + title_line + self.glyphs.h + px(12)
+        base_h = px(BASE_HEIGHT) + title_line  # the title's line adds to the content's room
         g.ylab_w = ylab_w = px(64)  # room left of an axes for tick labels and its y label
         g.xtick_h = xtick_h = px(44)  # room under an axes for tick labels and x label
         g.title_h = title_h = px(24)  # room above an axes for its title
@@ -720,7 +722,7 @@ class VideoCanvas:
         if frame_hw is not None:
             ch, cw = (crop[1] - crop[0], crop[3] - crop[2]) if crop else frame_hw
             max_w = px(640)
-            room_h = max(px(BASE_HEIGHT) - top - bars_h - (xtick_h + title_h if policy else 0),
+            room_h = max(base_h - top - bars_h - (xtick_h + title_h if policy else 0),
                          1)  # fmt: skip
             self.zoom = max(1, min(room_h // max(ch, 1), max_w // max(cw, 1)))
             g.fh, g.fw = ch * self.zoom, cw * self.zoom
@@ -732,7 +734,7 @@ class VideoCanvas:
             left_content_h = px(300)
         g.left_w = left_w
         left_h = top + left_content_h + (title_h + bars_h + xtick_h if policy else pad)
-        height = max(left_h, px(BASE_HEIGHT) if (right or frame_hw is None) else left_h)
+        height = max(left_h, base_h if (right or frame_hw is None) else left_h)
         g.x_right = x_right = left_w + pad + ylab_w
         g.right_w = right_w = px(panel_width) if right else 0
         cbar_w = px(90)  # room right of the matrices: E/I counts or a colour bar

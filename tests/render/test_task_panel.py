@@ -146,7 +146,9 @@ def test_neurogym_task_renders_gif_and_mp4(tmp_path):
     gif = r.to_gif(tmp_path / "task.gif", fps=20)
     frames = iio.imread(gif, index=None)
     assert frames.shape[0] == len(traj) + 1
-    np.testing.assert_allclose(frames[25][..., :3], r.frame(25), atol=40)
+    # the GIF's 255-colour palette: nearly every pixel close, a few antialiased text edges less
+    diff = np.abs(frames[25][..., :3].astype(int) - r.frame(25).astype(int))
+    assert (diff <= 40).mean() > 0.9999 and diff.max() <= 64
     mp4 = r.to_mp4(tmp_path / "task.mp4", fps=20)
     n, _ = imageio_ffmpeg.count_frames_and_secs(str(mp4))
     assert n == len(traj) + 1
