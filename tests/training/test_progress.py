@@ -61,7 +61,9 @@ def test_snrl_train_to_a_pipe_writes_progress_lines(tmp_path):
         for m in [re.search(r"env_step ([\d,]+)/1,000 ", ln)]
     ]
     assert counts == sorted(counts) and counts[-1] == 1_000
-    assert lines[0].startswith("PPO mlp on CartPole-v1: env_step 128/1,000 (13 %)")
+    # the label is the run title (algo, backbone, size, seed, env: snrl.agents.run_title)
+    title = "PPO · MLP · 8 units · seed 0 · CartPole-v1"
+    assert lines[0].startswith(f"{title}: env_step 128/1,000 (13 %)")
     assert all("steps/s" in ln for ln in lines)
 
 
