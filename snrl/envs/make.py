@@ -414,20 +414,8 @@ def _make_env(env_id: Any, *, render_mode: str | None = None, **kwargs: Any) -> 
         resolve_env_id(env_id)  # a bare NeuroGym id: import neurogym so it registers its tasks
         return _gym_make(env_id, render_mode, kwargs)
 
-    module_name, _, attr = env_id.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise UserError(
-            f"cannot import module {module_name!r} of env {env_id!r}: {e} "
-            "(check the module path and that it is importable, e.g. on PYTHONPATH)"
-        ) from e
-    except Exception as e:
-        raise UserError(
-            f"importing module {module_name!r} of env {env_id!r} failed: "
-            f"{type(e).__name__}: {e} (fix the module)"
-        ) from e
-
+    module, attr = _env_module(env_id)
+    module_name = env_id.partition(":")[0]
     if attr in (getattr(module, "VECTOR_ENV_IDS", None) or ()):
         # a module of batched envs (snrl.tasks): its own single env of the id
         return module.make_env(attr, **kwargs)
@@ -578,6 +566,24 @@ def make_vector_env(
     return envs
 
 
+def _env_module(env_id: str) -> tuple[Any, str]:
+    """The imported module and the name after the colon of a ``module:Name`` env id; an
+    import that fails is a :class:`UserError` naming the module and the reason."""
+    module_name, _, attr = env_id.partition(":")
+    try:
+        return importlib.import_module(module_name), attr
+    except ImportError as e:
+        raise UserError(
+            f"cannot import module {module_name!r} of env {env_id!r}: {e} "
+            "(check the module path and that it is importable, e.g. on PYTHONPATH)"
+        ) from e
+    except Exception as e:
+        raise UserError(
+            f"importing module {module_name!r} of env {env_id!r} failed: "
+            f"{type(e).__name__}: {e} (fix the module)"
+        ) from e
+
+
 def _batched_vector_env(
     env_id: Any,
     n_envs: int,
@@ -595,11 +601,7 @@ def _batched_vector_env(
         return None
     if env_id.startswith(("http://", "https://")):
         return None
-    module_name, _, attr = env_id.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception:
-        return None  # make_env reports it, with the reason
+    module, attr = _env_module(env_id)
     if attr not in (getattr(module, "VECTOR_ENV_IDS", None) or ()):
         return None
     return module.make_vector_env(
