@@ -12,6 +12,11 @@ vector env with the task's default episode length, seeds ``10_000 + i``). Agents
   1 s keeps 0.9 of the membrane per step (``--lif-tau``; 0.1 s is measured too);
 * ``gru``: ``snrl.PPO(task, backbone="gru")``, the other fields default;
 * ``mlp``: ``snrl.PPO(task, backbone="mlp")`` (no memory: a floor for the delay tasks);
+* ``zoo`` / ``untuned``: ``snrl.PPO(task, backbone="lif")`` with no other keyword (``tuned``
+  on / off): what ``snrl train --env TASK`` and ``snrl train --env TASK --no-tuned`` run, the
+  env's tuned entry (snrl/zoo/ppo.toml) against the defaults, each with its own ``n_envs``
+  (``--n-envs`` sizes only their evaluation). ``lif``, ``gru`` and ``mlp`` never take a tuned
+  entry (``tuned=False``), so they stay the defaults named above;
 * ``lstm``: ``sb3_contrib.RecurrentPPO("MlpLstmPolicy", ...)`` with rl-baselines3-zoo's
   settings for its memory task CartPoleNoVel-v1 (:data:`LSTM_KWARGS`: 8 envs, 100k steps,
   segments of 32 steps, one minibatch of 256, 20 epochs, gamma 0.98, GAE lambda 0.8, learning
@@ -51,7 +56,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ("PerceptualDecisionMaking-v0", "GoNogo-v0", "DelayMatchSample-v0")
-AGENTS = ("lif", "gru", "mlp", "lstm")
+AGENTS = ("lif", "gru", "mlp", "lstm", "zoo", "untuned")
 EVAL_SEED = 10_000
 
 
@@ -95,8 +100,12 @@ def _snrl_run(
 
     import snrl
 
-    taus = {"tau_m": lif_tau, "readout_tau_m": lif_tau} if agent == "lif" else {}
-    algo = snrl.PPO(task, backbone=agent, n_envs=n_envs, seed=seed, eval_interval=0, **taus)
+    if agent in ("zoo", "untuned"):  # `snrl train --env TASK [--no-tuned]`: nothing else given
+        kwargs: dict[str, Any] = {"backbone": "lif", "tuned": agent == "zoo"}
+    else:
+        taus = {"tau_m": lif_tau, "readout_tau_m": lif_tau} if agent == "lif" else {}
+        kwargs = {"backbone": agent, "n_envs": n_envs, "tuned": False, **taus}
+    algo = snrl.PPO(task, seed=seed, eval_interval=0, **kwargs)
     t0 = time.perf_counter()
     algo.learn(steps, progress=False)
     train_s = time.perf_counter() - t0
@@ -269,6 +278,22 @@ def summarize(results: list[dict[str, Any]], tasks: list[str], agents: list[str]
         for other in ("lstm", "gru"):
             ref = table[task].get(other, {}).get("accuracy_mean", math.nan)
             table[task][f"lif_over_{other}"] = lif / ref if ref and math.isfinite(ref) else math.nan
+        by_seed = {
+            agent: {
+                r["seed"]: r["accuracy"]
+                for r in results
+                if r["task"] == task and r["agent"] == agent
+            }
+            for agent in ("zoo", "untuned")
+        }
+        seeds = sorted(set(by_seed["zoo"]) & set(by_seed["untuned"]))
+        if seeds:  # the tuned entry against the defaults, seed by seed
+            table[task]["zoo_vs_untuned"] = {
+                "seeds": seeds,
+                "zoo": [by_seed["zoo"][s] for s in seeds],
+                "untuned": [by_seed["untuned"][s] for s in seeds],
+                "zoo_better": sum(by_seed["zoo"][s] > by_seed["untuned"][s] for s in seeds),
+            }
     return table
 
 
@@ -284,6 +309,17 @@ def print_table(table: dict, agents: list[str]) -> None:
         ]
         ratios = [f"{row[f'lif_over_{o}']:.3f}" for o in ("lstm", "gru")]
         print(f"| {task} | " + " | ".join(cells + ratios) + " |")
+    for task, row in table.items():
+        if "zoo_vs_untuned" in row:
+            z = row["zoo_vs_untuned"]
+            pairs = ", ".join(
+                f"seed {s}: {a:.3f} vs {b:.3f}"
+                for s, a, b in zip(z["seeds"], z["zoo"], z["untuned"])
+            )
+            print(
+                f"{task}: tuned entry vs defaults, {pairs}: "
+                f"better on {z['zoo_better']}/{len(z['seeds'])}"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -134,10 +134,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
         backend=args.backend,
         address=args.address,
         gpus_per_trial=args.gpus_per_trial,
+        baseline=args.baseline,
     )
+    defaults = "" if res.baseline_value is None else f"; the defaults {res.baseline_value:.6g}"
     print(
-        f"best trial {res.best_trial}: score {res.best_value:.6g} ({res.n_complete} complete, "
-        f"{res.n_pruned} pruned, {res.n_failed} failed); wrote {res.best_toml}, {res.report}"
+        f"best trial {res.best_trial}: score {res.best_value:.6g}{defaults} ({res.n_complete} "
+        f"complete, {res.n_pruned} pruned, {res.n_failed} failed); wrote {res.best_toml}, "
+        f"{res.report}"
     )
     return 0
 
@@ -229,6 +232,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--last-k", type=int, default=3, help="score: mean of the last K evaluations (3)"
     )
     add_set_flag(t, help="fixed config value")
+    t.add_argument(
+        "--baseline",
+        action="store_true",
+        help="the first trial trains the defaults (nothing sampled): best.toml and report.md "
+        "say whether the best trial beat them",
+    )
     _ray_flags(
         t,
         "trial",

@@ -15,6 +15,10 @@ A space file holds one entry per config key::
     hidden_size = {choices = [32, 64, 128]}      # a choice
     n_envs = 8                                   # a fixed value for every trial
 
+With ``baseline=True`` (``--baseline``) the study's first trial trains the defaults (the
+space's fixed values, nothing sampled) on the same seed and steps, so ``best.toml`` and
+``report.md`` say whether, and by how much, the best sampled trial beat them.
+
 Outputs, written by every ``tune`` call when its workers are done: ``DIR/best.toml`` (the
 best trial's values in the zoo's format, snrl/zoo/*.toml), ``DIR/report.md`` (best trials,
 parameter importances, ``DIR/history.png``). :func:`reproduce` re-runs a trial from its
@@ -32,7 +36,6 @@ import math
 import multiprocessing
 import os
 import socket
-import sys
 import types
 import typing
 import warnings
@@ -47,11 +50,6 @@ from snrl.errors import UserError, describe
 from snrl.experiments.runner import train_run
 from snrl.io import atomic_write_text, load_json
 from snrl.zoo import FIXED_KEYS
-
-if sys.version_info >= (3, 11):
-    pass
-else:  # pragma: no cover - exercised on Python 3.10 only
-    pass
 
 __all__ = [
     "Param",
@@ -259,6 +257,8 @@ class TuneResult:
     n_failed: int
     best_toml: Path
     report: Path
+    baseline_value: float | None = None
+    """The defaults' score (the baseline trial); None without one or before it completed."""
 
 
 def _optuna() -> Any:
@@ -310,14 +310,23 @@ def _base_config(s: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _is_baseline(trial: Any) -> bool:
+    """The study's baseline trial: the defaults, nothing sampled (``baseline=True``)."""
+    return bool(trial.user_attrs.get("baseline"))
+
+
 def _sample(trial: Any, space: Mapping[str, Param], cls: type) -> dict[str, Any]:
+    """The trial's values: one sample per range or choice, the fixed values as they are (the
+    baseline trial: the fixed values only)."""
     hints = _key_types(cls)
     values: dict[str, Any] = {}
     for key, p in space.items():
-        if p.choices is not None:
-            values[key] = trial.suggest_categorical(key, list(p.choices))
-        elif p.low is None:
+        if p.choices is None and p.low is None:
             values[key] = p.fixed
+        elif _is_baseline(trial):
+            continue
+        elif p.choices is not None:
+            values[key] = trial.suggest_categorical(key, list(p.choices))
         elif hints[key] is int:
             values[key] = trial.suggest_int(key, int(p.low), int(p.high), log=p.log)
         else:
@@ -376,7 +385,7 @@ class _ReportEvaluations(Callback):
         self.trial.set_user_attr("metric", column)
         step = int(stats["env_step"])
         self.trial.report(self.scores[-1], step=step)
-        if step < self.total_steps and self.trial.should_prune():
+        if step < self.total_steps and not _is_baseline(self.trial) and self.trial.should_prune():
             self.pruned_at = step
             return False
         return None
@@ -516,6 +525,7 @@ def tune(
     backend: str = "local",
     address: str | None = None,
     gpus_per_trial: float | None = None,
+    baseline: bool = False,
 ) -> TuneResult:
     """Search hyperparameters of ``algo`` with ``backbone`` on ``env``.
 
@@ -542,6 +552,9 @@ def tune(
         address: Ray cluster address (None: a local Ray instance of ``jobs`` CPUs).
         gpus_per_trial: Ray: GPUs per task (0.5 packs two on a GPU); set ``device`` to
             ``cuda`` in ``config``.
+        baseline: Make the study's first trial the defaults (``config`` and the space's
+            fixed values, nothing sampled; never pruned; one of ``trials``), so the outputs
+            say how far the best sampled trial is above (or below) them on the same seed.
 
     Returns:
         The best trial and the files written.
@@ -573,6 +586,7 @@ def _tune(
     backend: str,
     address: str | None,
     gpus_per_trial: float | None,
+    baseline: bool,
 ) -> TuneResult:
     optuna = _optuna()
     _check_algo(algo)
@@ -626,12 +640,16 @@ def _tune(
         for v in values:
             _check_value(cls, key, v, f"{key} = {v!r} of the space", base)
     out_.mkdir(parents=True, exist_ok=True)
-    optuna.create_study(
+    created = optuna.create_study(
         study_name=s["study"],
         storage=_storage(optuna, storage, out_),
         direction="maximize",
         load_if_exists=True,
     )
+    if baseline and not any(_is_baseline(t) for t in created.get_trials(deepcopy=False)):
+        # the first trial when the study is new (processes starting one study at the same
+        # moment may each add one: the outputs use the first to complete)
+        created.enqueue_trial({}, user_attrs={"baseline": True})
     if backend == "ray":
         _work_on_ray(s, jobs, address, gpus_per_trial)
     elif jobs == 1:
@@ -666,14 +684,23 @@ def write_outputs(s: Mapping[str, Any]) -> TuneResult:
             f"no trial of study {s['study']!r} completed (see {out / 'trials'}; raise --steps "
             "or check the env)"
         )
-    best = max(done, key=lambda t: t.value)
+    sampled = [t for t in done if not _is_baseline(t)]
+    if not sampled:
+        raise UserError(
+            f"no sampled trial of study {s['study']!r} completed, only the defaults' (raise "
+            "--trials)"
+        )
+    best = max(sampled, key=lambda t: t.value)
+    base = next((t for t in done if _is_baseline(t)), None)
+    versus = _versus_defaults(best, base) if base is not None else ""
     fixed = {k: p.fixed for k, p in s["space"].items() if p.low is None and p.choices is None}
     values = {**fixed, **best.params}
     metric = best.user_attrs.get("metric", "eval_return_mean")
     lines = [
-        f"# snrl tune: study {s['study']!r}, best of {len(done)} complete trial(s)",
+        f"# snrl tune: study {s['study']!r}, best of {len(sampled)} complete trial(s)",
         f"# trial {best.number}, seed {s['seed']}, {s['steps']} env steps: score "
         f"{best.value:.6g} (mean of the last {s['last_k']} evaluations of {metric})",
+        *([f"# {versus}"] if versus else []),
         f"# reproduce: snrl tune --reproduce {out} --trial {best.number}",
         f'["{s["env"]}".{s["backbone"]}]',
         *(f"{k} = {_toml_value(v)}" for k, v in values.items()),
@@ -684,7 +711,7 @@ def write_outputs(s: Mapping[str, Any]) -> TuneResult:
     _plot_history(study.get_trials(deepcopy=False), plot, metric)
     importances, evaluator = _importances(optuna, study, len(done))
     report = out / "report.md"
-    atomic_write_text(report, _report(s, study, done, importances, evaluator, metric))
+    atomic_write_text(report, _report(s, study, done, importances, evaluator, metric, versus))
     trials = study.get_trials(deepcopy=False)
     return TuneResult(
         best_trial=best.number,
@@ -695,6 +722,21 @@ def write_outputs(s: Mapping[str, Any]) -> TuneResult:
         n_failed=sum(t.state == states.FAIL for t in trials),
         best_toml=best_toml,
         report=report,
+        baseline_value=None if base is None else float(base.value),
+    )
+
+
+def _versus_defaults(best: Any, base: Any) -> str:
+    """One line: the best sampled trial against the defaults' trial, on the same seed."""
+    diff = best.value - base.value
+    verdict = (
+        f"{diff:+.4g} over them"
+        if diff > 0
+        else "NOT above them: the defaults did as well on this seed; keep them"
+    )
+    return (
+        f"the defaults (trial {base.number}, nothing sampled) scored {base.value:.6g}; "
+        f"the best trial {best.value:.6g}, {verdict}"
     )
 
 
@@ -734,6 +776,10 @@ def _plot_history(trials: list[Any], path: Path, metric: str) -> None:
         running = max(running, y)
         best.append(running)
     ax.step(xs, best, where="post", label="best so far")
+    for t in trials:
+        if _is_baseline(t) and t.value is not None:
+            ax.axhline(t.value, color="0.4", ls="--", lw=1, label="the defaults")
+            break
     ax.set_xlabel("trial")
     ax.set_ylabel(f"score (last evaluations of {metric})")
     ax.legend(loc="lower right")
@@ -750,6 +796,7 @@ def _report(
     importances: Mapping[str, float],
     evaluator: str,
     metric: str,
+    versus: str = "",
 ) -> str:
     trials = study.get_trials(deepcopy=False)
     counts: dict[str, int] = {}
@@ -762,6 +809,7 @@ def _report(
         f"({', '.join(f'{n} {k}' for k, n in sorted(counts.items()))}), {s['steps']} env "
         f"steps each, seed {s['seed']}. Score: mean of the last {s['last_k']} of "
         f"{s['n_evals']} evaluations of `{metric}`.",
+        *(["", versus[0].upper() + versus[1:] + "."] if versus else []),
         "",
         "## Best trials",
         "",
@@ -770,6 +818,7 @@ def _report(
     ]
     for t in sorted(done, key=lambda t: -t.value)[:5]:
         params = ", ".join(f"{k}={_toml_value(v)}" for k, v in t.params.items())
+        params = params if not _is_baseline(t) else "the defaults (nothing sampled)"
         lines.append(f"| {t.number} | {t.value:.6g} | {params} |")
     failed = [t for t in trials if t.state.name == "FAIL"]
     if failed:

@@ -431,3 +431,64 @@ def test_a_space_file_nested_too_deeply_is_one_user_error(tmp_path):
     deep.write_text("lr = " + "[" * 5000 + "]" * 5000 + "\n")
     with pytest.raises(UserError, match="space file .* nests more than"):
         load_space(deep, "ppo")
+
+
+# ---- --baseline: the defaults as the study's first trial -----------------------------------
+
+
+def test_baseline_trial_trains_the_defaults_and_the_outputs_compare_against_it(tmp_path):
+    (tmp_path / "space.toml").write_text(SPACE + "eval_episodes = 2\n")
+    tiny = ["--set", "n_envs=4", "--set", "n_steps=16", "--set", "hidden_size=8"]
+    r = snrl_cmd(
+        "tune", "--env", "CartPole-v1", "--trials", "3", "--steps", "128", "--evals", "2",
+        "--last-k", "1", "--space", "space.toml", *tiny, "--baseline", "--out", "study",
+        "--quiet", cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "study"
+    trials = _study(out).get_trials()
+    base = trials[0]
+    assert base.user_attrs["baseline"] is True and base.params == {}  # nothing sampled
+    assert base.state == optuna.trial.TrialState.COMPLETE
+    assert all(t.params.keys() == {"lr", "n_epochs"} for t in trials[1:])
+    cfg = json.loads((out / "trials" / "0" / "config.json").read_text())
+    defaults = __import__("snrl").PPOConfig()
+    assert (cfg["lr"], cfg["n_epochs"]) == (defaults.lr, defaults.n_epochs)  # the defaults
+    assert (cfg["eval_episodes"], cfg["n_envs"], cfg["tuned"]) == (2, 4, False)  # fixed values
+    evals = [float(row["eval_return_mean"]) for row in rows(out / "trials/0/metrics.csv")]
+    assert base.value == pytest.approx([e for e in evals if not math.isnan(e)][-1])
+    best = max(trials[1:], key=lambda t: t.value)  # the baseline is never best.toml's entry
+    text = (out / "best.toml").read_text()
+    assert f"# trial {best.number}," in text
+    assert f"the defaults (trial 0, nothing sampled) scored {base.value:.6g}" in text
+    (entry,) = parse("ppo", text).values()
+    assert dict(entry.values) == {"eval_episodes": 2, **best.params}
+    assert f"the defaults {base.value:.6g}" in r.stdout
+    assert "the defaults (nothing sampled)" in (out / "report.md").read_text()
+
+
+@pytest.mark.parametrize("sampled, verdict", [(15.0, "+5 over them"), (5.0, "NOT above them")])
+def test_best_toml_says_whether_the_best_trial_beat_the_defaults(tmp_path, sampled, verdict):
+    from snrl.experiments.tune import write_outputs
+
+    out = tmp_path / "study"
+    out.mkdir()
+    s = dict(
+        env="CartPole-v1", algo="ppo", backbone="lif", study="s", storage=None, out=str(out),
+        space=check_space({"lr": {"low": 1e-4, "high": 1e-2}}, "ppo", source="t"), seed=0,
+        steps=64, last_k=1, n_evals=1,
+    )  # fmt: skip
+    storage = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(out / "study.log"))
+    )
+    study = optuna.create_study(study_name="s", storage=storage, direction="maximize")
+    lr = optuna.distributions.FloatDistribution(1e-4, 1e-2)
+    study.add_trial(optuna.trial.create_trial(value=10.0, user_attrs={"baseline": True}))
+    study.add_trial(
+        optuna.trial.create_trial(params={"lr": 3e-3}, distributions={"lr": lr}, value=sampled)
+    )
+    res = write_outputs(s)
+    assert (res.best_trial, res.best_value, res.baseline_value) == (1, sampled, 10.0)
+    text = (out / "best.toml").read_text()
+    assert f"scored 10; the best trial {sampled:g}, {verdict}" in text
+    assert (out / "report.md").read_text().count(verdict) == 1
