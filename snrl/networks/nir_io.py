@@ -174,7 +174,7 @@ def to_nir(backbone: nn.Module, *, unit_r: bool = False) -> Any:
             weight=_np(layer.forward_weights.t()), bias=_np(layer.bias)
         )
         edges += [(prev, f"{name}_in"), (f"{name}_in", name)]
-        tau = _euler(layer._decay("tau_m"), dt)
+        tau = _euler(layer.decay("tau_m"), dt)
         zeros = np.zeros(n)
         if name == "readout":
             if layer.weight_rec is not None:
@@ -184,7 +184,7 @@ def to_nir(backbone: nn.Module, *, unit_r: bool = False) -> Any:
             continue
         thr = float(layer.threshold)
         spylif = backbone.backbone == "spylif"
-        tau_syn = _euler(layer._decay("tau_syn"), dt) if spylif else None
+        tau_syn = _euler(layer.decay("tau_syn"), dt) if spylif else None
         subtract = layer.reset == "subtract"
         meta[f"{name}.reset"] = layer.reset
         if subtract:
