@@ -84,8 +84,8 @@ def eprop_layer_gradients(
         el = initial_eligibility(
             batch, n_pre, n, adaptive=adaptive, filtered=False, device=x.device, dtype=x.dtype
         )
-        grad = torch.zeros(n_pre, n, device=x.device, dtype=x.dtype)
-        ones = torch.ones(batch, 1, device=x.device, dtype=x.dtype)
+        grad = x.new_zeros(n_pre, n)
+        ones = x.new_ones(batch, 1)
         s0 = layer.check_state(x, state)
         z_prev = s0.z.to(x.dtype).expand(batch, n)
         v_prev = s0.v.to(x.dtype).expand(batch, n)
@@ -101,8 +101,8 @@ def eprop_layer_gradients(
         )
         if factored:
             decay = alpha.reshape(-1)[0]
-            zbar = torch.empty(t_len, batch, n_pre, device=x.device, dtype=x.dtype)
-            acc = torch.zeros(batch, n_pre, device=x.device, dtype=x.dtype)
+            zbar = x.new_empty(t_len, batch, n_pre)
+            acc = x.new_zeros(batch, n_pre)
         for t in range(t_len):
             if starts is not None and bool(starts[t].any()):
                 el = reset_rows(el, starts[t])
