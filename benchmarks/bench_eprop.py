@@ -102,9 +102,8 @@ def _grad(method, layer, w_out, kappa, t_len, gen) -> None:
     # online e-prop: inputs, targets, traces and readout carried one step at a time
     with torch.no_grad():
         state = layer.initial_state(B)
-        consts = layer._constants()
-        alpha = consts[0]
-        rho = consts[1] if adaptive else None
+        alpha = layer.decay("tau_m")
+        rho = layer.decay("tau_a") if adaptive else None
         beta = layer.beta if adaptive else 0.0
         dpsi = derivative_fn(layer.spike_grad)
         el = initial_eligibility(B, F + N + 1, N, adaptive=adaptive, filtered=True)

@@ -137,7 +137,7 @@ def no_training(monkeypatch):
 
     seen: list[object] = []
 
-    def fake_train_run(out, *, algo, config, force, progress, callbacks=None, on_start=None):
+    def fake_train_run(out, *, algo, config, force, progress, callbacks=None):
         _available_device(config.device)
         config.check_memory(4, 2)  # CartPole's sizes
         seen.append(config)

@@ -76,6 +76,10 @@ from snrl.zoo import configure
 log = logging.getLogger("snrl")
 
 
+#: The periodic evaluations during training seed env ``i`` with ``config.seed +
+#: EVAL_SEED_OFFSET + i``: episodes of their own, apart from the training envs' seeds.
+EVAL_SEED_OFFSET = 10_000
+
 #: ``learn()`` keywords of Stable-Baselines3 and what snrl does instead (docs/migrating.md).
 _FOREIGN_LEARN_KEYWORDS = {
     "total_timesteps": "Stable-Baselines3's learn(total_timesteps=N) is learn(total_steps=N)",
@@ -512,7 +516,7 @@ class Algorithm:
         """The periodic evaluation: its columns into ``row``, then ``on_eval_end``."""
         cfg = self.config
         res = self.evaluate(
-            n_episodes=cfg.eval_episodes, seed=cfg.seed + 10_000, lesson=self.lesson
+            n_episodes=cfg.eval_episodes, seed=cfg.seed + EVAL_SEED_OFFSET, lesson=self.lesson
         )
         row["eval_return_mean"] = res["mean_return"]
         if "accuracy" in res:

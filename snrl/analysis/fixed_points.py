@@ -106,7 +106,7 @@ def lif_rate_map(
         w_in = layer.forward_weights.detach().double().cpu()
         w_rec = layer.recurrent_weights.detach().double().cpu()
         bias = layer.bias.detach().double().cpu()
-        alpha = torch.as_tensor(layer._constants()[0]).detach().double().cpu()
+        alpha = torch.as_tensor(layer.decay("tau_m")).detach().double().cpu()
     threshold = float(layer.params.threshold)
     drive = torch.as_tensor(np.asarray(x, dtype=np.float64)) @ w_in + bias
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from snrl.agents import ALGOS, load_algo
 from snrl.agents.base import MAX_TOTAL_STEPS, check_int
+from snrl.callbacks import Callback, load_callbacks
 from snrl.config import (
     Layer,
     build,
@@ -30,6 +31,7 @@ from snrl.errors import UserError, first_line
 from snrl.experiments.runner import train_run
 from snrl.io import json_safe, load_json, write_json_atomic
 from snrl.networks.factory import SPIKING
+from snrl.training.progress import say
 from snrl.training.rundir import (
     DEMO_FILES,
     claim_files,
@@ -169,8 +171,6 @@ def cmd_train(args: argparse.Namespace) -> int:
         )
     # --callback module:Name: imported because you named it; on --resume, the run's recorded
     # callbacks only under the rule of env modules (snrl.callbacks.load_callbacks)
-    from snrl.callbacks import load_callbacks
-
     callbacks = load_callbacks(
         args.callback, run_dir=args.out, resume=args.resume, trusted=args.trust_env_module
     )
@@ -186,8 +186,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             progress=not args.quiet,
             env=args.env,
             trust_env_module=args.trust_env_module,
-            callbacks=callbacks,
-            on_start=_print_neuron_time,
+            callbacks=[_NeuronTime(), *callbacks],
         )
     else:
         config = _train_config(args)
@@ -197,19 +196,21 @@ def cmd_train(args: argparse.Namespace) -> int:
             config=config,
             force=args.force,
             progress=not args.quiet,
-            callbacks=callbacks,
-            on_start=_print_neuron_time,
+            callbacks=[_NeuronTime(), *callbacks],
         )
     print(f"run directory: {args.out} (checkpoints/best.pt, metrics.csv, learning_curve.png)")
     return 0
 
 
-def _print_neuron_time(algo: Any) -> None:
-    """The resolved neuron time of a spiking run, printed before training starts (the
-    ``dt`` derived from the task is what a user checks first; docs/architecture.md, "Time")."""
-    cfg = getattr(algo, "config", None)
-    if cfg is not None and cfg.backbone in SPIKING:
-        print(f"neuron time: dt={cfg.dt:g} s, substeps={cfg.substeps} per env step", flush=True)
+class _NeuronTime(Callback):
+    """Prints the resolved neuron time of a spiking run when training starts, before its
+    first env step (the ``dt`` derived from the task is what a user checks first;
+    docs/architecture.md, "Time")."""
+
+    def on_training_start(self, algo: Any) -> None:
+        cfg = algo.config
+        if cfg.backbone in SPIKING:
+            say(f"neuron time: dt={cfg.dt:g} s, substeps={cfg.substeps} per env step")
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

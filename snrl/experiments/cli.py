@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from snrl.config import add_set_flag
+from snrl.experiments.spec import CompareSpec
 
 
 def _csv_list(text: str) -> list[str]:
@@ -195,8 +196,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     c.add_argument(
         "--threshold", type=float, default=None, help="solved return (default: env spec)"
     )
-    c.add_argument("--eval-episodes", type=int, default=20)
-    c.add_argument("--eval-seed", type=int, default=123)
+    c.add_argument("--eval-episodes", type=int, default=CompareSpec.eval_episodes)
+    c.add_argument("--eval-seed", type=int, default=CompareSpec.eval_seed)
     c.add_argument("--retry-failed", action="store_true", help="run failed runs again")
     c.add_argument("--quiet", action="store_true")
 

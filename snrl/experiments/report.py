@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from snrl.agents.base import EVAL_SEED_OFFSET
 from snrl.experiments.stats import (
     bootstrap_ci,
     bootstrap_ci_columns,
@@ -36,13 +37,22 @@ ENERGY_FORMULAS = (
 )
 
 
-EVAL_NOTE = (
-    "The final eval here and the last `eval_return_mean` in a run's `metrics.csv` "
-    "evaluate the same last weights on different episodes: the final eval plays "
-    "`--eval-episodes` episodes (default 20) with env `i` seeded `--eval-seed + i` (default "
-    "123), the periodic evaluation during training plays the config's `eval_episodes` "
-    "(default 10) with env `i` seeded `seed + 10000 + i`, so the two means differ."
-)
+def eval_note(specs: Sequence[Any]) -> str:
+    """Why the final eval of ``specs`` (the runs) and the last ``eval_return_mean`` of their
+    ``metrics.csv`` differ, with the numbers these runs used."""
+
+    def values(xs: Any) -> str:
+        return ", ".join(str(x) for x in sorted(set(xs))) or "none"
+
+    return (
+        "The final eval here and the last `eval_return_mean` in a run's `metrics.csv` "
+        "evaluate the same last weights on different episodes: the final eval plays "
+        f"{values(s.eval_episodes for s in specs)} episodes (`--eval-episodes`) with env `i` "
+        f"seeded `--eval-seed + i` (`--eval-seed` {values(s.eval_seed for s in specs)}), the "
+        "periodic evaluation during training plays the config's `eval_episodes` "
+        f"({values(s.config['eval_episodes'] for s in specs)}) with env `i` seeded "
+        f"`seed + {EVAL_SEED_OFFSET} + i`, so the two means differ."
+    )
 
 
 def _num(value: Any) -> float:
@@ -443,7 +453,7 @@ def write_outputs(
     ]
     if warning:
         lines += [f"**Warning:** {warning}", ""]
-    lines += ["## Summary", "", tables, EVAL_NOTE, ""]
+    lines += ["## Summary", "", tables, eval_note(specs), ""]
     if failed:
         lines += ["## Runs that did not finish", ""]
         lines += [f"- `{r['name']}`: {r.get('status')} — {r.get('error') or ''}" for r in failed]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
 from typing import Any
 
 from snrl.agents import ALGOS, load_algo
@@ -34,7 +33,6 @@ def train_run(
     trust_env_module: bool = False,
     threads: int | None = None,
     callbacks: Any = None,
-    on_start: Callable[[Any], None] | None = None,
 ) -> Any:
     """Train into ``run_dir``: a fresh run from ``algo`` + ``config``, or ``resume`` from
     ``run_dir/checkpoints/last.pt`` (the algorithm's own resume: counters, optimizer, RNG and
@@ -53,10 +51,9 @@ def train_run(
         env: resume only: the env, named by the caller (replaces the saved ``env``).
         trust_env_module: resume only: import a ``module:Class`` env named by the checkpoint.
         threads: resume only: torch threads instead of the saved ``threads`` (None: saved).
-        callbacks: passed to ``learn`` (:mod:`snrl.callbacks`).
-        on_start: called with the algorithm object once it is built (its config resolved:
-            the neuron ``dt`` derived from the task) and before training starts; ``snrl
-            train`` prints the neuron time there.
+        callbacks: passed to ``learn`` (:mod:`snrl.callbacks`); their ``on_training_start``
+            sees the algorithm built, its config resolved (the neuron ``dt`` derived from
+            the task): ``snrl train`` prints the neuron time there.
 
     Returns:
         The algorithm object after training (its envs closed; ``evaluate`` still works).
@@ -71,62 +68,31 @@ def train_run(
             writing ``run_dir``.
     """
     with lock_run_dir(run_dir):
-        return _train_run(
-            run_dir,
-            algo=algo,
-            config=config,
-            total_steps=total_steps,
-            resume=resume,
-            force=force,
-            progress=progress,
-            env=env,
-            trust_env_module=trust_env_module,
-            threads=threads,
-            callbacks=callbacks,
-            on_start=on_start,
-        )
-
-
-def _train_run(
-    run_dir: str | os.PathLike,
-    *,
-    algo: str | None,
-    config: Any,
-    total_steps: int | None,
-    resume: bool,
-    force: bool,
-    progress: bool,
-    env: str | None,
-    trust_env_module: bool,
-    threads: int | None,
-    callbacks: Any,
-    on_start: Callable[[Any], None] | None,
-) -> Any:
-    if resume:
-        out = prepare_run_dir(run_dir, resume=True, force=False)
-        obj = load_algo(
-            out / "checkpoints" / "last.pt",
-            run_dir=out,
-            env=env,
-            trust_env_module=trust_env_module,
-        )
-        total = total_steps if total_steps is not None else obj.config.total_steps
-        if threads is not None:  # how fast, not what: the one key a resume may change
-            obj.config = dataclasses.replace(obj.config, threads=threads)
-    else:
-        if algo not in ALGOS:
-            raise UserError(f"unknown algorithm {algo!r} (choose one of {', '.join(ALGOS)})")
-        if config is None:
-            raise UserError("a fresh run needs a config (pass config=ALGOS[algo].Config(...))")
-        # validates env and spaces before the run directory is touched
-        obj = ALGOS[algo](config=config, run_dir=run_dir, overwrite=force)
-        # the resolved config (dt derived from the task): what the run used
-        write_json_atomic(obj.run_dir / "config.json", {"algo": algo, **config_to_dict(obj.config)})
-        total = total_steps if total_steps is not None else config.total_steps
-    try:
-        if on_start is not None:
-            on_start(obj)
-        obj.learn(total, callbacks=callbacks, progress=progress)
-    finally:
-        obj.close()
-    return obj
+        if resume:
+            out = prepare_run_dir(run_dir, resume=True, force=False)
+            obj = load_algo(
+                out / "checkpoints" / "last.pt",
+                run_dir=out,
+                env=env,
+                trust_env_module=trust_env_module,
+            )
+            total = total_steps if total_steps is not None else obj.config.total_steps
+            if threads is not None:  # how fast, not what: the one key a resume may change
+                obj.config = dataclasses.replace(obj.config, threads=threads)
+        else:
+            if algo not in ALGOS:
+                raise UserError(f"unknown algorithm {algo!r} (choose one of {', '.join(ALGOS)})")
+            if config is None:
+                raise UserError("a fresh run needs a config (pass config=ALGOS[algo].Config(...))")
+            # validates env and spaces before the run directory is touched
+            obj = ALGOS[algo](config=config, run_dir=run_dir, overwrite=force)
+            # the resolved config (dt derived from the task): what the run used
+            write_json_atomic(
+                obj.run_dir / "config.json", {"algo": algo, **config_to_dict(obj.config)}
+            )
+            total = total_steps if total_steps is not None else config.total_steps
+        try:
+            obj.learn(total, callbacks=callbacks, progress=progress)
+        finally:
+            obj.close()
+        return obj

@@ -353,8 +353,10 @@ class RecurrentLayer(nn.Module):
         else:
             self.register_buffer(f"log_{name}", log_tau)
 
-    def _decay(self, name: str) -> Tensor:
-        """(N,) ``exp(-dt / tau)`` for the time constant ``name``.
+    def decay(self, name: str) -> Tensor:
+        """(N,) ``exp(-dt / tau)`` per step for the time constant ``name``, one of
+        ``params.time_constants`` (``"tau_m"``; ALIF ``"tau_a"``; SpyLIF ``"tau_syn"``): the
+        decay the step function uses (learning rules and exports read it here).
 
         A fixed (buffer) time constant's decay is memoized on the buffer's identity and
         version counter, which every in-place write (``load_state_dict``, ``copy_``) bumps.
@@ -566,8 +568,14 @@ class RecurrentLayer(nn.Module):
         fresh = self.initial_state(v.shape[0], h0=h0, inputs=inputs, device=v.device)
         return mask_state(done.bool(), fresh, self.state_type(*state))
 
-    def _check(self, x: Tensor, state: Any) -> Any:
-        """Validate shapes; returns the state as the model's NamedTuple."""
+    def check_state(self, x: Tensor, state: Any) -> Any:
+        """The ``state`` for input ``x`` ((B, F) or (T, B, F)) as the model's NamedTuple, its
+        shapes checked (what :meth:`run` does first).
+
+        Raises:
+            UserError: an input without ``input_size`` features, a state of other fields or
+                of another batch size.
+        """
         shape = x.shape
         if type(state) is self.state_type and len(shape) in (2, 3) and shape[-1] == self.input_size:
             bn = (shape[-2], self.output_size)  # the usual case, in few Python ops (per step)
@@ -600,7 +608,7 @@ class RecurrentLayer(nn.Module):
     def _constants(self) -> tuple:
         """Per-call model constants, computed once per forward call: the decay per step of
         each of ``params.time_constants``, in that order."""
-        return tuple(self._decay(name) for name in self.params.time_constants)
+        return tuple(self.decay(name) for name in self.params.time_constants)
 
     def _step(self, current: Tensor, state: Any, consts: tuple, spike_fn: SpikeFn | None) -> tuple:
         raise NotImplementedError
@@ -662,8 +670,10 @@ class RecurrentLayer(nn.Module):
             fields["v"] = zero + self.h0
         return self.state_type(**fields)
 
-    def _fresh_sequence(self, u: Tensor, starts: Tensor | None, fresh: Any) -> Any:
-        """``fresh`` (default :meth:`reset_values`) with every field expanded to u's shape."""
+    def fresh_sequence(self, u: Tensor, starts: Tensor | None, fresh: Any) -> Any:
+        """The states that replace the rows at the episode ``starts`` (bool (T, B)) of a
+        sequence ``u`` (T, B, ...): ``fresh`` (default :meth:`reset_values`) with every field
+        expanded to ``u``'s shape, as :meth:`run` uses them; None without ``starts``."""
         if starts is None:
             return None
         if tuple(starts.shape) != tuple(u.shape[:2]) or u.dim() != 3:
@@ -696,7 +706,7 @@ class RecurrentLayer(nn.Module):
             leading dims with N features, the state after the last step, and the membranes
             after each step (shaped like ``out``).
         """
-        state = self._check(x, state)
+        state = self.check_state(x, state)
         if starts is None and x.dim() == 2 and not torch.is_grad_enabled() and caching():
             w_in, w_rec, consts = self._frozen()  # a rollout step: one memo check
             u = torch.addmm(self.bias, x, w_in)
@@ -704,7 +714,7 @@ class RecurrentLayer(nn.Module):
         u = self._project(x)
         if starts is not None:
             starts = torch.as_tensor(starts, device=u.device).bool()
-            fresh = self._fresh_sequence(u, starts, fresh)
+            fresh = self.fresh_sequence(u, starts, fresh)
             if not bool(starts.any()):
                 starts = fresh = None
         drive = Drive(u, self._rec_weights(), starts, fresh)

@@ -21,7 +21,7 @@ from snrl.functional.surrogate import derivative_fn
 from snrl.layers import ALIFLayer, LIFLayer
 from snrl.networks.activity import Activity
 from snrl.networks.protocol import BackboneOutput
-from snrl.networks.spiking import SpikingBackbone, _layer_activity
+from snrl.networks.spiking import SpikingBackbone, layer_activity
 
 LEARNING_RULES = ("bptt", "eprop")
 """The values of the ``learning_rule`` config key."""
@@ -71,22 +71,22 @@ def eprop_layer_gradients(
         res = layer.run(x, state, starts=starts, fresh=fresh)
         t_len, batch, n_in = x.shape
         n = layer.output_size
-        consts = layer._constants()
-        alpha, rho = consts[0], (consts[1] if adaptive else None)
+        alpha = layer.decay("tau_m")
+        rho = layer.decay("tau_a") if adaptive else None
         beta = layer.beta if adaptive else 0.0
         thr = layer.threshold + beta * res.traces["a"] if adaptive else layer.threshold
         psi = derivative_fn(layer.spike_grad)((res.v - thr).clone())
         fresh_seq = None
         if starts is not None:
-            fresh_seq = layer._fresh_sequence(res.v, starts, fresh)
+            fresh_seq = layer.fresh_sequence(res.v, starts, fresh)
         recurrent = layer.weight_rec is not None
         n_pre = n_in + (n if recurrent else 0) + 1
         el = initial_eligibility(
             batch, n_pre, n, adaptive=adaptive, filtered=False, device=x.device, dtype=x.dtype
         )
-        grad = torch.zeros(n_pre, n, device=x.device, dtype=x.dtype)
-        ones = torch.ones(batch, 1, device=x.device, dtype=x.dtype)
-        s0 = layer._check(x, state)
+        grad = x.new_zeros(n_pre, n)
+        ones = x.new_ones(batch, 1)
+        s0 = layer.check_state(x, state)
         z_prev = s0.z.to(x.dtype).expand(batch, n)
         v_prev = s0.v.to(x.dtype).expand(batch, n)
         factor = None
@@ -101,8 +101,8 @@ def eprop_layer_gradients(
         )
         if factored:
             decay = alpha.reshape(-1)[0]
-            zbar = torch.empty(t_len, batch, n_pre, device=x.device, dtype=x.dtype)
-            acc = torch.zeros(batch, n_pre, device=x.device, dtype=x.dtype)
+            zbar = x.new_empty(t_len, batch, n_pre)
+            acc = x.new_zeros(batch, n_pre)
         for t in range(t_len):
             if starts is not None and bool(starts[t].any()):
                 el = reset_rows(el, starts[t])
@@ -262,7 +262,7 @@ class EProp(LearningRule):
             signal = r["z"].grad
             if g_out:
                 readout = net.readout
-                back = filter_backward(g_out[0], readout._constants()[0], r["starts"])
+                back = filter_backward(g_out[0], readout.decay("tau_m"), r["starts"])
                 fb = back @ self.feedback_matrix(r["name"], net).T
                 signal = fb if signal is None else signal + fb
             if signal is None:
@@ -318,8 +318,8 @@ class _EPropRun(nn.Module):
         name0 = net.spiking_names[0]
         activity = Activity(
             [
-                _layer_activity(name0, layer, hid._replace(out=z)),
-                _layer_activity("readout", readout, out),
+                layer_activity(name0, layer, hid._replace(out=z)),
+                layer_activity("readout", readout, out),
             ]
         )
         return BackboneOutput(out.out, (hid.state, out.state), activity)

@@ -629,7 +629,7 @@ def _snntorch_neuron(layer: nn.Module, kind: str, dtype: torch.dtype) -> nn.Modu
             "snntorch equivalent (snntorch's RLeaky, Synaptic and RSynaptic zero the whole "
             "update, input included, on a spike); use reset='subtract'"
         )
-    beta = layer._decay("tau_m").detach().clone()
+    beta = layer.decay("tau_m").detach().clone()
     common = dict(
         threshold=float(p.threshold),
         spike_grad=layer.spike_grad,
@@ -642,7 +642,7 @@ def _snntorch_neuron(layer: nn.Module, kind: str, dtype: torch.dtype) -> nn.Modu
         else:
             m = snn.Leaky(beta=beta, **common)
     else:
-        alpha = layer._decay("tau_syn").detach().clone()
+        alpha = layer.decay("tau_syn").detach().clone()
         if rec:
             m = snn.RSynaptic(alpha=alpha, beta=beta, all_to_all=True, linear_features=n, **common)
         else:
@@ -719,7 +719,7 @@ def to_snntorch(backbone: nn.Module) -> nn.Sequential:
             if layer.weight_rec is not None:
                 raise UserError("to_snntorch: a recurrent readout has no snntorch equivalent")
             li = snn.Leaky(
-                beta=layer._decay("tau_m").detach().clone(),
+                beta=layer.decay("tau_m").detach().clone(),
                 reset_mechanism="none",
                 init_hidden=True,
                 output=True,

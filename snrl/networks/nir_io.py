@@ -90,6 +90,51 @@ MAPPING = (
 )
 
 
+#: The NIR neuron node of each snrl neuron model and reset, read both ways: :func:`to_nir`
+#: writes a layer as the node of its model and reset, :func:`from_nir` reads model and reset
+#: from the node. Node -> (snrl backbone, reset, the field of the membrane's time constant).
+#: The Cuba nodes hold SpyLIF's synapse too (``tau_syn``, ``w_in``); a "subtract" layer's
+#: LI node feeds a ``Threshold`` node (module docstring); the LI readout is an ``LI`` node.
+NEURON_NODES = {
+    "LIF": ("lif", "zero", "tau"),
+    "LI": ("lif", "subtract", "tau"),
+    "CubaLIF": ("spylif", "zero", "tau_mem"),
+    "CubaLI": ("spylif", "subtract", "tau_mem"),
+}
+
+
+def _neuron_kind(node: Any, nir: Any) -> tuple[str, str, str] | None:
+    """:data:`NEURON_NODES`' entry of a NIR neuron node; None for another node."""
+    for name, kind in NEURON_NODES.items():
+        if isinstance(node, getattr(nir, name)):
+            return kind
+    return None
+
+
+def _neuron_node(
+    nir: Any,
+    backbone: str,
+    reset: str,
+    tau: np.ndarray,
+    dt: float,
+    *,
+    threshold: float | None = None,
+    tau_syn: np.ndarray | None = None,
+) -> Any:
+    """The NIR node (:data:`NEURON_NODES`) of ``backbone``'s neurons with ``reset``: the
+    membrane's Euler time constant ``tau`` with ``r = tau / dt`` and rest 0; with a zero
+    reset, the ``threshold`` and ``v_reset = 0``; SpyLIF's synapse ``tau_syn`` with
+    ``w_in = tau_syn / dt``."""
+    name = next(k for k, v in NEURON_NODES.items() if v[:2] == (backbone, reset))
+    zeros = np.zeros(len(tau))
+    kw = {NEURON_NODES[name][2]: tau, "r": tau / dt, "v_leak": zeros}
+    if reset == "zero":
+        kw.update(v_threshold=np.full(len(tau), threshold), v_reset=zeros)
+    if backbone == "spylif":
+        kw.update(tau_syn=tau_syn, w_in=tau_syn / dt)
+    return getattr(nir, name)(**kw)
+
+
 def parameter_table() -> str:
     """The snrl -> NIR parameter mapping as a Markdown table (docs/interop.md)."""
     rows = [
@@ -174,36 +219,26 @@ def to_nir(backbone: nn.Module, *, unit_r: bool = False) -> Any:
             weight=_np(layer.forward_weights.t()), bias=_np(layer.bias)
         )
         edges += [(prev, f"{name}_in"), (f"{name}_in", name)]
-        tau = _euler(layer._decay("tau_m"), dt)
-        zeros = np.zeros(n)
+        tau = _euler(layer.decay("tau_m"), dt)
         if name == "readout":
             if layer.weight_rec is not None:
                 raise UserError("to_nir: a recurrent readout has no NIR export here")
-            nodes[name] = nir.LI(tau=tau, r=tau / dt, v_leak=zeros)
+            nodes[name] = _neuron_node(nir, "lif", "subtract", tau, dt)  # an LI membrane
             prev = name
             continue
         thr = float(layer.threshold)
         spylif = backbone.backbone == "spylif"
-        tau_syn = _euler(layer._decay("tau_syn"), dt) if spylif else None
+        tau_syn = _euler(layer.decay("tau_syn"), dt) if spylif else None
         subtract = layer.reset == "subtract"
         meta[f"{name}.reset"] = layer.reset
+        nodes[name] = _neuron_node(
+            nir, backbone.backbone, layer.reset, tau, dt, threshold=thr, tau_syn=tau_syn
+        )
+        spikes = name
         if subtract:
-            if spylif:
-                nodes[name] = nir.CubaLI(
-                    tau_syn=tau_syn, tau_mem=tau, r=tau / dt, v_leak=zeros, w_in=tau_syn / dt
-                )
-            else:
-                nodes[name] = nir.LI(tau=tau, r=tau / dt, v_leak=zeros)
             spikes = f"{name}_spikes"
             nodes[spikes] = nir.Threshold(threshold=np.full(n, thr))
             edges.append((name, spikes))
-        else:
-            kw = dict(r=tau / dt, v_leak=zeros, v_threshold=np.full(n, thr), v_reset=zeros)
-            if spylif:
-                nodes[name] = nir.CubaLIF(tau_syn=tau_syn, tau_mem=tau, w_in=tau_syn / dt, **kw)
-            else:
-                nodes[name] = nir.LIF(tau=tau, **kw)
-            spikes = name
         if layer.weight_rec is not None or subtract:
             w = layer.recurrent_weights.detach().t().clone()
             if subtract:
@@ -223,7 +258,7 @@ def _move_scale_to_weights(nodes: dict[str, Any], edges: list[tuple[str, str]], 
     ``r`` (times ``w_in``) multiplies the rows of the ``Affine``/``Linear`` nodes feeding it
     (the opposite of :func:`_fold_scale`)."""
     for name, node in list(nodes.items()):
-        if not isinstance(node, (nir.LI, nir.LIF, nir.CubaLI, nir.CubaLIF)):
+        if _neuron_kind(node, nir) is None:
             continue
         kw = {k: v for k, v in node.to_dict().items() if k not in ("type", "metadata")}
         scale = np.asarray(kw["r"], dtype=np.float64)
@@ -311,11 +346,11 @@ def _fold_scale(entry: dict[str, Any], dt: float, nir: Any) -> None:
     weights, bias and recurrent weights of neuron ``j`` are multiplied by its factor, the same
     ODE. snrl's own graphs have factor 1 (``r = tau / dt``): nothing changes."""
     node = entry["node"]
-    if isinstance(node, (nir.CubaLIF, nir.CubaLI)):
+    backbone, _, tau = _neuron_kind(node, nir)
+    scale: Any = 1.0
+    if backbone == "spylif":
         scale = np.asarray(node.w_in, dtype=np.float64) * dt / np.asarray(node.tau_syn)
-        scale = scale * np.asarray(node.r, dtype=np.float64) * dt / np.asarray(node.tau_mem)
-    else:
-        scale = np.asarray(node.r, dtype=np.float64) * dt / np.asarray(node.tau)
+    scale = scale * np.asarray(node.r, dtype=np.float64) * dt / np.asarray(getattr(node, tau))
     n = entry["w_in"].shape[1]
     scale = np.broadcast_to(scale.reshape(-1), (n,))
     if not np.all(np.isfinite(scale)):
@@ -392,8 +427,8 @@ def from_nir(graph: Any, *, dt: float | None = None) -> nn.Module:
     layers, readout = _nir_chain(_flat(graph, nir), nir)
     for entry in [*layers, *([readout] if readout else [])]:
         _fold_scale(entry, dt, nir)
-    thr, reset, kinds = _one_model(layers, nir)
-    return _nir_backbone(layers, readout, thr, reset, kinds, dt, nir)
+    thr, reset, model = _one_model(layers, nir)
+    return _nir_backbone(layers, readout, thr, reset, model, dt, nir)
 
 
 def _flat(graph: Any, nir: Any, prefix: str = "") -> Any:
@@ -447,11 +482,17 @@ def _nir_chain(graph: Any, nir: Any) -> tuple[list[dict[str, Any]], dict[str, An
         name = _succ_of(succ, cur)
         neuron = nodes[name]
         entry: dict[str, Any] = {"name": name, "w_in": w.T, "bias": b, "node": neuron}
-        if isinstance(neuron, (nir.LIF, nir.CubaLIF)):
+        kind = _neuron_kind(neuron, nir)
+        if kind is None:
+            raise UserError(
+                f"from_nir: node {name!r} is a {type(neuron).__name__}, which snrl cannot run "
+                "(supported neurons: LIF, CubaLIF, LI/CubaLI + Threshold)"
+            )
+        if kind[1] == "zero":
             if np.any(np.asarray(neuron.v_reset) != 0) or np.any(np.asarray(neuron.v_leak) != 0):
                 raise UserError(f"from_nir: {name!r} has v_reset or v_leak != 0 (snrl rests at 0)")
             entry.update(reset="zero", thr=neuron.v_threshold, spikes=name)
-        elif isinstance(neuron, (nir.LI, nir.CubaLI)):
+        else:
             thr_nodes = [s for s in succ[name] if isinstance(nodes[s], nir.Threshold)]
             if not thr_nodes:  # a readout
                 if readout is not None or not isinstance(nodes[_succ_of(succ, name)], nir.Output):
@@ -461,11 +502,6 @@ def _nir_chain(graph: Any, nir: Any) -> tuple[list[dict[str, Any]], dict[str, An
                 break
             spikes = _single(thr_nodes, f"{name!r} feeds several Threshold nodes")
             entry.update(reset="subtract", thr=nodes[spikes].threshold, spikes=spikes)
-        else:
-            raise UserError(
-                f"from_nir: node {name!r} is a {type(neuron).__name__}, which snrl cannot run "
-                "(supported neurons: LIF, CubaLIF, LI/CubaLI + Threshold)"
-            )
         rec, nxt = None, []
         for s in succ[entry["spikes"]]:
             node = nodes[s]
@@ -483,10 +519,11 @@ def _nir_chain(graph: Any, nir: Any) -> tuple[list[dict[str, Any]], dict[str, An
     return layers, readout
 
 
-def _one_model(layers: list[dict[str, Any]], nir: Any) -> tuple[float, str, set[str]]:
-    """The one threshold, reset and neuron model of every spiking layer (a SpikingBackbone
-    has one of each); the subtract reset moved from the recurrence's diagonal."""
-    kinds = {"cuba" if isinstance(e["node"], (nir.CubaLIF, nir.CubaLI)) else "lif" for e in layers}
+def _one_model(layers: list[dict[str, Any]], nir: Any) -> tuple[float, str, str]:
+    """The one threshold, reset and neuron model (the backbone's name) of every spiking
+    layer (a SpikingBackbone has one of each); the subtract reset moved from the
+    recurrence's diagonal."""
+    kinds = {_neuron_kind(e["node"], nir)[0] for e in layers}
     resets = {e["reset"] for e in layers}
     thrs = np.concatenate([np.asarray(e["thr"], dtype=np.float64).reshape(-1) for e in layers])
     if len(kinds) > 1 or len(resets) > 1 or not np.all(thrs == thrs[0]):
@@ -506,7 +543,7 @@ def _one_model(layers: list[dict[str, Any]], nir: Any) -> tuple[float, str, set[
             # products) is the reset alone, not an autapse of weight ~1e-8
             w[d] = np.where(np.abs(w[d]) <= 1e-6 * abs(thr), 0.0, w[d])
             e["w_rec"] = w
-    return thr, reset, kinds
+    return thr, reset, kinds.pop()
 
 
 def _nir_backbone(
@@ -514,7 +551,7 @@ def _nir_backbone(
     readout: dict[str, Any] | None,
     thr: float,
     reset: str,
-    kinds: set[str],
+    model: str,
     dt: float,
     nir: Any,
 ) -> nn.Module:
@@ -527,7 +564,7 @@ def _nir_backbone(
         layers[0]["w_in"].shape[0],
         [e["w_in"].shape[1] for e in layers],
         None if readout is None else readout["w_in"].shape[1],
-        backbone="spylif" if kinds == {"cuba"} else "lif",
+        backbone=model,
         force_dale_law=False,
         use_recurrent_connection=any(has_rec),
         use_rec_eye_mask=eye_free,
@@ -547,12 +584,10 @@ def _nir_backbone(
                 layer.weight_rec.copy_(
                     torch.zeros_like(layer.weight_rec) if w is None else torch.as_tensor(w)
                 )
-            if isinstance(node, (nir.CubaLIF, nir.CubaLI)):
-                tau_mem = node.tau_mem
+            kind, _, tau = _neuron_kind(node, nir)
+            if kind == "spylif":
                 _set_decay(layer, "tau_syn", _alpha(node.tau_syn, dt, "tau_syn"))
-            else:
-                tau_mem = node.tau
-            _set_decay(layer, "tau_m", _alpha(tau_mem, dt, "tau"))
+            _set_decay(layer, "tau_m", _alpha(getattr(node, tau), dt, tau))
     return backbone
 
 

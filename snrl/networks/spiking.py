@@ -305,7 +305,7 @@ class SpikingBackbone(nn.Module):
         for (name, layer), s, f in zip(self.layers.items(), state, fresh):
             res = layer.run(h, s) if starts is None else layer.run(h, s, starts=starts, fresh=f)
             new_states.append(res.state)
-            acts.append(_layer_activity(name, layer, res))
+            acts.append(layer_activity(name, layer, res))
             h = res.out
         return BackboneOutput(h, tuple(new_states), Activity(acts))
 
@@ -340,7 +340,9 @@ class SpikingBackbone(nn.Module):
         return infos
 
 
-def _layer_activity(name: str, layer: RecurrentLayer, res: LayerOutput) -> LayerActivity:
+def layer_activity(name: str, layer: RecurrentLayer, res: LayerOutput) -> LayerActivity:
+    """The :class:`LayerActivity` of layer ``name`` of a backbone (``"readout"``: the LI
+    readout, no spikes) from its :meth:`~snrl.layers.base.RecurrentLayer.run` output."""
     spiking = name != "readout"
     return LayerActivity(
         name=name,
@@ -487,7 +489,7 @@ def run_together(
             hs[g] = res.out
     results = []
     for g in range(len(nets)):
-        acts = [_layer_activity(name, layer, res) for name, layer, res in outs_per_layer[g]]
+        acts = [layer_activity(name, layer, res) for name, layer, res in outs_per_layer[g]]
         out = hs[g] if k == 1 else hs[g][k - 1 :: k]
         results.append(BackboneOutput(out, tuple(new_states[g]), Activity(acts)))
     return results
@@ -516,10 +518,10 @@ def _run_li_group(
 ) -> list[LayerOutput]:
     """Leaky-integrator readouts without recurrence (elementwise per neuron) as one layer of
     their widths concatenated."""
-    states = [r._check(h, s) for r, h, s in zip(readouts, hs, states)]
+    states = [r.check_state(h, s) for r, h, s in zip(readouts, hs, states)]
     us = [r._project(h) for r, h in zip(readouts, hs)]
     u = torch.cat(us, dim=-1)
-    alpha = torch.cat([r._decay("tau_m") for r in readouts])
+    alpha = torch.cat([r.decay("tau_m") for r in readouts])
     v0 = torch.cat([s.v for s in states], dim=-1)
     seq_fresh = None
     if starts is not None:
@@ -527,7 +529,7 @@ def _run_li_group(
         if not default:
             seq_fresh = torch.cat(
                 [
-                    r._fresh_sequence(u_r, starts, None if f is None else f[-1]).v
+                    r.fresh_sequence(u_r, starts, None if f is None else f[-1]).v
                     for r, u_r, f in zip(readouts, us, fresh)
                 ],
                 dim=-1,
@@ -553,7 +555,7 @@ def _run_lif_group(
     (T, G, B, N) and each layer's output."""
     grouped = h.dim() == 4
     states = [
-        layer._check(h[:, g] if grouped else h, s)
+        layer.check_state(h[:, g] if grouped else h, s)
         for g, (layer, s) in enumerate(zip(layers, states))
     ]
     n_groups = len(layers)
@@ -569,14 +571,14 @@ def _run_lif_group(
     w = None
     if first.weight_rec is not None:
         w = torch.stack([layer._rec_weights() for layer in layers])
-    alpha = torch.stack([layer._decay("tau_m") for layer in layers])
+    alpha = torch.stack([layer.decay("tau_m") for layer in layers])
     state = LIFState(torch.stack([s.v for s in states]), torch.stack([s.z for s in states]))
     seq_fresh = None
     if starts is not None:
         default = all(f is None and layer.hh_init == "zeros" for layer, f in zip(layers, fresh))
         if not default:  # zeros is the kernel's own default
             per = [
-                layer._fresh_sequence(u[:, g], starts, f)
+                layer.fresh_sequence(u[:, g], starts, f)
                 for g, (layer, f) in enumerate(zip(layers, fresh))
             ]
             seq_fresh = LIFState(

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import inspect
 from typing import Any
 
 import gymnasium as gym
@@ -68,7 +67,7 @@ def make_spec(env_id: str, **kwargs: Any) -> TaskSpec:
         UserError: An unknown id or argument, a bad value.
     """
     factory = TASKS[_check_id(env_id)]
-    allowed = inspect.signature(factory).parameters
+    allowed = factory.arguments
     unknown = sorted(set(kwargs) - set(allowed))
     if unknown:
         raise UserError(

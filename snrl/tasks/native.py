@@ -14,8 +14,10 @@ docs/tasks.md says so):
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -57,6 +59,114 @@ def _timing(
     return {k: as_duration(v, k) for k, v in table.items()}
 
 
+def _width(names: Mapping[str, Any]) -> int:
+    """The channels (or actions) a name table covers: one past its highest index."""
+    return 1 + max(max(v) if isinstance(v, list) else v for v in names.values())
+
+
+def _decide_ground_truth(v: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    return v["ground_truth"]
+
+
+@dataclass(frozen=True)
+class _Common:
+    """The arguments every task takes (``dt``, ``timing``, ``rewards``), checked and merged
+    over the task's defaults (by :class:`_Task`); :meth:`spec` builds the task around them."""
+
+    name: str
+    """The task's id (NeuroGym's)."""
+    dt: float
+    """Step, ms (checked > 0)."""
+    timing: dict[str, Duration]
+    """The task's period durations with the user's ``timing`` over them."""
+    rewards: Rewards
+    """The task's reward table with the user's ``rewards`` over it."""
+
+    def periods(self) -> tuple[Period, ...]:
+        """The periods of the timing table, in its order (a task whose periods all take
+        their durations from it)."""
+        return tuple(Period(p) for p in self.timing)
+
+    def noise_std(self, sigma: Any) -> float:
+        """NeuroGym's per-step noise of a ``sigma`` (checked >= 0): ``sigma / sqrt(dt)``."""
+        return _check_sigma(sigma) / math.sqrt(self.dt)
+
+    def spec(
+        self,
+        *,
+        obs_names: Mapping[str, Any],
+        act_names: Mapping[str, Any],
+        noise: tuple[Noise, ...] = (),
+        targets: tuple[Target, ...] | None = None,
+        rule: ChoiceRule | ProductionRule | None = None,
+        **fields: Any,
+    ) -> TaskSpec:
+        """The :class:`TaskSpec` with these common fields; ``n_obs`` and ``n_act`` follow
+        from the name tables; by default no noise, the ground truth as the target of the
+        ``decision`` period, and the fixate-then-choose rule."""
+        return TaskSpec(
+            name=self.name,
+            dt=self.dt,
+            obs_names=obs_names,
+            act_names=act_names,
+            n_obs=_width(obs_names),
+            n_act=_width(act_names),
+            timing=self.timing,
+            rewards=self.rewards,
+            noise=noise,
+            targets=(Target(_decide_ground_truth, "decision"),) if targets is None else targets,
+            rule=ChoiceRule() if rule is None else rule,
+            **fields,
+        )
+
+
+@dataclass(frozen=True)
+class _Task:
+    """A task of :data:`TASKS`, called with NeuroGym's keyword arguments of its class. The
+    ones every task takes (``dt``, ``timing``, ``rewards``) are checked here, once, over this
+    task's NeuroGym defaults; ``build`` gets them as a :class:`_Common` and the task's own
+    keywords (``sigma``, ``dim_ring`` ...). Made by :func:`_task`."""
+
+    name: str
+    """The task's id (NeuroGym's)."""
+    build: Callable[..., TaskSpec]
+    """``build(common, **own_keywords) -> TaskSpec``."""
+    dt: float
+    """NeuroGym's default step, ms."""
+    timing: Mapping[str, Any]
+    """NeuroGym's default period durations (ms, or a distribution), in the periods' order."""
+    rewards: Mapping[str, float]
+    """NeuroGym's default reward table."""
+
+    @property
+    def arguments(self) -> tuple[str, ...]:
+        """The keyword arguments it takes: the common ones, then the task's own."""
+        own = list(inspect.signature(self.build).parameters)[1:]
+        return ("dt", "rewards", "timing", *own)
+
+    def __call__(self, **kwargs: Any) -> TaskSpec:
+        """The spec with NeuroGym's keyword arguments ``kwargs`` (:attr:`arguments`)."""
+        common = _Common(
+            self.name,
+            _check_dt(kwargs.pop("dt", self.dt)),
+            _timing(self.name.removesuffix("-v0"), self.timing, kwargs.pop("timing", None)),
+            Rewards.merged(self.rewards, kwargs.pop("rewards", None)),
+        )
+        return self.build(common, **kwargs)
+
+
+def _task(
+    name: str,
+    *,
+    dt: float,
+    timing: Mapping[str, Any],
+    rewards: Mapping[str, float] = _DEFAULT_REWARDS,
+) -> Callable[[Callable[..., TaskSpec]], _Task]:
+    """Declare a task: its id and NeuroGym's defaults of the common arguments, over the
+    function that builds it from them and its own keywords."""
+    return lambda build: _Task(name, build, dt, timing, rewards)
+
+
 def _ring(n: int, endpoint_trick: bool) -> np.ndarray:
     """NeuroGym's preferred directions: ``linspace(0, 2 pi, n, endpoint=False)`` or
     ``linspace(0, 2 pi, n + 1)[:-1]`` (the same numbers, two spellings)."""
@@ -94,17 +204,20 @@ def _check_dt(dt: Any) -> float:
     return float(dt)
 
 
+@_task(
+    "PerceptualDecisionMaking-v0",
+    dt=100,
+    timing={"fixation": 100, "stimulus": 2000, "delay": 0, "decision": 100},
+)
 def perceptual_decision_making(
-    dt: float = 100,
+    c: _Common,
+    *,
     dim_ring: int = 2,
-    rewards: Mapping[str, float] | None = None,
-    timing: Mapping[str, Any] | None = None,
     cohs: list[float] | None = None,
     sigma: float = 1.0,
     abort: bool = False,
 ) -> TaskSpec:
     """Two-alternative motion discrimination (Britten et al., 1992)."""
-    dt = _check_dt(dt)
     dim_ring = _check_ring(dim_ring)
     theta = _ring(int(dim_ring), endpoint_trick=False)
     coh_list = list(cohs or [0, 6.4, 12.8, 25.6, 51.2])
@@ -114,21 +227,12 @@ def perceptual_decision_making(
         d.choice("ground_truth", list(range(dim_ring)))
         d.choice("coh", coh_list)
 
-    return TaskSpec(
-        name="PerceptualDecisionMaking-v0",
-        dt=dt,
+    return c.spec(
         obs_names={"fixation": 0, "stimulus": list(stim)},
         act_names={"fixation": 0, "choice": list(stim)},
-        n_obs=1 + dim_ring,
-        n_act=1 + dim_ring,
         conditions=conditions,
         reported={"ground_truth": int, "coh": float},
-        periods=(Period("fixation"), Period("stimulus"), Period("delay"), Period("decision")),
-        timing=_timing(
-            "PerceptualDecisionMaking",
-            {"fixation": 100, "stimulus": 2000, "delay": 0, "decision": 100},
-            timing,
-        ),
+        periods=c.periods(),
         shows=(
             Show(1.0, (0,), ("fixation",)),
             Show(
@@ -137,64 +241,62 @@ def perceptual_decision_making(
                 ("stimulus",),
             ),
         ),
-        noise=(Noise(_check_sigma(sigma) / math.sqrt(dt), ("stimulus",), stim),),
+        noise=(Noise(c.noise_std(sigma), ("stimulus",), stim),),
         targets=(Target(lambda v: v["ground_truth"] + 1, "decision"),),
         rule=ChoiceRule(abort_ends=bool(abort)),
-        rewards=Rewards.merged(_DEFAULT_REWARDS, rewards),
     )
 
 
-def go_nogo(
-    dt: float = 100,
-    rewards: Mapping[str, float] | None = None,
-    timing: Mapping[str, Any] | None = None,
-) -> TaskSpec:
+@_task(
+    "GoNogo-v0",
+    dt=100,
+    timing={"fixation": 0, "stimulus": 500, "delay": 500, "decision": 500},
+    rewards={"abort": -0.1, "correct": 1.0, "fail": -0.5, "miss": -0.5},
+)
+def go_nogo(c: _Common) -> TaskSpec:
     """Go/no-go with a delayed response (Zhang et al., 2019, eLife)."""
-    dt = _check_dt(dt)
-    table = Rewards.merged({"abort": -0.1, "correct": 1.0, "fail": -0.5, "miss": -0.5}, rewards)
 
     def conditions(d: Draw) -> None:
         d.choice("ground_truth", [0, 1])
 
-    return TaskSpec(
-        name="GoNogo-v0",
-        dt=dt,
+    return c.spec(
         obs_names={"fixation": 0, "nogo": 1, "go": 2},
         act_names={"fixation": 0, "go": 1},
-        n_obs=3,
-        n_act=2,
         conditions=conditions,
         reported={"ground_truth": int},
-        periods=(Period("fixation"), Period("stimulus"), Period("delay"), Period("decision")),
-        timing=_timing(
-            "GoNogo", {"fixation": 0, "stimulus": 500, "delay": 500, "decision": 500}, timing
-        ),
+        periods=c.periods(),
         shows=(
             Show(1.0, (0,)),
             Show(lambda v: 1.0 - v["ground_truth"], (1,), ("stimulus",)),
             Show(lambda v: v["ground_truth"], (2,), ("stimulus",)),
             Show(0.0, (0, 1, 2), ("decision",), mode="set"),
         ),
-        noise=(),
-        targets=(Target(lambda v: v["ground_truth"], "decision"),),
         rule=ChoiceRule(
-            timeout_reward=lambda v: table.miss * v["ground_truth"],
+            timeout_reward=lambda v: c.rewards.miss * v["ground_truth"],
             # the paper's definition: withholding on a no-go trial is correct
             timeout_performance=lambda v: 1.0 - v["ground_truth"],
         ),
-        rewards=table,
     )
 
 
+@_task(
+    "DelayMatchSample-v0",
+    dt=100,
+    timing={
+        "fixation": 300,
+        "sample": 500,
+        "delay": 1000,
+        "test": 500,
+        "decision": 900,
+    },
+)
 def delay_match_sample(
-    dt: float = 100,
-    rewards: Mapping[str, float] | None = None,
-    timing: Mapping[str, Any] | None = None,
+    c: _Common,
+    *,
     sigma: float = 1.0,
     dim_ring: int = 2,
 ) -> TaskSpec:
     """Delayed match-to-sample (Miller et al., 1996)."""
-    dt = _check_dt(dt)
     dim_ring = _check_ring(dim_ring)
     theta = _ring(int(dim_ring), endpoint_trick=True)
     stim = tuple(range(1, dim_ring + 1))
@@ -207,46 +309,42 @@ def delay_match_sample(
         )
 
     half = lambda v: torch.full_like(v["ground_truth"], 0.5)  # noqa: E731
-    return TaskSpec(
-        name="DelayMatchSample-v0",
-        dt=dt,
+    return c.spec(
         obs_names={"fixation": 0, "stimulus": list(stim)},
         act_names={"fixation": 0, "match": 1, "non-match": 2},
-        n_obs=1 + dim_ring,
-        n_act=3,
         conditions=conditions,
         reported={"ground_truth": int, "sample_theta": float, "test_theta": float},
-        periods=tuple(Period(p) for p in ("fixation", "sample", "delay", "test", "decision")),
-        timing=_timing(
-            "DelayMatchSample",
-            {"fixation": 300, "sample": 500, "delay": 1000, "test": 500, "decision": 900},
-            timing,
-        ),
+        periods=c.periods(),
         shows=(
             Show(1.0, (0,)),
             Show(0.0, (0,), ("decision",), mode="set"),
             Show(lambda v: _cos_bump(theta, v["sample_theta"], half(v)), stim, ("sample",)),
             Show(lambda v: _cos_bump(theta, v["test_theta"], half(v)), stim, ("test",)),
         ),
-        noise=(Noise(_check_sigma(sigma) / math.sqrt(dt), ("sample", "test"), stim),),
-        targets=(Target(lambda v: v["ground_truth"], "decision"),),
-        rule=ChoiceRule(),
-        rewards=Rewards.merged(_DEFAULT_REWARDS, rewards),
+        noise=(Noise(c.noise_std(sigma), ("sample", "test"), stim),),
     )
 
 
+@_task(
+    "ContextDecisionMaking-v0",
+    dt=100,
+    timing={
+        "fixation": 300,
+        "stimulus": 750,
+        "delay": _TruncExp(600, 300, 3000),
+        "decision": 100,
+    },
+)
 def context_decision_making(
-    dt: float = 100,
+    c: _Common,
+    *,
     use_expl_context: bool = False,
     impl_context_modality: int = 0,
     dim_ring: int = 2,
-    rewards: Mapping[str, float] | None = None,
-    timing: Mapping[str, Any] | None = None,
     sigma: float = 1.0,
     abort: bool = False,
 ) -> TaskSpec:
     """Context-dependent integration of one of two modalities (Mante et al., 2013)."""
-    dt = _check_dt(dt)
     if not use_expl_context and impl_context_modality not in (0, 1):
         raise UserError(f"impl_context_modality must be 0 or 1, got {impl_context_modality!r}")
     contexts = [0, 1] if use_expl_context else [int(impl_context_modality)]
@@ -287,13 +385,9 @@ def context_decision_making(
         c1 = 1 + 2 * dim_ring
         shows.append(Show(lambda v: 1.0 - v["context"], (c1,)))
         shows.append(Show(lambda v: v["context"], (c1 + 1,)))
-    return TaskSpec(
-        name="ContextDecisionMaking-v0",
-        dt=dt,
+    return c.spec(
         obs_names=names,
         act_names={"fixation": 0, "choice": list(range(1, dim_ring + 1))},
-        n_obs=len(names),
-        n_act=1 + dim_ring,
         conditions=conditions,
         reported={
             "ground_truth": int,
@@ -302,34 +396,31 @@ def context_decision_making(
             "coh_1": int,
             "coh_2": int,
         },
-        periods=(Period("fixation"), Period("stimulus"), Period("delay"), Period("decision")),
-        timing=_timing(
-            "ContextDecisionMaking",
-            {
-                "fixation": 300,
-                "stimulus": 750,
-                "delay": _TruncExp(600, 300, 3000),
-                "decision": 100,
-            },
-            timing,
-        ),
+        periods=c.periods(),
         shows=tuple(shows),
-        noise=(Noise(_check_sigma(sigma) / math.sqrt(dt), ("stimulus",), mod1 + mod2),),
-        targets=(Target(lambda v: v["ground_truth"], "decision"),),
+        noise=(Noise(c.noise_std(sigma), ("stimulus",), mod1 + mod2),),
         rule=ChoiceRule(abort_ends=bool(abort)),
-        rewards=Rewards.merged(_DEFAULT_REWARDS, rewards),
     )
 
 
+@_task(
+    "DelayComparison-v0",
+    dt=100,
+    timing={
+        "fixation": 500,
+        "stimulus1": 500,
+        "delay": 1000,
+        "stimulus2": 500,
+        "decision": 100,
+    },
+)
 def delay_comparison(
-    dt: float = 100,
+    c: _Common,
+    *,
     vpairs: list[tuple[float, float]] | None = None,
-    rewards: Mapping[str, float] | None = None,
-    timing: Mapping[str, Any] | None = None,
     sigma: float = 1.0,
 ) -> TaskSpec:
     """Compare two vibration frequencies across a delay (Romo et al., 1999)."""
-    dt = _check_dt(dt)
     pairs = np.asarray(vpairs or [(18, 10), (22, 14), (26, 18), (30, 22), (34, 26)], float)
     vmin, vmax = float(pairs.min()), float(pairs.max())
 
@@ -344,23 +435,12 @@ def delay_comparison(
     def represent(name: str) -> Callable[[Mapping[str, torch.Tensor]], torch.Tensor]:
         return lambda v: (1 + (v[name] - vmin) / (vmax - vmin)) / 2
 
-    return TaskSpec(
-        name="DelayComparison-v0",
-        dt=dt,
+    return c.spec(
         obs_names={"fixation": 0, "stimulus": 1},
         act_names={"fixation": 0, "choice": [1, 2]},
-        n_obs=2,
-        n_act=3,
         conditions=conditions,
         reported={"ground_truth": int, "v1": float, "v2": float},
-        periods=tuple(
-            Period(p) for p in ("fixation", "stimulus1", "delay", "stimulus2", "decision")
-        ),
-        timing=_timing(
-            "DelayComparison",
-            {"fixation": 500, "stimulus1": 500, "delay": 1000, "stimulus2": 500, "decision": 100},
-            timing,
-        ),
+        periods=c.periods(),
         shows=(
             Show(1.0, (0,)),
             Show(represent("v1"), (1,), ("stimulus1",)),
@@ -368,57 +448,48 @@ def delay_comparison(
             Show(0.0, (0, 1), ("decision",), mode="set"),
         ),
         # NeuroGym adds the noise to every channel, the fixation channel included
-        noise=(Noise(_check_sigma(sigma) / math.sqrt(dt), ("stimulus1", "stimulus2")),),
-        targets=(Target(lambda v: v["ground_truth"], "decision"),),
-        rule=ChoiceRule(),
-        rewards=Rewards.merged(_DEFAULT_REWARDS, rewards),
+        noise=(Noise(c.noise_std(sigma), ("stimulus1", "stimulus2")),),
     )
 
 
+@_task(
+    "IntervalDiscrimination-v0",
+    dt=80,
+    timing={
+        "fixation": 300,
+        "stim1": Uniform(300, 600),
+        "delay1": Uniform(800, 1500),
+        "stim2": Uniform(300, 600),
+        "delay2": 500,
+        "decision": 300,
+    },
+)
 def interval_discrimination(
-    dt: float = 80,
-    rewards: Mapping[str, float] | None = None,
-    timing: Mapping[str, Any] | None = None,
+    c: _Common,
+    *,
     ties: str = "redraw",
 ) -> TaskSpec:
     """Which of two intervals lasted longer (Genovesio et al., 2009)."""
-    dt = _check_dt(dt)
     if ties not in ("redraw", "second"):
         raise UserError(f"ties must be 'redraw' or 'second', got {ties!r}")
-    times = _timing(
-        "IntervalDiscrimination",
-        {
-            "fixation": 300,
-            "stim1": Uniform(300, 600),
-            "delay1": Uniform(800, 1500),
-            "stim2": Uniform(300, 600),
-            "delay2": 500,
-            "decision": 300,
-        },
-        timing,
-    )
 
     def conditions(d: Draw) -> None:
-        d1 = d.duration("duration1", times["stim1"])
-        d2 = d.duration("duration2", times["stim2"])
+        d1 = d.duration("duration1", c.timing["stim1"])
+        d2 = d.duration("duration2", c.timing["stim2"])
         if ties == "redraw" and "duration2" not in d.fixed:
             for _ in range(64):  # P(tie) <= 0.3 per draw: 64 rounds leave none in practice
                 tie = d1 == d2
                 if not bool(tie.any()):
                     break
-                again = d.duration("_redraw", times["stim2"])
+                again = d.duration("_redraw", c.timing["stim2"])
                 d2 = torch.where(tie, again, d2)
             d.values.pop("_redraw", None)  # not a variable of the trial: keep trials distinct
             d.values["duration2"] = d2
         d.set("ground_truth", torch.where(d1 > d2, 1.0, 2.0))
 
-    return TaskSpec(
-        name="IntervalDiscrimination-v0",
-        dt=dt,
+    return c.spec(
         obs_names={"fixation": 0, "stim1": 1, "stim2": 2},
         act_names={"fixation": 0, "choice1": 1, "choice2": 2},
-        n_obs=3,
-        n_act=3,
         conditions=conditions,
         reported={"duration1": float, "duration2": float, "ground_truth": int},
         periods=(
@@ -429,49 +500,38 @@ def interval_discrimination(
             Period("delay2"),
             Period("decision"),
         ),
-        timing=times,
         shows=(
             Show(1.0, (0,)),
             Show(1.0, (1,), ("stim1",)),
             Show(1.0, (2,), ("stim2",)),
             Show(0.0, (0, 1, 2), ("decision",), mode="set"),
         ),
-        noise=(),
-        targets=(Target(lambda v: v["ground_truth"], "decision"),),
-        rule=ChoiceRule(),
-        rewards=Rewards.merged(_DEFAULT_REWARDS, rewards),
         options={"ties": ties},
     )
 
 
+@_task(
+    "ReadySetGo-v0",
+    dt=80,
+    timing={"fixation": 100, "ready": 83, "measure": Uniform(800, 1500), "set": 83},
+)
 def ready_set_go(
-    dt: float = 80,
-    rewards: Mapping[str, float] | None = None,
-    timing: Mapping[str, Any] | None = None,
+    c: _Common,
+    *,
     gain: float = 1,
     prod_margin: float = 0.2,
 ) -> TaskSpec:
     """Measure an interval between two flashes, then produce it (Jazayeri & Shadlen, 2015)."""
-    dt = _check_dt(dt)
-    times = _timing(
-        "ReadySetGo",
-        {"fixation": 100, "ready": 83, "measure": Uniform(800, 1500), "set": 83},
-        timing,
-    )
 
     def conditions(d: Draw) -> None:
-        measure = d.duration("measure", times["measure"])
+        measure = d.duration("measure", c.timing["measure"])
         g = d.set("gain", float(gain))
         d.set("production", measure * g)
         d.set("_production_period", 2 * measure * g)
 
-    return TaskSpec(
-        name="ReadySetGo-v0",
-        dt=dt,
+    return c.spec(
         obs_names={"fixation": 0, "ready": 1, "set": 2},
         act_names={"fixation": 0, "go": 1},
-        n_obs=3,
-        n_act=2,
         conditions=conditions,
         reported={"measure": float, "gain": float, "production": float},
         periods=(
@@ -481,30 +541,31 @@ def ready_set_go(
             Period("set", after="measure"),
             Period("production", length="_production_period", after="set"),
         ),
-        timing=times,
         shows=(
             Show(1.0, (0,)),
             Show(0.0, (0,), ("production",), mode="set"),
             Show(1.0, (1,), ("ready",)),
             Show(1.0, (2,), ("set",)),
         ),
-        noise=(),
-        targets=(Target(1.0, "production", at=lambda v: torch.floor(v["production"] / dt)),),
+        targets=(Target(1.0, "production", at=lambda v: torch.floor(v["production"] / c.dt)),),
         rule=ProductionRule(margin=float(prod_margin)),
-        rewards=Rewards.merged(_DEFAULT_REWARDS, rewards),
     )
 
 
+@_task(
+    "DualDelayMatchSample-v0",
+    dt=100,
+    timing=dict.fromkeys(
+        ("fixation", "sample", "delay1", "cue1", "test1", "delay2", "cue2", "test2"), 500
+    ),
+)
 def dual_delay_match_sample(
-    dt: float = 100,
-    rewards: Mapping[str, float] | None = None,
-    timing: Mapping[str, Any] | None = None,
+    c: _Common,
+    *,
     sigma: float = 1.0,
 ) -> TaskSpec:
     """Two samples held at once, each tested after its cue (Rose et al., 2016). A response in
     the first test pays without ending the trial; one in the second ends it."""
-    dt = _check_dt(dt)
-    periods = ("fixation", "sample", "delay1", "cue1", "test1", "delay2", "cue2", "test2")
 
     def conditions(d: Draw) -> None:
         g1 = d.choice("ground_truth1", [1, 2])
@@ -542,12 +603,9 @@ def dual_delay_match_sample(
         Show(when(0, angle("test2")), (3, 4), ("test2",)),
         Show(when(1, angle("test2")), (3, 4), ("test1",)),
     ]
-    std = _check_sigma(sigma) / math.sqrt(dt)
     first = lambda v: torch.where(v["test_order"] == 0, v["ground_truth1"], v["ground_truth2"])  # noqa: E731
     second = lambda v: torch.where(v["test_order"] == 0, v["ground_truth2"], v["ground_truth1"])  # noqa: E731
-    return TaskSpec(
-        name="DualDelayMatchSample-v0",
-        dt=dt,
+    return c.spec(
         obs_names={
             "fixation": 0,
             "stimulus1": [1, 2],
@@ -556,8 +614,6 @@ def dual_delay_match_sample(
             "cue2": 6,
         },
         act_names={"fixation": 0, "match": 1, "non-match": 2},
-        n_obs=7,
-        n_act=3,
         conditions=conditions,
         reported={
             "ground_truth1": int,
@@ -568,28 +624,29 @@ def dual_delay_match_sample(
             "test1": float,
             "test2": float,
         },
-        periods=tuple(Period(p) for p in periods),
-        timing=_timing("DualDelayMatchSample", dict.fromkeys(periods, 500), timing),
+        periods=c.periods(),
         shows=tuple(shows),
-        noise=(Noise(std, ("sample", "test1", "test2")),),
+        noise=(Noise(c.noise_std(sigma), ("sample", "test1", "test2")),),
         targets=(Target(first, "test1"), Target(second, "test2")),
         rule=ChoiceRule(
             fixate=("fixation", "sample", "delay1", "cue1", "delay2", "cue2"),
             decision="test2",
             respond=("test1",),
         ),
-        rewards=Rewards.merged(_DEFAULT_REWARDS, rewards),
     )
 
 
-#: The batched tasks by id (NeuroGym's ids), each a factory taking NeuroGym's arguments.
-TASKS: dict[str, Callable[..., TaskSpec]] = {
-    "PerceptualDecisionMaking-v0": perceptual_decision_making,
-    "GoNogo-v0": go_nogo,
-    "DelayMatchSample-v0": delay_match_sample,
-    "ContextDecisionMaking-v0": context_decision_making,
-    "DelayComparison-v0": delay_comparison,
-    "IntervalDiscrimination-v0": interval_discrimination,
-    "ReadySetGo-v0": ready_set_go,
-    "DualDelayMatchSample-v0": dual_delay_match_sample,
+#: The batched tasks by id (NeuroGym's ids), each called with NeuroGym's keyword arguments.
+TASKS: dict[str, _Task] = {
+    task.name: task
+    for task in (
+        perceptual_decision_making,
+        go_nogo,
+        delay_match_sample,
+        context_decision_making,
+        delay_comparison,
+        interval_discrimination,
+        ready_set_go,
+        dual_delay_match_sample,
+    )
 }

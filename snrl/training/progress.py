@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
-__all__ = ["LINE_EVERY_FRACTION", "LINE_EVERY_S", "Progress"]
+__all__ = ["LINE_EVERY_FRACTION", "LINE_EVERY_S", "Progress", "say"]
 
 #: Log mode: a line when this many seconds passed since the last one ...
 LINE_EVERY_S = 10.0
@@ -128,6 +128,13 @@ class Progress:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def say(text: str) -> None:
+    """Print ``text`` as a line on stdout, also while a bar is drawn: the bar is cleared,
+    the line printed and the bar drawn again below it (``tqdm.write``)."""
+    tqdm.write(text, file=sys.stdout)
+    sys.stdout.flush()
 
 
 def _stderr() -> TextIO:

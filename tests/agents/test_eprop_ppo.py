@@ -71,7 +71,7 @@ def test_eprop_update_gradients(backbone, feedback):
     layer, readout = net.spiking_layers[0], net.readout
     starts = mb.starts.clone()
     starts[0] = False
-    kappa = readout._constants()[0]
+    kappa = readout.decay("tau_m")
     back = filter_backward(g_out[0], kappa, starts)
     if feedback == "symmetric":  # == autograd through snrl's own LI readout
         z = rec["policy"]["z"].detach().requires_grad_(True)

@@ -112,20 +112,21 @@ def test_eval_of_an_agent_that_never_answers_prints_accuracy_without_a_curve(tmp
 
 
 def test_train_says_neuron_time_first_and_no_ansi_warning(tmp_path, capsys, monkeypatch):
-    """The resolved neuron dt is printed before training starts; gymnasium's warning about
-    NeuroGym's metadata (raw ANSI codes) is not shown; the learning curve shows accuracy."""
+    """The resolved neuron dt is printed before training starts (before the first env
+    step); gymnasium's warning about NeuroGym's metadata (raw ANSI codes) is not shown; the
+    learning curve shows accuracy."""
     import warnings
 
     from snrl.agents import ALGOS
 
     printed_before: list[str] = []
-    learn = ALGOS["ppo"].learn
+    collect = ALGOS["ppo"]._collect_rollout
 
     def spy(self, *args, **kwargs):
         printed_before.append(capsys.readouterr().out)
-        return learn(self, *args, **kwargs)
+        return collect(self, *args, **kwargs)
 
-    monkeypatch.setattr(ALGOS["ppo"], "learn", spy)
+    monkeypatch.setattr(ALGOS["ppo"], "_collect_rollout", spy)
     out = tmp_path / "run"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -136,7 +137,8 @@ def test_train_says_neuron_time_first_and_no_ansi_warning(tmp_path, capsys, monk
         )  # fmt: skip
     assert code == 0
     assert printed_before and "neuron time: dt=0.1 s, substeps=1" in printed_before[0]
-    assert "neuron time" not in capsys.readouterr().out  # once, before, not at the end
+    assert not any("neuron time" in p for p in printed_before[1:])  # once, before
+    assert "neuron time" not in capsys.readouterr().out  # not at the end
     ansi = [str(w.message) for w in caught if "\x1b[" in str(w.message)]
     assert not ansi, ansi
     assert (out / "learning_curve.svg").is_file()

@@ -61,7 +61,8 @@ def _compare_dir(tmp_path, n_seeds):
             run_dir = tmp_path / "runs" / name
             _write_run(run_dir, [10.0 + seed, 20.0, 30.0], ["", "", 35.0])
             specs.append(SimpleNamespace(name=name, group=backbone, backbone=backbone,
-                                         grid={}, run_dir=str(run_dir)))  # fmt: skip
+                                         grid={}, run_dir=str(run_dir), eval_episodes=7,
+                                         eval_seed=55, config={"eval_episodes": 3}))  # fmt: skip
             runs.append({"name": name, "group": backbone, "seed": seed, "status": "done",
                          "eval_mean": 31.0 + seed})  # fmt: skip
     write_outputs(tmp_path, specs, runs, env_id="CartPole-v1", algo="ppo", threshold=475.0)
@@ -74,6 +75,9 @@ def test_report_warns_with_two_seeds_and_explains_the_two_evals(tmp_path):
     # one sentence on why summary's final eval and metrics.csv's last eval differ
     assert "evaluate the same last weights on different episodes" in report
     assert "`--eval-seed + i`" in report and "`seed + 10000 + i`" in report
+    # with the numbers these runs used, not the defaults
+    assert "plays 7 episodes" in report and "`--eval-seed` 55" in report
+    assert "the config's `eval_episodes` (3)" in report
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -83,8 +83,8 @@ def _reference(layer, w_in, w_rec, bias, x, s0, mode: str, reset_public: bool = 
     Returns (spikes as the readout sees them, the clones).
     """
     adaptive = isinstance(layer, ALIFLayer)
-    alpha = layer._constants()[0]
-    rho = layer._constants()[1] if adaptive else None
+    alpha = layer.decay("tau_m")
+    rho = layer.decay("tau_a") if adaptive else None
     beta = layer.beta if adaptive else 0.0
     thr0, fn = layer.threshold, layer.spike_grad
     v, z_own, a = s0.v, s0.z, (s0.a if adaptive else None)
@@ -217,7 +217,6 @@ def test_readout_filter_forward_equals_backward(kind, reset):
     got = eprop_layer_gradients(layer, x, s0, back)
     # online: F_kappa-filtered traces times the error of the same step
     adaptive = isinstance(layer, ALIFLayer)
-    consts = layer._constants()
     with torch.no_grad():
         res = layer.run(x, s0)
     thr = layer.threshold + (layer.beta * res.traces["a"] if adaptive else 0.0)
@@ -231,8 +230,8 @@ def test_readout_filter_forward_equals_backward(kind, reset):
             el,
             pre,
             psi[t],
-            consts[0],
-            rho=consts[1] if adaptive else None,
+            layer.decay("tau_m"),
+            rho=layer.decay("tau_a") if adaptive else None,
             beta=layer.beta if adaptive else 0.0,
             z_prev=z_prev,
             reset=reset,

@@ -53,7 +53,7 @@ def test_fixed_tau_is_a_buffer_with_the_given_value() -> None:
     assert "log_tau_m" not in dict(layer.named_parameters())
     assert torch.allclose(layer.tau_m, torch.tensor([0.01, 0.02, 0.03]))
     assert torch.allclose(layer.tau_a, torch.full((3,), 0.5))
-    assert layer._decay("tau_a")[0].item() == pytest.approx(math.exp(-1e-3 / 0.5), rel=1e-6)
+    assert layer.decay("tau_a")[0].item() == pytest.approx(math.exp(-1e-3 / 0.5), rel=1e-6)
 
 
 def test_fixed_tau_decay_follows_load_state_dict() -> None:
