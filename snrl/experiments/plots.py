@@ -101,7 +101,7 @@ def _figure(m: dict[str, np.ndarray], panels: list[tuple[str, list[str]]], title
 
     from snrl.palette import group_styles
     from snrl.plot._util import new_figure
-    from snrl.training.plots import steps_label
+    from snrl.training.plots import fit_title, steps_label
 
     steps = m["env_step"]
     ncols = 1 if len(panels) == 1 else (2 if len(panels) <= 4 else 3)
@@ -128,8 +128,10 @@ def _figure(m: dict[str, np.ndarray], panels: list[tuple[str, list[str]]], title
         ax.set_visible(False)
     for ax in list(axes.flat)[len(panels) - ncols : len(panels)]:  # the lowest in each column
         ax.set_xlabel("environment steps", fontsize=FONT["tick"])
-    fig.suptitle(title, fontsize=FONT["title"])
+    heading = fig.suptitle(title, fontsize=FONT["title"])
     fig.tight_layout()
+    if fit_title(heading, fig):
+        fig.tight_layout()
     return fig
 
 

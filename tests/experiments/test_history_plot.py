@@ -83,3 +83,13 @@ def test_history_title_without_config_is_the_folder(tmp_path):
 )
 def test_log_scale_rule(values, log):
     assert plots_module.log_scale(np.array(values)) is log
+
+
+def test_history_long_title_stays_inside(tmp_path):
+    run = _run(tmp_path, CONFIG | {"env": "neurogym:PerceptualDecisionMakingDelayResponse-v0"})
+    m = read_metrics(run / "metrics.csv")
+    title = f"{plots_module._run_title(run)}\n{run.name}" + " · a long tail" * 8
+    fig = plots_module._figure(m, [("return", ["episode_return_mean"])], title)
+    fig.canvas.draw()
+    box = fig._suptitle.get_window_extent(fig.canvas.get_renderer())
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.width

@@ -142,3 +142,17 @@ def test_progress_shows_steps_return_and_sps(capsys, monkeypatch):
     assert "500/1" in err  # 500 of 1.00k steps (unit_scale)
     assert "ret=12.35" in err and "sps=" in err and "loss" not in err
     assert Progress(10, disable=True).disabled
+
+
+def test_long_title_breaks_at_separators_inside_the_figure(tmp_path):
+    metrics = read_metrics(_metrics(tmp_path / "metrics.csv"))
+    env = "neurogym:PerceptualDecisionMakingDelayResponse-v0"
+    title = f"PPO · LIF · Dale 80/20 · 128 neurons · seed 1 · {env}"
+    fig = plots_module._figure(metrics, title)
+    fig.canvas.draw()
+    heading = fig.axes[0].title
+    box = heading.get_window_extent(fig.canvas.get_renderer())
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.width  # ran 70 px off the right edge before
+    assert heading.get_text() == title.replace(f" · {env}", f"\n{env}")
+    short = plots_module._figure(metrics, "PPO · LIF · CartPole-v1")
+    assert short.axes[0].title.get_text() == "PPO · LIF · CartPole-v1"  # fits: unchanged
