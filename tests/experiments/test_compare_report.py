@@ -81,3 +81,25 @@ def test_report_has_no_warning_with_enough_seeds(tmp_path):
     report = _compare_dir(tmp_path, MIN_SEEDS)
     assert "Warning" not in report
     assert "different episodes" in report
+
+
+def test_curves_png_is_slide_sized_with_readable_text(tmp_path):
+    """curves.png had learning_curve.png's old faults (640x400, 8-10 pt, ticks "100000")."""
+    from matplotlib.image import imread
+
+    from snrl.experiments.report import plot_curves
+
+    groups = {"lif": _curve(10, 40)}
+    groups["lif"]["steps"] = np.linspace(0, 100_000, 5)
+    fig = curves_figure(groups, title="t", threshold=475.0, warning="few seeds!")
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    assert fig.dpi == 100 and tuple(fig.get_size_inches()) == (16.0, 10.0)
+    assert ax.title.get_fontsize() >= 20 and ax.xaxis.label.get_fontsize() >= 18
+    assert min(t.get_fontsize() for t in ax.get_xticklabels()) >= 16
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert "100k" in labels and not any(s.isdigit() and len(s) > 3 for s in labels), labels
+    assert min(t.get_fontsize() for t in fig.texts + ax.texts) >= 16  # warning, threshold note
+    plot_curves(groups, tmp_path / "c.png", tmp_path / "c.svg", title="t", threshold=None)
+    assert imread(tmp_path / "c.png").shape[:2] == (1000, 1600)
+    assert "<svg" in (tmp_path / "c.svg").read_text()
