@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from snrl.experiments.report import MIN_SEEDS, curves_figure, write_outputs
+from tests.figure_checks import assert_slide_figure
 
 
 def _curve(lo: float, hi: float) -> dict[str, np.ndarray]:
@@ -92,13 +93,8 @@ def test_curves_png_is_slide_sized_with_readable_text(tmp_path):
     groups = {"lif": _curve(10, 40)}
     groups["lif"]["steps"] = np.linspace(0, 100_000, 5)
     fig = curves_figure(groups, title="t", threshold=475.0, warning="few seeds!")
-    fig.canvas.draw()
     ax = fig.axes[0]
-    assert fig.dpi == 100 and tuple(fig.get_size_inches()) == (16.0, 10.0)
-    assert ax.title.get_fontsize() >= 20 and ax.xaxis.label.get_fontsize() >= 18
-    assert min(t.get_fontsize() for t in ax.get_xticklabels()) >= 16
-    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
-    assert "100k" in labels and not any(s.isdigit() and len(s) > 3 for s in labels), labels
+    assert_slide_figure(fig, ax, "100k")
     assert min(t.get_fontsize() for t in fig.texts + ax.texts) >= 16  # warning, threshold note
     plot_curves(groups, tmp_path / "c.png", tmp_path / "c.svg", title="t", threshold=None)
     assert imread(tmp_path / "c.png").shape[:2] == (1000, 1600)

@@ -12,6 +12,7 @@ from snrl.errors import UserError
 from snrl.training import MetricsWriter, Progress, plot_learning_curve, read_metrics
 from snrl.training import plots as plots_module
 from snrl.training import progress as progress_module
+from tests.figure_checks import assert_slide_figure
 
 FIELDS = ["env_step", "episode_return_mean", "eval_return_mean"]
 
@@ -57,13 +58,8 @@ def test_readable_fonts_and_tick_labels(tmp_path):
     metrics = read_metrics(_metrics(tmp_path / "metrics.csv"))
     metrics["env_step"] = metrics["env_step"] * 100  # 10k ... 40k
     fig = plots_module._figure(metrics, "PPO · LIF · Dale 80/20 · 128 neurons · seed 3")
-    fig.canvas.draw()
     ax = fig.axes[0]
-    assert fig.dpi == 100 and tuple(fig.get_size_inches()) == (16.0, 10.0)
-    assert ax.title.get_fontsize() >= 20 and ax.xaxis.label.get_fontsize() >= 18
-    assert min(t.get_fontsize() for t in ax.get_xticklabels()) >= 16
-    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
-    assert "20k" in labels and not any(s.isdigit() and len(s) > 3 for s in labels), labels
+    assert_slide_figure(fig, ax, "20k")
     assert "Dale 80/20" in ax.get_title() and "seed 3" in ax.get_title()
 
 
