@@ -5,23 +5,18 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
 from tests.cli_run import ctrl_c_works
-from tests.experiments.test_compare import ENV, ROOT, TINY_SETS
+from tests.experiments.test_compare import ENV, ROOT, tiny_mlp_compare
 
 
 @pytest.mark.slow
 def test_sigint_stops_the_comparison_and_starts_no_queued_run(tmp_path):
     out = tmp_path / "cmp"
-    args = [sys.executable, "-m", "snrl.cli", "compare", "--env", "CartPole-v1"]
-    args += ["--backbones", "mlp", "--seeds", "4", "--steps", "200000", "--workers", "1"]
-    args += ["--eval-episodes", "2", "--out", str(out), "--quiet"]
-    for s in TINY_SETS:
-        args += ["--set", s]
+    args = tiny_mlp_compare(out, seeds=4, steps=200_000)
     proc = subprocess.Popen(args, env=ENV, cwd=ROOT, stderr=subprocess.PIPE, text=True,
                             preexec_fn=ctrl_c_works, start_new_session=True)  # fmt: skip
     first = out / "runs" / "mlp__seed0" / "metrics.csv"
