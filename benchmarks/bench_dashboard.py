@@ -20,7 +20,8 @@ Usage::
 
     python benchmarks/bench_dashboard.py                  # all three (a few minutes)
     python benchmarks/bench_dashboard.py --quick          # a smoke test
-    python benchmarks/bench_dashboard.py --screenshots docs/img   # the docs' screenshots
+    python benchmarks/bench_dashboard.py --screenshots shots      # the docs' screenshots, then
+    python benchmarks/docs_png.py shots/dashboard_run.png docs/img/dashboard_run.png ...
 """
 
 from __future__ import annotations

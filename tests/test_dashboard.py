@@ -414,6 +414,10 @@ def test_comparison_curves_are_the_mean_over_seeds(client, runs):
     assert got["report"] == "# Comparison\n"
     assert "cmp" in client.get("/api/runs", headers=H).json()["comparisons"]
     assert "cmp" not in by_id(client)
+    # 2 seeds per group: the warning of report.md and curves.png, for the page's plot
+    assert got["warning"].startswith("Only 2 seeds per group: the 95% CIs and p-values mean little")
+    make_run(d / "runs", "lif-s2", steps=[100, 200, 300], total=300, seed=2)
+    assert client.get("/api/comparison/cmp", headers=H).json()["warning"] is None  # 3 seeds
 
 
 # ---------------------------------------------------------------- the command

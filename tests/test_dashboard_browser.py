@@ -447,3 +447,25 @@ def test_report_md_is_rendered_and_html_in_it_stays_text(page, server):
     assert evil in report.locator("p").first.text_content()  # the HTML, as text
     assert report.locator("script, img, a").count() == 0
     assert page.title() != "pwned" and not [u for u in seen if u.endswith("/x")]
+
+
+def test_a_comparison_of_two_seeds_warns_under_its_plot(page, server):
+    from snrl.experiments.store import write_manifest, write_status
+
+    d = server["root"] / "cmp-2seeds"
+    d.mkdir()
+    write_manifest(d, {"request": {"env": "CartPole-v1", "algo": "ppo", "seeds": 2}})
+    (d / "status").mkdir()
+    (d / "runs").mkdir()
+    for seed in (0, 1):
+        make_run(d / "runs", f"lif-s{seed}", steps=[100, 200, 300], total=300, seed=seed)
+        write_status(d / "status" / f"lif-s{seed}.json",
+                     {"name": f"lif-s{seed}", "group": "lif", "seed": seed, "status": "done"})
+    page.goto(url(server, "#/compare/cmp-2seeds"))
+    warning = page.locator("#compare-warning")
+    expect(warning).to_contain_text("Only 2 seeds per group")
+    expect(warning).to_be_visible()
+    # right under the plot, before the tables
+    assert page.evaluate(
+        "document.getElementById('plot-compare').parentElement.nextElementSibling.id"
+    ) == "compare-warning"

@@ -617,8 +617,9 @@ class RunIndex:
     # ------------------------------------------------------------------ comparisons
     def comparison(self, comp_id: str) -> dict[str, Any]:
         """A comparison directory: its request, runs (status files), curves by group (mean
-        and 95% bootstrap band, as ``snrl compare`` draws them), summary table, report."""
-        from snrl.experiments.report import aggregate_curves
+        and 95% bootstrap band, as ``snrl compare`` draws them), the few-seeds warning of
+        ``report.md`` when a group has fewer than 3 seeds with data, summary table, report."""
+        from snrl.experiments.report import MIN_SEEDS, aggregate_curves, few_seeds_warning
 
         d = self.root / comp_id
         manifest = _read_json(d / COMPARE_MANIFEST, self.root)
@@ -660,6 +661,9 @@ class RunIndex:
             agg = aggregate_curves(cs, n_points=100)
             curves[group] = {k: clean(agg[k]) for k in ("steps", "mean", "low", "high")}
             curves[group]["n_seeds"] = len(cs)
+        # the warning report.md and curves.png carry: bands over 2 seeds mean little
+        fewest = min((len(cs) for cs in groups.values()), default=0)
+        warning = few_seeds_warning(fewest) if 0 < fewest < MIN_SEEDS else None
         table = None
         try:
             import csv
@@ -679,6 +683,7 @@ class RunIndex:
             "request": manifest if isinstance(manifest, dict) else {},
             "runs": runs,
             "curves": curves,
+            "warning": warning,
             "summary": table,
             "report": report,
             "figures": figures,

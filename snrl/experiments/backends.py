@@ -146,12 +146,16 @@ def run_local(
         initargs=(os.getpid(), list(sys.path), gpus, ctx.Value("i", 0) if gpus else None),
     ) as pool:
         futures = {pool.submit(execute_run, s): s for s in specs}
-        for fut in cf.as_completed(futures):
-            spec = futures[fut]
-            try:
-                on_result(fut.result())
-            except cf.process.BrokenProcessPool:
-                broken.append(spec)
+        try:
+            for fut in cf.as_completed(futures):
+                spec = futures[fut]
+                try:
+                    on_result(fut.result())
+                except cf.process.BrokenProcessPool:
+                    broken.append(spec)
+        except BaseException:  # Ctrl-C, SIGTERM, an error recording a result
+            _abandon(pool)
+            raise
     if not broken:
         return
     if isolate:  # the single run of this pool killed its worker
@@ -160,6 +164,20 @@ def run_local(
         return
     for spec in broken:
         run_local([spec], 1, on_result, isolate=True)
+
+
+def _abandon(pool: cf.ProcessPoolExecutor) -> None:
+    """Start no queued run and stop the running ones now: leaving the pool's ``with`` block
+    otherwise waits for every queued run (Ctrl-C stopped only the runs in progress, and the
+    workers went on with the next ones, silently, to the end). A stopped run resumes from its
+    last checkpoint when the comparison is run again."""
+    # the workers of CPython's pool (no public handle; shutdown forgets them); runs write
+    # their files atomically, so a terminated run leaves its last checkpoint whole
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in workers:
+        with contextlib.suppress(Exception):
+            proc.terminate()
 
 
 def _parse_address(address: str) -> tuple[str, int] | None:

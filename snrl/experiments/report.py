@@ -326,11 +326,14 @@ def curves_figure(
     only where it falls inside that range, else a note on the axes says where it lies.
     ``warning`` (e.g. too few seeds) is printed on the figure under the title.
     """
+    from matplotlib.ticker import FuncFormatter
+
     from snrl.palette import group_styles
     from snrl.plot._util import new_figure
     from snrl.plot.labels import group_label
+    from snrl.training.plots import DPI, FONT, SIZE, fit_title, steps_label
 
-    fig = new_figure(6.4, 4.0)  # its own canvas: no pyplot, no global backend change
+    fig = new_figure(*SIZE, dpi=DPI)  # its own canvas: no pyplot, no global backend change
     ax = fig.add_subplot()
     # one distinct (colour, line style) per group, however many groups there are
     drawn = False
@@ -338,32 +341,37 @@ def curves_figure(
         if c["steps"].size == 0:
             continue
         n = int(c["n"].max()) if c["n"].size else 0
-        ax.plot(c["steps"], c["mean"], lw=1.6, color=color, ls=ls,
+        ax.plot(c["steps"], c["mean"], lw=2.5, color=color, ls=ls,
                 label=f"{group_label(label)} (n={n})")  # fmt: skip
         ax.fill_between(c["steps"], c["low"], c["high"], color=color, alpha=0.15)
         drawn = True
     if threshold is not None and math.isfinite(threshold):
         lo, hi = ax.get_ylim()  # the data's range (autoscaled, with matplotlib's margins)
         if not drawn or lo <= threshold <= hi:
-            ax.axhline(threshold, color="0.4", ls="--", lw=0.8, label=f"threshold {threshold:g}")
+            ax.axhline(threshold, color="0.4", ls="--", lw=1.5, label=f"threshold {threshold:g}")
         else:
             where = "above" if threshold > hi else "below"
             ax.text(0.99, 0.98 if where == "above" else 0.02,
                     f"threshold {threshold:g}: {where} this range",
                     transform=ax.transAxes, ha="right", va="top" if where == "above" else "bottom",
-                    fontsize=8, color="0.3")  # fmt: skip
+                    fontsize=FONT["tick"], color="0.3")  # fmt: skip
         if drawn:
             ax.set_ylim(lo, hi)
-    ax.set_xlabel("env steps")
-    ax.set_ylabel("training episode return (running mean)")
-    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("environment steps", fontsize=FONT["label"])
+    ax.set_ylabel("training episode return (running mean)", fontsize=FONT["label"])
+    ax.xaxis.set_major_formatter(FuncFormatter(steps_label))
+    ax.tick_params(labelsize=FONT["tick"])
+    heading = ax.set_title(title, fontsize=FONT["title"])
     if warning:
-        fig.text(0.5, 0.005, warning, ha="center", va="bottom", fontsize=8, color="#b00000",
-                 wrap=True)  # fmt: skip
+        fig.text(0.5, 0.005, warning, ha="center", va="bottom", fontsize=FONT["tick"],
+                 color="#b00000", wrap=True)  # fmt: skip
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8, loc="best")
-    fig.tight_layout(rect=(0, 0.05 if warning else 0, 1, 1))
+        ax.legend(fontsize=FONT["tick"], loc="best")
+    rect = (0, 0.05 if warning else 0, 1, 1)
+    fig.tight_layout(rect=rect)
+    if fit_title(heading, fig):
+        fig.tight_layout(rect=rect)
     return fig
 
 
@@ -384,7 +392,9 @@ def plot_curves(
             if path is None:
                 continue
             buf = io.BytesIO()
-            fig.savefig(buf, format=fmt)
+            fig.savefig(
+                buf, format=fmt, dpi=fig.dpi, metadata={"Date": None} if fmt == "svg" else None
+            )
             atomic_write_bytes(path, buf.getvalue())
     finally:
         fig.clear()

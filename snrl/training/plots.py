@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from snrl.training.metrics import read_metrics
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["plot_learning_curve", "steps_label"]
+__all__ = ["fit_title", "plot_learning_curve", "steps_label"]
 
 #: (column, legend label, colour) drawn when the column exists and has finite values; the
 #: colours are the first two of :data:`snrl.palette.GROUP_COLORS` (Okabe-Ito).
@@ -49,6 +49,23 @@ def steps_label(x: float, _pos: object = None) -> str:
         if abs(x) >= scale:
             return f"{x / scale:.3g}{suffix}"
     return f"{x:.0f}"
+
+
+def fit_title(text: Any, fig: Figure) -> bool:
+    """Break a title that runs off ``fig``'s edge at its last `` · `` separators, one at a
+    time, until it fits (a NeuroGym id made the run title run off the figure). Returns
+    whether it changed the text (then lay the figure out again)."""
+    renderer = fig.canvas.get_renderer()
+    changed = False
+    while True:
+        box = text.get_window_extent(renderer)
+        if box.x0 >= 0 and box.x1 <= fig.bbox.width:
+            return changed
+        head, sep, tail = text.get_text().rpartition(" · ")
+        if not sep:
+            return changed
+        text.set_text(f"{head}\n{tail}")
+        changed = True
 
 
 def plot_learning_curve(
@@ -169,6 +186,8 @@ def _figure(metrics: dict[str, np.ndarray], title: str) -> Figure:
     for a in axes:
         a.grid(alpha=0.3)
         a.tick_params(labelsize=FONT["tick"])
-    ax.set_title(title, fontsize=FONT["title"])
+    heading = ax.set_title(title, fontsize=FONT["title"])
     fig.tight_layout()
+    if fit_title(heading, fig):
+        fig.tight_layout()
     return fig

@@ -37,6 +37,16 @@ TINY = dict(
 TINY_SETS = [f"{k}={v}" for k, v in TINY.items()]
 
 
+def tiny_mlp_compare(out: Path, *, seeds: int, steps: int) -> list[str]:
+    """The command line of a one-worker comparison of tiny MLP runs (a subprocess's argv)."""
+    args = [sys.executable, "-m", "snrl.cli", "compare", "--env", "CartPole-v1"]
+    args += ["--backbones", "mlp", "--seeds", str(seeds), "--steps", str(steps), "--workers", "1"]
+    args += ["--eval-episodes", "2", "--out", str(out), "--quiet"]
+    for s in TINY_SETS:
+        args += ["--set", s]
+    return args
+
+
 def _spec(out: Path, **kw) -> CompareSpec:
     kw.setdefault("env", "CartPole-v1")
     kw.setdefault("backbones", ["mlp"])
@@ -418,11 +428,7 @@ def test_cli_plot_writes_history_figure(tmp_path, capsys):
 @pytest.mark.slow
 def test_sigkill_compare_then_rerun_finishes_without_redoing(tmp_path):
     out = tmp_path / "cmp"
-    args = [sys.executable, "-m", "snrl.cli", "compare", "--env", "CartPole-v1"]
-    args += ["--backbones", "mlp", "--seeds", "3", "--steps", "1024", "--workers", "1"]
-    args += ["--eval-episodes", "2", "--out", str(out), "--quiet"]
-    for s in TINY_SETS:
-        args += ["--set", s]
+    args = tiny_mlp_compare(out, seeds=3, steps=1024)
     proc = subprocess.Popen(args, env=ENV, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while time.time() < deadline and not (out / "status" / "mlp__seed0.json").exists():

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from snrl.experiments.report import MIN_SEEDS, curves_figure, write_outputs
+from tests.figure_checks import assert_slide_figure
 
 
 def _curve(lo: float, hi: float) -> dict[str, np.ndarray]:
@@ -85,3 +86,20 @@ def test_report_has_no_warning_with_enough_seeds(tmp_path):
     report = _compare_dir(tmp_path, MIN_SEEDS)
     assert "Warning" not in report
     assert "different episodes" in report
+
+
+def test_curves_png_is_slide_sized_with_readable_text(tmp_path):
+    """curves.png had learning_curve.png's old faults (640x400, 8-10 pt, ticks "100000")."""
+    from matplotlib.image import imread
+
+    from snrl.experiments.report import plot_curves
+
+    groups = {"lif": _curve(10, 40)}
+    groups["lif"]["steps"] = np.linspace(0, 100_000, 5)
+    fig = curves_figure(groups, title="t", threshold=475.0, warning="few seeds!")
+    ax = fig.axes[0]
+    assert_slide_figure(fig, ax, "100k")
+    assert min(t.get_fontsize() for t in fig.texts + ax.texts) >= 16  # warning, threshold note
+    plot_curves(groups, tmp_path / "c.png", tmp_path / "c.svg", title="t", threshold=None)
+    assert imread(tmp_path / "c.png").shape[:2] == (1000, 1600)
+    assert "<svg" in (tmp_path / "c.svg").read_text()

@@ -12,6 +12,7 @@ from snrl.errors import UserError
 from snrl.training import MetricsWriter, Progress, plot_learning_curve, read_metrics
 from snrl.training import plots as plots_module
 from snrl.training import progress as progress_module
+from tests.figure_checks import assert_slide_figure
 
 FIELDS = ["env_step", "episode_return_mean", "eval_return_mean"]
 
@@ -57,13 +58,8 @@ def test_readable_fonts_and_tick_labels(tmp_path):
     metrics = read_metrics(_metrics(tmp_path / "metrics.csv"))
     metrics["env_step"] = metrics["env_step"] * 100  # 10k ... 40k
     fig = plots_module._figure(metrics, "PPO · LIF · Dale 80/20 · 128 neurons · seed 3")
-    fig.canvas.draw()
     ax = fig.axes[0]
-    assert fig.dpi == 100 and tuple(fig.get_size_inches()) == (16.0, 10.0)
-    assert ax.title.get_fontsize() >= 20 and ax.xaxis.label.get_fontsize() >= 18
-    assert min(t.get_fontsize() for t in ax.get_xticklabels()) >= 16
-    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
-    assert "20k" in labels and not any(s.isdigit() and len(s) > 3 for s in labels), labels
+    assert_slide_figure(fig, ax, "20k")
     assert "Dale 80/20" in ax.get_title() and "seed 3" in ax.get_title()
 
 
@@ -142,3 +138,17 @@ def test_progress_shows_steps_return_and_sps(capsys, monkeypatch):
     assert "500/1" in err  # 500 of 1.00k steps (unit_scale)
     assert "ret=12.35" in err and "sps=" in err and "loss" not in err
     assert Progress(10, disable=True).disabled
+
+
+def test_long_title_breaks_at_separators_inside_the_figure(tmp_path):
+    metrics = read_metrics(_metrics(tmp_path / "metrics.csv"))
+    env = "neurogym:PerceptualDecisionMakingDelayResponse-v0"
+    title = f"PPO · LIF · Dale 80/20 · 128 neurons · seed 1 · {env}"
+    fig = plots_module._figure(metrics, title)
+    fig.canvas.draw()
+    heading = fig.axes[0].title
+    box = heading.get_window_extent(fig.canvas.get_renderer())
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.width  # ran 70 px off the right edge before
+    assert heading.get_text() == title.replace(f" · {env}", f"\n{env}")
+    short = plots_module._figure(metrics, "PPO · LIF · CartPole-v1")
+    assert short.axes[0].title.get_text() == "PPO · LIF · CartPole-v1"  # fits: unchanged

@@ -619,6 +619,8 @@ async function compareView(compId) {
   });
   Plotly.react("plot-compare", traces, LAYOUT("Mean episode return, 95% bootstrap band over seeds", "mean episode return"),
                { responsive: true });
+  // under the plot, as on curves.png: a band over 2 seeds is no confidence interval to trust
+  if (c.warning) main.append(el("p", { class: "warning", id: "compare-warning", text: c.warning }));
   if (c.summary) {
     const [head, ...rows] = c.summary;
     main.append(el("h2", { text: "Summary (summary.csv)" }),
