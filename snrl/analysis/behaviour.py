@@ -323,8 +323,9 @@ def accuracy_by_delay(trials: Trials, period: str = "delay", max_bins: int = 8) 
     """Accuracy against the length of the trials' ``period`` (s).
 
     With at most ``max_bins`` distinct lengths, one row per length; with more, ``max_bins``
-    bins of (about) equal trial counts, cut at the quantiles of the lengths (a length never
-    splits across bins).
+    bins cut at the ``k / max_bins`` quantiles of the trials' lengths: a bin holds the lengths
+    above the previous cut up to and including its own (a length never splits across bins;
+    bins that hold no length are dropped, so there may be fewer).
 
     Returns:
         ``[{"delay_low", "delay_high", "delay_mean", "n", "n_correct", "accuracy",
