@@ -27,6 +27,8 @@ from snrl.analysis.psychometric import (
 )
 from snrl.errors import UserError
 
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
 COHS = np.array([-51.2, -25.6, -12.8, -6.4, 0.0, 6.4, 12.8, 25.6, 51.2])
 
 
@@ -293,3 +295,47 @@ def test_readysetgo_produced_interval_is_neurogyms(tmp_path):
     assert produced == pytest.approx(rewarded[: len(produced)])
     r = interval_production(trials)
     assert r["n_produced"] == len(answered)
+
+
+def test_delay_comparison_draws_romos_stimulus_set_and_takes_other_pairs():
+    """NeuroGym 2.3.1's DelayComparison draws only f2 = f1 +- 8 Hz: the ten (f1, f2) pairs of
+    Romo et al. (1999), f1 in 10..34 Hz in 4 Hz steps with f2 = f1 +- 8 inside 10..34. The
+    native task draws the same set, and takes others through ``vpairs`` (NeuroGym's option),
+    which is what a Weber curve at a fixed f1 needs."""
+    pytest.importorskip("neurogym")
+    import neurogym as ngym
+
+    from snrl.tasks import make_vector_env
+
+    romo = {(f1, f1 + s) for f1 in range(10, 35, 4) for s in (-8, 8) if 10 <= f1 + s <= 34}
+    assert len(romo) == 10
+    env = ngym.make("DelayComparison-v0").unwrapped
+    env.reset(seed=0)
+    seen = set()
+    for _ in range(400):
+        trial = env.new_trial()
+        seen.add((int(trial["v1"]), int(trial["v2"])))
+    assert seen == romo
+
+    def native_pairs(**kwargs):
+        envs = make_vector_env("DelayComparison-v0", 64, seed=0, env_kwargs=kwargs)
+        pairs = set()
+        _, info = envs.reset(seed=0)
+        for _ in range(120):
+            c = info.get("trial_start", {}).get("conditions", {})
+            if "v1" in c:
+                mask = info.get("_trial_start", np.ones(64, bool))
+                pairs |= {(int(a), int(b)) for a, b, m in zip(c["v1"], c["v2"], mask) if m}
+            _, _, _, _, info = envs.step(np.zeros(64, dtype=np.int64))
+        envs.close()
+        return pairs
+
+    assert native_pairs() == romo
+    assert native_pairs(vpairs=[(22, 20), (24, 20), (28, 20)]) == {
+        (22, 20),
+        (20, 22),
+        (24, 20),
+        (20, 24),
+        (28, 20),
+        (20, 28),
+    }
