@@ -70,6 +70,9 @@ def _summary(short: str, res: dict) -> list[str]:
                 f"{f['slope_se']:.3f}, r {f['r']:.3f}); {p['n_produced']} produced, "
                 f"{p['n_no_response']} no response; mean CV {p['cv_mean']:.3f}"
             )
+        if p["sd_vs_mean"]:
+            sv = p["sd_vs_mean"]
+            lines.append(f"sd = {sv['intercept']:.3f} + {sv['slope']:.3f} mean")
         for q in p["points"]:
             lines.append(
                 f"t_s {q['sample']:.2f}: mean {q['mean']:.3f} sd {q['sd']:.3f} cv {q['cv']:.3f} "
