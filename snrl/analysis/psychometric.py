@@ -101,6 +101,23 @@ def binomial_ci(k: int, n: int, level: float = 0.95, method: str = "wilson") -> 
     return float(ci.low), float(ci.high)
 
 
+def _counts(
+    x: Any, n_right: Any, n: Any, min_points: int, what: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The checked counts of a fit, points without trials dropped (float64 arrays)."""
+    x = np.asarray(x, dtype=np.float64)
+    k = np.asarray(n_right, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    if not (x.shape == k.shape == n.shape) or np.any(k < 0) or np.any(k > n):
+        raise UserError("psychometric counts must have one n_right <= n per point (fix them)")
+    use = n > 0
+    x, k, n = x[use], k[use], n[use]
+    if np.unique(x).size < min_points:
+        words = {2: "two", 4: "four"}.get(min_points, str(min_points))
+        raise UserError(f"{what} needs trials at {words} or more coherences (evaluate more trials)")
+    return x, k, n
+
+
 def fit_logistic(x: Any, n_right: Any, n: Any) -> dict[str, float | bool]:
     """Maximum-likelihood fit of :func:`logistic` to binomial counts.
 
@@ -117,17 +134,7 @@ def fit_logistic(x: Any, n_right: Any, n: Any) -> dict[str, float | bool]:
     Raises:
         UserError: Fewer than two distinct ``x`` with trials, or counts that do not fit.
     """
-    x = np.asarray(x, dtype=np.float64)
-    k = np.asarray(n_right, dtype=np.float64)
-    n = np.asarray(n, dtype=np.float64)
-    if not (x.shape == k.shape == n.shape) or np.any(k < 0) or np.any(k > n):
-        raise UserError("psychometric counts must have one n_right <= n per point (fix them)")
-    use = n > 0
-    x, k, n = x[use], k[use], n[use]
-    if np.unique(x).size < 2:
-        raise UserError(
-            "a psychometric fit needs trials at two or more coherences (evaluate more trials)"
-        )
+    x, k, n = _counts(x, n_right, n, 2, "a psychometric fit")
     scale = float(np.max(np.abs(x))) or 1.0  # fit on x / scale: well-conditioned
     u = x / scale
 
@@ -191,18 +198,7 @@ def fit_logistic_lapse(
     """
     if not 0 < max_lapse <= 0.5:
         raise UserError(f"max_lapse must be in (0, 0.5], got {max_lapse!r}")
-    x = np.asarray(x, dtype=np.float64)
-    k = np.asarray(n_right, dtype=np.float64)
-    n = np.asarray(n, dtype=np.float64)
-    if not (x.shape == k.shape == n.shape) or np.any(k < 0) or np.any(k > n):
-        raise UserError("psychometric counts must have one n_right <= n per point (fix them)")
-    use = n > 0
-    x, k, n = x[use], k[use], n[use]
-    if np.unique(x).size < 4:
-        raise UserError(
-            "a psychometric fit with lapse rates needs trials at four or more coherences "
-            "(evaluate more trials)"
-        )
+    x, k, n = _counts(x, n_right, n, 4, "a psychometric fit with lapse rates")
     scale = float(np.max(np.abs(x))) or 1.0
     u = x / scale
     eps = 1e-12
