@@ -24,6 +24,7 @@ from snrl.analysis.psychometric import (
     fit_logistic_lapse,
     logistic_lapse,
     psychometric_curve,
+    save_psychometric,
 )
 from snrl.errors import UserError
 
@@ -83,7 +84,7 @@ def _pdm(coh, gt, choice):
     return {"conditions": {"coh": coh, "ground_truth": gt - 1}, "gt": gt, "choice": choice}
 
 
-def test_psychometric_points_carry_intervals_and_the_lapse_fit():
+def test_psychometric_points_carry_intervals_and_the_lapse_fit(tmp_path):
     rng = np.random.default_rng(0)
     trials = []
     for c in (6.4, 12.8, 25.6, 51.2):
@@ -97,6 +98,8 @@ def test_psychometric_points_carry_intervals_and_the_lapse_fit():
         assert (p["ci_low"], p["ci_high"]) == pytest.approx(binomial_ci(p["n_right"], p["n"]))
         assert p["ci_low"] <= p["p_right"] <= p["ci_high"]
     assert set(curve["fit_lapse"]) >= {"slope", "bias", "guess", "lapse"}
+    png = save_psychometric(curve, tmp_path / "psychometric.png")  # error bars, lapse curve
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 # ---- trial logs ------------------------------------------------------------------------------
