@@ -6,15 +6,31 @@ Pure functions (:mod:`snrl.analysis.stats`, :mod:`snrl.analysis.trials`,
 :class:`NetworkAnalysis` accumulate them episode by episode (constant memory);
 :func:`analyze` rolls out an algorithm and is what ``snrl analyze`` runs. Every reported
 number is defined in :data:`METRICS` (docs/analysis.md is generated from it). The
-psychometric curve of decision tasks lives in :mod:`snrl.analysis.psychometric`; silencing E or
+psychometric curve of decision tasks lives in :mod:`snrl.analysis.psychometric` (with binomial
+intervals and lapse rates), the behaviour readouts of other task families (context and
+congruency, the f1 x f2 matrix and Weber curve, produced against sample interval, accuracy
+against delay, error counts) in :mod:`snrl.analysis.behaviour`; silencing E or
 I neurons during evaluation (``snrl perturb``) in :mod:`snrl.analysis.perturb`. Decoding and
 dimensionality of trial activity in :mod:`snrl.analysis.dynamics`; connectivity by E/I block
 in :mod:`snrl.analysis.connectivity`; fixed and slow points in
 :mod:`snrl.analysis.fixed_points`.
 """
 
+from snrl.analysis.behaviour import (
+    accuracy_by_delay,
+    behaviour_readouts,
+    comparison_accuracy,
+    context_accuracy,
+    error_counts,
+    interval_production,
+)
 from snrl.analysis.currents import layer_weights, synaptic_currents
 from snrl.analysis.export import SpikeExport
+from snrl.analysis.psychometric import (
+    binomial_ci,
+    fit_logistic_lapse,
+    psychometric_curve,
+)
 from snrl.analysis.run import ANALYSIS_FILES, NetworkAnalysis, analyze, read_summary
 from snrl.analysis.stats import (
     METRICS,
@@ -37,14 +53,23 @@ __all__ = [
     "SpikeExport",
     "SpikeStats",
     "TuningAccumulator",
+    "accuracy_by_delay",
     "analyze",
+    "behaviour_readouts",
+    "binomial_ci",
+    "comparison_accuracy",
+    "context_accuracy",
+    "error_counts",
     "fano_factor",
     "firing_rate",
+    "fit_logistic_lapse",
+    "interval_production",
     "isi_cv",
     "layer_weights",
     "metrics_table",
     "pca",
     "population_sparseness",
+    "psychometric_curve",
     "read_summary",
     "selectivity",
     "spike_count_correlation",

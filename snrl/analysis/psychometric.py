@@ -17,6 +17,18 @@ psychometric function: I. Fitting, sampling, and goodness of fit", with the laps
 P = 0.5 (in the same unit). Maximum likelihood of the binomial counts (scipy.optimize,
 logit ``a x + b``, then ``slope = a``, ``bias = -b / a``); standard errors from the inverse of
 the exact Hessian (Fisher information) and the delta method.
+
+With lapses (:func:`fit_logistic_lapse`), the four-parameter form of Wichmann & Hill (2001)::
+
+    P(right | x) = guess + (1 - guess - lapse) / (1 + exp(-slope * (x - bias)))
+
+``guess`` is P(right) at strong evidence for left (the lower asymptote), ``lapse`` is
+P(left) at strong evidence for right (1 - the upper asymptote): the two lapse rates of a
+two-choice task. Maximum likelihood with bounds (scipy's L-BFGS-B; ``0 <= guess, lapse <=
+max_lapse``), started from the lapse-free fit and a few other points, the best kept.
+
+Each point has a binomial confidence interval of P(right) (:func:`binomial_ci`: Wilson's
+score interval by default, or Clopper-Pearson's exact one; scipy.stats.binomtest).
 """
 
 from __future__ import annotations
@@ -29,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from scipy import optimize
+from scipy import optimize, stats
 
 from snrl.errors import UserError
 from snrl.io import atomic_write_bytes
@@ -38,9 +50,12 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = [
+    "binomial_ci",
     "fit_logistic",
+    "fit_logistic_lapse",
     "has_psychometric",
     "logistic",
+    "logistic_lapse",
     "plot_psychometric",
     "psychometric_curve",
     "save_psychometric",
@@ -51,6 +66,56 @@ def logistic(x: Any, slope: float, bias: float) -> np.ndarray:
     """``1 / (1 + exp(-slope * (x - bias)))``, elementwise (overflow-free)."""
     z = slope * (np.asarray(x, dtype=np.float64) - bias)
     return np.exp(-np.logaddexp(0.0, -z))
+
+
+def logistic_lapse(x: Any, slope: float, bias: float, guess: float, lapse: float) -> np.ndarray:
+    """``guess + (1 - guess - lapse) * logistic(x, slope, bias)``, elementwise."""
+    return guess + (1.0 - guess - lapse) * logistic(x, slope, bias)
+
+
+def binomial_ci(k: int, n: int, level: float = 0.95, method: str = "wilson") -> tuple[float, float]:
+    """The confidence interval of a binomial proportion ``k / n``.
+
+    Args:
+        k: Successes.
+        n: Trials (``0 <= k <= n``); ``n == 0`` gives ``(nan, nan)``.
+        level: Confidence level in (0, 1).
+        method: ``"wilson"`` (Wilson's score interval) or ``"exact"`` (Clopper-Pearson).
+
+    Returns:
+        ``(low, high)``, each in [0, 1].
+
+    Raises:
+        UserError: A count, level or method out of range.
+    """
+    if method not in ("wilson", "exact"):
+        raise UserError(f"binomial interval method must be 'wilson' or 'exact', got {method!r}")
+    if not 0 < level < 1:
+        raise UserError(f"confidence level must be in (0, 1), got {level!r}")
+    k, n = int(k), int(n)
+    if n < 0 or not 0 <= k <= max(n, 0):
+        raise UserError(f"binomial counts need 0 <= k <= n, got k={k}, n={n}")
+    if n == 0:
+        return math.nan, math.nan
+    ci = stats.binomtest(k, n).proportion_ci(confidence_level=level, method=method)
+    return float(ci.low), float(ci.high)
+
+
+def _counts(
+    x: Any, n_right: Any, n: Any, min_points: int, what: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The checked counts of a fit, points without trials dropped (float64 arrays)."""
+    x = np.asarray(x, dtype=np.float64)
+    k = np.asarray(n_right, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    if not (x.shape == k.shape == n.shape) or np.any(k < 0) or np.any(k > n):
+        raise UserError("psychometric counts must have one n_right <= n per point (fix them)")
+    use = n > 0
+    x, k, n = x[use], k[use], n[use]
+    if np.unique(x).size < min_points:
+        words = {2: "two", 4: "four"}.get(min_points, str(min_points))
+        raise UserError(f"{what} needs trials at {words} or more coherences (evaluate more trials)")
+    return x, k, n
 
 
 def fit_logistic(x: Any, n_right: Any, n: Any) -> dict[str, float | bool]:
@@ -69,17 +134,7 @@ def fit_logistic(x: Any, n_right: Any, n: Any) -> dict[str, float | bool]:
     Raises:
         UserError: Fewer than two distinct ``x`` with trials, or counts that do not fit.
     """
-    x = np.asarray(x, dtype=np.float64)
-    k = np.asarray(n_right, dtype=np.float64)
-    n = np.asarray(n, dtype=np.float64)
-    if not (x.shape == k.shape == n.shape) or np.any(k < 0) or np.any(k > n):
-        raise UserError("psychometric counts must have one n_right <= n per point (fix them)")
-    use = n > 0
-    x, k, n = x[use], k[use], n[use]
-    if np.unique(x).size < 2:
-        raise UserError(
-            "a psychometric fit needs trials at two or more coherences (evaluate more trials)"
-        )
+    x, k, n = _counts(x, n_right, n, 2, "a psychometric fit")
     scale = float(np.max(np.abs(x))) or 1.0  # fit on x / scale: well-conditioned
     u = x / scale
 
@@ -122,6 +177,67 @@ def fit_logistic(x: Any, n_right: Any, n: Any) -> dict[str, float | bool]:
     }
 
 
+def fit_logistic_lapse(
+    x: Any, n_right: Any, n: Any, *, max_lapse: float = 0.25
+) -> dict[str, float | bool]:
+    """Maximum-likelihood fit of :func:`logistic_lapse` to binomial counts (module docstring).
+
+    Args:
+        x: (K,) stimulus values (signed coherence).
+        n_right: (K,) "right" choices at each value.
+        n: (K,) trials at each value (>= n_right).
+        max_lapse: Upper bound of ``guess`` and of ``lapse`` (in (0, 0.5]).
+
+    Returns:
+        ``{"slope", "bias", "guess", "lapse", "log_likelihood", "converged"}`` (no standard
+        errors: at a bound they are not defined by the Hessian).
+
+    Raises:
+        UserError: Fewer than four distinct ``x`` with trials (four parameters), counts that
+            do not fit, or ``max_lapse`` out of range.
+    """
+    if not 0 < max_lapse <= 0.5:
+        raise UserError(f"max_lapse must be in (0, 0.5], got {max_lapse!r}")
+    x, k, n = _counts(x, n_right, n, 4, "a psychometric fit with lapse rates")
+    scale = float(np.max(np.abs(x))) or 1.0
+    u = x / scale
+    eps = 1e-12
+
+    def nll_grad(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        a, b, g, lam = theta
+        s = np.exp(-np.logaddexp(0.0, -(a * u + b)))
+        p = np.clip(g + (1.0 - g - lam) * s, eps, 1.0 - eps)
+        nll = -float(np.sum(k * np.log(p) + (n - k) * np.log1p(-p)))
+        dp = -(k / p - (n - k) / (1.0 - p))  # d nll / d p
+        ds = (1.0 - g - lam) * s * (1.0 - s)
+        grad = np.array(
+            [np.sum(dp * ds * u), np.sum(dp * ds), np.sum(dp * (1.0 - s)), np.sum(dp * -s)]
+        )
+        return nll, grad
+
+    base = fit_logistic(x, k, n)
+    a0 = base["slope"] * scale if np.isfinite(base["slope"]) else 1.0
+    b0 = -base["bias"] * base["slope"] if np.isfinite(base["bias"]) else 0.0
+    bounds = [(None, None), (None, None), (0.0, max_lapse), (0.0, max_lapse)]
+    best = None
+    for start in ([a0, b0, 0.01, 0.01], [a0, b0, 0.1, 0.1], [2 * a0, b0, 0.05, 0.05]):
+        start = np.clip(np.asarray(start, dtype=np.float64), -50, 50)
+        start[2:] = np.minimum(start[2:], max_lapse / 2)
+        res = optimize.minimize(nll_grad, start, jac=True, method="L-BFGS-B", bounds=bounds)
+        if best is None or res.fun < best.fun:
+            best = res
+    a_u, b, g, lam = (float(v) for v in best.x)
+    a = a_u / scale
+    return {
+        "slope": a,
+        "bias": -b / a if a != 0 else math.nan,
+        "guess": g,
+        "lapse": lam,
+        "log_likelihood": -float(best.fun),
+        "converged": bool(best.success),
+    }
+
+
 def _choices(trials: Sequence[Mapping[str, Any]]) -> list[Any]:
     gts = {t.get("gt") for t in trials if isinstance(t.get("gt"), (int, float))}
     return sorted(gts)
@@ -152,8 +268,10 @@ def psychometric_curve(
 
     Returns:
         ``{"condition", "right_action", "left_action", "points": [{"coherence", "n",
-        "n_right", "n_no_response", "p_right", "p_fit"}, ...] (sorted by coherence),
-        "fit": fit_logistic(...)}``.
+        "n_right", "n_no_response", "p_right", "ci_low", "ci_high", "p_fit"}, ...] (sorted
+        by coherence), "fit": fit_logistic(...), "fit_lapse": fit_logistic_lapse(...)}``;
+        ``ci_low``/``ci_high`` are the 95 % Wilson interval of ``p_right`` (NaN without
+        answered trials); ``fit_lapse`` is None with fewer than four coherences.
 
     Raises:
         UserError: The log is not of a two-choice task with that condition at two or more
@@ -186,29 +304,36 @@ def psychometric_curve(
     k = np.array([counts[x][1] for x in xs])
     fit = fit_logistic(xs, k, n)
     p_fit = logistic(xs, fit["slope"], fit["bias"])
-    points = [
-        {
-            "coherence": x,
-            "n": int(counts[x][0]),
-            "n_right": int(counts[x][1]),
-            "n_no_response": int(counts[x][2]),
-            "p_right": counts[x][1] / counts[x][0] if counts[x][0] else math.nan,
-            "p_fit": float(pf),
-        }
-        for x, pf in zip(xs, p_fit)
-    ]
+    fit_lapse = fit_logistic_lapse(xs, k, n) if np.count_nonzero(n) >= 4 else None
+    points = []
+    for x, pf in zip(xs, p_fit):
+        lo, hi = binomial_ci(counts[x][1], counts[x][0])
+        points.append(
+            {
+                "coherence": x,
+                "n": int(counts[x][0]),
+                "n_right": int(counts[x][1]),
+                "n_no_response": int(counts[x][2]),
+                "p_right": counts[x][1] / counts[x][0] if counts[x][0] else math.nan,
+                "ci_low": lo,
+                "ci_high": hi,
+                "p_fit": float(pf),
+            }
+        )
     return {
         "condition": condition,
         "right_action": right,
         "left_action": left,
         "points": points,
         "fit": fit,
+        "fit_lapse": fit_lapse,
     }
 
 
 def plot_psychometric(curve: Mapping[str, Any], *, title: str | None = None) -> Figure:
-    """The figure of a :func:`psychometric_curve` result: the points (size by trials) and the
-    fitted logistic. A bare ``matplotlib.figure.Figure`` (no pyplot, no backend change)."""
+    """The figure of a :func:`psychometric_curve` result: the points (size by trials) with
+    their 95 % binomial intervals, the fitted logistic and, where fitted, the logistic with
+    lapse rates (dashed). A bare ``matplotlib.figure.Figure`` (no pyplot, no backend change)."""
     from matplotlib.figure import Figure
 
     pts = curve["points"]
@@ -227,7 +352,23 @@ def plot_psychometric(curve: Mapping[str, Any], *, title: str | None = None) -> 
             color="C0",
             label=f"logistic fit: slope {fit['slope']:.3g}/%, bias {fit['bias']:.3g} %",
         )
-    ax.scatter(x, y, s=12 + 60 * n / max(int(n.max()), 1), color="k", zorder=3, label="agent")
+    lapse = curve.get("fit_lapse")
+    if lapse and np.isfinite(lapse["slope"]) and np.isfinite(lapse["bias"]):
+        ax.plot(
+            grid,
+            logistic_lapse(grid, lapse["slope"], lapse["bias"], lapse["guess"], lapse["lapse"]),
+            color="C1",
+            ls="--",
+            label=f"with lapses: guess {lapse['guess']:.2f}, lapse {lapse['lapse']:.2f}",
+        )
+    lo = np.array([p.get("ci_low", math.nan) for p in pts], dtype=np.float64)
+    hi = np.array([p.get("ci_high", math.nan) for p in pts], dtype=np.float64)
+    if np.any(np.isfinite(lo)):
+        err = np.vstack([np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)])
+        ax.errorbar(x, y, yerr=err, fmt="none", ecolor="0.4", lw=0.8, zorder=2)
+    ax.scatter(
+        x, y, s=12 + 60 * n / max(int(n.max()), 1), color="k", zorder=3, label="agent (95 % CI)"
+    )
     ax.axhline(0.5, color="0.8", lw=0.8, zorder=0)
     ax.axvline(0.0, color="0.8", lw=0.8, zorder=0)
     ax.set_ylim(-0.03, 1.03)

@@ -113,6 +113,8 @@ EVAL_KEYS = ("mean_return", "std_return", "n_episodes", "returns")
 EVAL_TRIAL_KEYS = ("n_trials", "accuracy", "accuracy_by_condition")
 #: the figure `snrl eval` writes into the run directory of a two-choice coherence task
 PSYCHOMETRIC_PNG = "psychometric.png"
+#: the figure of the behaviour readouts `snrl eval` writes where one applies (docs/analysis.md)
+BEHAVIOUR_PNG = "behaviour.png"
 RESUME_CHANGEABLE = ("total_steps", "threads")
 #: train flags that --resume takes without comparing them with config.json
 RESUME_FLAGS_FREE = ("total_steps", "env", "threads")
@@ -229,6 +231,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if "n_trials" in res:  # a trial task (NeuroGym): accuracy, and for decisions the curve
         out.update({k: res[k] for k in EVAL_TRIAL_KEYS})
         out.update(_psychometric(Path(args.run_dir), res["trials"], algo.config.env))
+        out.update(_behaviour(Path(args.run_dir), res["trials"], algo.config.env))
     print(json.dumps(json_safe(out)))
     return 0
 
@@ -252,6 +255,23 @@ def _psychometric(run_dir: Path, trials: list, env: str) -> dict[str, Any]:
         claim_files(run_dir, [PSYCHOMETRIC_PNG])
     save_psychometric(curve, png, title=f"{env}: {sum(p['n'] for p in curve['points'])} trials")
     return {"psychometric": curve, "psychometric_png": str(png)}
+
+
+def _behaviour(run_dir: Path, trials: list, env: str) -> dict[str, Any]:
+    """``{"behaviour": readouts}`` of a trial task (the ones that apply to it,
+    :func:`snrl.analysis.behaviour.behaviour_readouts`), and ``"behaviour_png"`` where a
+    readout beyond the error counts applies (the figure, written into the run directory)."""
+    from snrl.analysis.behaviour import behaviour_readouts, save_behaviour
+
+    readouts = behaviour_readouts(trials)
+    if len(readouts) == 1:  # the error counts only: no figure
+        return {"behaviour": readouts}
+    png = run_dir / BEHAVIOUR_PNG
+    if is_run_dir(run_dir):
+        claim_files(run_dir, [BEHAVIOUR_PNG])
+    if save_behaviour(readouts, png, title=f"{env}: {len(trials)} trials") is None:
+        return {"behaviour": readouts}  # nothing to draw (no interval was produced)
+    return {"behaviour": readouts, "behaviour_png": str(png)}
 
 
 def _render(

@@ -24,8 +24,10 @@ trial of an episode starts for the agent at ``t0 = dt``, later ones at ``t0 = 0`
 A trial's record:
 
 ``choice``
-    the first non-fixation action taken in the ``decision`` period; when there is none, the
-    last action of the trial (the fixation action when the agent never responded).
+    the first non-fixation action taken in the ``decision`` period (the ``production`` period
+    of an interval-production task such as ReadySetGo, which has no ``decision`` period); when
+    there is none, the last action of the trial (the fixation action when the agent never
+    responded).
 ``gt``
     the ground-truth action of the step of the choice (of the last step without one).
 ``correct``
@@ -407,11 +409,13 @@ class TrialTracker:
         n = len(run.actions)
         times = [round(run.t0 + k * run.dt, 9) for k in range(n)]
         decision = periods.get("decision")
+        # interval production (ReadySetGo) responds in "production": its go is the choice
+        respond = decision if decision is not None else periods.get("production")
         k_choice = None
-        if decision is not None and run.fixation is not None:
+        if respond is not None and run.fixation is not None:
             eps = 1e-9
             for k, (t, a) in enumerate(zip(times, run.actions)):
-                in_decision = decision[0] - eps <= t < decision[1] - eps
+                in_decision = respond[0] - eps <= t < respond[1] - eps
                 if in_decision and _differs(a, run.fixation):
                     k_choice = k
                     break
@@ -426,7 +430,7 @@ class TrialTracker:
         decision_time = None if k_choice is None else times[k_choice]
         reaction_time = None
         stimulus = periods.get("stimulus")
-        if decision_time is not None and stimulus is not None and decision[0] < stimulus[1]:
+        if decision_time is not None and stimulus is not None and respond[0] < stimulus[1]:
             reaction_time = round(decision_time - stimulus[0], 9)
         return {
             "env": i,

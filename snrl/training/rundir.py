@@ -98,8 +98,9 @@ LAYOUT = (
 
 #: The files ``snrl demo`` adds to a run directory (claimed before they are written).
 DEMO_FILES = ("eval.json", "demo.mp4", "demo.gif")
-#: What ``snrl eval`` writes into a run directory (the psychometric curve of a decision task).
-EVAL_FILES = ("psychometric.png",)
+#: What ``snrl eval`` writes into a run directory (the psychometric curve of a decision task,
+#: the behaviour readouts of the tasks that have them).
+EVAL_FILES = ("psychometric.png", "behaviour.png")
 
 #: The files ``snrl analyze`` writes into its output folder (default ``analysis/``; the
 #: folder's own marker first): a rerun replaces these names only, and only those it wrote.
