@@ -504,7 +504,8 @@ class Algorithm:
             **entries,
         }
         if self._trials.active:
-            row.update(trial_columns(self._trial_log))
+            tasks = getattr(self._envs, "task_ids", ())  # a multitask env: per-task columns
+            row.update(trial_columns(self._trial_log, tasks))
         self._trial_log = []
         return row
 
@@ -517,6 +518,8 @@ class Algorithm:
         row["eval_return_mean"] = res["mean_return"]
         if "accuracy" in res:
             row["eval_trial_accuracy"] = res["accuracy"]
+        for task, acc in res.get("accuracy_by_task", {}).items():
+            row[f"eval_trial_accuracy/{task}"] = acc
         self._notify("on_eval_end", self, res)
 
     def _checkpoint(self, name: str) -> None:
