@@ -82,7 +82,9 @@ def parse_task_ids(tasks: str | Sequence[str]) -> tuple[str, ...]:
             name += "-v0"
         if name not in TASKS:
             close = difflib.get_close_matches(name, list(TASKS), n=2, cutoff=0.6)
-            hint = "did you mean " + " or ".join(close) if close else "its tasks: " + ", ".join(TASKS)
+            hint = (
+                "did you mean " + " or ".join(close) if close else "its tasks: " + ", ".join(TASKS)
+            )
             raise UserError(
                 f"--tasks: {raw.strip()!r} is not a task of snrl.tasks ({hint}; one network "
                 "trains on the batched engine's tasks)"
@@ -113,7 +115,7 @@ def _check_clock(specs: Sequence[TaskSpec]) -> float:
         listed = ", ".join(f"{k} {v:g} ms" for k, v in clocks.items())
         raise UserError(
             f"the tasks run on different clocks ({listed}): one network has one neuron step, "
-            "so all tasks need the same dt (pass env_kwargs {\"dt\": ...} to make them equal, "
+            'so all tasks need the same dt (pass env_kwargs {"dt": ...} to make them equal, '
             "or train the tasks of one clock together)"
         )
     return float(specs[0].dt)
@@ -122,9 +124,9 @@ def _check_clock(specs: Sequence[TaskSpec]) -> float:
 def _cat(values: list[Any], n: int, k_total: int) -> np.ndarray:
     """Slot-interleaved array of per-task arrays (``None``: the task lacks the key)."""
     present = [np.asarray(v) for v in values if v is not None]
-    dtype = np.result_type(*present) if present else np.float64
+    dtype = np.result_type(*present) if present else np.dtype(np.float64)
     shape = present[0].shape[1:] if present else ()
-    out = np.empty((n, *shape), dtype=object) if dtype == object else np.zeros((n, *shape), dtype)
+    out = np.empty((n, *shape), dtype=object) if dtype.kind == "O" else np.zeros((n, *shape), dtype)
     for k, v in enumerate(values):
         if v is not None:
             out[k::k_total] = v
@@ -260,7 +262,10 @@ class MultiTaskVectorEnv(gym.vector.VectorEnv):
         for info, names in zip(infos, self._task_names):
             start = info.get("trial_start")
             if isinstance(start, Mapping):
-                info["trial_start"] = {**start, "conditions": {**start["conditions"], "task": names}}
+                info["trial_start"] = {
+                    **start,
+                    "conditions": {**start["conditions"], "task": names},
+                }
         return infos
 
     def reset(
