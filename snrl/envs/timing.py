@@ -6,8 +6,9 @@ the agents derive the neuron ``dt`` from it, so that a 10 ms membrane means 10 m
 time. Only NeuroGym tasks are trusted to declare it: their ``dt`` is the step in
 milliseconds (Molano-Mazon et al., NeuroGym, 2022); so are env classes that set
 ``declares_task_time = True``, with ``dt`` in ms as NeuroGym's (snrl.tasks' multitask env).
-Other envs' attributes of the same name mean other things (MuJoCo's ``dt`` is in seconds and includes the frame skip; CartPole's
-``tau`` is its integration step, not a time the agent lives in), so they are not read.
+Other envs' attributes of the same name mean other things (MuJoCo's ``dt`` is in seconds
+and includes the frame skip; CartPole's ``tau`` is its integration step, not a time the
+agent lives in), so they are not read.
 """
 
 from __future__ import annotations
