@@ -181,6 +181,8 @@ def test_cli_refuses_bad_tasks_and_writes_nothing(tmp_path, capsys):
         "CartPole-v1", "--out", out,
     )  # fmt: skip
     assert res.returncode == 2 and "not allowed with" in res.stderr
+    res = snrl_inproc(capsys, "train", "--tasks", FOUR, "--set", "eval_episodes=3", "--out", out)
+    assert_user_error(res, "eval_episodes=3 but the env runs 4 tasks")
     assert not out.exists()
 
 
