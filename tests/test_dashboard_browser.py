@@ -469,3 +469,32 @@ def test_a_comparison_of_two_seeds_warns_under_its_plot(page, server):
     assert page.evaluate(
         "document.getElementById('plot-compare').parentElement.nextElementSibling.id"
     ) == "compare-warning"
+
+
+
+def test_multitask_run_has_a_panel_per_split_with_a_line_per_task(page, server):
+    d = server["root"] / "multitask"
+    d.mkdir()
+    env = "snrl.tasks:GoNogo-v0,PerceptualDecisionMaking-v0"
+    (d / "config.json").write_text(f'{{"algo": "ppo", "env": "{env}", "total_steps": 400}}')
+    tasks = ["GoNogo-v0", "PerceptualDecisionMaking-v0"]
+    cols = ["env_step", "wall_time", "episode_return_mean", "eval_return_mean", "trials",
+            "trial_accuracy", "eval_trial_accuracy"]
+    cols += [f"trial_accuracy/{t}" for t in tasks] + [f"eval_trial_accuracy/{t}" for t in tasks]
+    with open(d / "metrics.csv", "w") as f:
+        f.write(",".join(cols) + "\n")
+        for i in range(1, 5):
+            ev = "0.8" if i % 2 == 0 else "nan"
+            f.write(f"{100 * i},{i},{i},{ev},{10 * i},0.6,{ev},0.5,0.7,{ev},{ev}\n")
+    page.goto(url(server, "#/run/multitask"))
+    expect(page.locator("#rowcount")).to_have_attribute("data-rows", "4")
+    for pid, title in (("plot-trial_accuracy-by-task", "Training accuracy by task"),
+                       ("plot-eval_trial_accuracy-by-task", "Evaluation accuracy by task")):
+        page.locator(f"#{pid}").scroll_into_view_if_needed()
+        expect(page.locator(f"#{pid} .gtitle")).to_have_text(title)
+        names = page.evaluate(
+            f"(() => document.getElementById('{pid}').data.map(t => t.name))()"
+        )
+        assert names == tasks
+    # the per-task columns get no panel of their own
+    expect(page.locator("#plots-more .plot")).to_have_count(0)

@@ -237,6 +237,7 @@ class Algorithm:
         try:
             self.config = cfg = cfg.resolve_time(env_time_step(probe))  # docs: "Time"
             self.check_spaces(probe.observation_space, probe.action_space)
+            _check_task_count(getattr(probe, "unwrapped", probe), cfg)
             obs_size = ObsFlattener(probe.observation_space).size
             act = probe.action_space
             head = int(np.sum(getattr(act, "nvec", 0))) or int(getattr(act, "n", 0))
@@ -508,7 +509,8 @@ class Algorithm:
             **entries,
         }
         if self._trials.active:
-            row.update(trial_columns(self._trial_log))
+            tasks = getattr(self._envs, "task_ids", ())  # a multitask env: per-task columns
+            row.update(trial_columns(self._trial_log, tasks))
         self._trial_log = []
         return row
 
@@ -521,6 +523,8 @@ class Algorithm:
         row["eval_return_mean"] = res["mean_return"]
         if "accuracy" in res:
             row["eval_trial_accuracy"] = res["accuracy"]
+        for task, acc in res.get("accuracy_by_task", {}).items():
+            row[f"eval_trial_accuracy/{task}"] = acc
         self._notify("on_eval_end", self, res)
 
     def _checkpoint(self, name: str) -> None:
@@ -1017,6 +1021,21 @@ def _load_device(saved: Any, asked: str | None, path: str | Path) -> str:
         )
         return "cpu"
     return str(saved)
+
+
+def _check_task_count(env: Any, cfg: Any) -> None:
+    """A multitask env (snrl.tasks.multitask: env ``i`` runs task ``i % K``) needs at least
+    one env per task in training and in evaluation."""
+    tasks = getattr(env, "task_ids", None)
+    if not tasks:
+        return
+    for key in ("n_envs", "eval_episodes"):
+        value = getattr(cfg, key, None)
+        if value is not None and value < len(tasks):
+            raise UserError(
+                f"{key}={value} but the env runs {len(tasks)} tasks, one per env in turn "
+                f"(env i runs task i % {len(tasks)}): set {key} >= {len(tasks)}"
+            )
 
 
 def _available_device(name: str) -> torch.device:

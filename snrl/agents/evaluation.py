@@ -17,7 +17,13 @@ import torch
 
 from snrl.envs import FiniteCheck, make_env, make_vector_env
 from snrl.envs.neurogym import EVAL_MAX_EPISODE_STEPS, wrap_task
-from snrl.envs.trials import TrialTracker, is_trial_env, space_names, summarize_trials
+from snrl.envs.trials import (
+    TrialTracker,
+    accuracy_by_task,
+    is_trial_env,
+    space_names,
+    summarize_trials,
+)
 from snrl.errors import UserError
 from snrl.networks.activity import Activity
 from snrl.trajectory import Trajectory
@@ -51,7 +57,8 @@ def evaluate_agent(
         "spike_rates"}``; ``spike_rates`` maps each spiking layer of the actor to its spikes
         per neuron per network step over all live env steps (empty for ANN backbones). For a
         trial task also ``"n_trials"``, ``"accuracy"``, ``"accuracy_by_condition"`` (see
-        :func:`snrl.envs.trials.summarize_trials`) and ``"trials"`` (the trial log).
+        :func:`snrl.envs.trials.summarize_trials`) and ``"trials"`` (the trial log); on a
+        multitask env (snrl.tasks.multitask) also ``"accuracy_by_task"`` ({task id: accuracy}).
     """
     if n_episodes < 1:
         raise ValueError(f"n_episodes must be >= 1, got {n_episodes}")
@@ -106,6 +113,9 @@ def evaluate_agent(
     }
     if tracker.active:
         out.update(summarize_trials(trials))
+        tasks = getattr(envs, "task_ids", ())
+        if tasks:  # a multitask env: every task, in its order
+            out["accuracy_by_task"] = accuracy_by_task(trials, tasks)
         out["trials"] = trials
     return out
 

@@ -67,6 +67,7 @@ def _video_path(out: str) -> Path:
 #: The config flags of ``snrl train``: flag, its config key, and its value in ``args``.
 CONFIG_FLAGS: tuple[tuple[str, str, Any], ...] = (
     ("--env", "env", lambda a: a.env),
+    ("--tasks", "env", lambda a: _tasks_env(getattr(a, "tasks", None))),
     ("--env-kwargs", "env_kwargs", lambda a: a.env_kwargs),
     ("--backbone", "backbone", lambda a: a.backbone),
     ("--hidden", "hidden_size", lambda a: a.hidden),
@@ -79,6 +80,16 @@ CONFIG_FLAGS: tuple[tuple[str, str, Any], ...] = (
     ("--threads", "threads", lambda a: getattr(a, "threads", None)),
     ("--no-tuned", "tuned", lambda a: False if getattr(a, "no_tuned", False) else None),
 )
+
+
+def _tasks_env(tasks: str | None) -> str | None:
+    """The env id of ``--tasks A,B``: ``snrl.tasks:A,B`` (ids checked here, before anything is
+    written)."""
+    if tasks is None:
+        return None
+    from snrl.tasks import multitask_env_id
+
+    return multitask_env_id(tasks)
 
 
 def _flag_layers(args: argparse.Namespace, skip: tuple[str, ...] = ()) -> list[Layer]:
@@ -230,6 +241,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     out = {k: res[k] for k in (*EVAL_KEYS, "lesson") if k in res}
     if "n_trials" in res:  # a trial task (NeuroGym): accuracy, and for decisions the curve
         out.update({k: res[k] for k in EVAL_TRIAL_KEYS})
+        if "accuracy_by_task" in res:  # a multitask env (snrl train --tasks)
+            out["accuracy_by_task"] = res["accuracy_by_task"]
         out.update(_psychometric(Path(args.run_dir), res["trials"], algo.config.env))
         out.update(_behaviour(Path(args.run_dir), res["trials"], algo.config.env))
     print(json.dumps(json_safe(out)))

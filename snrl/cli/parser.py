@@ -89,7 +89,15 @@ def _add_train(sub: Any) -> None:
     """``snrl train``: its flags, each an alias of one config key (docs/cli.md)."""
     t = sub.add_parser("train", help="train an agent into a run directory")
     t.add_argument("--algo", choices=sorted(ALGOS), default=None, help="default ppo")
-    t.add_argument("--env", default=None, help="gymnasium id or module:Class")
+    which = t.add_mutually_exclusive_group()
+    which.add_argument("--env", default=None, help="gymnasium id or module:Class")
+    which.add_argument(
+        "--tasks",
+        default=None,
+        metavar="ID,ID,...",
+        help="one agent on interleaved tasks of snrl.tasks with a rule input, e.g. "
+        "PerceptualDecisionMaking-v0,GoNogo-v0 (config key env = snrl.tasks:ID,ID; docs/tasks.md)",
+    )
     t.add_argument(
         "--env-kwargs",
         default=None,

@@ -4,9 +4,11 @@ A spiking backbone's neuron step is ``dt`` seconds and it runs ``substeps`` neur
 env step (docs/architecture.md, "Time"). When the task declares the duration of its step,
 the agents derive the neuron ``dt`` from it, so that a 10 ms membrane means 10 ms of task
 time. Only NeuroGym tasks are trusted to declare it: their ``dt`` is the step in
-milliseconds (Molano-Mazon et al., NeuroGym, 2022). Other envs' attributes of the same name
-mean other things (MuJoCo's ``dt`` is in seconds and includes the frame skip; CartPole's
-``tau`` is its integration step, not a time the agent lives in), so they are not read.
+milliseconds (Molano-Mazon et al., NeuroGym, 2022); so are env classes that set
+``declares_task_time = True``, with ``dt`` in ms as NeuroGym's (snrl.tasks' multitask env).
+Other envs' attributes of the same name mean other things (MuJoCo's ``dt`` is in seconds
+and includes the frame skip; CartPole's ``tau`` is its integration step, not a time the
+agent lives in), so they are not read.
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ def env_time_step(env: Any) -> float | None:
     """
     base = _neurogym_base()
     inner = getattr(env, "unwrapped", env)
-    if base is None or not isinstance(inner, base):
+    # snrl's own task envs that are no NeuroGym class (snrl.tasks' multitask env) say so
+    declared = getattr(type(inner), "declares_task_time", False) is True
+    if not declared and (base is None or not isinstance(inner, base)):
         return None
     dt = getattr(inner, "dt", None)
     try:

@@ -55,6 +55,7 @@ __all__ = [
     "TrialInfo",
     "TrialTracker",
     "accuracy_by_condition",
+    "accuracy_by_task",
     "is_trial_env",
     "space_names",
     "summarize_trials",
@@ -484,19 +485,41 @@ def _differs(action: Any, fixation: int) -> bool:
 
 # ---- summaries -------------------------------------------------------------------------------
 def summarize_trials(trials: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """``{"n_trials", "accuracy", "accuracy_by_condition"}`` of a trial log.
+    """``{"n_trials", "accuracy", "accuracy_by_condition"}`` of a trial log, and
+    ``"accuracy_by_task"`` when its trials come from several tasks.
 
     ``accuracy`` is the fraction of trials with ``correct`` True (NaN without trials);
     ``accuracy_by_condition`` maps each scalar condition (``"coh"``, ``"ground_truth"`` ...)
-    to ``{value (as text): {"n": trials, "accuracy": fraction}}``, values sorted.
+    to ``{value (as text): {"n": trials, "accuracy": fraction}}``, values sorted. Trials of a
+    multitask env (snrl.tasks.multitask) have the condition ``task``; ``accuracy_by_task``
+    maps each task id to its accuracy (:func:`accuracy_by_task`).
     """
     scored = [t for t in trials if t.get("correct") is not None]
     acc = float(np.mean([bool(t["correct"]) for t in scored])) if scored else math.nan
-    return {
+    out = {
         "n_trials": len(trials),
         "accuracy": acc,
         "accuracy_by_condition": accuracy_by_condition(scored),
     }
+    if any("task" in (t.get("conditions") or {}) for t in trials):
+        out["accuracy_by_task"] = accuracy_by_task(trials)
+    return out
+
+
+def accuracy_by_task(
+    trials: Sequence[Mapping[str, Any]], tasks: Sequence[str] = ()
+) -> dict[str, float]:
+    """{task id: fraction of its scored trials correct} of a multitask trial log (NaN for a
+    task of ``tasks`` without scored trials); tasks in ``tasks`` order, then first seen."""
+    groups: dict[str, list[bool]] = {str(k): [] for k in tasks}
+    for t in trials:
+        task = (t.get("conditions") or {}).get("task")
+        if task is None:
+            continue
+        scores = groups.setdefault(str(task), [])
+        if t.get("correct") is not None:
+            scores.append(bool(t["correct"]))
+    return {k: float(np.mean(v)) if v else math.nan for k, v in groups.items()}
 
 
 def accuracy_by_condition(

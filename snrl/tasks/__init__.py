@@ -15,6 +15,10 @@ Importing this module registers the ids with snrl's env maker: ``snrl.tasks:<id>
 batched vector env where snrl builds vector envs (training, evaluation), and NeuroGym's own env
 of the same id where it needs one env (rendering a rollout; that needs neurogym). A bare id
 (``--env PerceptualDecisionMaking-v0``) stays NeuroGym's, unchanged.
+
+Several ids joined by commas (``snrl.tasks:PerceptualDecisionMaking-v0,GoNogo-v0``, what
+``snrl train --tasks`` records) name one env of interleaved tasks with a rule input
+(:mod:`snrl.tasks.multitask`, :func:`make_multitask_vector_env`).
 """
 
 from __future__ import annotations
@@ -28,23 +32,43 @@ import gymnasium as gym
 from snrl.envs.neurogym import INSTALL_LINE
 from snrl.errors import UserError
 from snrl.tasks.engine import TaskVectorEnv, default_episode_steps
+from snrl.tasks.multitask import (
+    MultiTaskEnv,
+    MultiTaskVectorEnv,
+    multitask_env_id,
+    parse_task_ids,
+)
 from snrl.tasks.native import TASKS
 from snrl.tasks.spec import TaskSpec, build_trials
 
 __all__ = [
     "TASKS",
     "VECTOR_ENV_IDS",
+    "MultiTaskEnv",
+    "MultiTaskVectorEnv",
     "TaskSpec",
     "TaskVectorEnv",
     "build_trials",
     "default_episode_steps",
     "make_env",
+    "make_multitask_vector_env",
     "make_spec",
     "make_vector_env",
+    "multitask_env_id",
+    "parse_task_ids",
 ]
 
+
+class _VectorIds(frozenset):
+    """The task ids, and any comma-joined list of ids (a multitask env: its ids are checked
+    where it is made, so a wrong one gets :func:`parse_task_ids`'s message)."""
+
+    def __contains__(self, env_id: object) -> bool:
+        return frozenset.__contains__(self, env_id) or (isinstance(env_id, str) and "," in env_id)
+
+
 #: The ids this module builds vector envs for (read by :func:`snrl.envs.make_vector_env`).
-VECTOR_ENV_IDS = frozenset(TASKS)
+VECTOR_ENV_IDS = _VectorIds(TASKS)
 
 
 def _check_id(env_id: Any) -> str:
@@ -115,9 +139,58 @@ def make_vector_env(
     """
     kwargs = dict(env_kwargs or {})
     device = kwargs.pop("device", device)
+    if isinstance(env_id, str) and "," in env_id:
+        return make_multitask_vector_env(
+            env_id,
+            num_envs,
+            device=device,
+            seed=seed,
+            env_kwargs=kwargs,
+            max_episode_steps=max_episode_steps,
+            as_tensors=as_tensors,
+        )
     spec = make_spec(env_id, **kwargs)
     return TaskVectorEnv(
         spec,
+        num_envs,
+        device=device,
+        seed=seed,
+        max_episode_steps=max_episode_steps,
+        as_tensors=as_tensors,
+    )
+
+
+def make_multitask_vector_env(
+    ids: str | list[str] | tuple[str, ...],
+    num_envs: int,
+    device: str = "cpu",
+    seed: int | None = 0,
+    *,
+    env_kwargs: dict[str, Any] | None = None,
+    max_episode_steps: int | None = None,
+    as_tensors: bool = False,
+) -> MultiTaskVectorEnv:
+    """``num_envs`` envs of interleaved tasks with a one-hot rule input: env ``i`` runs task
+    ``i % K`` (:mod:`snrl.tasks.multitask` gives the layout).
+
+    Args:
+        ids: The tasks, comma-separated text or a sequence (:func:`parse_task_ids`).
+        num_envs: Number of envs (>= the number of tasks).
+        device: Torch device of the tables and the step.
+        seed: Seed of the first reset (task ``k``: ``seed + k``; ``None``: fresh entropy).
+        env_kwargs: NeuroGym's keyword arguments, given to every task (``dt``, ``sigma``...).
+        max_episode_steps: Steps per episode (``None``: the longest of the tasks' defaults).
+        as_tensors: Step returns torch tensors on ``device``.
+
+    Raises:
+        UserError: Unknown, repeated or fewer than two ids, tasks of different clocks, a bad
+            argument.
+    """
+    kwargs = dict(env_kwargs or {})
+    device = kwargs.pop("device", device)
+    specs = [make_spec(name, **kwargs) for name in parse_task_ids(ids)]
+    return MultiTaskVectorEnv(
+        specs,
         num_envs,
         device=device,
         seed=seed,
@@ -131,9 +204,16 @@ def make_env(env_id: str, **kwargs: Any) -> gym.Env:
     the spaces): NeuroGym's own env of the same id, which the equivalence tests hold to be
     the same task (``tests/tasks``). Options only the engine has (``device``) are dropped.
 
+    A comma-joined list of ids gives :class:`MultiTaskEnv` (no NeuroGym needed).
+
     Raises:
         UserError: neurogym is not installed, or an unknown id.
     """
+    if isinstance(env_id, str) and "," in env_id:
+        kwargs.pop("device", None)
+        episode = kwargs.pop("max_episode_steps", None)
+        specs = [make_spec(name, **kwargs) for name in parse_task_ids(env_id)]
+        return MultiTaskEnv(specs, max_episode_steps=episode)
     _check_id(env_id)
     kwargs.pop("device", None)
     if importlib.util.find_spec("neurogym") is None:

@@ -31,6 +31,7 @@ at the trial's second step.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -92,6 +93,11 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         pool_size: Trials drawn at once (``None``: ``max(4 * num_envs, 1024)``).
         as_tensors: Return torch tensors on ``device`` instead of numpy arrays (obs, reward,
             terminated, truncated; the infos stay numpy).
+        n_actions: Actions of the action space (``None``: the task's own). An action the task
+            lacks is a response that is never right: it breaks fixation in a fixation period
+            and is a wrong answer in the decision period (the rule's tables for a non-fixation
+            action that differs from every ground truth). The multitask env
+            (:mod:`snrl.tasks.multitask`) gives every task the largest action count.
     """
 
     metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
@@ -106,6 +112,7 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         max_episode_steps: int | None = None,
         pool_size: int | None = None,
         as_tensors: bool = False,
+        n_actions: int | None = None,
     ) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise UserError(f"num_envs must be an integer >= 1, got {num_envs!r}")
@@ -116,6 +123,16 @@ class TaskVectorEnv(gym.vector.VectorEnv):
             torch.empty(0, device=self.device)
         except (RuntimeError, AssertionError) as e:
             raise UserError(f"device {device!r} is not available ({e}; use 'cpu')") from None
+        # NeuroGym's reset step takes the task's last action (see the module docstring)
+        self._reset_action = spec.n_act - 1
+        if n_actions is not None:
+            if isinstance(n_actions, bool) or not isinstance(n_actions, int):
+                raise UserError(f"n_actions must be an integer, got {n_actions!r}")
+            if n_actions < spec.n_act:
+                raise UserError(
+                    f"n_actions={n_actions} is fewer than the {spec.n_act} actions of {spec.name}"
+                )
+            spec = dataclasses.replace(spec, n_act=n_actions)
         self.spec = spec
         self.num_envs = num_envs
         self.as_tensors = as_tensors
@@ -278,7 +295,7 @@ class TaskVectorEnv(gym.vector.VectorEnv):
     def _start_episodes(self, idx: Tensor) -> None:
         """New episodes in the envs ``idx``: a new trial, and NeuroGym's reset step."""
         self._load(idx)
-        quad = self._quad.index_select(0, self._base_q[idx] + (self.spec.n_act - 1))
+        quad = self._quad.index_select(0, self._base_q[idx] + self._reset_action)
         ends = quad[:, 1] > 0.5
         self._t.index_fill_(0, idx, 1)
         if bool(ends.any()):  # the reset step ended the trial (abort): the next one, at 0

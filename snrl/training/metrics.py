@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from snrl.envs.trials import accuracy_by_task
 from snrl.errors import UserError
 from snrl.io import atomic_write_text
 
@@ -222,21 +223,32 @@ def read_metrics(path: str | os.PathLike) -> dict[str, np.ndarray]:
     return out
 
 
-def trial_columns(trials: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+def trial_columns(
+    trials: Sequence[Mapping[str, Any]], tasks: Sequence[str] = ()
+) -> dict[str, float]:
     """The trial columns of a metrics row of a trial task (NeuroGym).
 
     Args:
         trials: The trials completed in the row's window (dicts with ``"correct"``, as
             :class:`snrl.envs.trials.TrialTracker` emits them).
+        tasks: The task ids of a multitask env (snrl.tasks.multitask), whose trials say
+            their task in ``conditions["task"]``; empty for one task.
 
     Returns:
         ``{"trials": number completed, "trial_accuracy": fraction correct (NaN without
-        scored trials), "eval_trial_accuracy": NaN}``; the loop fills
-        ``eval_trial_accuracy`` in rows with a periodic evaluation.
+        scored trials), "eval_trial_accuracy": NaN}``, and per task of ``tasks``
+        ``trial_accuracy/<task>`` and ``eval_trial_accuracy/<task>`` (NaN); the loop fills
+        the ``eval_`` columns in rows with a periodic evaluation.
     """
     scored = [bool(t["correct"]) for t in trials if t.get("correct") is not None]
-    return {
+    row = {
         "trials": len(trials),
         "trial_accuracy": float(np.mean(scored)) if scored else math.nan,
         "eval_trial_accuracy": math.nan,
     }
+    if tasks:
+        for task, acc in accuracy_by_task(trials, tasks).items():
+            if task in tasks:
+                row[f"trial_accuracy/{task}"] = acc
+        row.update({f"eval_trial_accuracy/{task}": math.nan for task in tasks})
+    return row

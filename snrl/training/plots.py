@@ -126,6 +126,19 @@ def _curves(ax, steps: np.ndarray, metrics: dict[str, np.ndarray], curves) -> bo
     return drew
 
 
+def _task_curves(ax, steps: np.ndarray, metrics: dict[str, np.ndarray]) -> None:
+    """A multitask run's evaluation accuracy per task (``eval_trial_accuracy/<task>``), thin
+    lines in the next colours of the palette."""
+    prefix = "eval_trial_accuracy/"
+    tasks = [c for c in metrics if c.startswith(prefix) and _finite(metrics, c)]
+    for n, column in enumerate(tasks):
+        y = metrics[column]
+        ok = np.isfinite(y) & np.isfinite(steps)
+        color = GROUP_COLORS[(2 + n) % len(GROUP_COLORS)]
+        ax.plot(steps[ok], y[ok], lw=1.5, ls="--", color=color,
+                label="eval: " + column[len(prefix):].removesuffix("-v0"))  # fmt: skip
+
+
 def _figure(metrics: dict[str, np.ndarray], title: str) -> Figure:
     """The learning-curve figure (Agg canvas; matplotlib imported lazily)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -144,6 +157,7 @@ def _figure(metrics: dict[str, np.ndarray], title: str) -> Figure:
     axes = [ax] if acc is None else [ax, acc]
     if acc is not None:
         _curves(acc, steps, metrics, ACCURACY_CURVES)
+        _task_curves(acc, steps, metrics)
         acc.set_ylim(-0.02, 1.02)
         acc.set_ylabel("trial accuracy", fontsize=FONT["label"])
         acc.legend(loc="lower right", fontsize=FONT["tick"])

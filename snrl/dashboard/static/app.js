@@ -168,11 +168,23 @@ function panels(header) {
     out.push({ id: "plot-accuracy", title: "Trial accuracy", y: "trial_accuracy", evalY: "eval_trial_accuracy",
                ytitle: "fraction of trials correct", fast: true, range: [0, 1.02] });
   }
+  // a multitask run (snrl train --tasks): one line per task, training and evaluation
+  const perTask = [];
+  for (const [prefix, title] of [["trial_accuracy/", "Training accuracy by task"],
+                                 ["eval_trial_accuracy/", "Evaluation accuracy by task"]]) {
+    const cols = header.filter(c => c.startsWith(prefix));
+    perTask.push(...cols);
+    if (cols.length) {
+      out.push({ id: "plot-" + prefix.replace("/", "-by-task"), title, spikes: cols, prefix,
+                 ytitle: "fraction of trials correct", range: [0, 1.02] });
+    }
+  }
   const spikes = header.filter(c => c.startsWith("spike_rate"));
-  out.push({ id: "plot-spikes", title: "Spike rates", spikes,
+  out.push({ id: "plot-spikes", title: "Spike rates", spikes, prefix: "spike_rate_",
              ytitle: spikes.length ? "spikes per neuron per step" : "(no spiking layer)" });
   const rest = header.filter(c => !SKIP.has(c) && !spikes.includes(c) && !c.startsWith("eval_") &&
-                              !c.startsWith("episode_") && c !== "trial_accuracy");
+                              !c.startsWith("episode_") && c !== "trial_accuracy" &&
+                              !perTask.includes(c));
   const losses = rest.filter(c => c.includes("loss"));
   for (const c of [...losses, ...rest.filter(c => !losses.includes(c))]) {
     out.push({ id: "plot-col-" + header.indexOf(c), title: c, y: c, ytitle: c,
@@ -256,8 +268,10 @@ function runView(runId) {
     const x = column("env_step");
     let traces, lay;
     if (p.spikes) {
-      traces = p.spikes.map(c => ({ x, y: column(c), name: plain(c.replace("spike_rate_", "")), mode: "lines" }));
+      traces = p.spikes.map(c => ({ x, y: column(c), name: plain(c.replace(p.prefix, "")), mode: "lines",
+                                    connectgaps: true }));
       lay = LAYOUT(p.title, p.ytitle);
+      if (p.range) lay.yaxis.range = p.range;
     } else {
       traces = [];
       if (col(p.y) >= 0) {

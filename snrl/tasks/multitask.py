@@ -1,0 +1,399 @@
+"""One network, many tasks: interleaved trials of several batched tasks behind one gymnasium
+``VectorEnv``, with a one-hot rule input (Yang et al., 2019, Nature Neuroscience 22:297).
+
+The common layout of ``K`` tasks (:class:`MultiTaskVectorEnv`):
+
+* **Observation** ``(C + K,)``: the task's own channels in the first ``C`` (``C``: the widest
+  task's channel count; a narrower task's extra channels stay 0), then ``K`` rule channels, the
+  one-hot of the task. NeuroGym's tasks all put fixation on channel 0, so channel 0 is the
+  fixation cue of every task; the others mean different things per task, which the rule
+  input tells apart (Yang et al. share one stimulus layout across their tasks; NeuroGym's
+  tasks do not, and padding keeps each task's stream exactly as it is alone).
+* **Actions** ``Discrete(A)``, ``A``: the largest action count; action 0 is fixation in every
+  task. An action a task lacks is a response that is never right: it breaks fixation in a
+  fixation period and is a wrong answer in the decision period (the task's own rule applied
+  to a non-fixation action that matches no ground truth; ``TaskVectorEnv(n_actions=A)``).
+  Masking the action would hide the rule from nothing: the agent must learn it from the
+  rule input, as it learns every other rule.
+* **Slots**: env ``i`` runs task ``i % K`` for the whole run (``num_envs >= K``; a multiple of
+  ``K`` gives every task the same number of envs). Fixed slots keep every task's stream the
+  single-task engine's: task ``k``'s envs are ``TaskVectorEnv`` of that task alone, seeded
+  ``seed + k`` (tested), so a multitask run is ``K`` single-task streams read by one network.
+  A rollout of ``n_envs`` envs holds every task in the same share; a recurrent agent's
+  state is reset at episode ends, never mixed between tasks within an env.
+* **Episodes**: every task's episode is the longest of the tasks' default episodes (20
+  trials of mean length, :func:`~snrl.tasks.engine.default_episode_steps`), so all envs end
+  their episodes at the same step, as the single-task engine does.
+* **Infos**: as the single-task engine's, merged over the slots; each trial's
+  ``trial_start["conditions"]`` has ``task`` (the task id), so the trial log and
+  :func:`snrl.envs.trials.summarize_trials` give accuracy per task (``accuracy_by_task``).
+  Conditions and periods a task lacks are masked (``_name``) in the slots of the others.
+
+All tasks must share one clock (``dt``): the network's time constants follow the task's
+step (:meth:`snrl.agents.config.AgentConfig.resolve_time`), and NeuroGym's tasks here run at
+100 ms, except IntervalDiscrimination and ReadySetGo (80 ms).
+
+The env id ``snrl.tasks:PerceptualDecisionMaking-v0,GoNogo-v0,...`` (what ``snrl train
+--tasks`` records as ``env``) names the multitask env of those tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.vector.utils import batch_space
+
+from snrl.envs.trials import unbatch_info
+from snrl.errors import UserError
+from snrl.tasks.engine import TaskVectorEnv, default_episode_steps
+from snrl.tasks.native import TASKS
+from snrl.tasks.spec import TaskSpec
+
+__all__ = [
+    "MultiTaskEnv",
+    "MultiTaskVectorEnv",
+    "multitask_env_id",
+    "parse_task_ids",
+]
+
+PREFIX = "snrl.tasks:"
+
+
+def parse_task_ids(tasks: str | Sequence[str]) -> tuple[str, ...]:
+    """The task ids of ``--tasks``: comma-separated text or a sequence; each a NeuroGym id of
+    :data:`snrl.tasks.TASKS`, with or without ``snrl.tasks:`` and ``-v0``.
+
+    Raises:
+        UserError: An id that is not a task of snrl.tasks, a repeated one, fewer than two.
+    """
+    import difflib
+
+    items = tasks.split(",") if isinstance(tasks, str) else list(tasks)
+    out: list[str] = []
+    for raw in items:
+        if not isinstance(raw, str):
+            raise UserError(f"--tasks takes task ids, got {raw!r}")
+        name = raw.strip().removeprefix(PREFIX)
+        if name not in TASKS and name + "-v0" in TASKS:
+            name += "-v0"
+        if name not in TASKS:
+            close = difflib.get_close_matches(name, list(TASKS), n=2, cutoff=0.6)
+            hint = (
+                "did you mean " + " or ".join(close) if close else "its tasks: " + ", ".join(TASKS)
+            )
+            raise UserError(
+                f"--tasks: {raw.strip()!r} is not a task of snrl.tasks ({hint}; one network "
+                "trains on the batched engine's tasks)"
+            )
+        if name in out:
+            raise UserError(f"--tasks names {name} twice (name each task once)")
+        out.append(name)
+    if len(out) < 2:
+        raise UserError(
+            f"--tasks needs at least two tasks, got {len(out)} (for one task use --env "
+            f"{PREFIX}{out[0] if out else 'PerceptualDecisionMaking-v0'})"
+        )
+    return tuple(out)
+
+
+def multitask_env_id(tasks: str | Sequence[str]) -> str:
+    """The env id of the multitask env of ``tasks``: ``snrl.tasks:A-v0,B-v0``.
+
+    Raises:
+        UserError: As :func:`parse_task_ids`.
+    """
+    return PREFIX + ",".join(parse_task_ids(tasks))
+
+
+def _check_clock(specs: Sequence[TaskSpec]) -> float:
+    clocks = {s.name: s.dt for s in specs}
+    if len(set(clocks.values())) > 1:
+        listed = ", ".join(f"{k} {v:g} ms" for k, v in clocks.items())
+        raise UserError(
+            f"the tasks run on different clocks ({listed}): one network has one neuron step, "
+            'so all tasks need the same dt (pass env_kwargs {"dt": ...} to make them equal, '
+            "or train the tasks of one clock together)"
+        )
+    return float(specs[0].dt)
+
+
+def _cat(values: list[Any], n: int, k_total: int) -> np.ndarray:
+    """Slot-interleaved array of per-task arrays (``None``: the task lacks the key)."""
+    present = [np.asarray(v) for v in values if v is not None]
+    dtype = np.result_type(*present) if present else np.dtype(np.float64)
+    shape = present[0].shape[1:] if present else ()
+    out = np.empty((n, *shape), dtype=object) if dtype.kind == "O" else np.zeros((n, *shape), dtype)
+    for k, v in enumerate(values):
+        if v is not None:
+            out[k::k_total] = v
+    return out
+
+
+def merge_infos(parts: Sequence[Mapping[str, Any]], n: int) -> dict[str, Any]:
+    """The batched infos of ``n`` slots from the infos of ``K`` sub-envs (slot ``i``:
+    sub-env ``i % K``'s env ``i // K``); keys some sub-envs lack get a ``_key`` mask."""
+    k_total = len(parts)
+    keys: list[str] = []
+    for p in parts:
+        keys += [key for key in p if not key.startswith("_") and key not in keys]
+    out: dict[str, Any] = {}
+    for key in keys:
+        values = [p.get(key) for p in parts]
+        if any(isinstance(v, Mapping) for v in values):
+            out[key] = merge_infos([v if isinstance(v, Mapping) else {} for v in values], n)
+        else:
+            out[key] = _cat(values, n, k_total)
+        masks = [p.get("_" + key) for p in parts]
+        if any(m is not None for m in masks) or any(v is None for v in values):
+            mask = np.zeros(n, dtype=bool)
+            for k, (v, m) in enumerate(zip(values, masks)):
+                if v is not None:
+                    mask[k::k_total] = True if m is None else np.asarray(m, dtype=bool)
+            out["_" + key] = mask
+    return out
+
+
+class MultiTaskVectorEnv(gym.vector.VectorEnv):
+    """``num_envs`` envs of ``K`` batched tasks, env ``i`` running task ``i % K``, with the
+    common observation and action layout of the module docstring (SAME_STEP autoreset).
+
+    Args:
+        specs: The tasks (two or more, distinct, one clock).
+        num_envs: Number of envs (>= ``K``).
+        device: Where the tasks' tables live and their steps run.
+        seed: Seed of the first reset (task ``k``'s envs: ``seed + k``; ``None``: fresh).
+        max_episode_steps: Steps per episode (``None``: the longest default of the tasks).
+        as_tensors: Return torch tensors on ``device`` instead of numpy arrays.
+
+    Raises:
+        UserError: Fewer than two or repeated tasks, mixed clocks, ``num_envs < K``.
+    """
+
+    metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
+
+    def __init__(
+        self,
+        specs: Sequence[TaskSpec],
+        num_envs: int,
+        *,
+        device: str | torch.device = "cpu",
+        seed: int | None = None,
+        max_episode_steps: int | None = None,
+        as_tensors: bool = False,
+    ) -> None:
+        specs = list(specs)
+        names = [s.name for s in specs]
+        if len(specs) < 2 or len(set(names)) != len(names):
+            raise UserError(f"a multitask env needs two or more distinct tasks, got {names}")
+        k_total = len(specs)
+        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < k_total:
+            raise UserError(
+                f"num_envs must be an integer >= the {k_total} tasks (env i runs task i % "
+                f"{k_total}), got {num_envs!r} (pass e.g. --n-envs {4 * k_total})"
+            )
+        dt = _check_clock(specs)
+        self.specs = specs
+        self.task_ids: tuple[str, ...] = tuple(names)
+        """The tasks, in rule-channel order."""
+        self.num_envs = num_envs
+        self.as_tensors = as_tensors
+        self.n_task_obs = max(s.n_obs for s in specs)
+        self.n_actions = max(s.n_act for s in specs)
+        self.max_episode_steps = (
+            max(default_episode_steps(s) for s in specs)
+            if max_episode_steps is None
+            else int(max_episode_steps)
+        )
+        self.task_index = np.arange(num_envs) % k_total
+        """The task of each env (an index into :attr:`task_ids`)."""
+        self.subs = [
+            TaskVectorEnv(
+                spec,
+                len(range(k, num_envs, k_total)),
+                device=device,
+                seed=None if seed is None else seed + k,
+                max_episode_steps=self.max_episode_steps,
+                n_actions=self.n_actions,
+                as_tensors=True,
+            )
+            for k, spec in enumerate(specs)
+        ]
+        self.device = self.subs[0].device
+        self._seeded = seed is not None
+        self.metadata = {**self.metadata, "dt": dt / 1000.0, "tasks": self.task_ids}
+        width = self.n_task_obs + k_total
+        self.single_observation_space = gym.spaces.Box(
+            -np.inf, np.inf, shape=(width,), dtype=np.float32
+        )
+        self.single_action_space = gym.spaces.Discrete(self.n_actions)
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self._task_names = [np.full(s.num_envs, name, dtype=object) for s, name in
+                            zip(self.subs, names)]  # fmt: skip
+        if seed is not None:
+            self.action_space.seed(seed)
+
+    @property
+    def dt(self) -> float:
+        """The tasks' step, ms (NeuroGym's unit)."""
+        return float(self.specs[0].dt)
+
+    def _layout(self, parts: Sequence[torch.Tensor]) -> torch.Tensor:
+        """(N, C + K) float32: each task's observation, padded, then the rule one-hot."""
+        k_total = len(parts)
+        out = torch.zeros(
+            self.num_envs, self.n_task_obs + k_total, dtype=torch.float32, device=self.device
+        )
+        for k, obs in enumerate(parts):
+            rows = out[k::k_total]
+            rows[:, : obs.shape[1]] = obs
+            rows[:, self.n_task_obs + k] = 1.0
+        return out
+
+    def _finish(self, obs: torch.Tensor) -> Any:
+        return obs if self.as_tensors else obs.cpu().numpy()
+
+    def _tag(self, infos: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The task id into each trial's conditions."""
+        for info, names in zip(infos, self._task_names):
+            start = info.get("trial_start")
+            if isinstance(start, Mapping):
+                info["trial_start"] = {
+                    **start,
+                    "conditions": {**start["conditions"], "task": names},
+                }
+        return infos
+
+    def reset(
+        self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset every env; ``seed`` seeds task ``k``'s envs with ``seed + k``."""
+        if isinstance(seed, (list, tuple)):
+            seed = seed[0] if seed else None
+        results = [
+            sub.reset(seed=None if seed is None else int(seed) + k)
+            for k, sub in enumerate(self.subs)
+        ]
+        if seed is not None:
+            self.action_space.seed(int(seed))
+        obs = self._layout([o for o, _ in results])
+        infos = merge_infos(self._tag([dict(i) for _, i in results]), self.num_envs)
+        return self._finish(obs), infos
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """One step of every env (env ``i``'s action goes to task ``i % K``)."""
+        if isinstance(actions, torch.Tensor):
+            acts: Any = actions.reshape(-1)
+        else:
+            acts = np.asarray(actions).reshape(-1)
+        if acts.shape[0] != self.num_envs:
+            raise UserError(f"step() got {acts.shape[0]} actions for {self.num_envs} envs")
+        k_total = len(self.subs)
+        results = [sub.step(acts[k::k_total]) for k, sub in enumerate(self.subs)]
+        obs = self._layout([r[0] for r in results])
+        reward = torch.zeros(self.num_envs, dtype=torch.float64, device=self.device)
+        truncated = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        for k, r in enumerate(results):
+            reward[k::k_total] = r[1]
+            truncated[k::k_total] = r[3]
+        parts = [dict(r[4]) for r in results]
+        finals = [p.pop("final_obs", None) for p in parts]
+        for p in parts:
+            p.pop("_final_obs", None)
+        infos = merge_infos(self._tag(parts), self.num_envs)
+        if any(f is not None for f in finals):
+            final_obs = np.empty(self.num_envs, dtype=object)
+            mask = np.zeros(self.num_envs, dtype=bool)
+            for k, f in enumerate(finals):
+                if f is None:
+                    continue
+                done = np.asarray(results[k][4]["_final_obs"], dtype=bool)
+                stacked = torch.as_tensor(np.stack([np.asarray(x) for x in f[done]]))
+                padded = self._pad_one(k, stacked)
+                slots = np.arange(k, self.num_envs, k_total)[done]
+                for j, slot in enumerate(slots):
+                    final_obs[slot] = padded[j]
+                mask[slots] = True
+            infos["final_obs"], infos["_final_obs"] = final_obs, mask
+        terminated = torch.zeros_like(truncated)
+        if self.as_tensors:
+            return obs, reward, terminated, truncated, infos
+        return (
+            obs.cpu().numpy(),
+            reward.cpu().numpy(),
+            terminated.cpu().numpy(),
+            truncated.cpu().numpy(),
+            infos,
+        )
+
+    def _pad_one(self, k: int, obs: torch.Tensor) -> np.ndarray:
+        """Task ``k``'s observations ``(m, C_k)`` in the common layout, numpy."""
+        out = np.zeros((obs.shape[0], self.n_task_obs + len(self.subs)), dtype=np.float32)
+        out[:, : obs.shape[1]] = obs.cpu().numpy()
+        out[:, self.n_task_obs + k] = 1.0
+        return out
+
+    def close_extras(self, **kwargs: Any) -> None:  # noqa: D102
+        for sub in self.subs:
+            sub.close()
+
+
+class MultiTaskEnv(gym.Env):
+    """One env of the multitask layout, where snrl needs a single env (reading the spaces and
+    the clock, recording a rollout): each episode runs the next task in turn (the first
+    reset task 0, then 1, ...), with the same observation, actions, rule input and infos
+    as an env of :class:`MultiTaskVectorEnv`.
+
+    Args:
+        specs: The tasks.
+        max_episode_steps: As :class:`MultiTaskVectorEnv`.
+    """
+
+    metadata = {"render_modes": []}
+    #: the env declares its step in ``dt`` (ms), as a NeuroGym task (snrl.envs.timing)
+    declares_task_time = True
+
+    def __init__(self, specs: Sequence[TaskSpec], max_episode_steps: int | None = None) -> None:
+        self._vec = MultiTaskVectorEnv(
+            specs, len(specs), seed=None, max_episode_steps=max_episode_steps
+        )
+        self.observation_space = self._vec.single_observation_space
+        self.action_space = self._vec.single_action_space
+        self.task_ids = self._vec.task_ids
+        self.metadata = {**self.metadata, "dt": self._vec.metadata["dt"]}
+        self._episodes = 0
+        self._slot = 0
+        self._fixation = np.zeros(len(specs), dtype=np.int64)
+
+    @property
+    def dt(self) -> float:
+        """The tasks' step, ms."""
+        return self._vec.dt
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """A new episode of the next task (``seed``: the tasks' seed, as the vector env's)."""
+        super().reset(seed=seed)
+        self._slot = self._episodes % len(self.task_ids)
+        self._episodes += 1
+        obs, infos = self._vec.reset(seed=seed)
+        return obs[self._slot], unbatch_info(infos, self._slot)
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """One step of the episode's task (the other tasks' envs fixate, unseen)."""
+        acts = self._fixation.copy()
+        acts[self._slot] = int(action)
+        obs, reward, _, truncated, infos = self._vec.step(acts)
+        i = self._slot
+        if truncated[i]:
+            info = unbatch_info(infos["final_info"], i)
+            return infos["final_obs"][i], float(reward[i]), False, True, info
+        return obs[i], float(reward[i]), False, False, unbatch_info(infos, i)
+
+    def close(self) -> None:  # noqa: D102
+        self._vec.close()

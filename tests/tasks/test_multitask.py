@@ -1,0 +1,229 @@
+"""snrl.tasks.multitask: the common layout by hand, each task's stream equal to the
+single-task engine's, per-task accuracy against scripted oracles, bad input, and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import snrl.tasks as T
+from snrl.envs.trials import TrialTracker, summarize_trials
+from snrl.errors import UserError
+from tests.cli_run import assert_user_error, snrl, snrl_inproc
+
+FOUR = "PerceptualDecisionMaking-v0,GoNogo-v0,DelayMatchSample-v0,ContextDecisionMaking-v0"
+
+
+def test_layout_rule_channels_and_padding_by_hand():
+    envs = T.make_multitask_vector_env("GoNogo-v0,ContextDecisionMaking-v0", 4, seed=3)
+    # widest task: ContextDecisionMaking's 5 channels, then 2 rule channels; GoNogo's 2
+    # actions and CDM's 3 give Discrete(3)
+    assert envs.single_observation_space.shape == (7,)
+    assert envs.single_action_space.n == 3
+    assert envs.task_ids == ("GoNogo-v0", "ContextDecisionMaking-v0")
+    assert envs.metadata["dt"] == 0.1
+    obs, info = envs.reset()
+    np.testing.assert_array_equal(obs[:, 5:], [[1, 0], [0, 1], [1, 0], [0, 1]])
+    tasks = info["trial_start"]["conditions"]["task"]
+    assert list(tasks) == ["GoNogo-v0", "ContextDecisionMaking-v0"] * 2
+    # GoNogo's first agent step is in its stimulus period (fixation lasts 0 ms): fixation cue
+    # 1, "nogo" 1 - gt, "go" gt (NeuroGym's table), nothing on channels 3 and 4
+    gt = info["trial_start"]["conditions"]["ground_truth"]
+    for slot in (0, 2):
+        np.testing.assert_array_equal(obs[slot, :5], [1, 1 - gt[slot], gt[slot], 0, 0])
+    # a condition only CDM has is masked in GoNogo's slots
+    assert list(info["trial_start"]["conditions"]["_context"]) == [False, True, False, True]
+    envs.close()
+
+
+def test_an_action_the_task_lacks_is_a_wrong_response():
+    """GoNogo has actions 0 and 1; action 2 of the common space is a response that is
+    never right: at the decision it pays GoNogo's fail (-0.5) and ends the trial, where
+    action 1 pays 1 on a go trial."""
+    rewards = {}
+    for action in (1, 2):
+        envs = T.make_multitask_vector_env("GoNogo-v0,PerceptualDecisionMaking-v0", 8, seed=5)
+        _, info = envs.reset()
+        gt = info["trial_start"]["conditions"]["ground_truth"][0::2]
+        # stimulus 5 steps + delay 5 steps from trial step 0; the agent starts at step 1
+        for _ in range(9):
+            _, r, _, _, step_info = envs.step(np.zeros(8, dtype=np.int64))
+            assert not step_info["new_trial"][0::2].any()
+        _, r, _, _, step_info = envs.step(np.full(8, action))
+        assert step_info["new_trial"][0::2].all()  # the response ended every GoNogo trial
+        rewards[action] = (gt, r[0::2])
+        envs.close()
+    gt, r1 = rewards[1]
+    np.testing.assert_array_equal(r1, np.where(gt == 1, 1.0, -0.5))
+    np.testing.assert_array_equal(rewards[2][1], np.full(4, -0.5))
+
+
+def test_each_task_stream_equals_the_single_task_engine():
+    """Task k's envs are the single-task engine seeded seed + k: the same observations (in
+    the first channels), rewards, trial ends and final observations, across an episode end."""
+    ids = ["PerceptualDecisionMaking-v0", "GoNogo-v0", "DelayMatchSample-v0"]
+    seed, per_task, steps = 7, 2, 40
+    multi = T.make_multitask_vector_env(ids, per_task * 3, seed=seed, max_episode_steps=25)
+    singles = [
+        T.make_vector_env(name, per_task, seed=seed + k, max_episode_steps=25)
+        for k, name in enumerate(ids)
+    ]
+    rng = np.random.default_rng(0)
+    obs, _ = multi.reset()
+    outs = [s.reset() for s in singles]
+    ended = 0
+    for _ in range(steps):
+        for k, (s_obs, _) in enumerate(outs):
+            c = singles[k].spec.n_obs
+            np.testing.assert_array_equal(obs[k::3, :c], s_obs)
+            assert not obs[k::3, c:3].any()
+        acts = np.zeros(per_task * 3, dtype=np.int64)
+        for k, s in enumerate(singles):
+            acts[k::3] = rng.integers(0, s.spec.n_act, per_task)
+        obs, reward, _, trunc, info = multi.step(acts)
+        outs = []
+        for k, s in enumerate(singles):
+            s_obs, s_r, _, s_trunc, s_info = s.step(acts[k::3])
+            outs.append((s_obs, s_info))
+            np.testing.assert_array_equal(reward[k::3], s_r)
+            np.testing.assert_array_equal(trunc[k::3], s_trunc)
+            np.testing.assert_array_equal(info["new_trial"][k::3], s_info["new_trial"])
+            if "final_obs" in s_info:
+                c = s.spec.n_obs
+                for j, slot in enumerate(range(k, per_task * 3, 3)):
+                    np.testing.assert_array_equal(
+                        info["final_obs"][slot][:c], s_info["final_obs"][j]
+                    )
+                    assert info["final_obs"][slot][3 + k] == 1.0
+                ended += 1
+    assert ended == 3  # one episode end per task, at step 25
+    multi.close()
+
+
+def _rewards_ahead(envs: T.MultiTaskVectorEnv) -> np.ndarray:
+    """(N, A): the reward each action would get at the next step (read from the engine's
+    tables; the oracle of the bookkeeping test, not an agent)."""
+    out = np.zeros((envs.num_envs, envs.n_actions))
+    k_total = len(envs.subs)
+    for k, sub in enumerate(envs.subs):
+        blocks = sub._base_q + sub._t * sub._quads
+        table = sub._reward64[blocks[:, None] + torch.arange(envs.n_actions)]
+        out[k::k_total] = table.numpy()
+    return out
+
+
+@pytest.mark.parametrize("policy, lo, hi", [("best", 0.99, 1.0), ("worst", 0.0, 0.01)])
+def test_accuracy_by_task_of_scripted_policies(policy, lo, hi):
+    """The action with the most (least) immediate reward answers every trial right (wrong):
+    each task's accuracy from the trial log is ~1 (~0)."""
+    envs = T.make_multitask_vector_env(FOUR, 8, seed=2)
+    tracker = TrialTracker(8)
+    _, info = envs.reset()
+    tracker.reset(info)
+    trials = []
+    for _ in range(300):
+        ahead = _rewards_ahead(envs)
+        act = ahead.argmax(1) if policy == "best" else ahead.argmin(1)
+        _, _, _, _, info = envs.step(act)
+        trials += tracker.step(act, info)
+    envs.close()
+    summary = summarize_trials(trials)
+    by_task = summary["accuracy_by_task"]
+    assert sorted(by_task) == sorted(FOUR.split(","))
+    counts = {t: sum(x["conditions"]["task"] == t for x in trials) for t in by_task}
+    assert min(counts.values()) >= 15, counts
+    for task, acc in by_task.items():
+        assert lo <= acc <= hi, (task, acc)
+
+
+@pytest.mark.parametrize(
+    "ids, fragment",
+    [
+        ("PerceptualDecisionMaking-v0,Nope-v0", "not a task of snrl.tasks"),
+        ("PerceptualDecisionMaking-v0", "at least two tasks"),
+        ("PerceptualDecisionMaking-v0,CartPole-v1", "not a task of snrl.tasks"),
+        ("GoNogo-v0,GoNogo", "twice"),
+        ("PerceptualDecisionMaking-v0,ReadySetGo-v0", "different clocks"),
+    ],
+)
+def test_bad_task_lists_are_user_errors(ids, fragment):
+    with pytest.raises(UserError, match=fragment):
+        T.make_multitask_vector_env(ids, 8)
+
+
+def test_fewer_envs_than_tasks_is_a_user_error():
+    with pytest.raises(UserError, match="num_envs"):
+        T.make_multitask_vector_env(FOUR, 3)
+
+
+def test_ids_without_suffix_and_the_env_id_form():
+    assert T.multitask_env_id("GoNogo, snrl.tasks:PerceptualDecisionMaking-v0") == (
+        "snrl.tasks:GoNogo-v0,PerceptualDecisionMaking-v0"
+    )
+    from snrl.envs import make_vector_env
+
+    envs = make_vector_env("snrl.tasks:GoNogo-v0,PerceptualDecisionMaking-v0", 4, seed=0)
+    assert envs.task_ids == ("GoNogo-v0", "PerceptualDecisionMaking-v0")
+    envs.close()
+
+
+def test_cli_refuses_bad_tasks_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "run"
+    res = snrl_inproc(capsys, "train", "--tasks", "GoNogo-v0,Nope", "--out", out)
+    assert_user_error(res, "not a task of snrl.tasks")
+    res = snrl_inproc(capsys, "train", "--tasks", "GoNogo-v0", "--out", out)
+    assert_user_error(res, "at least two tasks")
+    res = snrl_inproc(
+        capsys, "train", "--tasks", "GoNogo-v0,PerceptualDecisionMaking-v0", "--env",
+        "CartPole-v1", "--out", out,
+    )  # fmt: skip
+    assert res.returncode == 2 and "not allowed with" in res.stderr
+    res = snrl_inproc(capsys, "train", "--tasks", FOUR, "--set", "eval_episodes=3", "--out", out)
+    assert_user_error(res, "eval_episodes=3 but the env runs 4 tasks")
+    assert not out.exists()
+
+
+def test_cli_train_tasks_smoke(tmp_path, capsys):
+    """The fast smoke test: snrl train --tasks in this process, a tiny budget; the per-task
+    columns, and an evaluation that filled them."""
+    out = tmp_path / "run"
+    ids = ["GoNogo-v0", "PerceptualDecisionMaking-v0"]
+    res = snrl_inproc(
+        capsys, "train", "--tasks", ",".join(ids), "--steps", "128", "--n-envs", "2",
+        "--hidden", "8", "--out", out, "--quiet", "--set", "n_steps=64",
+        "--set", "eval_interval=128", "--set", "eval_episodes=2",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    lines = (out / "metrics.csv").read_text().splitlines()
+    header, last = lines[0].split(","), dict(zip(lines[0].split(","), lines[-1].split(",")))
+    for task in ids:
+        assert f"trial_accuracy/{task}" in header
+        assert 0.0 <= float(last[f"eval_trial_accuracy/{task}"]) <= 1.0
+
+
+@pytest.mark.slow
+def test_cli_trains_on_tasks_and_evaluates_per_task(tmp_path):
+    """snrl train --tasks as a user runs it: the per-task columns, the env recorded in
+    config.json, and snrl eval's accuracy_by_task."""
+    out = tmp_path / "run"
+    ids = ["PerceptualDecisionMaking-v0", "GoNogo-v0"]
+    res = snrl(
+        "train", "--tasks", ",".join(ids), "--steps", "512", "--n-envs", "4", "--hidden", "16",
+        "--seed", "1", "--out", out, "--quiet", "--set", "eval_interval=256",
+        "--set", "eval_episodes=4", "--set", "n_steps=64",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    header = (out / "metrics.csv").read_text().splitlines()[0].split(",")
+    for task in ids:
+        assert f"trial_accuracy/{task}" in header
+        assert f"eval_trial_accuracy/{task}" in header
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["env"] == "snrl.tasks:" + ",".join(ids)
+    res = snrl("eval", out, "--episodes", "4")
+    assert res.returncode == 0, res.stderr
+    result = json.loads(res.stdout.strip().splitlines()[-1])
+    assert list(result["accuracy_by_task"]) == ids
+    assert all(0.0 <= a <= 1.0 for a in result["accuracy_by_task"].values())
