@@ -708,7 +708,8 @@ def write_outputs(s: Mapping[str, Any]) -> TuneResult:
     best_toml = out / "best.toml"
     atomic_write_text(best_toml, "\n".join(lines) + "\n")
     plot = out / "history.png"
-    _plot_history(study.get_trials(deepcopy=False), plot, metric)
+    title = f"snrl tune · {s['algo'].upper()} · {s['backbone']} · {s['env']} · study {s['study']}"
+    _plot_history(study.get_trials(deepcopy=False), plot, metric, title)
     importances, evaluator = _importances(optuna, study, len(done))
     report = out / "report.md"
     atomic_write_text(report, _report(s, study, done, importances, evaluator, metric, versus))
@@ -761,32 +762,39 @@ def _importances(optuna: Any, study: Any, n_done: int) -> tuple[dict[str, float]
     return found, f"{name}; note: {notes}" if notes else name
 
 
-def _plot_history(trials: list[Any], path: Path, metric: str) -> None:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+def _plot_history(trials: list[Any], path: Path, metric: str, title: str) -> Any:
+    """The study's scores by trial, sized and lettered like ``learning_curve.png`` (1600 x
+    1000 px at 100 dpi, :data:`snrl.training.plots.FONT`); returns the figure."""
+    from snrl.plot._util import new_figure
+    from snrl.training.plots import DPI, FONT, SIZE, fit_title
 
-    fig = Figure(figsize=(6, 3.5))
-    FigureCanvasAgg(fig)
+    fig = new_figure(*SIZE, dpi=DPI)
     ax = fig.add_subplot()
     xs = [t.number for t in trials if t.value is not None]
     ys = [t.value for t in trials if t.value is not None]
-    ax.scatter(xs, ys, s=14, label="trial score")
+    ax.scatter(xs, ys, s=60, label="trial score")
     best, running = [], -math.inf
     for y in ys:
         running = max(running, y)
         best.append(running)
-    ax.step(xs, best, where="post", label="best so far")
+    ax.step(xs, best, where="post", lw=2.5, label="best so far")
     for t in trials:
         if _is_baseline(t) and t.value is not None:
-            ax.axhline(t.value, color="0.4", ls="--", lw=1, label="the defaults")
+            ax.axhline(t.value, color="0.4", ls="--", lw=2, label="the defaults")
             break
-    ax.set_xlabel("trial")
-    ax.set_ylabel(f"score (last evaluations of {metric})")
-    ax.legend(loc="lower right")
+    ax.set_xlabel("trial", fontsize=FONT["label"])
+    ax.set_ylabel(f"score (last evaluations of {metric})", fontsize=FONT["label"])
+    ax.tick_params(labelsize=FONT["tick"])
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.legend(loc="lower right", fontsize=FONT["tick"])
+    heading = ax.set_title(title, fontsize=FONT["title"])
     fig.tight_layout()
+    if fit_title(heading, fig):
+        fig.tight_layout()
     tmp = path.with_name(path.name + ".tmp.png")
-    fig.savefig(tmp, dpi=100)
+    fig.savefig(tmp, dpi=DPI)
     os.replace(tmp, path)
+    return fig
 
 
 def _report(

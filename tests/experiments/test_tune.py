@@ -492,3 +492,35 @@ def test_best_toml_says_whether_the_best_trial_beat_the_defaults(tmp_path, sampl
     text = (out / "best.toml").read_text()
     assert f"scored 10; the best trial {sampled:g}, {verdict}" in text
     assert (out / "report.md").read_text().count(verdict) == 1
+
+
+def test_history_png_is_slide_sized_with_the_defaults_dashed(tmp_path):
+    """history.png like learning_curve.png (issue 39): 1600 x 1000 px, 20 pt+ title naming the
+    env and study, whole-number trial ticks, the best-so-far step and the defaults' line."""
+    from types import SimpleNamespace
+
+    from snrl.experiments.tune import _plot_history
+
+    trials = [
+        SimpleNamespace(number=0, value=0.5, user_attrs={"baseline": True}),
+        SimpleNamespace(number=1, value=0.7, user_attrs={}),
+        SimpleNamespace(number=2, value=None, user_attrs={}),  # failed: not drawn
+        SimpleNamespace(number=3, value=0.6, user_attrs={}),
+    ]
+    path = tmp_path / "history.png"
+    fig = _plot_history(trials, path, "eval_trial_accuracy", "snrl tune · PPO · lif · T · s")
+    (ax,) = fig.axes
+    fig.canvas.draw()
+    assert fig.dpi == 100 and tuple(fig.get_size_inches()) == (16.0, 10.0)
+    assert ax.title.get_text() == "snrl tune · PPO · lif · T · s"
+    assert ax.title.get_fontsize() >= 20 and ax.xaxis.label.get_fontsize() >= 18
+    assert min(t.get_fontsize() for t in ax.get_xticklabels()) >= 16
+    ticks = [t for t in ax.get_xticks() if 0 <= t <= 3]
+    assert ticks and all(float(t).is_integer() for t in ticks)
+    (best,) = [ln for ln in ax.lines if ln.get_label() == "best so far"]
+    assert list(best.get_ydata()) == [0.5, 0.7, 0.7]
+    (base,) = [ln for ln in ax.lines if ln.get_label() == "the defaults"]
+    assert base.get_linestyle() == "--" and list(base.get_ydata()) == [0.5, 0.5]
+    import imageio.v3 as iio
+
+    assert iio.imread(path).shape[:2] == (1000, 1600)
