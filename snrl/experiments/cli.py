@@ -99,7 +99,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
         if args.trial is None:
             raise UserError("--reproduce needs --trial K (the trial number to re-run)")
-        print(f"wrote {reproduce(args.reproduce, args.trial, progress=not args.quiet)}")
+        dest = reproduce(args.reproduce, args.trial, seed=args.seed, progress=not args.quiet)
+        print(f"wrote {dest}")
         return 0
     missing = [f for f in ("env", "trials", "steps", "out") if getattr(args, f) is None]
     if missing:
@@ -128,7 +129,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         storage=args.storage,
         study=args.study,
         jobs=args.jobs,
-        seed=args.seed,
+        seed=0 if args.seed is None else args.seed,
+        seeds=args.seeds,
         n_evals=args.evals,
         last_k=args.last_k,
         config={k: getattr(fixed, k) for k in given},
@@ -227,7 +229,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--storage", default=None, metavar="PATH|URL", help="journal file or RDB URL")
     t.add_argument("--study", default=None, help="study name (default algo-backbone-env)")
     t.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
-    t.add_argument("--seed", type=int, default=0, help="seed of every trial (default 0)")
+    t.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed of every trial (default 0); with --reproduce: which seed's run to re-run",
+    )
+    t.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="runs per trial, on seeds SEED, SEED+1, ...; the score is their mean (default 1)",
+    )
     t.add_argument("--evals", type=int, default=5, help="evaluations per trial (default 5)")
     t.add_argument(
         "--last-k", type=int, default=3, help="score: mean of the last K evaluations (3)"

@@ -301,7 +301,7 @@ def _base_config(s: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "env": s["env"],
         "backbone": s["backbone"],
-        "seed": s["seed"],
+        "seed": s["seed"],  # each trial's seeds go over it (trial_seeds)
         "total_steps": s["steps"],
         "eval_interval": max(1, s["steps"] // evals),
         "tuned": False,  # the search starts from the built-in defaults, as best.toml applies
@@ -371,8 +371,10 @@ class _ReportEvaluations(Callback):
     last.pt written) when the pruner says so. The last evaluation scores the trial: a run
     that reached it is complete, never pruned."""
 
-    def __init__(self, trial: Any, total_steps: int) -> None:
-        self.trial, self.total_steps = trial, total_steps
+    def __init__(self, trial: Any, total_steps: int, offset: int = 0, last: bool = True) -> None:
+        # a trial of several seeds reports seed j's evaluations at j * steps + env step, so
+        # the pruner compares the same seed at the same step across trials
+        self.trial, self.total_steps, self.offset, self.last = trial, total_steps, offset, last
         self.scores: list[float] = []
         self.pruned_at: int | None = None
 
@@ -384,31 +386,50 @@ class _ReportEvaluations(Callback):
         self.scores.append(float(value))
         self.trial.set_user_attr("metric", column)
         step = int(stats["env_step"])
-        self.trial.report(self.scores[-1], step=step)
-        if step < self.total_steps and not _is_baseline(self.trial) and self.trial.should_prune():
+        self.trial.report(self.scores[-1], step=self.offset + step)
+        final = self.last and step >= self.total_steps
+        if not final and not _is_baseline(self.trial) and self.trial.should_prune():
             self.pruned_at = step
             return False
         return None
 
 
-def _run_trial(s: Mapping[str, Any], trial: Any, optuna: Any) -> float:
-    """Sample, train ``DIR/trials/<number>`` with the pruner watching, and score."""
-    space = s["space"]
-    cls = ALGOS[s["algo"]].Config
-    out = Path(s["out"])
-    values = _sample(trial, space, cls)
-    cfg = load_config(cls, base={**_base_config(s), **values})
-    run_dir = out / "trials" / str(trial.number)
-    scores: list[float] = []
+def trial_seeds(s: Mapping[str, Any]) -> list[int]:
+    """The seeds each trial trains: ``seed``, ``seed + 1``, ... (``seeds`` of them)."""
+    return [s["seed"] + j for j in range(s.get("seeds", 1))]
 
-    pruner = _ReportEvaluations(trial, cfg.total_steps)
-    train_run(run_dir, algo=s["algo"], config=cfg, force=True, progress=False, callbacks=[pruner])
-    scores = pruner.scores
-    if pruner.pruned_at is not None:
-        raise optuna.TrialPruned(f"pruned at env step {pruner.pruned_at}")
-    if not scores:
-        raise UserError("the trial made no evaluation (raise --steps)")
-    return float(sum(scores[-s["last_k"] :]) / len(scores[-s["last_k"] :]))
+
+def trial_dir(out: str | os.PathLike, number: int, seed: int | None = None) -> Path:
+    """Trial ``number``'s run directory: ``trials/<number>``, or with several seeds per
+    trial ``trials/<number>.seed<seed>`` for each seed."""
+    name = str(number) if seed is None else f"{number}.seed{seed}"
+    return Path(out) / "trials" / name
+
+
+def _run_trial(s: Mapping[str, Any], trial: Any, optuna: Any) -> float:
+    """Sample, train the trial's run directory for each seed with the pruner watching, and
+    score: the mean over seeds of each seed's last ``last_k`` evaluations."""
+    cls = ALGOS[s["algo"]].Config
+    values = _sample(trial, s["space"], cls)
+    seeds = trial_seeds(s)
+    per_seed: list[float] = []
+    for j, seed in enumerate(seeds):
+        cfg = load_config(cls, base={**_base_config(s), **values, "seed": seed})
+        run_dir = trial_dir(s["out"], trial.number, seed if len(seeds) > 1 else None)
+        pruner = _ReportEvaluations(
+            trial, cfg.total_steps, offset=j * cfg.total_steps, last=j == len(seeds) - 1
+        )
+        train_run(
+            run_dir, algo=s["algo"], config=cfg, force=True, progress=False, callbacks=[pruner]
+        )
+        if pruner.pruned_at is not None:
+            raise optuna.TrialPruned(f"pruned at env step {pruner.pruned_at} of seed {seed}")
+        if not pruner.scores:
+            raise UserError("the trial made no evaluation (raise --steps)")
+        last = pruner.scores[-s["last_k"] :]
+        per_seed.append(sum(last) / len(last))
+        trial.set_user_attr("seed_scores", per_seed)
+    return float(sum(per_seed) / len(per_seed))
 
 
 def fail_stale_trials(study: Any) -> list[int]:
@@ -519,6 +540,7 @@ def tune(
     study: str | None = None,
     jobs: int = 1,
     seed: int = 0,
+    seeds: int = 1,
     n_evals: int = 5,
     last_k: int = 3,
     config: Mapping[str, Any] | None = None,
@@ -543,6 +565,9 @@ def tune(
         study: The study name (None: ``<algo>-<backbone>-<env>``).
         jobs: Worker processes on this machine.
         seed: The seed of every trial (the trials differ in their parameters only).
+        seeds: Runs per trial, on seeds ``seed``, ``seed + 1``, ...; the score is their
+            mean (a setting must then do well on every seed, not rescue one). Each run is
+            ``trials/<number>.seed<seed>`` (one seed: ``trials/<number>``).
         n_evals: Periodic evaluations per trial (``eval_interval = steps // n_evals``); the
             pruner sees each.
         last_k: The score is the mean of the last ``last_k`` evaluations.
@@ -580,6 +605,7 @@ def _tune(
     study: str | None,
     jobs: int,
     seed: int,
+    seeds: int,
     n_evals: int,
     last_k: int,
     config: Mapping[str, Any] | None,
@@ -594,6 +620,7 @@ def _tune(
         ("trials", trials, 1),
         ("steps", steps, 1),
         ("jobs", jobs, 1),
+        ("seeds", seeds, 1),
         ("n_evals", n_evals, 1),
         ("last_k", last_k, 1),
     ):
@@ -627,6 +654,7 @@ def _tune(
         study=study or f"{algo}-{backbone}-{env}",
         out=str(out_),
         seed=seed,
+        seeds=seeds,
         n_evals=n_evals,
         last_k=last_k,
         base=dict(config or {}),
@@ -698,8 +726,8 @@ def write_outputs(s: Mapping[str, Any]) -> TuneResult:
     metric = best.user_attrs.get("metric", "eval_return_mean")
     lines = [
         f"# snrl tune: study {s['study']!r}, best of {len(sampled)} complete trial(s)",
-        f"# trial {best.number}, seed {s['seed']}, {s['steps']} env steps: score "
-        f"{best.value:.6g} (mean of the last {s['last_k']} evaluations of {metric})",
+        f"# trial {best.number}, {_seeds_text(s)}, {s['steps']} env steps: score "
+        f"{best.value:.6g} ({_score_text(s, metric)}{_per_seed(best)})",
         *([f"# {versus}"] if versus else []),
         f"# reproduce: snrl tune --reproduce {out} --trial {best.number}",
         f'["{s["env"]}".{s["backbone"]}]',
@@ -727,13 +755,31 @@ def write_outputs(s: Mapping[str, Any]) -> TuneResult:
     )
 
 
+def _seeds_text(s: Mapping[str, Any]) -> str:
+    """``seed 3`` or ``seeds 3-5`` (each a run of its own)."""
+    seeds = trial_seeds(s)
+    return f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}-{seeds[-1]}"
+
+
+def _score_text(s: Mapping[str, Any], metric: str) -> str:
+    """How a trial is scored, in words."""
+    text = f"mean of the last {s['last_k']} evaluations of {metric}"
+    return text if len(trial_seeds(s)) == 1 else f"{text}, averaged over the seeds"
+
+
+def _per_seed(trial: Any) -> str:
+    """``; per seed 0.9 / 0.95`` for a trial of several seeds, else empty."""
+    scores = trial.user_attrs.get("seed_scores") or []
+    return f"; per seed {' / '.join(f'{v:.4g}' for v in scores)}" if len(scores) > 1 else ""
+
+
 def _versus_defaults(best: Any, base: Any) -> str:
-    """One line: the best sampled trial against the defaults' trial, on the same seed."""
+    """One line: the best sampled trial against the defaults' trial, on the same seeds."""
     diff = best.value - base.value
     verdict = (
         f"{diff:+.4g} over them"
         if diff > 0
-        else "NOT above them: the defaults did as well on this seed; keep them"
+        else "NOT above them: the defaults did as well on the study's seed(s); keep them"
     )
     return (
         f"the defaults (trial {base.number}, nothing sampled) scored {base.value:.6g}; "
@@ -815,8 +861,9 @@ def _report(
         "",
         f"Study `{s['study']}`: {len(trials)} trial(s) "
         f"({', '.join(f'{n} {k}' for k, n in sorted(counts.items()))}), {s['steps']} env "
-        f"steps each, seed {s['seed']}. Score: mean of the last {s['last_k']} of "
-        f"{s['n_evals']} evaluations of `{metric}`.",
+        f"steps each, {_seeds_text(s)}. Score: mean of the last {s['last_k']} of "
+        f"{s['n_evals']} evaluations of `{metric}`"
+        f"{'' if len(trial_seeds(s)) == 1 else ', averaged over the seeds'}.",
         *(["", versus[0].upper() + versus[1:] + "."] if versus else []),
         "",
         "## Best trials",
@@ -847,18 +894,39 @@ def _report(
 # ---- reproduce -----------------------------------------------------------------------------
 
 
-def reproduce(study_dir: str | os.PathLike, trial: int, *, progress: bool = False) -> Path:
+def reproduce(
+    study_dir: str | os.PathLike, trial: int, *, seed: int | None = None, progress: bool = False
+) -> Path:
     """Re-run trial ``trial`` of the study in ``study_dir`` from its saved config (same seed,
     same steps) into ``study_dir/reproduce/<trial>``; its metrics.csv learning columns match
-    the original's (on the same machine and torch build).
+    the original's (on the same machine and torch build). A trial of several seeds
+    (``trials/<trial>.seed<S>``) re-runs the run of ``seed`` (None: its first) into
+    ``reproduce/<trial>.seed<S>``.
 
     Returns:
         The new run directory.
 
     Raises:
-        UserError: No such trial directory or no readable config.json in it.
+        UserError: No such trial (or seed) directory, or no readable config.json in it.
     """
-    src = Path(study_dir) / "trials" / str(trial) / "config.json"
+    runs = {}
+    for p in (Path(study_dir) / "trials").glob(f"{trial}.seed*"):
+        tail = p.name[len(f"{trial}.seed") :]
+        if tail.isdigit():
+            runs[int(tail)] = p
+    if runs:
+        pick = min(runs) if seed is None else seed
+        if pick not in runs:
+            raise UserError(
+                f"trial {trial} of {study_dir} has no seed {seed} (its seeds: "
+                f"{', '.join(map(str, sorted(runs)))})"
+            )
+        src_dir = runs[pick]
+    elif seed is not None and trial_dir(study_dir, trial).is_dir():
+        raise UserError(f"trial {trial} of {study_dir} is one run (one seed): leave out --seed")
+    else:
+        src_dir = trial_dir(study_dir, trial)
+    src = src_dir / "config.json"
     if not src.is_file():
         raise UserError(f"no trial {trial} in {study_dir} ({src} is missing; see its trials/)")
     data = load_json(src.read_text(encoding="utf-8"))
@@ -866,6 +934,6 @@ def reproduce(study_dir: str | os.PathLike, trial: int, *, progress: bool = Fals
         raise UserError(f"{src} is not an snrl run config (re-run the trial with snrl tune)")
     algo = data.pop("algo")
     cfg = config_from_dict(ALGOS[algo].Config, data)
-    dest = Path(study_dir) / "reproduce" / str(trial)
+    dest = Path(study_dir) / "reproduce" / src_dir.name
     train_run(dest, algo=algo, config=cfg, force=True, progress=progress)
     return dest

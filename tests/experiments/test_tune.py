@@ -144,6 +144,9 @@ def test_tune_cli_writes_best_toml_report_and_reproduces(tmp_path):
     # --reproduce: the same learning columns, row for row
     r = snrl_cmd("tune", "--reproduce", "study", "--trial", str(best.number), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+    one = ("tune", "--reproduce", "study", "--trial", str(best.number), "--seed", "0")
+    r2 = snrl_cmd(*one, cwd=tmp_path)  # a trial of one seed has no seed to pick
+    assert r2.returncode == 2 and "is one run (one seed): leave out --seed" in r2.stderr
     original = rows(out / "trials" / str(best.number) / "metrics.csv")
     again = rows(out / "reproduce" / str(best.number) / "metrics.csv")
     assert len(again) == len(original) > 0
@@ -172,7 +175,10 @@ def test_tune_cli_bad_space_file_exits_2_with_one_line_and_writes_nothing(tmp_pa
         (["--gpus-per-trial", "1", "--env", "E", "--trials", "1", "--steps", "1", "--out", "o"],
          "are for backend='ray'"),
         (["--env", "CartPole-v1", "--trials", "0", "--steps", "64", "--out", "o"], "trials=0"),
+        (["--env", "CartPole-v1", "--trials", "1", "--steps", "64", "--seeds", "0",
+          "--out", "o"], "seeds=0"),
         (["--reproduce", "nowhere", "--trial", "0"], "no trial 0 in nowhere"),
+        (["--reproduce", "nowhere", "--trial", "0", "--seed", "3"], "no trial 0 in nowhere"),
         (["--reproduce", "nowhere"], "--reproduce needs --trial"),
         (["--env", "CartPole-v1", "--trials", "1", "--steps", "64", "--set", "hiden=3",
           "--out", "o"], "did you mean 'hidden"),
@@ -524,3 +530,54 @@ def test_history_png_is_slide_sized_with_the_defaults_dashed(tmp_path):
     import imageio.v3 as iio
 
     assert iio.imread(path).shape[:2] == (1000, 1600)
+
+
+def test_seeds_per_trial_score_the_mean_over_seeds_and_reproduce_one_seed(tmp_path):
+    """--seeds 2: each trial (the baseline too) trains trials/<n>.seed<S> for S = seed,
+    seed + 1; its score is the mean over the seeds of each one's last evaluation; the pruner
+    sees seed 1's evaluations after seed 0's steps; --reproduce --seed re-runs one of them."""
+    (tmp_path / "space.toml").write_text(SPACE + "eval_episodes = 2\n")
+    tiny = ["--set", "n_envs=4", "--set", "n_steps=16", "--set", "hidden_size=8"]
+    r = snrl_cmd(
+        "tune", "--env", "CartPole-v1", "--trials", "2", "--steps", "128", "--evals", "2",
+        "--last-k", "1", "--space", "space.toml", *tiny, "--seed", "5", "--seeds", "2",
+        "--baseline", "--out", "study", "--quiet", cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "study"
+    assert sorted(p.name for p in (out / "trials").iterdir()) == [
+        "0.seed5", "0.seed6", "1.seed5", "1.seed6",
+    ]  # fmt: skip
+    for t in _study(out).get_trials():
+        assert t.state == optuna.trial.TrialState.COMPLETE
+        last = []
+        for seed in (5, 6):
+            run = out / "trials" / f"{t.number}.seed{seed}"
+            assert json.loads((run / "config.json").read_text())["seed"] == seed
+            evals = [float(row["eval_return_mean"]) for row in rows(run / "metrics.csv")]
+            last.append([e for e in evals if not math.isnan(e)][-1])
+        assert t.user_attrs["seed_scores"] == pytest.approx(last)
+        assert t.value == pytest.approx(sum(last) / 2)
+        assert sorted(t.intermediate_values) == [64, 128, 192, 256]
+        assert t.intermediate_values[192] == pytest.approx(  # seed 6's first evaluation
+            [
+                float(row["eval_return_mean"])
+                for row in rows(out / "trials" / f"{t.number}.seed6" / "metrics.csv")
+                if row["eval_return_mean"] not in ("", "nan")
+            ][0]
+        )
+    text = (out / "best.toml").read_text()
+    assert "# trial 1, seeds 5-6, 128 env steps: score" in text and "; per seed " in text
+    assert "averaged over the seeds" in (out / "report.md").read_text()
+
+    r = snrl_cmd("tune", "--reproduce", "study", "--trial", "1", "--seed", "6", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    original = rows(out / "trials" / "1.seed6" / "metrics.csv")
+    again = rows(out / "reproduce" / "1.seed6" / "metrics.csv")
+    learning = [c for c in original[0] if "time" not in c and "per_s" not in c]
+    assert [[row[c] for c in learning] for row in again] == [
+        [row[c] for c in learning] for row in original
+    ]
+    r = snrl_cmd("tune", "--reproduce", "study", "--trial", "1", "--seed", "9", cwd=tmp_path)
+    assert r.returncode == 2 and "has no seed 9 (its seeds: 5, 6)" in r.stderr
+    assert not (out / "reproduce" / "1.seed9").exists()
