@@ -63,7 +63,7 @@ import torch
 from snntorch import surrogate
 from torch import Tensor, nn
 
-from snrl.functional.lif_sequence import lif_sequence, lif_sequence_autograd
+from snrl.functional.lif_sequence import lif_sequence
 from snrl.functional.surrogate import Surrogate
 from snrl.layers import LIFLayer
 from snrl.layers.base import cached_weights
@@ -218,7 +218,7 @@ class AutogradLoop(Wrapped):
     name = "autograd loop"
 
     def __init__(self, w: Weights) -> None:
-        super().__init__(w, fn=lif_sequence_autograd)
+        super().__init__(w, fn=functools.partial(lif_sequence, backward="autograd"))
 
 
 class RLeakyNet:

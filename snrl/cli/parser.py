@@ -75,6 +75,18 @@ def _env_flags(p: argparse.ArgumentParser) -> None:
     _trust_flag(p)
 
 
+def _run_parser(
+    sub: Any, name: str, func: Any, help: str, run_dir_help: str | None = None
+) -> argparse.ArgumentParser:
+    """The parser of a sub-command that reads a run directory, with ``func`` its body: the
+    ``run_dir`` argument and the env flags (:func:`_env_flags`); the caller adds its own."""
+    p = sub.add_parser(name, help=help)
+    p.add_argument("run_dir", help=run_dir_help)
+    _env_flags(p)
+    p.set_defaults(func=func)
+    return p
+
+
 def _add_demo(sub: Any) -> None:
     """``snrl demo``: train, evaluate, plot and render the demo agent."""
     d = sub.add_parser("demo", help="train, evaluate, plot and render a Dale LIF agent on CartPole")
@@ -161,8 +173,9 @@ def _add_train(sub: Any) -> None:
 
 def _add_eval(sub: Any) -> None:
     """``snrl eval``: a deterministic evaluation of a run."""
-    e = sub.add_parser("eval", help="deterministic evaluation of a run; prints one JSON object")
-    e.add_argument("run_dir")
+    e = _run_parser(
+        sub, "eval", cmd_eval, "deterministic evaluation of a run; prints one JSON object"
+    )
     e.add_argument("--episodes", type=EPISODES, default=20)
     e.add_argument("--seed", type=SEED, default=123)
     e.add_argument("--checkpoint", choices=("best", "last"), default="best")
@@ -173,14 +186,11 @@ def _add_eval(sub: Any) -> None:
         help="a run with a curriculum: evaluate on this lesson (number from 0, or name; "
         "default: the final lesson)",
     )
-    _env_flags(e)
-    e.set_defaults(func=cmd_eval)
 
 
 def _add_render(sub: Any) -> None:
     """``snrl render``: one episode of a run as a video."""
-    r = sub.add_parser("render", help="roll out one episode of a run and write a video")
-    r.add_argument("run_dir")
+    r = _run_parser(sub, "render", cmd_render, "roll out one episode of a run and write a video")
     r.add_argument("--out", required=True, metavar="FILE.gif|FILE.mp4")
     r.add_argument("--seed", type=SEED, default=0)
     r.add_argument("--fps", type=FPS, default=30)
@@ -198,17 +208,17 @@ def _add_render(sub: Any) -> None:
         help="frame shape: 16:9 fills a slide (default for MP4), compact is as large as the "
         "content needs (default for GIF)",
     )
-    _env_flags(r)
-    r.set_defaults(func=cmd_render)
 
 
 def _add_analyze(sub: Any) -> None:
     """``snrl analyze``: spike-train statistics and figures of a run."""
-    a = sub.add_parser(
+    a = _run_parser(
+        sub,
         "analyze",
-        help="spike-train statistics, E/I balance and figures of a run (or of a comparison)",
+        cmd_analyze,
+        "spike-train statistics, E/I balance and figures of a run (or of a comparison)",
+        run_dir_help="a run directory, or a comparison directory",
     )
-    a.add_argument("run_dir", help="a run directory, or a comparison directory")
     a.add_argument(
         "--episodes",
         type=_int_in(1, 10**6),  # one at a time, in constant memory: no env-count bound
@@ -251,18 +261,17 @@ def _add_analyze(sub: Any) -> None:
         help="skip rebuilding the initial weights from the run's seed (connectivity after "
         "training only)",
     )
-    _env_flags(a)
-    a.set_defaults(func=cmd_analyze)
 
 
 def _add_perturb(sub: Any) -> None:
     """``snrl perturb``: evaluation with part of the policy silenced (docs/analysis.md)."""
-    p = sub.add_parser(
+    p = _run_parser(
+        sub,
         "perturb",
-        help="evaluate a run with a fraction of its E or I neurons silenced, side by side "
-        "with the unperturbed run (evaluation only; the checkpoint is not changed)",
+        cmd_perturb,
+        "evaluate a run with a fraction of its E or I neurons silenced, side by side with the "
+        "unperturbed run (evaluation only; the checkpoint is not changed)",
     )
-    p.add_argument("run_dir")
     p.add_argument("--silence", choices=("E", "I"), required=True, help="the population")
     p.add_argument(
         "--fraction",
@@ -283,18 +292,13 @@ def _add_perturb(sub: Any) -> None:
     )
     p.add_argument("--checkpoint", choices=("best", "last"), default="best")
     p.add_argument("--out", default=None, metavar="DIR", help="output folder (default DIR/perturb)")
-    _env_flags(p)
-    p.set_defaults(func=cmd_perturb)
 
 
 def _add_export(sub: Any) -> None:
     """``snrl export``: a run's policy out of snrl (docs/interop.md)."""
-    x = sub.add_parser("export", help="write a run's policy as a NIR graph")
-    x.add_argument("run_dir")
+    x = _run_parser(sub, "export", cmd_export, "write a run's policy as a NIR graph")
     x.add_argument("--nir", required=True, metavar="FILE.nir", help="the NIR file to write")
     x.add_argument("--checkpoint", choices=("best", "last"), default="best")
-    _env_flags(x)
-    x.set_defaults(func=cmd_export)
 
 
 def _add_serve_env(sub: Any) -> None:

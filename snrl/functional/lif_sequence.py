@@ -11,7 +11,7 @@ and ``z``; the backward walks the sequence in reverse with one matmul and two fu
 multiply-adds per step. It is the adjoint of ``lif_step``, derived by hand from its two
 equations (``v_t = alpha v_{t-1} + I_t - threshold z_{t-1}`` or ``alpha v_{t-1} (1 - z_{t-1})
 + I_t``, and ``z_t = H(v_t - threshold)``), and tested equal to autograd through the
-step-function loop (:func:`lif_sequence_autograd`)::
+step-function loop (``lif_sequence(..., backward="autograd")``)::
 
     s_t   = spike_fn'(v_t - threshold)      (elementwise: the closed form of a Surrogate,
                                              else autograd, 8 steps a call)
@@ -60,6 +60,10 @@ class LIFStateLike(Protocol):
     z: Tensor
 
 
+BACKWARDS = ("fused", "autograd")
+"""How :func:`lif_sequence` computes its gradient: the hand-written adjoint, or autograd."""
+
+
 def lif_sequence(
     u: Tensor,
     w_rec: Tensor | None,
@@ -71,8 +75,16 @@ def lif_sequence(
     *,
     starts: Tensor | None = None,
     fresh: LIFStateLike | None = None,
+    backward: str = "fused",
 ) -> tuple[Tensor, Tensor]:
     """Run LIF dynamics over a whole sequence (forward and hand-written backward).
+
+    A (T, G, B, N) ``u`` runs G layers of the same size, threshold, reset and surrogate side by
+    side (e.g. a policy's and a critic's) on the same episode starts: every step is one batched
+    product and one set of elementwise ops for all of them. Then ``w_rec`` is (G, N, N), the
+    state's fields (G, B, N), ``alpha`` (G, N) and ``fresh`` broadcastable to (T, G, B, N);
+    layer g's outputs are exactly what a call with ``u[:, g]``, ``w_rec[g]``... gives (up to
+    the rounding of the batched product).
 
     Args:
         u: (T, B, N) input current without the recurrent term (``x W_in + b``).
@@ -95,83 +107,38 @@ def lif_sequence(
             to (T, B, N) (e.g. (N,) for a learned initial membrane, (T, B, N) for recorded
             random ones). Default: zeros. ``fresh.z`` receives no gradient (spikes are not
             learned).
+        backward: ``"fused"`` (the hand-written backward of the module docstring) or
+            ``"autograd"``: a plain autograd loop over ``lif_step`` (spikes by spike_fn's own
+            forward), the reference the fused path is tested against and the baseline of
+            ``benchmarks/bench_layers.py``.
 
     Returns:
         (z, v): spikes and membranes, each (T, B, N), differentiable with respect to ``u``,
         ``w_rec``, ``state.v``, ``state.z``, ``alpha`` and ``fresh.v`` (once; no double
-        backward).
+        backward with ``"fused"``).
 
     Raises:
-        ValueError: on an unknown reset or mismatched shapes.
+        UserError: on an unknown reset or backward, or mismatched shapes.
     """
     alpha = torch.as_tensor(alpha, dtype=u.dtype, device=u.device)
     v0, z0 = state.v, state.z
-    _check(u, w_rec, v0, z0, alpha, reset)
-    return _run(u, w_rec, v0, z0, alpha, float(threshold), reset, spike_fn, starts, fresh)
-
-
-def lif_sequence_group(
-    u: Tensor,
-    w_rec: Tensor | None,
-    state: LIFStateLike,
-    alpha: Tensor,
-    threshold: float,
-    reset: str,
-    spike_fn: Callable[[Tensor], Tensor],
-    *,
-    starts: Tensor | None = None,
-    fresh: LIFStateLike | None = None,
-) -> tuple[Tensor, Tensor]:
-    """:func:`lif_sequence` for G layers of the same size, threshold, reset and surrogate run
-    side by side (e.g. a policy's and a critic's) on the same episode starts: every step is
-    one batched product and one set of elementwise ops for all of them.
-
-    Args:
-        u: (T, G, B, N) input currents.
-        w_rec: (G, N, N) effective recurrent weights, or None.
-        state: fields ``v`` and ``z``, each (G, B, N).
-        alpha: (G, N) decays.
-        threshold, reset, spike_fn: shared, as in :func:`lif_sequence`.
-        starts: optional bool (T, B), shared by the G layers.
-        fresh: optional fields broadcastable to (T, G, B, N).
-
-    Returns:
-        (z, v), each (T, G, B, N): layer g's are exactly what :func:`lif_sequence` gives for
-        ``u[:, g]``, ``w_rec[g]``... (up to the rounding of the batched product).
-    """
-    if u.dim() != 4:
-        raise UserError(f"u must be (T, G, B, N), got shape {tuple(u.shape)}")
-    t, g, b, n = u.shape
-    alpha = torch.as_tensor(alpha, dtype=u.dtype, device=u.device)
-    shapes = {"state.v": (state.v, (g, b, n)), "state.z": (state.z, (g, b, n))}
-    shapes["alpha"] = (alpha, (g, n))
-    if w_rec is not None:
-        shapes["w_rec"] = (w_rec, (g, n, n))
-    for name, (x, shape) in shapes.items():
-        if tuple(x.shape) != shape:
-            raise UserError(f"{name} has shape {tuple(x.shape)} (expected {shape})")
-    if reset not in RESETS:
-        raise UserError(f"unknown reset {reset!r} (use one of {', '.join(RESETS)})")
-    alpha = alpha.unsqueeze(-2)  # (G, 1, N)
-    v0, z0 = state.v, state.z
-    return _run(u, w_rec, v0, z0, alpha, float(threshold), reset, spike_fn, starts, fresh)
-
-
-def _run(
-    u: Tensor,
-    w_rec: Tensor | None,
-    v0: Tensor,
-    z0: Tensor,
-    alpha: Tensor,
-    threshold: float,
-    reset: str,
-    spike_fn: Callable[[Tensor], Tensor],
-    starts: Tensor | None,
-    fresh: LIFStateLike | None,
-) -> tuple[Tensor, Tensor]:
-    """The checked arguments of :func:`lif_sequence` or :func:`lif_sequence_group`: the
-    autograd function when a gradient is wanted, else the forward loop alone."""
+    alpha = _check(u, w_rec, v0, z0, alpha, reset, backward)
+    threshold = float(threshold)
     starts, fv, fz = _resets(u, starts, fresh)
+    if backward == "autograd":  # the reference: autograd through the lif_step loop
+        s = LIFState(v0, z0)
+        zs, vs = [], []
+        for t, u_t in enumerate(u.unbind(0)):
+            if starts is not None and bool(starts[t].any()):
+                m = starts[t].unsqueeze(-1)
+                s = LIFState(torch.where(m, fv[t], s.v), torch.where(m, fz[t], s.z))
+            current = u_t if w_rec is None else u_t + s.z @ w_rec
+            z, s = lif_step(current, s, alpha, threshold, spike_fn, reset)
+            zs.append(z)
+            vs.append(s.v)
+        if not zs:
+            return u.new_zeros(u.shape), u.new_zeros(u.shape)
+        return torch.stack(zs), torch.stack(vs)
     inputs = (u, w_rec, v0, z0, alpha, fv)
     if torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in inputs):
         return _LIFSequence.apply(
@@ -208,41 +175,6 @@ def _resets(
                 " (pass (N,), (B, N) or (T, B, N))"
             ) from e
     return starts, fields[0], fields[1].detach()
-
-
-def lif_sequence_autograd(
-    u: Tensor,
-    w_rec: Tensor | None,
-    state: LIFStateLike,
-    alpha: Tensor,
-    threshold: float,
-    reset: str,
-    spike_fn: Callable[[Tensor], Tensor],
-    *,
-    starts: Tensor | None = None,
-    fresh: LIFStateLike | None = None,
-) -> tuple[Tensor, Tensor]:
-    """Same as :func:`lif_sequence`, as a plain autograd loop over ``lif_step``.
-
-    The reference the fused path is tested against and the baseline of
-    ``benchmarks/bench_layers.py``.
-    """
-    alpha = torch.as_tensor(alpha, dtype=u.dtype, device=u.device)
-    _check(u, w_rec, state.v, state.z, alpha, reset)
-    starts, fv, fz = _resets(u, starts, fresh)
-    s = LIFState(state.v, state.z)
-    zs, vs = [], []
-    for t, u_t in enumerate(u.unbind(0)):
-        if starts is not None and bool(starts[t].any()):
-            m = starts[t].unsqueeze(-1)
-            s = LIFState(torch.where(m, fv[t], s.v), torch.where(m, fz[t], s.z))
-        current = u_t if w_rec is None else u_t + s.z @ w_rec
-        z, s = lif_step(current, s, alpha, threshold, spike_fn, reset)
-        zs.append(z)
-        vs.append(s.v)
-    if not zs:
-        return u.new_zeros(u.shape), u.new_zeros(u.shape)
-    return torch.stack(zs), torch.stack(vs)
 
 
 def _forward_loop(
@@ -547,20 +479,35 @@ class _LISequence(torch.autograd.Function):
 
 
 def _check(
-    u: Tensor, w_rec: Tensor | None, v0: Tensor, z0: Tensor, alpha: Tensor, reset: str
-) -> None:
+    u: Tensor,
+    w_rec: Tensor | None,
+    v0: Tensor,
+    z0: Tensor,
+    alpha: Tensor,
+    reset: str,
+    backward: str,
+) -> Tensor:
+    """Raise UserError on a bad argument of :func:`lif_sequence`; return ``alpha`` ready to
+    broadcast against one step's (B, N), or (G, 1, N) for a group's (G, B, N)."""
     if reset not in RESETS:
         raise UserError(f"unknown reset {reset!r} (use one of {', '.join(RESETS)})")
-    if u.dim() != 3:
-        raise UserError(f"u must be (T, B, N), got shape {tuple(u.shape)} (pass a sequence)")
-    _, b, n = u.shape
+    if backward not in BACKWARDS:
+        raise UserError(f"unknown backward {backward!r} (use one of {', '.join(BACKWARDS)})")
+    if u.dim() not in (3, 4):
+        raise UserError(
+            f"u must be (T, B, N), or (T, G, B, N) for a group of layers, got shape "
+            f"{tuple(u.shape)} (pass a sequence)"
+        )
+    group, (b, n) = tuple(u.shape[1:-2]), u.shape[-2:]
     for name, t in (("state.v", v0), ("state.z", z0)):
-        if tuple(t.shape) != (b, n):
+        if tuple(t.shape) != (*group, b, n):
             raise UserError(
                 f"{name} has shape {tuple(t.shape)} but u is {tuple(u.shape)} "
-                f"(pass a state of shape ({b}, {n}))"
+                f"(pass a state of shape {(*group, b, n)})"
             )
-    if w_rec is not None and tuple(w_rec.shape) != (n, n):
-        raise UserError(f"w_rec has shape {tuple(w_rec.shape)} (expected ({n}, {n}))")
-    if tuple(alpha.shape) not in ((n,), (1,), ()):
-        raise UserError(f"alpha has shape {tuple(alpha.shape)} (expected ({n},))")
+    if w_rec is not None and tuple(w_rec.shape) != (*group, n, n):
+        raise UserError(f"w_rec has shape {tuple(w_rec.shape)} (expected {(*group, n, n)})")
+    allowed = [(*group, n)] if group else [(n,), (1,), ()]
+    if tuple(alpha.shape) not in allowed:
+        raise UserError(f"alpha has shape {tuple(alpha.shape)} (expected {allowed[0]})")
+    return alpha.unsqueeze(-2) if group else alpha

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 
 from snrl.config import NEURON_DEFAULTS
 from snrl.errors import UserError
-from snrl.functional.lif_sequence import lif_sequence_group
+from snrl.functional.lif_sequence import lif_sequence
 from snrl.functional.neurons import LIFState, LIState
 from snrl.functional.state import map_state
 from snrl.functional.surrogate import Surrogate
@@ -422,8 +422,8 @@ def run_together(
 ) -> list[BackboneOutput] | None:
     """Run several LIF backbones of the same shape on the same input, their layers side by
     side: the spiking layers by
-    :func:`~snrl.functional.lif_sequence.lif_sequence_group` (one batched product and one set
-    of elementwise ops per step for all of them), the leaky-integrator readouts as one
+    :func:`~snrl.functional.lif_sequence.lif_sequence` on (T, G, B, N) (one batched product and one
+    set of elementwise ops per step for all of them), the leaky-integrator readouts as one
     (their widths concatenated). PPO's policy and critic run this way in the update. (One
     env step at a time, as in the rollout, the stacking costs more than it saves: measured
     1.6x slower, so one-step inputs are not grouped.)
@@ -584,7 +584,7 @@ def _run_lif_group(
             seq_fresh = LIFState(
                 torch.stack([p.v for p in per], dim=1), torch.stack([p.z for p in per], dim=1)
             )
-    z, v = lif_sequence_group(
+    z, v = lif_sequence(
         u,
         w,
         state,

@@ -18,13 +18,14 @@ of the same id where it needs one env (rendering a rollout; that needs neurogym)
 
 Several ids joined by commas (``snrl.tasks:PerceptualDecisionMaking-v0,GoNogo-v0``, what
 ``snrl train --tasks`` records) name one env of interleaved tasks with a rule input
-(:mod:`snrl.tasks.multitask`, :func:`make_multitask_vector_env`).
+(:mod:`snrl.tasks.multitask`, :func:`make_vector_env` with several ids).
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -51,7 +52,6 @@ __all__ = [
     "build_trials",
     "default_episode_steps",
     "make_env",
-    "make_multitask_vector_env",
     "make_spec",
     "make_vector_env",
     "multitask_env_id",
@@ -110,7 +110,7 @@ def make_spec(env_id: str, **kwargs: Any) -> TaskSpec:
 
 
 def make_vector_env(
-    env_id: str,
+    env_id: str | Sequence[str],
     num_envs: int,
     device: str = "cpu",
     seed: int | None = 0,
@@ -118,79 +118,39 @@ def make_vector_env(
     env_kwargs: dict[str, Any] | None = None,
     max_episode_steps: int | None = None,
     as_tensors: bool = False,
-) -> TaskVectorEnv:
-    """``num_envs`` envs of the batched task ``env_id`` as one gymnasium ``VectorEnv``.
+) -> TaskVectorEnv | MultiTaskVectorEnv:
+    """``num_envs`` envs of the batched task ``env_id`` as one gymnasium ``VectorEnv``; several
+    ids give interleaved tasks with a one-hot rule input, env ``i`` running task ``i % K``
+    (:class:`MultiTaskVectorEnv`; :mod:`snrl.tasks.multitask` gives the layout).
 
     Args:
-        env_id: A NeuroGym id of :data:`TASKS` (``"PerceptualDecisionMaking-v0"``).
-        num_envs: Number of envs.
+        env_id: A NeuroGym id of :data:`TASKS` (``"PerceptualDecisionMaking-v0"``), or several:
+            comma-separated text or a sequence (:func:`parse_task_ids`).
+        num_envs: Number of envs (several tasks: at least one per task).
         device: Torch device of the tables and the step (``env_kwargs["device"]`` overrides).
-        seed: Seed of the first reset (``None``: fresh entropy).
-        env_kwargs: NeuroGym's keyword arguments of the task.
+        seed: Seed of the first reset (task ``k`` of several: ``seed + k``; ``None``: fresh
+            entropy).
+        env_kwargs: NeuroGym's keyword arguments of the task (given to every task).
         max_episode_steps: Steps per episode (``None``: 20 trials of mean length, as snrl
-            gives NeuroGym tasks).
+            gives NeuroGym tasks; the longest of these over several tasks).
         as_tensors: Step returns torch tensors on ``device`` instead of numpy arrays.
 
     Returns:
         The vector env (SAME_STEP autoreset); the caller closes it.
 
     Raises:
-        UserError: Unknown id or argument, a bad value, an unavailable device.
+        UserError: Unknown id or argument, a bad value, an unavailable device; several ids
+            that repeat, are fewer than two, or run on different clocks.
     """
     kwargs = dict(env_kwargs or {})
     device = kwargs.pop("device", device)
-    if isinstance(env_id, str) and "," in env_id:
-        return make_multitask_vector_env(
-            env_id,
-            num_envs,
-            device=device,
-            seed=seed,
-            env_kwargs=kwargs,
-            max_episode_steps=max_episode_steps,
-            as_tensors=as_tensors,
-        )
-    spec = make_spec(env_id, **kwargs)
-    return TaskVectorEnv(
-        spec,
-        num_envs,
-        device=device,
-        seed=seed,
-        max_episode_steps=max_episode_steps,
-        as_tensors=as_tensors,
-    )
-
-
-def make_multitask_vector_env(
-    ids: str | list[str] | tuple[str, ...],
-    num_envs: int,
-    device: str = "cpu",
-    seed: int | None = 0,
-    *,
-    env_kwargs: dict[str, Any] | None = None,
-    max_episode_steps: int | None = None,
-    as_tensors: bool = False,
-) -> MultiTaskVectorEnv:
-    """``num_envs`` envs of interleaved tasks with a one-hot rule input: env ``i`` runs task
-    ``i % K`` (:mod:`snrl.tasks.multitask` gives the layout).
-
-    Args:
-        ids: The tasks, comma-separated text or a sequence (:func:`parse_task_ids`).
-        num_envs: Number of envs (>= the number of tasks).
-        device: Torch device of the tables and the step.
-        seed: Seed of the first reset (task ``k``: ``seed + k``; ``None``: fresh entropy).
-        env_kwargs: NeuroGym's keyword arguments, given to every task (``dt``, ``sigma``...).
-        max_episode_steps: Steps per episode (``None``: the longest of the tasks' defaults).
-        as_tensors: Step returns torch tensors on ``device``.
-
-    Raises:
-        UserError: Unknown, repeated or fewer than two ids, tasks of different clocks, a bad
-            argument.
-    """
-    kwargs = dict(env_kwargs or {})
-    device = kwargs.pop("device", device)
-    specs = [make_spec(name, **kwargs) for name in parse_task_ids(ids)]
-    return MultiTaskVectorEnv(
-        specs,
+    tasks: TaskSpec | list[TaskSpec]
+    if isinstance(env_id, str) and "," not in env_id:
+        cls, tasks = TaskVectorEnv, make_spec(env_id, **kwargs)
+    else:
+        cls, tasks = MultiTaskVectorEnv, [make_spec(i, **kwargs) for i in parse_task_ids(env_id)]
+    return cls(
+        tasks,
         num_envs,
         device=device,
         seed=seed,

@@ -10,11 +10,7 @@ import torch
 from torch import Tensor
 
 from snrl.functional.dale import make_sign_vector, signed_weights
-from snrl.functional.lif_sequence import (
-    _LIFSequence,
-    lif_sequence,
-    lif_sequence_autograd,
-)
+from snrl.functional.lif_sequence import _LIFSequence, lif_sequence
 from snrl.functional.neurons import RESETS
 from snrl.functional.surrogate import SURROGATE_KINDS, Surrogate
 
@@ -40,7 +36,8 @@ class _State(NamedTuple):
 
 def _reference(u, w_rec, v, z, alpha, threshold, reset, spike_fn):
     """Autograd through the loop of the one step function (lif_step is golden-tested)."""
-    return lif_sequence_autograd(u, w_rec, _State(v, z), alpha, threshold, reset, spike_fn)
+    state = _State(v, z)
+    return lif_sequence(u, w_rec, state, alpha, threshold, reset, spike_fn, backward="autograd")
 
 
 def _inputs(t, b, n, *, dtype=torch.float64, seed=0, rec=True):
@@ -174,10 +171,13 @@ def test_float32_matches_reference():
         ({"v0": torch.zeros(3, 4)}, "state.v"),
         ({"w": torch.zeros(4, 5)}, "w_rec"),
         ({"alpha": torch.ones(5)}, "alpha"),
+        ({"backward": "numeric"}, "unknown backward"),
+        ({"u": torch.zeros(2, 4)}, "u must be"),
+        ({"u": torch.zeros(2, 3, 2, 4)}, "state.v"),  # a group of 3 needs (3, 2, 4) states
     ],
 )
 def test_bad_input_raises_value_error(kwargs, match):
-    u = torch.zeros(2, 2, 4)
+    u = kwargs.get("u", torch.zeros(2, 2, 4))
     state = _State(kwargs.get("v0", torch.zeros(2, 4)), torch.zeros(2, 4))
     with pytest.raises(ValueError, match=match):
         lif_sequence(
@@ -188,6 +188,7 @@ def test_bad_input_raises_value_error(kwargs, match):
             1.0,
             kwargs.get("reset", "subtract"),
             surrogate.atan(),
+            backward=kwargs.get("backward", "fused"),
         )
 
 
@@ -293,14 +294,72 @@ def test_resets_inside_the_sequence_match_autograd(reset, rec, fresh_shape):
         fresh = _State(fv, torch.zeros(t, b, n, dtype=torch.float64))
     spike_fn = _ExactFastSigmoid.apply
     outs = []
-    for fn in (lif_sequence_autograd, lif_sequence):
-        z, v = fn(u, w, _State(v0, z0), alpha, 0.9, reset, spike_fn, starts=starts, fresh=fresh)
+    for backward in ("autograd", "fused"):
+        z, v = lif_sequence(
+            u,
+            w,
+            _State(v0, z0),
+            alpha,
+            0.9,
+            reset,
+            spike_fn,
+            starts=starts,
+            fresh=fresh,
+            backward=backward,
+        )
         gz, gv = torch.randn(2, t, b, n, generator=torch.Generator().manual_seed(8), dtype=v.dtype)
         outs.append((z, v, *torch.autograd.grad((z * gz + v * gv).sum(), leaves)))
     ref, fast = outs
     assert bool(ref[0].any()) and not bool(ref[0].all())  # some spikes, not all
     for a, c in zip(ref, fast, strict=True):
         torch.testing.assert_close(c, a, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("reset", RESETS)
+def test_a_group_is_its_layers_side_by_side_and_matches_autograd(reset):
+    # (T, G, B, N): layer g's outputs and gradients are a call on its own slice, and the
+    # autograd reference runs the group too.
+    t, b, n, groups = 7, 3, 5, 2
+    gen = torch.Generator().manual_seed(11)
+    f64 = torch.float64
+    u = (torch.rand(t, groups, b, n, generator=gen, dtype=f64) * 1.2).requires_grad_()
+    w = (torch.randn(groups, n, n, generator=gen, dtype=f64) * 0.4).requires_grad_()
+    v0 = (torch.rand(groups, b, n, generator=gen, dtype=f64) * 1.5).requires_grad_()
+    z0 = (torch.rand(groups, b, n, generator=gen, dtype=f64) < 0.3).to(f64)
+    alpha = (0.7 + 0.2 * torch.rand(groups, n, generator=gen, dtype=f64)).requires_grad_()
+    starts = _starts(t, b, 3)
+    gz, gv = torch.randn(2, t, groups, b, n, generator=gen, dtype=f64)
+    leaves = [u, w, v0, alpha]
+
+    def run(backward, *args):
+        z, v = lif_sequence(
+            *args, 0.9, reset, _ExactFastSigmoid.apply, starts=starts, backward=backward
+        )
+        return z, v, *torch.autograd.grad((z * gz + v * gv).sum(), leaves)
+
+    fused = run("fused", u, w, _State(v0, z0), alpha)
+    for a, c in zip(run("autograd", u, w, _State(v0, z0), alpha), fused, strict=True):
+        torch.testing.assert_close(c, a, rtol=1e-10, atol=1e-10)
+    assert bool(fused[0].any()) and not bool(fused[0].all())
+    for k in range(groups):
+        gz_k, gv_k = gz[:, k], gv[:, k]
+        z, v = lif_sequence(
+            u[:, k],
+            w[k],
+            _State(v0[k], z0[k]),
+            alpha[k],
+            0.9,
+            reset,
+            _ExactFastSigmoid.apply,
+            starts=starts,
+        )
+        one = (z, v, *torch.autograd.grad((z * gz_k + v * gv_k).sum(), leaves))
+        torch.testing.assert_close(one[0], fused[0][:, k], rtol=0, atol=0)
+        torch.testing.assert_close(one[1], fused[1][:, k], rtol=1e-12, atol=1e-12)
+        for a, c in zip(one[2:], fused[2:], strict=True):  # this layer's share of each grad
+            part = c[:, k] if c.shape[0] == t else c[k]
+            whole = a[:, k] if a.shape[0] == t else a[k]
+            torch.testing.assert_close(whole, part, rtol=1e-10, atol=1e-10)
 
 
 def test_a_reset_cuts_the_gradient_to_the_steps_before():

@@ -13,7 +13,7 @@ import torch
 from snntorch.surrogate import fast_sigmoid as snntorch_fast_sigmoid
 
 from snrl.functional import _buffers, _native
-from snrl.functional.lif_sequence import li_sequence, lif_sequence, lif_sequence_group
+from snrl.functional.lif_sequence import li_sequence, lif_sequence
 from snrl.functional.neurons import LIFState
 from snrl.functional.surrogate import Surrogate, default_spike_grad
 
@@ -44,14 +44,15 @@ def _run(
 ):
     monkeypatch.setenv("SNRL_NATIVE", "1" if native else "0")
     u, w, v0, z0, alpha, starts, fresh_v = _inputs(group, recurrent, seed, b, n, steps)
-    fn = lif_sequence_group if group else lif_sequence
     gen = torch.Generator().manual_seed(seed + 7)
     fz = torch.zeros(())  # steps "v": membranes per step, spikes the same zeros at every step
     if steps is True:
         fz = (torch.rand(fresh_v.shape, generator=gen) < 0.3).float()
     fresh = LIFState(fresh_v, fz)
     spike_fn = default_spike_grad() if spike_fn is None else spike_fn
-    z, v = fn(u, w, LIFState(v0, z0), alpha, 1.0, reset, spike_fn, starts=starts, fresh=fresh)
+    z, v = lif_sequence(
+        u, w, LIFState(v0, z0), alpha, 1.0, reset, spike_fn, starts=starts, fresh=fresh
+    )
     g = torch.Generator().manual_seed(seed + 1)
     loss = (v * torch.randn(v.shape, generator=g)).sum() + (
         z * torch.randn(z.shape, generator=g)

@@ -18,7 +18,7 @@ FOUR = "PerceptualDecisionMaking-v0,GoNogo-v0,DelayMatchSample-v0,ContextDecisio
 
 
 def test_layout_rule_channels_and_padding_by_hand():
-    envs = T.make_multitask_vector_env("GoNogo-v0,ContextDecisionMaking-v0", 4, seed=3)
+    envs = T.make_vector_env("GoNogo-v0,ContextDecisionMaking-v0", 4, seed=3)
     # widest task: ContextDecisionMaking's 5 channels, then 2 rule channels; GoNogo's 2
     # actions and CDM's 3 give Discrete(3)
     assert envs.single_observation_space.shape == (7,)
@@ -45,7 +45,7 @@ def test_an_action_the_task_lacks_is_a_wrong_response():
     action 1 pays 1 on a go trial."""
     rewards = {}
     for action in (1, 2):
-        envs = T.make_multitask_vector_env("GoNogo-v0,PerceptualDecisionMaking-v0", 8, seed=5)
+        envs = T.make_vector_env("GoNogo-v0,PerceptualDecisionMaking-v0", 8, seed=5)
         _, info = envs.reset()
         gt = info["trial_start"]["conditions"]["ground_truth"][0::2]
         # stimulus 5 steps + delay 5 steps from trial step 0; the agent starts at step 1
@@ -66,7 +66,7 @@ def test_each_task_stream_equals_the_single_task_engine():
     the first channels), rewards, trial ends and final observations, across an episode end."""
     ids = ["PerceptualDecisionMaking-v0", "GoNogo-v0", "DelayMatchSample-v0"]
     seed, per_task, steps = 7, 2, 40
-    multi = T.make_multitask_vector_env(ids, per_task * 3, seed=seed, max_episode_steps=25)
+    multi = T.make_vector_env(ids, per_task * 3, seed=seed, max_episode_steps=25)
     singles = [
         T.make_vector_env(name, per_task, seed=seed + k, max_episode_steps=25)
         for k, name in enumerate(ids)
@@ -119,7 +119,7 @@ def _rewards_ahead(envs: T.MultiTaskVectorEnv) -> np.ndarray:
 def test_accuracy_by_task_of_scripted_policies(policy, lo, hi):
     """The action with the most (least) immediate reward answers every trial right (wrong):
     each task's accuracy from the trial log is ~1 (~0)."""
-    envs = T.make_multitask_vector_env(FOUR, 8, seed=2)
+    envs = T.make_vector_env(FOUR, 8, seed=2)
     tracker = TrialTracker(8)
     _, info = envs.reset()
     tracker.reset(info)
@@ -143,7 +143,7 @@ def test_accuracy_by_task_of_scripted_policies(policy, lo, hi):
     "ids, fragment",
     [
         ("PerceptualDecisionMaking-v0,Nope-v0", "not a task of snrl.tasks"),
-        ("PerceptualDecisionMaking-v0", "at least two tasks"),
+        (["PerceptualDecisionMaking-v0"], "at least two tasks"),  # (one id in text: one task)
         ("PerceptualDecisionMaking-v0,CartPole-v1", "not a task of snrl.tasks"),
         ("GoNogo-v0,GoNogo", "twice"),
         ("PerceptualDecisionMaking-v0,ReadySetGo-v0", "different clocks"),
@@ -151,12 +151,12 @@ def test_accuracy_by_task_of_scripted_policies(policy, lo, hi):
 )
 def test_bad_task_lists_are_user_errors(ids, fragment):
     with pytest.raises(UserError, match=fragment):
-        T.make_multitask_vector_env(ids, 8)
+        T.make_vector_env(ids, 8)
 
 
 def test_fewer_envs_than_tasks_is_a_user_error():
     with pytest.raises(UserError, match="num_envs"):
-        T.make_multitask_vector_env(FOUR, 3)
+        T.make_vector_env(FOUR, 3)
 
 
 def test_ids_without_suffix_and_the_env_id_form():
