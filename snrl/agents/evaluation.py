@@ -46,7 +46,10 @@ def evaluate_agent(
     ``hook`` (optional) watches the episodes: ``hook.start(envs, tracker)`` after the reset
     and ``hook.step(envs, live)`` before each step (``live``: bool (n_episodes,), the
     episodes still running), e.g. to switch a perturbation on in one trial period
-    (:func:`snrl.analysis.perturb.evaluate_perturbed`).
+    (:func:`snrl.analysis.perturb.evaluate_perturbed`); a hook with an ``after_step``
+    method also gets ``hook.after_step(res, live)`` after each step of the agent (``res``:
+    its :class:`~snrl.agents.agent.StepResult`, with the activity; the task-variance
+    recording of :mod:`snrl.analysis.taskvar` reads it).
 
     Every episode ends: ``max_episode_steps`` when given, else the env's own limit, else (for a
     NeuroGym task) :data:`~snrl.envs.neurogym.TRIALS_PER_EPISODE` trials, else
@@ -88,6 +91,8 @@ def evaluate_agent(
             if hook is not None:
                 hook.step(envs, live)
             res = agent.step(agent.preprocess(obs), state, deterministic=deterministic, train=False)
+            if hook is not None and hasattr(hook, "after_step"):
+                hook.after_step(res, live)
             action = agent.env_action(res.action)
             obs, reward, term, trunc, info = envs.step(action)
             trials += [t for t in tracker.step(action, info) if live[t["env"]]]

@@ -23,6 +23,7 @@ from snrl.analysis import connectivity as conn
 from snrl.analysis import dynamics as dyn
 from snrl.analysis.currents import LayerWeights, layer_weights, synaptic_currents
 from snrl.analysis.stats import METRICS, NEURON_METRICS, SpikeStats
+from snrl.analysis.taskvar import is_multitask, task_variance_analysis
 from snrl.analysis.trials import PSTHAccumulator, TuningAccumulator, pca, selectivity
 from snrl.errors import UserError
 from snrl.io import write_json_atomic
@@ -120,6 +121,8 @@ class NetworkAnalysis:
         self.row_seconds: float | None = None  # task seconds per activity row (trial envs)
         self.env_dt: float | None = None  # task seconds per env step (trial envs)
         self._connectivity: dict[str, dict[str, Any]] = {}
+        #: a multitask run's task variance and clusters (:mod:`snrl.analysis.taskvar`)
+        self.task_variance: dict[str, Any] | None = None
 
     # -------------------------------------------------------------- feeding
     def add(self, traj: Any, inputs: Any = None) -> None:
@@ -287,6 +290,13 @@ class NetworkAnalysis:
             "(trained, and initial: rebuilt from the run's seed), their spectral radius, and "
             "the mean E->E weight between same- vs opposite-preference E cells"
         )
+        if self.task_variance is not None:
+            out["task_variance"] = _jsonable(self.task_variance)
+            out["about"]["task_variance"] = (
+                "multitask runs: each neuron's task variance (Yang et al. 2019), normalized per "
+                "neuron, and the clusters of the active neurons (snrl perturb --lesion cluster "
+                "--cluster K silences one); definition inside"
+            )
         if self.others:
             out["networks"] = {k: v.summary() for k, v in self.others.items()}
         return out
@@ -491,6 +501,10 @@ class NetworkAnalysis:
                 by = self._start_acc(name).by
                 labelled = {f"{by}={k}": v for k, v in traj[0].items()}
                 out["pca.png"] = F.pca_figure(self._label(name), labelled, traj[1])
+        if self.task_variance is not None:
+            from snrl.analysis.taskvar import task_variance_figure
+
+            out["task_variance.png"] = task_variance_figure(self.task_variance, self.network)
         return out
 
     def psth_neurons(self, name: str, per_population: int = 3) -> list[tuple[int, str]]:
@@ -556,6 +570,7 @@ def analyze(
     seed: int = 0,
     on_episode: Any = None,
     compare_initial: bool = True,
+    task_variance: bool = True,
     **kwargs: Any,
 ) -> NetworkAnalysis:
     """Roll out ``episodes`` deterministic episodes of ``algo`` (seeds ``seed``,
@@ -575,6 +590,11 @@ def analyze(
         on_episode: optional callable ``(index, trajectory)`` after each episode (exports).
         compare_initial: rebuild the networks' initial weights from the run's seed
             (:func:`initial_weights`) for the connectivity before/after training.
+        task_variance: on a multitask run (``snrl train --tasks``), also evaluate
+            ``episodes`` episodes (rounded up to a multiple of the task count, every task
+            in the same share) for the task variance of each neuron and its clusters
+            (:func:`snrl.analysis.taskvar.task_variance_analysis`), in
+            ``result.task_variance``.
         **kwargs: passed to :class:`NetworkAnalysis` (``fano_window``, ``corr_bin``,
             ``decode``, ``n_shuffles`` ...); the critic is not decoded.
 
@@ -625,6 +645,8 @@ def analyze(
             result.others["critic"].add(ctraj, inputs=x)
         if on_episode is not None:
             on_episode(k, traj)
+    if task_variance and is_multitask(algo):
+        result.task_variance = task_variance_analysis(algo, episodes=int(episodes), seed=seed)
     return result
 
 

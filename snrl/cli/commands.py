@@ -468,6 +468,13 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         }
     line["rate_unit"] = summary["rate_unit"]
     line.update(_dynamics_line(summary))
+    tv = summary.get("task_variance")
+    if tv:  # a multitask run: its clusters, for snrl perturb --lesion cluster --cluster K
+        line["task_variance"] = {
+            "n_active": tv["n_active"],
+            "n_clusters": tv["n_clusters"],
+            "cluster_sizes": [c["size"] for c in tv["clusters"]],
+        }
     print(json.dumps(line))
     return 0
 
