@@ -450,6 +450,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     )
     result, exporter = _analyze_one(algo, args, base)
     algo.close()
+    if result.task_variance is not None:  # which weights the clusters are of (--lesion)
+        ckpt = _checkpoint_path(args.run_dir, args.checkpoint)
+        result.task_variance["checkpoint"] = {"name": args.checkpoint, "sha256": _sha256(ckpt)}
     out = claim_output_dir(base, args.out)
     written = result.write(out, svg=args.svg)
     if exporter is not None:
@@ -500,35 +503,99 @@ def _dynamics_line(summary: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _perturb_spec(args: argparse.Namespace) -> Any:
+    """The perturbation the flags of ``snrl perturb`` describe (checked before anything
+    runs)."""
+    from snrl.analysis.perturb import PerturbationSpec
+
+    kind = (
+        "silence" if args.silence else "stimulate" if args.stimulate
+        else "noise" if args.noise is not None else "lesion"
+    )  # fmt: skip
+    if args.current is not None and kind != "stimulate":
+        raise UserError("--current goes with --stimulate E|I (drop --current)")
+    if kind == "stimulate" and args.current is None:
+        raise UserError("--stimulate needs --current X (the current added per neuron step)")
+    if (args.cluster is not None or args.clusters is not None) and kind != "lesion":
+        raise UserError("--cluster/--clusters go with --lesion cluster (drop them)")
+    if kind == "lesion" and args.cluster is None:
+        raise UserError("--lesion cluster needs --cluster K (see `snrl analyze`'s clusters)")
+    if args.fraction is not None and kind in ("noise", "lesion"):
+        raise UserError(f"--fraction goes with --silence or --stimulate, not --{kind}")
+    if args.fraction is not None and not 0.0 <= args.fraction <= 1.0:
+        raise UserError(f"--fraction {args.fraction} (give a share in [0, 1])")
+    return PerturbationSpec(
+        kind=kind,
+        population=args.silence or args.stimulate,
+        fraction=1.0 if args.fraction is None else args.fraction,
+        current=0.0 if args.current is None else args.current,
+        noise_std=0.0 if args.noise is None else args.noise,
+        cluster=args.cluster,
+        period=args.period,
+        choice_seed=args.choice_seed,
+        noise_seed=args.noise_seed,
+    )
+
+
+def _lesion_clusters(args: argparse.Namespace, ckpt: Path) -> dict[str, Any]:
+    """The task-variance entry of ``snrl analyze``'s summary, checked against the checkpoint
+    being perturbed (its SHA-256, recorded by ``snrl analyze``)."""
+    from snrl.analysis.run import read_summary
+
+    path = (
+        Path(args.clusters) if args.clusters else Path(args.run_dir) / "analysis" / "summary.json"
+    )
+    if not path.is_file():
+        raise UserError(
+            f"{path} does not exist (run `snrl analyze {args.run_dir}` first: its task-variance "
+            "clusters are what --lesion cluster silences)"
+        )
+    entry = read_summary(path).get("task_variance")
+    if not entry:
+        raise UserError(
+            f"{path} has no task_variance entry (analyze a multitask run with this snrl: "
+            f"`snrl analyze {args.run_dir}`)"
+        )
+    made = (entry.get("checkpoint") or {}).get("sha256")
+    if made != _sha256(ckpt):
+        raise UserError(
+            f"the clusters in {path} were not computed from {ckpt} (rerun `snrl analyze "
+            f"{args.run_dir} --checkpoint {args.checkpoint}`)"
+        )
+    return entry
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 def cmd_perturb(args: argparse.Namespace) -> int:
-    """Evaluation with a fraction of the policy's E or I neurons silenced, beside the same
-    evaluation unperturbed: ``perturb.json`` and ``perturb.png`` (docs/analysis.md)."""
+    """Evaluation with the policy perturbed (silenced or stimulated E or I neurons, current
+    noise, a lesioned task-variance cluster), beside the same evaluation unperturbed:
+    ``perturb.json`` and ``perturb.png`` (docs/analysis.md)."""
     from snrl.analysis.perturb import check_perturb_out, perturbation_report, write_perturbation
 
-    if not 0.0 <= args.fraction <= 1.0:
-        raise UserError(f"--fraction {args.fraction} (give a share in [0, 1])")
+    spec = _perturb_spec(args)
     out = check_perturb_out(args.run_dir, args.out)  # before anything runs
-    algo = load_algo(
-        _checkpoint_path(args.run_dir, args.checkpoint),
-        env=args.env,
-        trust_env_module=args.trust_env_module,
-    )
+    ckpt = _checkpoint_path(args.run_dir, args.checkpoint)
+    clusters = _lesion_clusters(args, ckpt) if spec.kind == "lesion" else None
+    algo = load_algo(ckpt, env=args.env, trust_env_module=args.trust_env_module)
     try:
         report = perturbation_report(
-            algo,
-            population=args.silence,
-            fraction=args.fraction,
-            period=args.period,
-            n_episodes=args.episodes,
-            seed=args.seed,
-            choice_seed=args.choice_seed,
+            algo, spec, n_episodes=args.episodes, seed=args.seed, clusters=clusters
         )
     finally:
         algo.close()
     written = write_perturbation(report, out)
     line = {"out": str(out), "files": [p.name for p in written]}
     for key in ("unperturbed", "perturbed"):
-        line[key] = {k: report[key].get(k) for k in ("mean_return", "accuracy") if k in report[key]}
+        line[key] = {
+            k: report[key].get(k)
+            for k in ("mean_return", "accuracy", "accuracy_by_task")
+            if k in report[key]
+        }
     line["effect"] = report["effect"]
     print(json.dumps(json_safe(line)))
     return 0

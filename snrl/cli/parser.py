@@ -269,26 +269,67 @@ def _add_perturb(sub: Any) -> None:
         sub,
         "perturb",
         cmd_perturb,
-        "evaluate a run with a fraction of its E or I neurons silenced, side by side with the "
-        "unperturbed run (evaluation only; the checkpoint is not changed)",
+        "evaluate a run with E or I neurons silenced or stimulated, current noise, or a "
+        "task-variance cluster lesioned, side by side with the unperturbed run (evaluation "
+        "only; the checkpoint is not changed)",
     )
-    p.add_argument("--silence", choices=("E", "I"), required=True, help="the population")
+    kind = p.add_mutually_exclusive_group(required=True)
+    kind.add_argument("--silence", choices=("E", "I"), help="silence this population")
+    kind.add_argument(
+        "--stimulate",
+        choices=("E", "I"),
+        help="add --current X to the input current of this population's neurons",
+    )
+    kind.add_argument(
+        "--noise",
+        type=float,
+        default=None,
+        metavar="S",
+        help="add Gaussian current noise of SD S per neuron step to every neuron",
+    )
+    kind.add_argument(
+        "--lesion",
+        choices=("cluster",),
+        help="silence the neurons of task-variance cluster --cluster K (multitask runs; "
+        "run `snrl analyze` first)",
+    )
+    p.add_argument(
+        "--current",
+        type=float,
+        default=None,
+        metavar="X",
+        help="--stimulate: current added per neuron step (membrane units, threshold 1)",
+    )
+    p.add_argument(
+        "--cluster", type=int, default=None, metavar="K", help="--lesion cluster: which one"
+    )
+    p.add_argument(
+        "--clusters",
+        default=None,
+        metavar="FILE",
+        help="--lesion cluster: the summary.json of `snrl analyze` holding the clusters "
+        "(default DIR/analysis/summary.json)",
+    )
     p.add_argument(
         "--fraction",
         type=float,
-        default=1.0,
-        help="share of the population silenced in each spiking layer, in [0, 1] (default 1)",
+        default=None,
+        help="--silence/--stimulate: share of the population chosen in each spiking layer, "
+        "in [0, 1] (default 1)",
     )
     p.add_argument(
         "--period",
         default=None,
-        help="NeuroGym tasks: silence only during this trial period (e.g. stimulus, delay, "
+        help="NeuroGym tasks: perturb only during this trial period (e.g. stimulus, delay, "
         "decision; default: always)",
     )
     p.add_argument("--episodes", type=EPISODES, default=20)
     p.add_argument("--seed", type=SEED, default=123, help="first env seed (default 123)")
     p.add_argument(
         "--choice-seed", type=SEED, default=0, help="seed of the choice of neurons (default 0)"
+    )
+    p.add_argument(
+        "--noise-seed", type=SEED, default=0, help="seed of the current noise (default 0)"
     )
     p.add_argument("--checkpoint", choices=("best", "last"), default="best")
     p.add_argument("--out", default=None, metavar="DIR", help="output folder (default DIR/perturb)")
