@@ -580,9 +580,18 @@ def cmd_perturb(args: argparse.Namespace) -> int:
     spec = _perturb_spec(args)
     out = check_perturb_out(args.run_dir, args.out)  # before anything runs
     ckpt = _checkpoint_path(args.run_dir, args.checkpoint)
-    clusters = _lesion_clusters(args, ckpt) if spec.kind == "lesion" else None
     algo = load_algo(ckpt, env=args.env, trust_env_module=args.trust_env_module)
     try:
+        clusters = None
+        if spec.kind == "lesion":
+            from snrl.analysis.taskvar import is_multitask
+
+            if not is_multitask(algo):
+                raise UserError(
+                    f"--lesion cluster needs a run trained on several tasks (snrl train --tasks "
+                    f"A,B,...); {args.run_dir} was trained on {algo.config.env} (use --silence)"
+                )
+            clusters = _lesion_clusters(args, ckpt)
         report = perturbation_report(
             algo, spec, n_episodes=args.episodes, seed=args.seed, clusters=clusters
         )

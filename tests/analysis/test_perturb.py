@@ -12,8 +12,11 @@ import torch
 
 import snrl
 from snrl.analysis.perturb import (
+    PerturbationSpec,
     Silencing,
+    build_perturbation,
     evaluate_perturbed,
+    perturbed,
     silence,
     silenced_neurons,
 )
@@ -213,3 +216,142 @@ def test_a_copied_or_planted_report_vouches_for_nothing(run_dir, tmp_path, capsy
     res = snrl_inproc(capsys, "perturb", run_dir, "--silence", "E", "--out", other / "new")
     assert res.returncode == 0, res.stderr
 
+
+
+def test_stimulation_adds_exactly_the_current_to_the_membrane():
+    """No spikes (a huge threshold): the stimulated neurons' membrane moves by
+    X (1 - alpha^t) / (1 - alpha) after t steps, the others' not at all."""
+    sign = torch.tensor([1.0] * 9 + [-1.0] * 3)
+    net = SpikingBackbone(
+        3, [12], 2, force_dale_law=True, recurrent_sign=[sign], seed=1, dt=1e-3, tau_m=20e-3,
+        threshold=1e9,
+    )  # fmt: skip
+    x = _inputs(t=30, b=2)
+    spec = PerturbationSpec(kind="stimulate", population="E", current=0.3)
+    p = build_perturbation(net, spec)
+    assert p.stimulated["lif0"].tolist() == list(range(9))
+
+    def membranes():
+        state, vs = net.initial_state(2), []
+        with torch.no_grad(), cached_weights():
+            for x_t in x:
+                res = net.run(x_t, state)
+                state = res.state
+                vs.append(res.activity["lif0"].v.reshape(2, 12).double())
+        return torch.stack(vs)
+
+    v0 = membranes()
+    with perturbed(net, p):
+        v1 = membranes()
+    alpha = np.exp(-1e-3 / 20e-3)
+    t = np.arange(1, 31)
+    expect = 0.3 * (1 - alpha**t) / (1 - alpha)
+    diff = (v1 - v0).numpy()
+    assert np.allclose(diff[:, :, :9], expect[:, None, None], rtol=1e-5, atol=1e-5)
+    assert np.array_equal(diff[:, :, 9:], np.zeros_like(diff[:, :, 9:]))
+
+
+def test_noise_of_zero_is_the_unperturbed_network_and_noise_is_seeded():
+    net = _backbone()
+    x = _inputs()
+    out, z = _run_steps(net, x)
+    with perturbed(net, build_perturbation(net, PerturbationSpec(kind="noise", noise_std=0.0))):
+        out0, z0 = _run_steps(net, x)
+    assert torch.equal(out, out0) and torch.equal(z, z0)
+    runs = []
+    for _ in range(2):
+        spec = PerturbationSpec(kind="noise", noise_std=2.0, noise_seed=4)
+        with perturbed(net, build_perturbation(net, spec)):
+            runs.append(_run_steps(net, x)[1])
+    assert torch.equal(runs[0], runs[1]) and not torch.equal(runs[0], z)
+
+
+def test_perturbation_spec_checks_its_values():
+    with pytest.raises(UserError, match="--noise -1"):
+        PerturbationSpec(kind="noise", noise_std=-1.0)
+    with pytest.raises(UserError, match="kind 'zap'"):
+        PerturbationSpec(kind="zap")
+    with pytest.raises(UserError, match="population"):
+        PerturbationSpec(kind="stimulate", population="X", current=1.0)
+    with pytest.raises(UserError, match="--current inf"):
+        PerturbationSpec(kind="stimulate", population="E", current=float("inf"))
+    net = _backbone()
+    with pytest.raises(UserError, match="snrl analyze"):
+        build_perturbation(net, PerturbationSpec(kind="lesion", cluster=0))
+    entry = {"layer": "lif0", "n_clusters": 2, "labels": [0] * 6 + [1] * 6}
+    p = build_perturbation(net, PerturbationSpec(kind="lesion", cluster=1), entry)
+    assert p.silenced["lif0"].tolist() == list(range(6, 12))
+    with pytest.raises(UserError, match="--cluster 2"):
+        build_perturbation(net, PerturbationSpec(kind="lesion", cluster=2), entry)
+
+
+@pytest.fixture
+def multitask_run(tmp_path):
+    out = tmp_path / "mt"
+    algo = snrl.PPO(
+        "snrl.tasks:PerceptualDecisionMaking-v0,GoNogo-v0", backbone="lif", hidden_size=12,
+        n_envs=2, seed=0, run_dir=out,
+    )  # fmt: skip
+    algo.learn(64)
+    algo.close()
+    return out
+
+
+def test_lesion_of_a_task_variance_cluster_as_a_user_runs_it(multitask_run, run_dir, capsys):
+    ckpt = multitask_run / "checkpoints" / "best.pt"
+    digest = hashlib.sha256(ckpt.read_bytes()).hexdigest()
+    lesion = ("perturb", multitask_run, "--lesion", "cluster", "--episodes", 2)
+    # no analysis yet: say to run it
+    assert_user_error(snrl_inproc(capsys, *lesion, "--cluster", 0), "snrl analyze")
+    res = snrl_inproc(capsys, "analyze", multitask_run, "--episodes", 2, "--no-decode")
+    assert res.returncode == 0, res.stderr
+    summary = json.loads((multitask_run / "analysis" / "summary.json").read_text())
+    tv = summary["task_variance"]
+    assert tv["tasks"] == ["PerceptualDecisionMaking-v0", "GoNogo-v0"]
+    assert tv["checkpoint"]["sha256"] == digest
+    assert (multitask_run / "analysis" / "task_variance.png").stat().st_size > 0
+    assert json.loads(res.stdout)["task_variance"]["n_clusters"] == tv["n_clusters"]
+    assert tv["n_clusters"] >= 1
+    res = snrl_inproc(capsys, *lesion, "--cluster", 0)
+    assert res.returncode == 0, res.stderr
+    report = json.loads((multitask_run / "perturb" / "perturb.json").read_text())
+    members = [i for i, c in enumerate(tv["labels"]) if c == 0]
+    assert report["perturbation"]["neurons"] == {tv["layer"]: members}
+    assert set(report["effect"]["accuracy_by_task"]) == set(tv["tasks"])
+    for t, d in report["effect"]["accuracy_by_task"].items():
+        pert, base = (report[k]["accuracy_by_task"][t] for k in ("perturbed", "unperturbed"))
+        assert d == pytest.approx(pert - base)
+    assert hashlib.sha256(ckpt.read_bytes()).hexdigest() == digest  # checkpoint untouched
+    # bad combinations: exit 2, one line
+    assert_user_error(snrl_inproc(capsys, *lesion, "--cluster", 99), "--cluster 99")
+    assert_user_error(snrl_inproc(capsys, *lesion), "needs --cluster")
+    assert_user_error(
+        snrl_inproc(capsys, "perturb", run_dir, "--lesion", "cluster", "--cluster", 0),
+        "several tasks",
+    )
+    assert_user_error(snrl_inproc(capsys, "perturb", run_dir, "--stimulate", "E"), "--current")
+    assert_user_error(
+        snrl_inproc(capsys, "perturb", run_dir, "--silence", "E", "--current", 1), "--current"
+    )
+    assert_user_error(
+        snrl_inproc(capsys, "perturb", run_dir, "--noise", 1, "--fraction", 0.5), "--fraction"
+    )
+    res = snrl_inproc(capsys, "perturb", run_dir, "--silence", "E", "--noise", 1)
+    assert res.returncode == 2
+
+
+def test_snrl_perturb_stimulate_and_noise(run_dir, capsys):
+    ckpt = run_dir / "checkpoints" / "best.pt"
+    digest = hashlib.sha256(ckpt.read_bytes()).hexdigest()
+    res = snrl_inproc(capsys, "perturb", run_dir, "--noise", 0, "--episodes", 2)
+    assert res.returncode == 0, res.stderr
+    report = json.loads((run_dir / "perturb" / "perturb.json").read_text())
+    assert report["perturbed"]["returns"] == report["unperturbed"]["returns"]
+    res = snrl_inproc(
+        capsys, "perturb", run_dir, "--stimulate", "I", "--current", "0.5", "--episodes", 2
+    )
+    assert res.returncode == 0, res.stderr
+    report = json.loads((run_dir / "perturb" / "perturb.json").read_text())
+    assert report["perturbation"]["kind"] == "stimulate"
+    assert report["perturbation"]["current"] == 0.5
+    assert hashlib.sha256(ckpt.read_bytes()).hexdigest() == digest
