@@ -217,7 +217,6 @@ def test_a_copied_or_planted_report_vouches_for_nothing(run_dir, tmp_path, capsy
     assert res.returncode == 0, res.stderr
 
 
-
 def test_stimulation_adds_exactly_the_current_to_the_membrane():
     """No spikes (a huge threshold): the stimulated neurons' membrane moves by
     X (1 - alpha^t) / (1 - alpha) after t steps, the others' not at all."""
