@@ -9,8 +9,10 @@ number is defined in :data:`METRICS` (docs/analysis.md is generated from it). Th
 psychometric curve of decision tasks lives in :mod:`snrl.analysis.psychometric` (with binomial
 intervals and lapse rates), the behaviour readouts of other task families (context and
 congruency, the f1 x f2 matrix and Weber curve, produced against sample interval, accuracy
-against delay, error counts) in :mod:`snrl.analysis.behaviour`; silencing E or
-I neurons during evaluation (``snrl perturb``) in :mod:`snrl.analysis.perturb`. Decoding and
+against delay, error counts) in :mod:`snrl.analysis.behaviour`; perturbations during
+evaluation (silencing or stimulating E or I neurons, current noise, lesions of task-variance
+clusters; ``snrl perturb``) in :mod:`snrl.analysis.perturb`; the task variance of each
+neuron of a multitask run and its clusters in :mod:`snrl.analysis.taskvar`. Decoding and
 dimensionality of trial activity in :mod:`snrl.analysis.dynamics`; connectivity by E/I block
 in :mod:`snrl.analysis.connectivity`; fixed and slow points in
 :mod:`snrl.analysis.fixed_points`.
