@@ -55,6 +55,7 @@ __all__ = [
     "participation_ratio",
     "shrinkage_covariance",
     "stratified_folds",
+    "smooth_trial",
     "trial_dimensionality",
 ]
 
@@ -260,6 +261,16 @@ def cross_validated_accuracy(
 
 
 # ------------------------------------------------------------------ trial activity
+def smooth_trial(per_step: np.ndarray, width: int) -> np.ndarray:
+    """(T, N) causal boxcar mean of ``width`` rows, not reaching before row 0."""
+    x = np.asarray(per_step, dtype=np.float64)
+    w = max(1, int(width))
+    c = np.cumsum(np.vstack([np.zeros((1, x.shape[1])), x]), axis=0)
+    idx = np.arange(1, x.shape[0] + 1)
+    lo = np.maximum(idx - w, 0)
+    return (c[idx] - c[lo]) / (idx - lo)[:, None]
+
+
 class TrialActivity:
     """Per-trial activity of one layer aligned to the trial start (module docstring), for
     decoding and dimensionality; keeps the first ``max_trials`` trials (memory bound:
@@ -292,10 +303,7 @@ class TrialActivity:
             if b <= a:
                 continue
             per_step = s[a * sub : b * sub].reshape(b - a, sub, -1).mean(1)
-            c = np.cumsum(np.vstack([np.zeros((1, self.size)), per_step]), axis=0)
-            idx = np.arange(1, b - a + 1)
-            lo = np.maximum(idx - self.smooth, 0)
-            sm = (c[idx] - c[lo]) / (idx - lo)[:, None]
+            sm = smooth_trial(per_step, self.smooth)
             out = np.full((self.length, self.size), np.nan, dtype=np.float32)
             m = min(self.length, b - a)
             out[:m] = sm[:m]

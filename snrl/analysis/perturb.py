@@ -66,7 +66,9 @@ __all__ = [
     "Silencing",
     "build_perturbation",
     "check_perturb_out",
+    "cluster_neurons",
     "evaluate_perturbed",
+    "is_multitask",
     "perturbation_figure",
     "perturbation_report",
     "perturbed",
@@ -141,6 +143,33 @@ class PerturbationSpec:
         else:
             what = f"task-variance cluster {self.cluster} lesioned (silenced)"
         return what + where
+
+
+def is_multitask(algo: Any) -> bool:
+    """Whether ``algo`` was trained on several tasks (``snrl train --tasks``)."""
+    from snrl.tasks.multitask import PREFIX
+
+    env = getattr(algo.config, "env", None)
+    return isinstance(env, str) and env.startswith(PREFIX) and "," in env
+
+
+def cluster_neurons(entry: Mapping[str, Any], cluster: int) -> dict[str, np.ndarray]:
+    """The neurons of task-variance cluster ``cluster`` of an analysis entry
+    (:func:`snrl.analysis.taskvar.task_variance_analysis`), as ``{layer: indices}``.
+
+    Raises:
+        UserError: ``cluster`` is not one of the entry's clusters.
+    """
+    n = int(entry.get("n_clusters") or 0)
+    if not 0 <= int(cluster) < n:
+        raise UserError(
+            f"--cluster {cluster} is not a task-variance cluster of this run (it has {n}: "
+            f"0..{n - 1})"
+            if n
+            else f"--cluster {cluster}: this run's task-variance analysis found no cluster"
+        )
+    labels = np.asarray(entry["labels"])
+    return {str(entry["layer"]): np.flatnonzero(labels == int(cluster))}
 
 
 def silenced_neurons(
@@ -333,8 +362,6 @@ def build_perturbation(
             n: np.arange(int(backbone.layers[n].output_size)) for n in _spiking_names(backbone)
         }
         return Perturbation(noisy=every, noise_std=spec.noise_std, noise_seed=spec.noise_seed)
-    from snrl.analysis.taskvar import cluster_neurons
-
     if clusters is None:
         raise UserError(
             "--lesion cluster needs the run's task-variance clusters (run `snrl analyze RUN` "
@@ -401,10 +428,14 @@ def evaluate_perturbed(
     n_episodes: int = 20,
     seed: int = 123,
     period: str | None = None,
+    record: Any = None,
 ) -> dict[str, Any]:
     """Evaluate ``algo`` (deterministic actions, env ``i`` seeded ``seed + i``) with the
     policy under ``perturbation`` (None: unperturbed), active in every step or, with
     ``period``, only in the steps where a NeuroGym trial is in that period.
+
+    ``record`` (optional) is called as ``record.after_step(res, live)`` after every step of
+    the agent (e.g. :class:`snrl.analysis.taskvar.TaskActivityRecorder`).
 
     Returns:
         ``{"mean_return", "std_return", "n_episodes", "returns", "mean_length",
@@ -420,7 +451,7 @@ def evaluate_perturbed(
     if n < 1:
         raise UserError(f"episodes={n_episodes} (give at least 1)")
     agent = algo.agent
-    gate = _Gate(perturbation, period)
+    gate = _Gate(perturbation, period, record)
     ctx = (
         perturbed(agent.actor, perturbation)
         if perturbation is not None
@@ -451,9 +482,15 @@ class _Gate:
     once the envs are reset, switches the perturbation on per env in that period, and counts
     the live env steps it was active in."""
 
-    def __init__(self, perturbation: Perturbation | None, period: str | None) -> None:
-        self.perturbation, self.period = perturbation, period
+    def __init__(
+        self, perturbation: Perturbation | None, period: str | None, record: Any = None
+    ) -> None:
+        self.perturbation, self.period, self.record = perturbation, period, record
         self.active_steps = self.total_steps = 0
+
+    def after_step(self, res: Any, live: np.ndarray) -> None:
+        if self.record is not None:
+            self.record.after_step(res, live)
 
     def start(self, envs: Any, tracker: TrialTracker) -> None:
         if self.period is not None:
@@ -531,7 +568,6 @@ def perturbation_report(
             :func:`build_perturbation`.
     """
     from snrl.analysis.psychometric import has_psychometric, psychometric_curve
-    from snrl.analysis.taskvar import is_multitask
 
     if spec is None:
         spec = PerturbationSpec(

@@ -22,8 +22,9 @@ import numpy as np
 from snrl.analysis import connectivity as conn
 from snrl.analysis import dynamics as dyn
 from snrl.analysis.currents import LayerWeights, layer_weights, synaptic_currents
+from snrl.analysis.perturb import is_multitask
 from snrl.analysis.stats import METRICS, NEURON_METRICS, SpikeStats
-from snrl.analysis.taskvar import is_multitask, task_variance_analysis
+from snrl.analysis.taskvar import task_variance_analysis
 from snrl.analysis.trials import PSTHAccumulator, TuningAccumulator, pca, selectivity
 from snrl.errors import UserError
 from snrl.io import write_json_atomic

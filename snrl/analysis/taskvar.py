@@ -37,13 +37,13 @@ from typing import Any
 
 import numpy as np
 
+from snrl.analysis.dynamics import smooth_trial
+from snrl.analysis.perturb import evaluate_perturbed, is_multitask
 from snrl.errors import UserError
 
 __all__ = [
     "TaskActivityRecorder",
-    "cluster_neurons",
     "cluster_task_variance",
-    "is_multitask",
     "silhouette_score",
     "task_variance",
     "task_variance_analysis",
@@ -51,24 +51,6 @@ __all__ = [
 ]
 
 _DEFINITION = __doc__.split("\n\n", 2)[2].strip()
-
-
-def is_multitask(algo: Any) -> bool:
-    """Whether ``algo`` was trained on several tasks (``snrl train --tasks``)."""
-    from snrl.tasks.multitask import PREFIX
-
-    env = getattr(algo.config, "env", None)
-    return isinstance(env, str) and env.startswith(PREFIX) and "," in env
-
-
-def smooth_trial(per_step: np.ndarray, width: int) -> np.ndarray:
-    """(T, N) causal boxcar mean of ``width`` rows, not reaching before row 0."""
-    x = np.asarray(per_step, dtype=np.float64)
-    w = max(1, int(width))
-    c = np.cumsum(np.vstack([np.zeros((1, x.shape[1])), x]), axis=0)
-    idx = np.arange(1, x.shape[0] + 1)
-    lo = np.maximum(idx - w, 0)
-    return (c[idx] - c[lo]) / (idx - lo)[:, None]
 
 
 def task_variance(
@@ -247,7 +229,7 @@ def task_variance_analysis(
     """Record a multitask run's policy on every task, and its task variance and clusters.
 
     The evaluation runs ``episodes`` episodes rounded up to a multiple of the task count (env
-    ``i`` runs task ``i % K``, seeded as :func:`snrl.agents.evaluation.evaluate_agent`,
+    ``i`` runs task ``i % K``, seeded as :func:`snrl.analysis.perturb.evaluate_perturbed`,
     deterministic actions); the first spiking layer of the policy is analysed.
 
     Returns:
@@ -260,8 +242,6 @@ def task_variance_analysis(
     Raises:
         UserError: the run is not a multitask run, or has no spiking layer.
     """
-    from snrl.agents.evaluation import evaluate_agent
-    from snrl.layers.base import cached_weights
     from snrl.tasks.multitask import parse_task_ids
 
     if not is_multitask(algo):
@@ -278,24 +258,7 @@ def task_variance_analysis(
     k = len(tasks)
     n_env = -(-max(int(episodes), 1) // k) * k
     rec = TaskActivityRecorder(layer)
-    was_training = agent.training
-    agent.eval()
-    try:
-        import torch
-
-        with torch.no_grad(), cached_weights():
-            res = evaluate_agent(
-                agent,
-                algo.config.env,
-                n_episodes=n_env,
-                seed=int(seed),
-                deterministic=True,
-                env_kwargs=algo.lesson_env_kwargs(None),
-                max_episode_steps=algo.config.max_episode_steps,
-                hook=rec,
-            )
-    finally:
-        agent.train(was_training)
+    res = evaluate_perturbed(algo, None, n_episodes=n_env, seed=int(seed), record=rec)
     acts = rec.by_task(res.get("trials") or [], smooth)
     missing = [t for t in tasks if t not in acts]
     if missing:
@@ -351,25 +314,6 @@ def task_variance_analysis(
         },
         "definition": _DEFINITION,
     }
-
-
-def cluster_neurons(entry: Mapping[str, Any], cluster: int) -> dict[str, np.ndarray]:
-    """The neurons of task-variance cluster ``cluster`` of an analysis entry
-    (:func:`task_variance_analysis`), as ``{layer: indices}`` for a perturbation.
-
-    Raises:
-        UserError: ``cluster`` is not one of the entry's clusters.
-    """
-    n = int(entry.get("n_clusters") or 0)
-    if not 0 <= int(cluster) < n:
-        raise UserError(
-            f"--cluster {cluster} is not a task-variance cluster of this run (it has {n}: "
-            f"0..{n - 1})"
-            if n
-            else f"--cluster {cluster}: this run's task-variance analysis found no cluster"
-        )
-    labels = np.asarray(entry["labels"])
-    return {str(entry["layer"]): np.flatnonzero(labels == int(cluster))}
 
 
 def task_variance_figure(entry: Mapping[str, Any], title: str = "policy") -> Any:

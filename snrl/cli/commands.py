@@ -584,7 +584,7 @@ def cmd_perturb(args: argparse.Namespace) -> int:
     try:
         clusters = None
         if spec.kind == "lesion":
-            from snrl.analysis.taskvar import is_multitask
+            from snrl.analysis.perturb import is_multitask
 
             if not is_multitask(algo):
                 raise UserError(

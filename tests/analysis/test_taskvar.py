@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 import snrl
+from snrl.analysis.dynamics import smooth_trial
+from snrl.analysis.perturb import cluster_neurons
 from snrl.analysis.taskvar import (
-    cluster_neurons,
     cluster_task_variance,
     silhouette_score,
-    smooth_trial,
     task_variance,
     task_variance_analysis,
     task_variance_figure,
