@@ -10,7 +10,8 @@
   ``/proc/self/statm``).
 * ``learning``: snrl PPO (Dale LIF, the tuned settings of each task) with
   ``learning_rule=bptt``, ``eprop`` + ``eprop_feedback=symmetric`` and ``eprop`` + ``random``
-  on PerceptualDecisionMaking-v0, GoNogo-v0 and CartPole-v1, ``--steps`` env steps, seeds
+  on PerceptualDecisionMaking-v0, GoNogo-v0 and CartPole-v1 (``--tasks``; also
+  DelayMatchSample-v0), ``--steps`` env steps, seeds
   ``--seeds``; each run a subprocess (at most ``--jobs`` at once). Reported: the final
   deterministic evaluation (20 episodes, seed 1000 + seed): trial accuracy on the NeuroGym
   tasks, mean return on CartPole; and wall time.
@@ -163,6 +164,7 @@ def memory(args: argparse.Namespace) -> None:
 TASKS = {
     "PerceptualDecisionMaking-v0": "accuracy",
     "GoNogo-v0": "accuracy",
+    "DelayMatchSample-v0": "accuracy",
     "CartPole-v1": "mean_return",
 }
 RULES = {
@@ -240,7 +242,11 @@ def main() -> None:
     lr.add_argument("--steps", type=int, default=30_000)
     lr.add_argument("--seeds", default="1,2,3")
     lr.add_argument("--jobs", type=int, default=2)
-    lr.add_argument("--tasks", default=",".join(TASKS), help="comma-separated env ids")
+    lr.add_argument(
+        "--tasks",
+        default="PerceptualDecisionMaking-v0,GoNogo-v0,CartPole-v1",
+        help=f"comma-separated env ids among {', '.join(TASKS)}",
+    )
     lr.add_argument("--backbone", choices=("lif", "alif"), default="lif")
     args = p.parse_args()
     memory(args) if args.cmd == "memory" else learning(args)
