@@ -137,3 +137,38 @@ def test_one_version_number():
     project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert snrl.__version__ == project["version"]
     assert f"## {snrl.__version__}" in (root / "CHANGELOG.md").read_text(encoding="utf-8")
+
+
+def test_every_data_file_is_package_data():
+    """Each non-Python file snrl reads at run time (the zoo's TOML, NIR's mapping table, the
+    C kernel, the dashboard's page) matches a package-data pattern of pyproject.toml, so that
+    an installed wheel has it too."""
+    import fnmatch
+    import sys
+    from pathlib import Path
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    root = Path(__file__).resolve().parents[1]
+    setuptools = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]
+    patterns = setuptools["setuptools"]["package-data"]
+    files = [
+        p.relative_to(root)
+        for p in (root / "snrl").rglob("*")
+        if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts
+    ]
+    assert "snrl/networks/nir_mapping.toml" in {p.as_posix() for p in files}
+    for f in files:
+        package = ".".join(f.parent.parts)
+        owners = [
+            (pkg, globs)
+            for pkg, globs in patterns.items()
+            if package == pkg or package.startswith(pkg + ".")
+        ]
+        assert any(
+            fnmatch.fnmatch(f.relative_to(Path(*pkg.split("."))).as_posix(), g)
+            for pkg, globs in owners
+            for g in globs
+        ), f"{f} is not package data in pyproject.toml"

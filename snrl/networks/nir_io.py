@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import io
 import types
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -56,38 +57,24 @@ import numpy as np
 import torch
 from torch import nn
 
+from snrl.config import loads_toml
 from snrl.errors import UserError
 from snrl.io import atomic_write_bytes
 from snrl.layers.base import decay_of
 
 __all__ = ["from_nir", "parameter_table", "to_nir", "write_nir"]
 
-#: snrl parameter -> NIR parameter, as :func:`to_nir` writes them (forward-Euler map).
-MAPPING = (
-    ("LIF, LI membrane", "alpha = exp(-dt / tau_m)", "tau", "dt / (1 - alpha)"),
-    ("LIF, LI membrane", "(input scale 1)", "r", "tau / dt"),
-    ("LIF, LI membrane", "(rest at 0)", "v_leak", "0"),
-    ("LIF", "threshold", "v_threshold", "threshold"),
-    ("LIF, reset='zero'", "(zeroed before the next step)", "v_reset", "0"),
-    (
-        "LIF, reset='subtract'",
-        "threshold z_{t-1} subtracted",
-        "Linear (rec) diagonal",
-        "-threshold",
-    ),
-    ("SpyLIF synapse", "alpha_syn = exp(-dt / tau_syn)", "tau_syn", "dt / (1 - alpha_syn)"),
-    ("SpyLIF synapse", "(input scale 1)", "w_in", "tau_syn / dt"),
-    (
-        "to_nir(unit_r=True)",
-        "(input scale 1)",
-        "r, w_in; rows of the Affine/Linear feeding the neuron",
-        "1, 1; times r (w_in) above",
-    ),
-    ("weights", "forward_weights (in, out)", "Affine weight (out, in)", "transposed, signed"),
-    ("weights", "bias (out,)", "Affine bias", "bias"),
-    ("weights", "recurrent_weights (N, N)", "Linear weight (N, N)", "transposed, signed"),
-    ("time", "dt (s)", "graph.metadata['dt']", "dt"),
-)
+
+def _mapping() -> tuple[tuple[str, str, str, str], ...]:
+    """The rows of ``nir_mapping.toml`` (package data), one tuple per row."""
+    path = resources.files("snrl.networks").joinpath("nir_mapping.toml")
+    return tuple(tuple(row) for row in loads_toml(path.read_text(encoding="utf-8"))["rows"])
+
+
+#: snrl parameter -> NIR parameter, as :func:`to_nir` writes them (forward-Euler map): the
+#: rows ``(part, snrl, NIR, value)`` of ``nir_mapping.toml``, one per line there;
+#: :func:`parameter_table` prints them.
+MAPPING = _mapping()
 
 
 #: The NIR neuron node of each snrl neuron model and reset, read both ways: :func:`to_nir`
