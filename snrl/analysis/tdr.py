@@ -48,8 +48,9 @@ and decoder per marginalization (Kobak et al. 2016, "dPCA") is not implemented; 
 variance decomposition it starts from is.
 
 Task variables (:func:`task_variables`) come from each trial's ``choice``, ``gt`` and
-``conditions``: **choice** is -1 / +1 for the two most common choices (the lower label -1;
-trials with another choice or none are left out); **stimulus** is the ground truth's sign
+``conditions``: **choice** is -1 / +1 for the two most common choices among the ground-truth
+values (the lower label -1; trials with another choice, such as staying in fixation, are left
+out; without a ground truth, the two most common choices); **stimulus** is the ground truth's sign
 (-1 for the lower of two ``gt`` values, +1 for the higher) times the coherence when the
 trial has a numeric ``coh`` condition (PerceptualDecisionMaking: the signed coherence in %,
 0 % for both ground truths), divided by its largest magnitude in the regression; **context**
@@ -110,7 +111,11 @@ def task_variables(trials: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     k = len(trials)
     names, cols, raw, defs = [], [], {}, {}
     choice = [condition_key(t, "choice") or "" for t in trials]
-    levels, counts = np.unique([c for c in choice if c], return_counts=True)
+    gt = [condition_key(t, "gt") or "" for t in trials]
+    answers = set(gt) - {""}  # a choice no trial's ground truth asks for: no answer
+    levels, counts = np.unique(
+        [c for c in choice if c and (c in answers or not answers)], return_counts=True
+    )
     if levels.size >= 2:
         top = levels[np.argsort(-counts, kind="stable")[:2]].tolist()
         c = _sign_of(choice, top)
@@ -119,7 +124,6 @@ def task_variables(trials: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         cols.append(c)
         raw["choice"] = np.array([float(v) if v in top else np.nan for v in choice], dtype=object)
         defs["choice"] = f"-1: choice {lo}, +1: choice {hi} (other trials left out)"
-    gt = [condition_key(t, "gt") or "" for t in trials]
     gt_levels = _sorted_levels(gt)
     if len(gt_levels) == 2:
         sign = _sign_of(gt, gt_levels)
@@ -481,8 +485,9 @@ def tdr_analysis(ta: TrialActivity, *, n_pcs: int = 12, min_trials: int = 3) -> 
 
 
 def _condition_styles(groups: Sequence[str]) -> dict[str, tuple[Any, Any]]:
-    """Colour by the signed stimulus (the last ``key=value``; a diverging, colour-blind
-    safe map), line style by the rest (choice, context)."""
+    """Colour by the signed stimulus (the last ``key=value``): blues below 0, oranges above
+    (the colour-blind safe pair), darker for stronger stimuli, near-black at 0; line style by
+    the rest (choice, context)."""
     from matplotlib import colormaps
 
     from snrl.palette import LINESTYLES
@@ -496,10 +501,15 @@ def _condition_styles(groups: Sequence[str]) -> dict[str, tuple[Any, Any]]:
 
     vmax = max((abs(split(g)[1]) for g in groups), default=1.0) or 1.0
     heads = sorted({split(g)[0] for g in groups})
-    cmap = colormaps["PuOr"]
+
+    def colour(v: float) -> Any:
+        if v == 0:
+            return "#1A1A1A"
+        return colormaps["Blues" if v < 0 else "Oranges"](0.35 + 0.65 * abs(v) / vmax)
+
     return {
         g: (
-            cmap(0.5 + 0.45 * split(g)[1] / vmax),
+            colour(split(g)[1]),
             LINESTYLES[heads.index(split(g)[0]) % len(LINESTYLES)],
         )
         for g in groups

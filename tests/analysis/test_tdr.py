@@ -170,3 +170,72 @@ def test_task_variables_from_trials():
     ]  # fmt: skip
     ctx = [dict(t, conditions=dict(t["conditions"], context=j % 2)) for j, t in enumerate(trials)]
     assert task_variables(ctx)["names"] == ["choice", "stimulus", "context"]
+
+
+def _episode(rng, a_choice, a_stim, n_trials=40, length=12):
+    """One recorded episode of back-to-back PDM-like trials whose Bernoulli spikes carry a
+    planted choice ramp (a_choice) and a transient signed-coherence response (a_stim)."""
+    from snrl.networks import Activity, LayerActivity
+    from snrl.trajectory import Trajectory
+
+    n = a_choice.size
+    cohs = np.array([0.0, 6.4, 12.8, 25.6, 51.2])
+    t = np.arange(length)
+    spikes, trials = [], []
+    for j in range(n_trials):
+        gt = int(rng.integers(1, 3))
+        coh = float(cohs[rng.integers(0, cohs.size)])
+        stim = (1.0 if gt == 2 else -1.0) * coh / 51.2
+        choice = 2 if stim + 0.5 * rng.normal() > 0 else 1
+        c = 1.0 if choice == 2 else -1.0
+        p = 0.3 + 0.12 * (c * t / length)[:, None] * a_choice
+        p = p + 0.12 * (stim * np.exp(-((t - 3.0) ** 2) / 4.0))[:, None] * a_stim
+        spikes.append((rng.random((length, n)) < np.clip(p, 0, 1)).astype(np.float32))
+        trials.append(
+            {"start_step": j * length, "end_step": (j + 1) * length - 1, "choice": choice,
+             "gt": gt, "correct": choice == gt, "conditions": {"coh": coh}}
+        )  # fmt: skip
+    s = np.concatenate(spikes)
+    steps = len(s)
+    return Trajectory(
+        observations=np.zeros((steps, 3)),
+        actions=np.zeros(steps, np.int64),
+        rewards=np.zeros(steps),
+        terminated=np.zeros(steps, bool),
+        truncated=np.zeros(steps, bool),
+        activity=Activity([LayerActivity("lif0", "spiking", n, spikes=s)]),
+        trials=trials,
+        dt=0.1,
+    )
+
+
+def test_network_analysis_reports_tdr_and_draws_it():
+    import json
+
+    from snrl.analysis import NetworkAnalysis
+
+    rng = np.random.default_rng(5)
+    n = 40
+    a_choice, a_stim = rng.choice([-1.0, 1.0], (2, n))
+    eps = [_episode(rng, a_choice, a_stim) for _ in range(10)]
+    layers = [{"name": "lif0", "kind": "spiking", "size": n, "sign": None}]
+    res = NetworkAnalysis(layers, dt=0.1, n_shuffles=0, decode_steps=12)
+    for ep in eps:
+        res.add(ep)
+    tdr = json.loads(json.dumps(res.summary()))["dynamics"]["tdr"]
+    assert tdr["order"] == ["choice", "stimulus"] and tdr["n_trials"] == 400
+    x = res.trial_activity.tensor()
+    sd = np.nanstd(x.reshape(-1, n), axis=0)
+    planted, _ = np.linalg.qr(np.stack([a_choice / sd, a_stim / sd], axis=1))
+    for j, name in enumerate(tdr["order"]):
+        vec = np.asarray(tdr["axes"][name]["vector"])
+        assert abs(vec @ planted[:, j]) > 0.9, name
+    assert tdr["axes"]["choice"]["t_max_bin"] >= 9  # the ramp ends the trial
+    assert 1 <= tdr["axes"]["stimulus"]["t_max_bin"] <= 6  # the transient peaks at 3 (+ smoothing)
+    shares = tdr["demixed_variance"]["shares"]
+    assert sum(shares.values()) == pytest.approx(1.0)
+    assert shares["decision"] > shares["interaction"]
+    assert "tdr.png" in res.figures()
+    off = NetworkAnalysis(layers, dt=0.1, decode=False)
+    off.add(eps[0])
+    assert "tdr.png" not in off.figures() and "dynamics" not in off.summary()
