@@ -38,6 +38,34 @@ def _first_significant(res: dict, p_max: float) -> int | None:
     return None
 
 
+def _dpca_numbers(ta, tdr: dict) -> dict:
+    """Demixed PCA of the same z-scored condition-mean table as the demixed variance: each
+    marginalization's first two components (explained variance, the share of the first
+    component's variance from its own marginalization) and the cosine of the decision and
+    stimulus encoders with the TDR choice and stimulus axes."""
+    from snrl.analysis.tdr import condition_table, dpca, task_variables, zscore_activity
+
+    var = task_variables(ta.trials)
+    xc, info = condition_table(
+        zscore_activity(ta.tensor()), var["raw"]["stimulus"], var["raw"]["choice"]
+    )
+    res = dpca(xc, n_components=2)
+    out = {
+        k: {
+            "explained_variance": np.round(v["explained_variance"], 4).tolist(),
+            "own_share_first": round(float(v["demixing"][k][0]), 4),
+        }
+        for k, v in res.items()
+    }
+    for marg, axis in (("decision", "choice"), ("stimulus", "stimulus")):
+        vec = np.asarray(tdr["axes"][axis]["vector"], dtype=np.float64)
+        out[marg][f"abs_cos_with_tdr_{axis}"] = round(
+            float(abs(res[marg]["encoder"][:, 0] @ vec)), 3
+        )
+    out["table"] = {"stimulus_levels": info["stimulus_levels"], "decisions": info["decisions"]}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run", type=Path)
@@ -94,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             g: [round(float(p[name][b]), 2) for name in order] for g, p in proj.items()
         }
     out["n"] = tdr["n"]
+    out["dpca"] = _dpca_numbers(res.trial_activity, tdr)
     print(json.dumps(out, indent=1))
     if args.png is not None:
         import sys

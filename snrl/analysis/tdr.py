@@ -43,9 +43,11 @@ the table (a trained agent rarely errs at strong stimuli, so those levels have n
 the wrong choice). The noise of the condition averages is not subtracted (Kobak et al.
 estimate it from the trial-to-trial variability; not done here).
 
-This is *not* demixed PCA: the regularized reduced-rank regression that finds an encoder
-and decoder per marginalization (Kobak et al. 2016, "dPCA") is not implemented; only the
-variance decomposition it starts from is.
+**Demixed PCA** (:func:`dpca`, Python only): per marginalization, the regularized
+reduced-rank regression of Kobak et al. 2016 that finds an encoder and a decoder, with the
+ridge strength fixed (``regularizer``), not chosen by cross-validation over trials as they
+do. ``snrl analyze`` reports the demixed variance (the marginalization), not the dPCA
+components.
 
 Task variables (:func:`task_variables`) come from each trial's ``choice``, ``gt`` and
 ``conditions``: **choice** is -1 / +1 for the two most common choices among the ground-truth
@@ -69,8 +71,10 @@ from snrl.analysis.trials import condition_key
 from snrl.errors import UserError
 
 __all__ = [
+    "condition_table",
     "demixed_variance",
     "demixed_variance_trials",
+    "dpca",
     "marginalize",
     "targeted_dimensionality_reduction",
     "task_variables",
@@ -360,11 +364,11 @@ def demixed_variance(xc: Any) -> dict[str, float]:
     return {k: (v / total if total > 0 else 0.0) for k, v in ss.items()}
 
 
-def demixed_variance_trials(
+def condition_table(
     x: Any, stimulus: Any, decision: Any, *, min_trials: int = 3
-) -> dict[str, Any]:
-    """Demixed variance of trial activity: the condition means of each (stimulus level,
-    decision) cell over the bins every cell covers, then :func:`demixed_variance`.
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """The (N, T, S, D) condition means of trial activity on a full stimulus x decision
+    table, over the bins every cell covers.
 
     Args:
         x: (K, L, N) trial activity (NaN where a trial does not cover a bin).
@@ -373,8 +377,8 @@ def demixed_variance_trials(
             left out of the table.
 
     Returns:
-        ``{"shares": {time, stimulus, decision, interaction}, "stimulus_levels",
-        "levels_left_out", "decisions", "n": (S, D) trials per cell, "bins": number of bins}``.
+        ``(xc, info)``: the table and ``{"stimulus_levels", "levels_left_out", "decisions",
+        "n": (S, D) trials per cell, "bins": number of bins}``.
 
     Raises:
         UserError: fewer than two stimulus levels or two decisions with a full table.
@@ -405,14 +409,27 @@ def demixed_variance_trials(
     if not ok.any():
         raise UserError("demixed variance: no time bin is covered by every cell")
     table = stacked[:, ok].reshape(len(levels), len(decisions), int(ok.sum()), -1)
-    return {
-        "shares": demixed_variance(table.transpose(3, 2, 0, 1)),
+    info = {
         "stimulus_levels": levels,
         "levels_left_out": [s for s in all_levels if s not in levels],
         "decisions": decisions,
         "n": n,
         "bins": int(ok.sum()),
     }
+    return table.transpose(3, 2, 0, 1), info
+
+
+def demixed_variance_trials(
+    x: Any, stimulus: Any, decision: Any, *, min_trials: int = 3
+) -> dict[str, Any]:
+    """Demixed variance of trial activity: :func:`demixed_variance` of the
+    :func:`condition_table` (same arguments).
+
+    Returns:
+        ``{"shares": {time, stimulus, decision, interaction}}`` and the table's ``info``.
+    """
+    xc, info = condition_table(x, stimulus, decision, min_trials=min_trials)
+    return {"shares": demixed_variance(xc), **info}
 
 
 def _label(v: Any) -> str:
@@ -421,6 +438,55 @@ def _label(v: Any) -> str:
     if isinstance(v, (float, np.floating)):
         return f"{float(v) + 0.0:g}"
     return str(v)
+
+
+def dpca(xc: Any, *, n_components: int = 3, regularizer: float = 1e-4) -> dict[str, Any]:
+    """Demixed principal component analysis (Kobak et al. 2016; module docstring) of
+    (N, T, S, D) condition means: per marginalization, a reduced-rank ridge regression from
+    the data to that marginalization.
+
+    With ``X`` the centred data (N x T*S*D) and ``X_p`` a marginalization
+    (:func:`marginalize`), ``B = X_p X^T (X X^T + lam I)^-1`` with ``lam = regularizer *
+    ||X||_F^2`` (Kobak et al. choose ``regularizer`` by cross-validation over trials; here it
+    is fixed); the encoder ``F`` holds the ``q`` leading left singular vectors of ``[B X,
+    sqrt(lam) B]`` (the ridge-augmented fit, as in their Methods) and the decoder is
+    ``D = F^T B``. A component ``k`` projects data ``x`` to ``D_k x``.
+
+    Args:
+        xc: (N, T, S, D) condition means.
+        n_components: components per marginalization (at most N).
+        regularizer: ridge strength relative to ``||X||_F^2``.
+
+    Returns:
+        ``{marginalization: {"encoder": (N, q), "decoder": (q, N), "explained_variance": (q,)
+        share of ``||X||^2`` each component reconstructs, ``1 - ||X - F_k D_k X||^2 / ||X||^2``,
+        "demixing": {marginalization: (q,) share of the component's variance ``||D_k X||^2``
+        that comes from each marginalization}}}``.
+    """
+    parts = marginalize(xc)
+    n = parts["time"].shape[0]
+    x = sum(parts.values()).reshape(n, -1)
+    flat = {k: np.ascontiguousarray(v).reshape(n, -1) for k, v in parts.items()}
+    total = float(np.sum(x * x))
+    if total <= 0:
+        raise UserError("dPCA needs condition means that vary (got constant data)")
+    lam = float(regularizer) * total
+    q = max(1, min(int(n_components), n))
+    inv = np.linalg.inv(x @ x.T + lam * np.eye(n))
+    out: dict[str, Any] = {}
+    for name, xp in flat.items():
+        b = xp @ x.T @ inv
+        u, _, _ = np.linalg.svd(np.hstack([b @ x, np.sqrt(lam) * b]), full_matrices=False)
+        enc = u[:, :q]
+        dec = enc.T @ b
+        z = dec @ x  # (q, samples)
+        ev = np.array(
+            [1.0 - np.sum((x - np.outer(enc[:, k], z[k])) ** 2) / total for k in range(q)]
+        )
+        zz = np.maximum(np.sum(z * z, axis=1), 1e-300)
+        mix = {m: np.sum((dec @ v) ** 2, axis=1) / zz for m, v in flat.items()}
+        out[name] = {"encoder": enc, "decoder": dec, "explained_variance": ev, "demixing": mix}
+    return out
 
 
 # ------------------------------------------------------------------ snrl analyze

@@ -9,6 +9,7 @@ import pytest
 from snrl.analysis.tdr import (
     demixed_variance,
     demixed_variance_trials,
+    dpca,
     marginalize,
     targeted_dimensionality_reduction,
     task_variables,
@@ -87,6 +88,43 @@ def test_tdr_input_errors():
         targeted_dimensionality_reduction(x, values, ["choice", "stimulus"], min_trials=1000)
 
 
+def _planted_means(rng, n=30, t=15):
+    """Condition means X = a f(t) + b s g(t) + c d h(t) + e s d (s, d centred): one planted
+    axis per marginalization (time a, stimulus b, decision c, interaction e)."""
+    a, b, c, e = rng.normal(size=(4, n)) * np.array([[1.0], [0.7], [1.3], [0.4]])
+    tt = np.arange(t)
+    f, g, h = 1.0 + np.cos(tt / 2.0), np.exp(-((tt - 5) ** 2) / 6.0), tt / t
+    s = STIM - STIM.mean()
+    d = np.array([-1.0, 1.0])
+    xc = (
+        a[:, None, None, None] * f[None, :, None, None]
+        + (b[:, None] * g)[:, :, None, None] * s[None, None, :, None]
+        + (c[:, None] * h)[:, :, None, None] * d[None, None, None, :]
+        + e[:, None, None, None] * s[None, None, :, None] * d[None, None, None, :]
+    )
+    return xc, (a, b, c, e), (f, g, h), (s, d)
+
+
+def test_dpca_finds_one_demixed_axis_per_planted_marginalization():
+    rng = np.random.default_rng(3)
+    xc, axes, _, _ = _planted_means(rng)
+    xc = xc + 0.01 * rng.normal(size=xc.shape)
+    res = dpca(xc, n_components=2)
+    shares = demixed_variance(xc)
+    for name, planted in zip(("time", "stimulus", "decision", "interaction"), axes):
+        enc, dec = res[name]["encoder"], res[name]["decoder"]
+        cos = abs(enc[:, 0] @ planted) / np.linalg.norm(planted)
+        assert cos > 0.99, (name, cos)
+        # the first component reconstructs (about) its marginalization's share, the second
+        # almost nothing; its decoder reads its own marginalization only
+        assert res[name]["explained_variance"][0] == pytest.approx(shares[name], abs=0.01)
+        assert res[name]["explained_variance"][1] < 0.01
+        assert res[name]["demixing"][name][0] > 0.99
+        assert dec.shape == (2, xc.shape[0])
+    with pytest.raises(UserError, match="vary"):
+        dpca(np.ones((3, 4, 2, 2)))
+
+
 def _hand_shares(a, b, c, e, f, g, h, s, d):
     """Variance shares of X = a f(t) + b s g(t) + c d h(t) + e s d by hand (s, d centred)."""
     n_t, n_s, n_d = len(f), len(s), len(d)
@@ -103,17 +141,7 @@ def _hand_shares(a, b, c, e, f, g, h, s, d):
 def test_demixed_variance_equals_hand_computed_shares():
     rng = np.random.default_rng(1)
     n, t = 30, 15
-    a, b, c, e = rng.normal(size=(4, n)) * np.array([[1.0], [0.7], [1.3], [0.4]])
-    tt = np.arange(t)
-    f, g, h = 1.0 + np.cos(tt / 2.0), np.exp(-((tt - 5) ** 2) / 6.0), tt / t
-    s = STIM - STIM.mean()
-    d = np.array([-1.0, 1.0])
-    xc = (
-        a[:, None, None, None] * f[None, :, None, None]
-        + (b[:, None] * g)[:, :, None, None] * s[None, None, :, None]
-        + (c[:, None] * h)[:, :, None, None] * d[None, None, None, :]
-        + e[:, None, None, None] * s[None, None, :, None] * d[None, None, None, :]
-    )
+    xc, (a, b, c, e), (f, g, h), (s, d) = _planted_means(rng, n, t)
     hand = _hand_shares(a, b, c, e, f, g, h, s, d)
     got = demixed_variance(xc)
     for k in hand:
