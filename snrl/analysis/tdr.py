@@ -1,6 +1,7 @@
-"""Targeted dimensionality reduction and demixed variance of trial activity (numpy only).
+"""Targeted dimensionality reduction, demixed variance and demixed PCA of trial activity
+(numpy only).
 
-Two analyses of the trial activity :class:`snrl.analysis.dynamics.TrialActivity` records
+Analyses of the trial activity :class:`snrl.analysis.dynamics.TrialActivity` records
 (each trial's spikes per env step, causally smoothed, aligned to the trial start):
 
 **Targeted dimensionality reduction (TDR)**, after Mante, Sussillo, Shenoy & Newsome 2013
@@ -109,8 +110,9 @@ def task_variables(trials: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
     Returns:
         ``{"names": [...], "values": (K, P) float (NaN: the trial is left out), "raw": {name:
-        (K,) the unscaled value}, "definitions": {name: text}, "groups": (K,) condition label
-        of each trial, e.g. ``"choice=1, coh=-25.6"``}``.
+        (K,) the unscaled value (choice, context: the label, "" where left out)},
+        "definitions": {name: text}, "groups": (K,) condition label of each trial, e.g.
+        ``"choice=1, coh=-25.6"``}``.
     """
     k = len(trials)
     names, cols, raw, defs = [], [], {}, {}
@@ -126,7 +128,7 @@ def task_variables(trials: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         lo, hi = _sorted_levels(top)
         names.append("choice")
         cols.append(c)
-        raw["choice"] = np.array([float(v) if v in top else np.nan for v in choice], dtype=object)
+        raw["choice"] = np.array([v if v in top else "" for v in choice], dtype=object)
         defs["choice"] = f"-1: choice {lo}, +1: choice {hi} (other trials left out)"
     gt_levels = _sorted_levels(gt)
     if len(gt_levels) == 2:
@@ -147,7 +149,7 @@ def task_variables(trials: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         lo, hi = _sorted_levels(ctx)
         names.append("context")
         cols.append(_sign_of(ctx, [lo, hi]))
-        raw["context"] = np.array([float(v) if v else np.nan for v in ctx])
+        raw["context"] = np.array(ctx, dtype=object)
         defs["context"] = f"-1: context={lo}, +1: context={hi}"
     values = np.stack(cols, axis=1) if cols else np.zeros((k, 0))
     labels = []
@@ -158,7 +160,7 @@ def task_variables(trials: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         parts = []
         for name in ("context", "choice"):
             if name in raw:
-                parts.append(f"{name}={float(raw[name][j]):g}")
+                parts.append(f"{name}={raw[name][j]}")
         if "stimulus" in raw:
             key = "coh" if "coherence" in defs["stimulus"] else "stimulus"
             parts.append(f"{key}={float(raw['stimulus'][j]) + 0.0:g}")

@@ -198,6 +198,17 @@ def test_task_variables_from_trials():
     ]  # fmt: skip
     ctx = [dict(t, conditions=dict(t["conditions"], context=j % 2)) for j, t in enumerate(trials)]
     assert task_variables(ctx)["names"] == ["choice", "stimulus", "context"]
+    # labels that are not numbers (a task's named actions) work as well
+    named = [
+        {"choice": c, "gt": g, "conditions": {}} for c, g in [("L", "L"), ("R", "L"), ("R", "R")]
+    ]
+    var = task_variables(named)
+    np.testing.assert_allclose(var["values"], [[-1, -1], [1, -1], [1, 1]])
+    assert list(var["groups"]) == [
+        "choice=L, stimulus=-1",
+        "choice=R, stimulus=-1",
+        "choice=R, stimulus=1",
+    ]
 
 
 def _episode(rng, a_choice, a_stim, n_trials=40, length=12):
