@@ -278,3 +278,16 @@ def test_network_analysis_reports_tdr_and_draws_it():
     off = NetworkAnalysis(layers, dt=0.1, decode=False)
     off.add(eps[0])
     assert "tdr.png" not in off.figures() and "dynamics" not in off.summary()
+
+
+def test_printed_line_carries_the_tdr_numbers():
+    from snrl.cli.commands import _tdr_line
+
+    tdr = {
+        "axes": {"choice": {"explained_variance": 0.2}, "stimulus": {"explained_variance": 0.1}},
+        "demixed_variance": {"shares": {"time": 0.7, "stimulus": 0.1, "decision": 0.15}},
+    }
+    line = _tdr_line(tdr)
+    assert line["tdr_explained_variance"] == {"choice": 0.2, "stimulus": 0.1}
+    assert line["demixed_variance"]["decision"] == 0.15
+    assert _tdr_line({"skipped": "one choice"}) == {}
