@@ -13,8 +13,9 @@ against delay, error counts) in :mod:`snrl.analysis.behaviour`; perturbations du
 evaluation (silencing or stimulating E or I neurons, current noise, lesions of task-variance
 clusters; ``snrl perturb``) in :mod:`snrl.analysis.perturb`; the task variance of each
 neuron of a multitask run and its clusters in :mod:`snrl.analysis.taskvar`. Decoding and
-dimensionality of trial activity in :mod:`snrl.analysis.dynamics`; connectivity by E/I block
-in :mod:`snrl.analysis.connectivity`; fixed and slow points in
+dimensionality of trial activity in :mod:`snrl.analysis.dynamics`; targeted dimensionality
+reduction and the demixed variance of trial activity in :mod:`snrl.analysis.tdr`;
+connectivity by E/I block in :mod:`snrl.analysis.connectivity`; fixed and slow points in
 :mod:`snrl.analysis.fixed_points`.
 """
 

@@ -283,8 +283,10 @@ class NetworkAnalysis:
             out["about"]["dynamics"] = (
                 "trial envs: the first spiking layer's task-variable decoding over time "
                 "(cross-validated shrinkage LDA with a label-shuffle null), the held-out "
-                "choice axis by stimulus condition, and the dimensionality (cross-validated "
-                "PCA, participation ratio); definitions inside"
+                "choice axis by stimulus condition, the dimensionality (cross-validated "
+                "PCA, participation ratio), and tdr: targeted dimensionality reduction (Mante "
+                "et al. 2013) with the demixed variance (Kobak et al. 2016 marginalization, not "
+                "dPCA); definitions inside"
             )
         out["about"]["connectivity"] = (
             "layers.<layer>.connectivity: the effective recurrent weights by E/I block "
@@ -365,6 +367,7 @@ class NetworkAnalysis:
             "decoding": decoding,
             "choice_axis": dyn.choice_axis_projection(x, ta.labels("choice"), groups),
             "dimensionality": dyn.trial_dimensionality(x, groups if stim else ta.labels("choice")),
+            "tdr": _tdr_entry(ta),
         }
         return self._dynamics
 
@@ -497,6 +500,12 @@ class NetworkAnalysis:
             dynamics = self.dynamics()
             if dynamics is not None and dynamics["decoding"]:
                 out["decoding.png"] = F.decoding_figure(self._label(dynamics["layer"]), dynamics)
+            if dynamics is not None and "axes" in dynamics["tdr"]:
+                from snrl.analysis.tdr import tdr_figure
+
+                out["tdr.png"] = tdr_figure(
+                    self._label(dynamics["layer"]), dynamics["tdr"], dynamics["bin_seconds"]
+                )
             traj = self.pca_trajectories(name)
             if traj is not None:
                 by = self._start_acc(name).by
@@ -649,6 +658,14 @@ def analyze(
     if task_variance and is_multitask(algo):
         result.task_variance = task_variance_analysis(algo, episodes=int(episodes), seed=seed)
     return result
+
+
+def _tdr_entry(ta: dyn.TrialActivity) -> dict[str, Any]:
+    """Targeted dimensionality reduction and demixed variance of the trial activity
+    (:func:`snrl.analysis.tdr.tdr_analysis`), with their definition."""
+    from snrl.analysis import tdr
+
+    return dict(tdr.tdr_analysis(ta), definition=tdr.__doc__.split("\n\n", 1)[1].strip())
 
 
 class _CriticTrajectory:

@@ -495,11 +495,24 @@ def _dynamics_line(summary: dict[str, Any]) -> dict[str, Any]:
         }
         dim = dyn.get("dimensionality") or {}
         out["cv_dimensionality"] = dim.get("cv_dimensionality")
+        out.update(_tdr_line(dyn.get("tdr") or {}))
     name, layer = next(iter(summary["layers"].items()))
     c = layer.get("connectivity") or {}
     out["spectral_radius"] = {
         k: c[k]["spectral_radius"] for k in ("initial", "trained") if k in c
     } | {"layer": name}
+    return out
+
+
+def _tdr_line(tdr: dict[str, Any]) -> dict[str, Any]:
+    """TDR's headline numbers: each axis's share of the condition-mean variance and the
+    demixed variance shares (absent when skipped)."""
+    out: dict[str, Any] = {}
+    if "axes" in tdr:
+        out["tdr_explained_variance"] = {k: v["explained_variance"] for k, v in tdr["axes"].items()}
+    shares = (tdr.get("demixed_variance") or {}).get("shares")
+    if shares:
+        out["demixed_variance"] = shares
     return out
 
 

@@ -245,7 +245,7 @@ def _add_analyze(sub: Any) -> None:
         "--no-decode",
         dest="decode",
         action="store_false",
-        help="trial tasks: skip the decoding and dimensionality analyses (decoding.png)",
+        help="trial tasks: skip decoding, dimensionality and TDR (decoding.png, tdr.png)",
     )
     a.add_argument(
         "--shuffles",

@@ -84,9 +84,12 @@ def test_snrl_analyze_decoding_flags(tmp_path, capsys):
     assert set(line["decoding_peak"]) >= {"gt"} and "initial" in line["spectral_radius"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["dynamics"]["parameters"]["n_shuffles"] == 2
+    tdr = summary["dynamics"]["tdr"]  # computed, or skipped with its reason (tiny run)
+    assert ("tdr.png" in line["files"]) == ("axes" in tdr) and ("axes" in tdr or tdr["skipped"])
     res = snrl_inproc(capsys, "analyze", run, "--episodes", 1, "--no-decode", "--no-initial")
     assert res.returncode == 0, res.stderr
     assert not (out / "decoding.png").exists()  # snrl's own stale figure is removed
+    assert not (out / "tdr.png").exists()
     summary = json.loads((out / "summary.json").read_text())
     assert "dynamics" not in summary
     assert "initial" not in summary["layers"]["lif0"]["connectivity"]
