@@ -711,7 +711,8 @@ def perturbation_figure(report: Mapping[str, Any]) -> Any:
 
 
 #: The files ``snrl perturb`` writes into its output folder.
-PERTURB_FILES = ("perturb.json", "perturb.png")
+#: (the report, the figure, then the figure's vector files of ``--style``)
+PERTURB_FILES = ("perturb.json", "perturb.png", "perturb.svg", "perturb.pdf")
 
 
 def check_perturb_out(run_dir: str | Path, out: str | Path | None) -> Path:
@@ -748,22 +749,27 @@ def check_perturb_out(run_dir: str | Path, out: str | Path | None) -> Path:
                 f"{report} was not written in {folder} by snrl ({why}); it and perturb.png "
                 "are left alone (move them away or choose another --out)"
             )
-    if (folder / PERTURB_FILES[1]).exists() and not ours:
-        raise UserError(
-            f"{folder / PERTURB_FILES[1]} exists and snrl did not write it (move it away or "
-            "choose another --out)"
-        )
+    for name in PERTURB_FILES[1:]:
+        if (folder / name).exists() and not ours:
+            raise UserError(
+                f"{folder / name} exists and snrl did not write it (move it away or "
+                "choose another --out)"
+            )
     return folder
 
 
-def write_perturbation(report: Mapping[str, Any], folder: str | Path) -> list[Path]:
-    """Write ``perturb.json`` and ``perturb.png`` (atomically) into ``folder``."""
-    from snrl.analysis.figures import save_figure
+def write_perturbation(
+    report: Mapping[str, Any], folder: str | Path, *, style: str | None = None
+) -> list[Path]:
+    """Write ``perturb.json`` and ``perturb.png`` (atomically) into ``folder``; with a
+    ``style`` (``"paper"``, ``"talk"``: :mod:`snrl.analysis.style`) the figure in that
+    style, with its SVG (and PDF)."""
+    from snrl.analysis.style import write_figure
 
     folder = Path(folder)
     make_dirs(folder, "the output folder", "choose another --out")
-    png = save_figure(perturbation_figure(report), folder / PERTURB_FILES[1])
+    figs = write_figure(perturbation_figure(report), folder / PERTURB_FILES[1], style=style)
     path = folder / PERTURB_FILES[0]
     # bound to its folder (as a run's manifest): a rerun replaces only reports written here
     write_json_atomic(path, {**json_safe(report), **dir_binding(folder)})
-    return [path, png]
+    return [path, *figs]
