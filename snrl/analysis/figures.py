@@ -70,18 +70,21 @@ def trial_markers(
         env_dt: the task's seconds per env step (places the periods; None: starts only).
 
     Returns:
-        ``{"starts": [first row of each trial], "periods": [(name, first row, stop row)]}``
-        (periods by :func:`snrl.analysis.trials.period_steps`), or None.
+        ``{"starts": [first row of each trial], "periods": [(name, first row, stop row)],
+        "names": [period names in the task's order]}`` (periods by
+        :func:`snrl.analysis.trials.period_steps`; a period without a step, like the
+        fixation NeuroGym's reset consumed, is left out, its name kept), or None.
     """
     if not trials:
         return None
     k = int(substeps)
-    starts, periods = [], []
+    starts, periods, names = [], [], {}
     for trial in trials:
         starts.append(int(trial["start_step"]) * k)
+        names.update(dict.fromkeys(str(n) for n in trial.get("periods") or {}))
         for name, (a, b) in period_steps(trial, env_dt).items():
             periods.append((name, a * k, b * k))
-    return {"starts": starts, "periods": periods}
+    return {"starts": starts, "periods": periods, "names": list(names)}
 
 
 def _draw_trial_markers(ax: Any, markers: Mapping[str, Any] | None, step: float, n: int) -> None:
@@ -90,7 +93,7 @@ def _draw_trial_markers(ax: Any, markers: Mapping[str, Any] | None, step: float,
     step``). Artists carry ``gid`` ``"period:<name>"`` and ``"trial_start"``."""
     if not markers:
         return
-    colors = period_colors([p[0] for p in markers["periods"]])
+    colors = period_colors(markers["names"])
     for name, a, b in markers["periods"]:
         if a < n:
             x0, x1 = (a - 0.5) * step, (min(b, n) - 0.5) * step
@@ -107,12 +110,14 @@ def _trial_legend(fig: Figure, markers: Mapping[str, Any] | None, n: int) -> Non
         return
     from matplotlib.patches import Patch
 
-    shown = [p for p in markers["periods"] if p[1] < n]
-    colors = period_colors([p[0] for p in markers["periods"]])
+    shown = {p[0] for p in markers["periods"] if p[1] < n}
+    colors = period_colors(markers["names"])
     handles: list[Any] = [Line2D([], [], color=MUTED_COLOR, lw=0.8, label="trial start")]
-    handles += [Patch(color=colors[name], label=f"{name} period") for name in dict.fromkeys(
-        p[0] for p in shown
-    )]  # fmt: skip
+    handles += [
+        Patch(facecolor=colors[name], edgecolor=MUTED_COLOR, lw=0.5, label=f"{name} period")
+        for name in markers["names"]
+        if name in shown
+    ]
     fig.legend(
         handles=handles,
         loc="outside lower center",

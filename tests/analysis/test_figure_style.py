@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import matplotlib.colors as mcolors
 import numpy as np
 import pytest
 from matplotlib.text import Text
@@ -70,9 +71,24 @@ def test_trial_markers_in_neuron_rows():
     for name, a, b in m["periods"]:
         got.setdefault(name, []).append((a, b))
     assert got == ROWS
+    assert m["names"] == ["fixation", "stimulus", "decision"]
     assert trial_markers(None) is None and trial_markers([]) is None
     # without the task's dt only the starts are known
-    assert trial_markers(TRIALS, SUBSTEPS, None) == {"starts": [0, 20], "periods": []}
+    no_dt = trial_markers(TRIALS, SUBSTEPS, None)
+    assert no_dt["starts"] == [0, 20] and no_dt["periods"] == []
+
+
+def test_a_period_without_steps_keeps_its_colour_and_order():
+    # trial 0 starts at t0 = 0.3 s: its fixation [0, 0.3) has no step; the legend and the
+    # colours still follow the task's order (fixation first)
+    first = dict(TRIALS[0], t0=0.3, end_step=7)
+    m = trial_markers([first], 1, ENV_DT)
+    assert [p[0] for p in m["periods"]] == ["stimulus", "decision"]
+    assert m["names"] == ["fixation", "stimulus", "decision"]
+    fig = raster_figure(_layers(), DT, markers=m)
+    colors = pal.period_colors(["fixation", "stimulus", "decision"])
+    band = next(p for p in fig.axes[0].patches if p.get_gid() == "period:stimulus")
+    assert mcolors.to_hex(band.get_facecolor()).upper() == colors["stimulus"]
 
 
 @pytest.mark.parametrize("kind", ["raster", "currents"])
@@ -231,7 +247,9 @@ def test_cvd_simulation_oracles():
     # rows of each matrix sum to 1: greys stay grey; a dichromat confuses red and green
     for kind in pal.CVD_MATRICES:
         for c in ("#000000", "#777777", "#FFFFFF"):
-            assert pal.simulate_cvd(c, kind) == pytest.approx(pal.simulate_cvd(c, "normal"), abs=1e-5)
+            assert pal.simulate_cvd(c, kind) == pytest.approx(
+                pal.simulate_cvd(c, "normal"), abs=1e-5
+            )
     # a brick red and an olive that differ plainly (Delta E 70) look alike to protanopes
     # and deuteranopes, not to tritanopes
     assert _delta_e("#C84000", "#6E7A00", "normal") > 60
