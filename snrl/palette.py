@@ -19,8 +19,9 @@ WCAG 2.1 threshold for graphical objects (success criterion 1.4.11;
 group colours replace them with Paul Tol's "muted" wine and indigo (Tol 2021, "Colour
 schemes", SRON/EPS/TN/09-002; 8.7:1 and 12.2:1). :func:`simulate_cvd` shows a colour as
 seen with protanopia, deuteranopia or tritanopia (the severity-1 matrices of Machado,
-Oliveira and Fernandes 2009, IEEE TVCG 15:1291, applied in linear RGB), so a test can
-check that E and I, and the group colours, stay apart under each.
+Oliveira and Fernandes 2009, IEEE TVCG 15:1291, applied in linear RGB; their model is
+least accurate for tritanopia, where Brettel, Viénot and Mollon 1997 is the usual
+reference), so a test can check that E and I, and the group colours, stay apart under each.
 
 Every constant is a matplotlib hex string; :func:`rgb` gives the ``(r, g, b)`` bytes the
 video renderer paints with. This module imports nothing from snrl or matplotlib.

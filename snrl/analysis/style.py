@@ -58,6 +58,8 @@ class FigureStyle:
     dpi: int
     #: files written next to the PNG (suffixes)
     vector_formats: tuple[str, ...]
+    #: at most this many intervals between ticks on automatic axes (None: as drawn)
+    max_ticks: int | None = None
     #: matplotlib rc settings in force while saving
     rc: Mapping[str, Any] = field(default_factory=dict)
 
@@ -91,6 +93,7 @@ FIGURE_STYLES: dict[str, FigureStyle] = {
         line_scale=2.0,
         dpi=144,
         vector_formats=(".svg",),
+        max_ticks=4,
         rc={**_TEXT_AS_TEXT, "font.size": 18},
     ),
 }
@@ -177,16 +180,49 @@ def _scale_lines(fig: Any, k: float) -> None:
             line.set_linewidth(line.get_linewidth() * k)
 
 
-def _wrap(text: Any, width_px: float, renderer: Any) -> None:
-    """Re-break ``text`` so that it fits ``width_px`` (words stay whole)."""
+def _thin_ticks(fig: Any, n: int) -> None:
+    """At most ``n`` tick intervals on the axes whose ticks matplotlib places itself."""
+    from matplotlib.ticker import MaxNLocator
+
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            loc = axis.get_major_locator()
+            if isinstance(loc, MaxNLocator):  # AutoLocator too; fixed ticks stay
+                loc.set_params(nbins=n)
+
+
+def _wrap(text: Any, limit_px: float, renderer: Any, vertical: bool = False) -> None:
+    """Re-break ``text`` so that its length (its height when ``vertical``: a y label) fits
+    ``limit_px`` (words stay whole)."""
     if not text.get_text() or not text.get_visible():
         return
     box = text.get_window_extent(renderer)
-    if box.width <= width_px:
+    length = box.height if vertical else box.width
+    if length <= limit_px:
         return
     lines = text.get_text().split("\n")
-    chars = max(12, int(max(len(s) for s in lines) * width_px / box.width))
-    text.set_text("\n".join(textwrap.fill(s, chars) for s in lines))
+    chars = max(12, int(max(len(s) for s in lines) * limit_px / length))
+    for _ in range(6):  # proportional fonts: narrow the lines until they fit
+        text.set_text("\n".join(textwrap.fill(s, chars) for s in lines))
+        box = text.get_window_extent(renderer)
+        if (box.height if vertical else box.width) <= limit_px or chars <= 12:
+            return
+        chars = max(12, int(chars * 0.9))
+
+
+def _fit_texts(fig: Any) -> None:
+    """Break the figure's title, panel titles and axis labels that run past their figure or
+    panel (after a style made them larger)."""
+    renderer = fig.canvas.get_renderer()
+    fig.draw_without_rendering()  # lay the figure out at its new size first
+    suptitle = getattr(fig, "_suptitle", None)
+    if suptitle is not None:
+        _wrap(suptitle, 0.96 * fig.bbox.width, renderer)
+    for ax in fig.axes:
+        box = ax.get_window_extent(renderer)
+        _wrap(ax.title, 1.05 * box.width, renderer)
+        _wrap(ax.xaxis.label, 1.1 * box.width, renderer)
+        _wrap(ax.yaxis.label, 1.1 * box.height, renderer, vertical=True)
 
 
 def apply_style(fig: Any, style: str | FigureStyle) -> Any:
@@ -207,21 +243,20 @@ def apply_style(fig: Any, style: str | FigureStyle) -> Any:
     if done is not None:
         raise ValueError(f"the figure is in style {done!r} already (draw it again for {st.name!r})")
     fig.set_size_inches(*_size(fig, st))
+    if fig.get_layout_engine() is None:  # larger text at a new size: lay it out again
+        fig.set_layout_engine("constrained")
     for role, text in _texts(fig):
         text.set_fontsize(st.fonts[role])
     for ax in fig.axes:
         ax.tick_params(labelsize=st.fonts["tick"])
     if st.line_scale != 1.0:
         _scale_lines(fig, st.line_scale)
+    if st.max_ticks is not None:
+        _thin_ticks(fig, st.max_ticks)
     if not isinstance(fig.canvas, FigureCanvasAgg):
         FigureCanvasAgg(fig)
-    renderer = fig.canvas.get_renderer()
-    fig.draw_without_rendering()  # lay the figure out at its new size, then fit the titles
-    suptitle = getattr(fig, "_suptitle", None)
-    if suptitle is not None:
-        _wrap(suptitle, 0.96 * fig.bbox.width, renderer)
-    for ax in fig.axes:
-        _wrap(ax.title, 1.05 * ax.get_window_extent(renderer).width, renderer)
+    for _ in range(2):  # breaking lines changes the layout: fit again once
+        _fit_texts(fig)
     fig._snrl_style = st.name
     return fig
 

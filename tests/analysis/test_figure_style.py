@@ -160,6 +160,8 @@ def test_paper_puts_a_small_figure_in_one_column():
     apply_style(fig, "paper")
     w, h = fig.get_size_inches()
     assert w == pytest.approx(89 / 25.4) and h == pytest.approx(4 * w / 4.5)
+    # drawn without a layout engine: laid out again, so the relettered labels fit
+    assert type(fig.get_layout_engine()).__name__ == "ConstrainedLayoutEngine"
 
 
 def test_talk_has_slide_fonts_thick_lines_and_a_16_9_slide(tmp_path):
