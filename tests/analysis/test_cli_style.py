@@ -59,6 +59,21 @@ def test_analyze_perturb_eval_in_a_style(run_dir, capsys):
     ]  # fmt: skip
     manifest = json.loads((run_dir / ".snrl-run.json").read_text())["entries"]
     assert "perturb/perturb.pdf" in manifest  # `train --force` may remove it
+    perturb = run_dir / "perturb"
+    report = json.loads((perturb / "perturb.json").read_text())
+    assert report["files"] == ["perturb.png", "perturb.pdf", "perturb.svg"]
+    # a rerun without a style removes the vector files the last report listed
+    res = snrl_inproc(capsys, "perturb", run_dir, "--silence", "I", "--episodes", 1)
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in perturb.iterdir()) == ["perturb.json", "perturb.png"]
+    # a PDF snrl did not list there is someone else's: refused, nothing written
+    (perturb / "perturb.pdf").write_text("mine")
+    res = snrl_inproc(
+        capsys, "perturb", run_dir, "--silence", "I", "--episodes", 1, "--style", "paper"
+    )
+    assert_user_error(res, "perturb.pdf exists and snrl did not write it")
+    assert (perturb / "perturb.pdf").read_text() == "mine"
+    (perturb / "perturb.pdf").unlink()
 
     res = snrl_inproc(capsys, "eval", run_dir, "--episodes", 2, "--style", "talk")
     assert res.returncode == 0, res.stderr
