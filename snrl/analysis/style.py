@@ -64,7 +64,13 @@ class FigureStyle:
     rc: Mapping[str, Any] = field(default_factory=dict)
 
 
-_TEXT_AS_TEXT = {"pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "none"}
+# text kept as text (TrueType in PDF, <text> in SVG); fixed SVG ids: the same bytes each time
+_TEXT_AS_TEXT = {
+    "pdf.fonttype": 42,
+    "ps.fonttype": 42,
+    "svg.fonttype": "none",
+    "svg.hashsalt": "snrl",
+}
 
 FIGURE_STYLES: dict[str, FigureStyle] = {
     "paper": FigureStyle(

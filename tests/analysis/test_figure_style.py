@@ -152,6 +152,15 @@ def test_paper_writes_a_300_dpi_png_with_pdf_and_svg(tmp_path):
     assert min(sizes) >= 7 and max(sizes) <= 9
 
 
+def test_the_same_figure_gives_the_same_bytes(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d in (a, b):
+        d.mkdir()
+        write_figure(raster_figure(_layers(), DT), d / "raster.png", style="paper")
+    for name in ("raster.png", "raster.pdf", "raster.svg"):
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
 def test_paper_puts_a_small_figure_in_one_column():
     from matplotlib.figure import Figure
 
