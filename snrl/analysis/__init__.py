@@ -16,7 +16,8 @@ neuron of a multitask run and its clusters in :mod:`snrl.analysis.taskvar`. Deco
 dimensionality of trial activity in :mod:`snrl.analysis.dynamics`; targeted dimensionality
 reduction and the demixed variance of trial activity in :mod:`snrl.analysis.tdr`;
 connectivity by E/I block in :mod:`snrl.analysis.connectivity`; fixed and slow points in
-:mod:`snrl.analysis.fixed_points`.
+:mod:`snrl.analysis.fixed_points`. Figures for a paper or a talk: :mod:`snrl.analysis.style`
+(``result.write(out, style="paper")``, :func:`write_figure`).
 """
 
 from snrl.analysis.behaviour import (
@@ -46,10 +47,12 @@ from snrl.analysis.stats import (
     spike_count_correlation,
     window_counts,
 )
+from snrl.analysis.style import FIGURE_STYLES, apply_style, write_figure
 from snrl.analysis.trials import PSTHAccumulator, TuningAccumulator, pca, selectivity
 
 __all__ = [
     "ANALYSIS_FILES",
+    "FIGURE_STYLES",
     "METRICS",
     "NetworkAnalysis",
     "PSTHAccumulator",
@@ -58,6 +61,7 @@ __all__ = [
     "TuningAccumulator",
     "accuracy_by_delay",
     "analyze",
+    "apply_style",
     "behaviour_readouts",
     "binomial_ci",
     "comparison_accuracy",
@@ -78,4 +82,5 @@ __all__ = [
     "spike_count_correlation",
     "synaptic_currents",
     "window_counts",
+    "write_figure",
 ]

@@ -501,10 +501,15 @@ def plot_behaviour(readouts: Mapping[str, Any], *, title: str | None = None) -> 
 
 
 def save_behaviour(
-    readouts: Mapping[str, Any], path: str | os.PathLike, *, title: str | None = None
+    readouts: Mapping[str, Any],
+    path: str | os.PathLike,
+    *,
+    title: str | None = None,
+    style: str | None = None,
 ) -> Path | None:
     """Write :func:`plot_behaviour` as a PNG, atomically; None (nothing written) when no
-    readout applies.
+    readout applies. With a ``style`` (``"paper"``, ``"talk"``: :mod:`snrl.analysis.style`)
+    in that style, with its SVG (and PDF) next to it.
 
     Raises:
         UserError: ``path`` does not end in ``.png``.
@@ -515,6 +520,10 @@ def save_behaviour(
     fig = plot_behaviour(readouts, title=title)
     if fig is None:
         return None
+    if style is not None:
+        from snrl.analysis.style import write_figure
+
+        return write_figure(fig, path, style=style)[0]
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
     atomic_write_bytes(path, buf.getvalue())

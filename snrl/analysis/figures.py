@@ -1,6 +1,8 @@
 """Figures of the analysis, as matplotlib ``Figure`` objects (no pyplot state, no backend
-change). Colours come from :func:`population_color` only, so one place decides them
-(to be redirected to ``snrl.plot``'s palette)."""
+change). Colours come from :mod:`snrl.palette` (:func:`population_color` for E and I), so
+one place decides them. On a trial task the raster and current figures mark each trial's
+start (a vertical line) and its periods (light bands named in a legend below the figure,
+:func:`trial_markers`). For a paper or a talk see :mod:`snrl.analysis.style`."""
 
 from __future__ import annotations
 
@@ -13,8 +15,16 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
+from snrl.analysis.trials import period_steps
 from snrl.io import atomic_path
-from snrl.palette import E_COLOR, I_COLOR, MUTED_COLOR, SPIKE_COLOR, group_styles
+from snrl.palette import (
+    E_COLOR,
+    I_COLOR,
+    MUTED_COLOR,
+    SPIKE_COLOR,
+    group_styles,
+    period_colors,
+)
 
 __all__ = [
     "connectivity_figure",
@@ -26,6 +36,7 @@ __all__ = [
     "raster_figure",
     "rate_cv_figure",
     "save_figure",
+    "trial_markers",
     "tuning_figure",
 ]
 
@@ -43,6 +54,77 @@ def save_figure(fig: Figure, path: str | Path) -> Path:
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format=path.suffix.lstrip("."), dpi=150, bbox_inches="tight")
     return path
+
+
+def trial_markers(
+    trials: Sequence[Mapping[str, Any]] | None, substeps: int = 1, env_dt: float | None = None
+) -> dict[str, list[Any]] | None:
+    """Where the trials of an episode and their periods lie on the time axis of the raster
+    and current figures, in neuron steps (rows; env step k covers rows ``k * substeps ..
+    (k + 1) * substeps - 1``).
+
+    Args:
+        trials: the trajectory's trial records (:mod:`snrl.envs.trials`); None or empty:
+            not a trial task (no markers).
+        substeps: neuron steps per env step.
+        env_dt: the task's seconds per env step (places the periods; None: starts only).
+
+    Returns:
+        ``{"starts": [first row of each trial], "periods": [(name, first row, stop row)],
+        "names": [period names in the task's order]}`` (periods by
+        :func:`snrl.analysis.trials.period_steps`; a period without a step, like the
+        fixation NeuroGym's reset consumed, is left out, its name kept), or None.
+    """
+    if not trials:
+        return None
+    k = int(substeps)
+    starts, periods, names = [], [], {}
+    for trial in trials:
+        starts.append(int(trial["start_step"]) * k)
+        names.update(dict.fromkeys(str(n) for n in trial.get("periods") or {}))
+        for name, (a, b) in period_steps(trial, env_dt).items():
+            periods.append((name, a * k, b * k))
+    return {"starts": starts, "periods": periods, "names": list(names)}
+
+
+def _draw_trial_markers(ax: Any, markers: Mapping[str, Any] | None, step: float, n: int) -> None:
+    """Light bands per trial period and a line per trial start, on rows ``0 .. n - 1`` of
+    an axis whose row r sits at ``r * step`` (a boundary between rows at ``(r - 0.5) *
+    step``). Artists carry ``gid`` ``"period:<name>"`` and ``"trial_start"``."""
+    if not markers:
+        return
+    colors = period_colors(markers["names"])
+    for name, a, b in markers["periods"]:
+        if a < n:
+            x0, x1 = (a - 0.5) * step, (min(b, n) - 0.5) * step
+            ax.axvspan(x0, x1, color=colors[name], lw=0, zorder=0, gid=f"period:{name}")
+    for r in markers["starts"]:
+        if 0 <= r < n:
+            x = (r - 0.5) * step
+            ax.axvline(x, color=MUTED_COLOR, lw=0.8, zorder=0.5, gid="trial_start")
+
+
+def _trial_legend(fig: Figure, markers: Mapping[str, Any] | None, n: int) -> None:
+    """A legend below the figure naming the period bands and the trial-start line shown."""
+    if not markers:
+        return
+    from matplotlib.patches import Patch
+
+    shown = {p[0] for p in markers["periods"] if p[1] < n}
+    colors = period_colors(markers["names"])
+    handles: list[Any] = [Line2D([], [], color=MUTED_COLOR, lw=0.8, label="trial start")]
+    handles += [
+        Patch(facecolor=colors[name], edgecolor=MUTED_COLOR, lw=0.5, label=f"{name} period")
+        for name in markers["names"]
+        if name in shown
+    ]
+    fig.legend(
+        handles=handles,
+        loc="outside lower center",
+        ncol=min(len(handles), 6),
+        fontsize=7,
+        frameon=False,
+    )
 
 
 def _pops(sign: Any, n: int) -> dict[str, np.ndarray]:
@@ -67,7 +149,10 @@ def _layer_title(name: str, n: int, sign: Any) -> str:
 
 
 def raster_figure(
-    layers: Sequence[Mapping[str, Any]], dt: float | None, max_steps: int = 500
+    layers: Sequence[Mapping[str, Any]],
+    dt: float | None,
+    max_steps: int = 500,
+    markers: Mapping[str, Any] | None = None,
 ) -> Figure:
     """Spike raster of one episode per layer, neurons sorted by firing rate (highest on top)
     within E then I.
@@ -76,6 +161,8 @@ def raster_figure(
         layers: dicts ``{"name", "spikes" (T, N), "sign" (N,) or None, "order" (N,) or None}``.
         dt: neuron step in seconds (time axis in s), or None (steps).
         max_steps: the first steps shown.
+        markers: a trial task's :func:`trial_markers` (trial starts and period bands), or
+            None.
     """
     fig = Figure(figsize=(8, 2.2 * len(layers) + 0.6), layout="constrained")
     axes = fig.subplots(len(layers), 1, squeeze=False)[:, 0]
@@ -97,6 +184,7 @@ def raster_figure(
                     colors=population_color(pop),
                 )
             row += idx.size
+        _draw_trial_markers(ax, markers, step, s.shape[0])
         ax.set_ylim(row - 0.5, -0.5)
         ax.set_xlim(-0.5 * step, (s.shape[0] - 0.5) * step)
         ax.set_ylabel(
@@ -105,6 +193,8 @@ def raster_figure(
         _pop_legend(ax, list(_pops(layer.get("sign"), n)), loc="upper right")
         ax.set_title(_layer_title(layer["name"], n, layer.get("sign")), fontsize=9)
     axes[-1].set_xlabel("time (s)" if dt is not None else "step")
+    if len(layers):
+        _trial_legend(fig, markers, np.asarray(layers[0]["spikes"])[:max_steps].shape[0])
     return fig
 
 
@@ -150,6 +240,7 @@ def ei_currents_figure(
     dt: float | None,
     max_steps: int = 300,
     threshold: float | None = None,
+    markers: Mapping[str, Any] | None = None,
 ) -> Figure:
     """Excitatory, inhibitory, external and net input current of a few neurons over time.
 
@@ -161,6 +252,7 @@ def ei_currents_figure(
             or ``"all"``), one row each.
         dt: neuron step in seconds, or None.
         threshold: the layer's spike threshold, stated with the unit.
+        markers: a trial task's :func:`trial_markers`, or None.
 
     The currents are in membrane-potential units added per neuron step (the potential is
     dimensionless: a neuron spikes when it reaches ``threshold``).
@@ -175,6 +267,7 @@ def ei_currents_figure(
         ax.plot(t, x[:, j], color=MUTED_COLOR, lw=0.8, label="external (input, bias)")
         ax.plot(t, e[:, j] + i[:, j] + x[:, j], color="k", lw=0.8, label="net")
         ax.axhline(0, color="0.85", lw=0.5)
+        _draw_trial_markers(ax, markers, dt if dt is not None else 1.0, t.size)
         kind = {"E": "excitatory", "I": "inhibitory"}.get(pop, "no Dale sign")
         ax.set_ylabel(f"neuron {j}\n({pop}: {kind})", fontsize=8)
     axes[0].legend(fontsize=7, ncol=4, frameon=False, loc="upper right")
@@ -186,6 +279,7 @@ def ei_currents_figure(
         fontsize=9,
     )
     axes[-1].set_xlabel("time (s)" if dt is not None else "step")
+    _trial_legend(fig, markers, t.size)
     return fig
 
 

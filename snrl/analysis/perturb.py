@@ -711,7 +711,8 @@ def perturbation_figure(report: Mapping[str, Any]) -> Any:
 
 
 #: The files ``snrl perturb`` writes into its output folder.
-PERTURB_FILES = ("perturb.json", "perturb.png")
+#: (the report, the figure, then the figure's vector files of ``--style``)
+PERTURB_FILES = ("perturb.json", "perturb.png", "perturb.svg", "perturb.pdf")
 
 
 def check_perturb_out(run_dir: str | Path, out: str | Path | None) -> Path:
@@ -748,22 +749,53 @@ def check_perturb_out(run_dir: str | Path, out: str | Path | None) -> Path:
                 f"{report} was not written in {folder} by snrl ({why}); it and perturb.png "
                 "are left alone (move them away or choose another --out)"
             )
-    if (folder / PERTURB_FILES[1]).exists() and not ours:
-        raise UserError(
-            f"{folder / PERTURB_FILES[1]} exists and snrl did not write it (move it away or "
-            "choose another --out)"
-        )
+    listed = _figure_files(data) if ours else []
+    for name in PERTURB_FILES[1:]:
+        if (folder / name).exists() and name not in listed:
+            raise UserError(
+                f"{folder / name} exists and snrl did not write it (move it away or "
+                "choose another --out)"
+            )
     return folder
 
 
-def write_perturbation(report: Mapping[str, Any], folder: str | Path) -> list[Path]:
-    """Write ``perturb.json`` and ``perturb.png`` (atomically) into ``folder``."""
-    from snrl.analysis.figures import save_figure
+def _figure_files(data: Any) -> list[str]:
+    """The figure files an snrl report lists as written with it (a report without the list,
+    of an earlier snrl, wrote ``perturb.png`` only)."""
+    files = data.get("files") if isinstance(data, Mapping) else None
+    if not isinstance(files, list):
+        return [PERTURB_FILES[1]]
+    return [f for f in files if f in PERTURB_FILES[1:]]
+
+
+def write_perturbation(
+    report: Mapping[str, Any], folder: str | Path, *, style: str | None = None
+) -> list[Path]:
+    """Write ``perturb.json`` and ``perturb.png`` (atomically) into ``folder``; with a
+    ``style`` (``"paper"``, ``"talk"``: :mod:`snrl.analysis.style`) the figure in that
+    style, with its SVG (and PDF). The report lists the figure files (``"files"``); the
+    ones an earlier report of this folder listed and this run does not write again (the PDF
+    of an earlier ``--style paper``) are removed (call :func:`check_perturb_out` first)."""
+    from snrl.analysis.style import write_figure
 
     folder = Path(folder)
     make_dirs(folder, "the output folder", "choose another --out")
-    png = save_figure(perturbation_figure(report), folder / PERTURB_FILES[1])
     path = folder / PERTURB_FILES[0]
+    before: list[str] = []
+    if path.is_file():
+        try:
+            old = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            old = None
+        if isinstance(old, Mapping) and old.get("format") == _FORMAT:
+            if binding_mismatch(folder, old) is None:
+                before = _figure_files(old)
+    figs = write_figure(perturbation_figure(report), folder / PERTURB_FILES[1], style=style)
+    names = [f.name for f in figs]
     # bound to its folder (as a run's manifest): a rerun replaces only reports written here
-    write_json_atomic(path, {**json_safe(report), **dir_binding(folder)})
-    return [path, png]
+    write_json_atomic(path, {**json_safe(report), "files": names, **dir_binding(folder)})
+    for name in before:
+        stale = folder / name
+        if name not in names and stale.is_file() and not stale.is_symlink():
+            stale.unlink()
+    return [path, *figs]

@@ -381,9 +381,14 @@ def plot_psychometric(curve: Mapping[str, Any], *, title: str | None = None) -> 
 
 
 def save_psychometric(
-    curve: Mapping[str, Any], path: str | os.PathLike, *, title: str | None = None
+    curve: Mapping[str, Any],
+    path: str | os.PathLike,
+    *,
+    title: str | None = None,
+    style: str | None = None,
 ) -> Path:
-    """Write :func:`plot_psychometric` as a PNG, atomically.
+    """Write :func:`plot_psychometric` as a PNG, atomically; with a ``style`` (``"paper"``,
+    ``"talk"``: :mod:`snrl.analysis.style`) in that style, with its SVG (and PDF) next to it.
 
     Raises:
         UserError: ``path`` does not end in ``.png``.
@@ -391,6 +396,10 @@ def save_psychometric(
     path = Path(path)
     if path.suffix.lower() != ".png":
         raise UserError(f"psychometric figure path {path} must end in .png (rename it)")
+    if style is not None:
+        from snrl.analysis.style import write_figure
+
+        return write_figure(plot_psychometric(curve, title=title), path, style=style)[0]
     buf = io.BytesIO()
     plot_psychometric(curve, title=title).savefig(buf, format="png", dpi=120)
     atomic_write_bytes(path, buf.getvalue())

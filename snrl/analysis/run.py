@@ -193,6 +193,8 @@ class NetworkAnalysis:
                     first["currents"][name] = cur
             prev_spikes = spikes
         if keep:
+            if trials:  # where the trials and their periods lie in the figures
+                first["markers"] = (list(trials), substeps, getattr(traj, "dt", None))
             self.first = first
         self.episodes += 1
         self.env_steps += len(traj)
@@ -423,12 +425,15 @@ class NetworkAnalysis:
         scale = 1.0 / dt if dt is not None else 1.0
         nets = [self, *self.others.values()]
         out: dict[str, Any] = {}
+        markers = None
+        if self.first is not None and "markers" in self.first:
+            markers = F.trial_markers(*self.first["markers"])
         if self.first is not None:
             raster = []
             for net in nets:
                 if net.first is not None:
                     raster += [dict(ly, name=net._label(ly["name"])) for ly in net.first["layers"]]
-            out["raster.png"] = F.raster_figure(raster, dt)
+            out["raster.png"] = F.raster_figure(raster, dt, markers=markers)
         rc = []
         for net in nets:
             for d in net.layers:
@@ -453,6 +458,7 @@ class NetworkAnalysis:
                 _pick_by_population(-rate, sign, 2),
                 dt,
                 threshold=getattr(w, "threshold", None),
+                markers=markers,
             )
         first = self.layers[0]
         if first["name"] in self.weights:
@@ -553,17 +559,28 @@ class NetworkAnalysis:
             "explained_variance_ratio"
         ]
 
-    def write(self, out_dir: str | Path, *, svg: bool = False) -> list[Path]:
+    def write(
+        self, out_dir: str | Path, *, svg: bool = False, style: str | None = None
+    ) -> list[Path]:
         """Write ``summary.json`` and the figures into ``out_dir`` (atomically, file by file).
+
+        Args:
+            svg: also write each figure as SVG (a style always does).
+            style: ``"paper"`` or ``"talk"`` (:mod:`snrl.analysis.style`): the figures in
+                that style, with their PDF/SVG; None: the default PNGs.
 
         Returns:
             The paths written.
         """
         from snrl.analysis.figures import save_figure
+        from snrl.analysis.style import write_figure
 
         out = Path(out_dir)
         written = []
         for name, fig in self.figures().items():
+            if style is not None:  # every style writes an SVG too
+                written += write_figure(fig, out / name, style=style)
+                continue
             written.append(save_figure(fig, out / name))
             if svg:
                 written.append(save_figure(fig, out / name.replace(".png", ".svg")))

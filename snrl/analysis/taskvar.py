@@ -323,7 +323,7 @@ def task_variance_figure(entry: Mapping[str, Any], title: str = "policy") -> Any
     from matplotlib.colors import to_rgb
     from matplotlib.figure import Figure
 
-    from snrl.palette import CHOSEN_COLOR, E_COLOR, I_COLOR
+    from snrl.palette import E_COLOR, HIGHLIGHT_COLOR, I_COLOR
 
     tasks = [t.removesuffix("-v0") for t in entry["tasks"]]
     labels = np.asarray(entry["labels"])
@@ -340,13 +340,13 @@ def task_variance_figure(entry: Mapping[str, Any], title: str = "policy") -> Any
         lab = labels[order]
         edges = np.flatnonzero(np.diff(lab)) + 0.5
         for e in edges:
-            ax.axhline(e, color=CHOSEN_COLOR, lw=0.8)
+            ax.axhline(e, color=HIGHLIGHT_COLOR, lw=0.8)
         starts = np.concatenate([[0], np.flatnonzero(np.diff(lab)) + 1])
         for s in starts:
             n_c = int((lab == lab[s]).sum())
             ax.text(
                 len(tasks) - 0.45, s + n_c / 2 - 0.5, f"{lab[s]} ({n_c})", va="center",
-                fontsize=7, color=CHOSEN_COLOR,
+                fontsize=7, color=HIGHLIGHT_COLOR,
             )  # fmt: skip
         sign = entry.get("sign")
         if sign is not None:
@@ -363,7 +363,7 @@ def task_variance_figure(entry: Mapping[str, Any], title: str = "policy") -> Any
     if sil:
         ks = sorted(int(k) for k in sil)
         ax_s.plot(ks, [sil[str(k)] for k in ks], "o-", color="k", ms=3)
-        ax_s.axvline(entry["n_clusters"], color=CHOSEN_COLOR, lw=0.8, ls="--")
+        ax_s.axvline(entry["n_clusters"], color=HIGHLIGHT_COLOR, lw=0.8, ls="--")
     ax_s.set_xlabel("number of clusters k")
     ax_s.set_ylabel("mean silhouette (Ward)")
     ax_s.set_title(f"chosen k = {entry['n_clusters']}", fontsize=8)

@@ -40,8 +40,10 @@ __all__ = [
     "PSTHAccumulator",
     "TuningAccumulator",
     "condition_key",
+    "period_steps",
     "pca",
     "selectivity",
+    "trial_time_step",
 ]
 
 
@@ -102,6 +104,32 @@ def selectivity(rates_a: Any, rates_b: Any) -> dict[str, np.ndarray]:
         index = np.where(ma + mb > 0, (ma - mb) / (ma + mb), np.nan)
         dprime = np.where(pooled > 0, (ma - mb) / pooled, np.nan)
     return {"index": index, "dprime": dprime}
+
+
+def trial_time_step(t: float, t0: float, env_dt: float) -> int:
+    """The first step (counted from the trial's first step, which acts at trial time
+    ``t0``) that acts at trial time ``t`` or later: step k acts at ``t0 + k * env_dt``
+    (seconds)."""
+    return int(np.ceil((float(t) - float(t0)) / float(env_dt) - 1e-9))
+
+
+def period_steps(trial: Mapping[str, Any], env_dt: float | None) -> dict[str, tuple[int, int]]:
+    """The env steps of each period of a trial, ``name -> (first, stop)`` (the steps
+    ``first .. stop - 1`` of the trajectory, within the trial's own steps): a step is in a
+    period when it acts at a trial time ``start <= t < end`` (NeuroGym's ``in_period``).
+    Periods the agent never saw (outside the trial's steps) are left out; ``{}`` without
+    the task's ``env_dt`` or the trial's ``t0`` and ``periods``."""
+    periods, t0 = trial.get("periods") or {}, trial.get("t0")
+    if not env_dt or t0 is None:
+        return {}
+    start, stop = int(trial["start_step"]), int(trial["end_step"]) + 1
+    out = {}
+    for name, (a, b) in periods.items():
+        lo = min(max(start + trial_time_step(a, t0, env_dt), start), stop)
+        hi = min(max(start + trial_time_step(b, t0, env_dt), start), stop)
+        if hi > lo:
+            out[str(name)] = (lo, hi)
+    return out
 
 
 def condition_key(trial: Mapping[str, Any], by: str) -> str | None:
@@ -170,8 +198,7 @@ class PSTHAccumulator:
             return min(start + max(k, 0), end), "choice"
         dec = (trial.get("periods") or {}).get("decision")
         if env_dt and dec is not None and t0 is not None:
-            # the step acting at trial time t0 + k dt is the first with t >= the onset
-            k = int(np.ceil((float(dec[0]) - float(t0)) / env_dt - 1e-9))
+            k = trial_time_step(dec[0], t0, env_dt)
             return min(start + max(k, 0), end), "decision period onset"
         return end, "trial end"
 

@@ -243,13 +243,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
         out.update({k: res[k] for k in EVAL_TRIAL_KEYS})
         if "accuracy_by_task" in res:  # a multitask env (snrl train --tasks)
             out["accuracy_by_task"] = res["accuracy_by_task"]
-        out.update(_psychometric(Path(args.run_dir), res["trials"], algo.config.env))
-        out.update(_behaviour(Path(args.run_dir), res["trials"], algo.config.env))
+        run_dir = Path(args.run_dir)
+        out.update(_psychometric(run_dir, res["trials"], algo.config.env, args.style))
+        out.update(_behaviour(run_dir, res["trials"], algo.config.env, args.style))
     print(json.dumps(json_safe(out)))
     return 0
 
 
-def _psychometric(run_dir: Path, trials: list, env: str) -> dict[str, Any]:
+def _figure_names(png: str, style: str | None) -> list[str]:
+    """The files a figure of ``snrl eval`` takes in ``style`` (the PNG, its vector files)."""
+    from snrl.analysis.style import FIGURE_STYLES
+
+    extra = FIGURE_STYLES[style].vector_formats if style else ()
+    return [png, *(str(Path(png).with_suffix(s)) for s in extra)]
+
+
+def _psychometric(run_dir: Path, trials: list, env: str, style: str | None) -> dict[str, Any]:
     """``{"psychometric": numbers, "psychometric_png": path}`` of a two-choice task with
     coherences (the figure is written into the run directory); ``{}`` for other tasks. Too few
     answered trials for a fit (an agent that barely trained) is not an error of the eval: the
@@ -265,12 +274,13 @@ def _psychometric(run_dir: Path, trials: list, env: str) -> dict[str, Any]:
         return {"psychometric": None}
     png = run_dir / PSYCHOMETRIC_PNG
     if is_run_dir(run_dir):
-        claim_files(run_dir, [PSYCHOMETRIC_PNG])
-    save_psychometric(curve, png, title=f"{env}: {sum(p['n'] for p in curve['points'])} trials")
+        claim_files(run_dir, _figure_names(PSYCHOMETRIC_PNG, style))
+    n = sum(p["n"] for p in curve["points"])
+    save_psychometric(curve, png, title=f"{env}: {n} trials", style=style)
     return {"psychometric": curve, "psychometric_png": str(png)}
 
 
-def _behaviour(run_dir: Path, trials: list, env: str) -> dict[str, Any]:
+def _behaviour(run_dir: Path, trials: list, env: str, style: str | None) -> dict[str, Any]:
     """``{"behaviour": readouts}`` of a trial task (the ones that apply to it,
     :func:`snrl.analysis.behaviour.behaviour_readouts`), and ``"behaviour_png"`` where a
     readout beyond the error counts applies (the figure, written into the run directory)."""
@@ -281,8 +291,8 @@ def _behaviour(run_dir: Path, trials: list, env: str) -> dict[str, Any]:
         return {"behaviour": readouts}
     png = run_dir / BEHAVIOUR_PNG
     if is_run_dir(run_dir):
-        claim_files(run_dir, [BEHAVIOUR_PNG])
-    if save_behaviour(readouts, png, title=f"{env}: {len(trials)} trials") is None:
+        claim_files(run_dir, _figure_names(BEHAVIOUR_PNG, style))
+    if save_behaviour(readouts, png, title=f"{env}: {len(trials)} trials", style=style) is None:
         return {"behaviour": readouts}  # nothing to draw (no interval was produced)
     return {"behaviour": readouts, "behaviour_png": str(png)}
 
@@ -454,7 +464,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         ckpt = _checkpoint_path(args.run_dir, args.checkpoint)
         result.task_variance["checkpoint"] = {"name": args.checkpoint, "sha256": _sha256(ckpt)}
     out = claim_output_dir(base, args.out)
-    written = result.write(out, svg=args.svg)
+    written = result.write(out, svg=args.svg, style=args.style)
     if exporter is not None:
         if args.export == "nwb":
             written.append(exporter.write_nwb(out / "spikes.nwb", meta={"run": str(base)}))
@@ -610,7 +620,7 @@ def cmd_perturb(args: argparse.Namespace) -> int:
         )
     finally:
         algo.close()
-    written = write_perturbation(report, out)
+    written = write_perturbation(report, out, style=args.style)
     line = {"out": str(out), "files": [p.name for p in written]}
     for key in ("unperturbed", "perturbed"):
         line[key] = {
@@ -626,8 +636,8 @@ def cmd_perturb(args: argparse.Namespace) -> int:
 def _analyze_compare(args: argparse.Namespace, base: Path) -> int:
     """The analysis of every finished run of a comparison, side by side by variant."""
     from snrl.analysis.compare import compare_figure, compare_summaries
-    from snrl.analysis.figures import save_figure
     from snrl.analysis.outdir import claim_output_dir, finish_output_dir
+    from snrl.analysis.style import write_figure
     from snrl.experiments.stats import bootstrap_ci
     from snrl.experiments.store import read_status
 
@@ -662,7 +672,7 @@ def _analyze_compare(args: argparse.Namespace, base: Path) -> int:
     out = claim_output_dir(base, args.out)
     path = out / "compare.json"
     write_json_atomic(path, res)
-    written = [path, save_figure(compare_figure(res), out / "compare.png")]
+    written = [path, *write_figure(compare_figure(res), out / "compare.png", style=args.style)]
     finish_output_dir(out, written)
     print(json.dumps({"out": str(out), "groups": list(res["groups"]), "runs": len(runs)}))
     return 0

@@ -54,6 +54,19 @@ SEED = _int_in(0, MAX_SEED)
 THREADS = _int_in(0, MAX_THREADS)  # the config key's range: 0 leaves torch's setting
 EPISODES = _int_in(1, MAX_ENVS)  # one env per episode is built at once
 FPS = _int_in(1, 1000)
+#: ``--style`` choices: :data:`snrl.analysis.style.STYLE_NAMES` (a test checks; not
+#: imported here, so that the parser does not load the analysis package)
+FIGURE_STYLES = ("paper", "talk")
+
+
+def _style_flag(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument(
+        "--style",
+        choices=FIGURE_STYLES,
+        default=None,
+        help=f"{what} for a paper (journal fonts at a column width; 300 dpi PNG, PDF, SVG) "
+        "or a talk (slide fonts on a 16:9 slide; 1920x1080 PNG, SVG); default: the plain PNG",
+    )
 
 
 def _trust_flag(p: argparse.ArgumentParser) -> None:
@@ -186,6 +199,7 @@ def _add_eval(sub: Any) -> None:
         help="a run with a curriculum: evaluate on this lesson (number from 0, or name; "
         "default: the final lesson)",
     )
+    _style_flag(e, "trial tasks: psychometric.png and behaviour.png")
 
 
 def _add_render(sub: Any) -> None:
@@ -241,6 +255,7 @@ def _add_analyze(sub: Any) -> None:
         help="output folder inside the directory (default analysis)",
     )
     a.add_argument("--svg", action="store_true", help="also write the figures as SVG")
+    _style_flag(a, "the figures")
     a.add_argument(
         "--no-decode",
         dest="decode",
@@ -333,6 +348,7 @@ def _add_perturb(sub: Any) -> None:
     )
     p.add_argument("--checkpoint", choices=("best", "last"), default="best")
     p.add_argument("--out", default=None, metavar="DIR", help="output folder (default DIR/perturb)")
+    _style_flag(p, "perturb.png")
 
 
 def _add_export(sub: Any) -> None:

@@ -100,7 +100,14 @@ LAYOUT = (
 DEMO_FILES = ("eval.json", "demo.mp4", "demo.gif")
 #: What ``snrl eval`` writes into a run directory (the psychometric curve of a decision task,
 #: the behaviour readouts of the tasks that have them).
-EVAL_FILES = ("psychometric.png", "behaviour.png")
+EVAL_FILES = (
+    "psychometric.png",
+    "behaviour.png",
+    "psychometric.svg",
+    "psychometric.pdf",
+    "behaviour.svg",
+    "behaviour.pdf",
+)
 
 #: The files ``snrl analyze`` writes into its output folder (default ``analysis/``; the
 #: folder's own marker first): a rerun replaces these names only, and only those it wrote.
@@ -129,8 +136,20 @@ ANALYSIS_FILES = (
     "tdr.svg",
     "connectivity.svg",
     "task_variance.svg",
+    "raster.pdf",
+    "rates_cv.pdf",
+    "ei_currents.pdf",
+    "tuning.pdf",
+    "psth.pdf",
+    "psth_decision.pdf",
+    "pca.pdf",
+    "decoding.pdf",
+    "connectivity.pdf",
+    "task_variance.pdf",
     "compare.json",
     "compare.png",
+    "compare.svg",
+    "compare.pdf",
     "spikes.nwb",
     "spikes_neo.mat",
 )
@@ -141,7 +160,13 @@ ANALYSIS_OUTPUTS = (f"{ANALYSIS_DIR}/", *(f"{ANALYSIS_DIR}/{n}" for n in ANALYSI
 
 #: ``snrl perturb``'s default output folder in a run directory, and its files.
 PERTURB_DIR = "perturb"
-PERTURB_OUTPUTS = (f"{PERTURB_DIR}/", f"{PERTURB_DIR}/perturb.json", f"{PERTURB_DIR}/perturb.png")
+PERTURB_OUTPUTS = (
+    f"{PERTURB_DIR}/",
+    f"{PERTURB_DIR}/perturb.json",
+    f"{PERTURB_DIR}/perturb.png",
+    f"{PERTURB_DIR}/perturb.svg",
+    f"{PERTURB_DIR}/perturb.pdf",
+)
 
 #: What ``snrl train --callback`` adds: the callbacks it ran, by name (``module:Name``).
 CALLBACK_FILES = ("callbacks.json",)
