@@ -507,7 +507,7 @@ class FixedPointAnalysis:
             ev = res["eigenvalues"][kept[main]["index"]] if main is not None else np.zeros(0)
             entry["main_eigenvalues"] = {"real": ev.real.tolist(), "imag": ev.imag.tolist()}
             out_inputs.append(entry)
-            plot.append({"pcs": pcs, "kinds": kinds, "eigenvalues": ev})
+            plot.append({"pcs": pcs, "kinds": kinds, "eigenvalues": ev, "states": pts})
         return {
             "layer": self.name,
             "model": "ALIF" if self.alif else "LIF",
