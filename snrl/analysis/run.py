@@ -62,6 +62,9 @@ class NetworkAnalysis:
         max_trials: trials kept for decoding (the first ones).
         initial_weights: the layers' weights before training (see :func:`initial_weights`),
             for the connectivity before/after comparison; None: after only.
+        fixed_points: a :class:`snrl.analysis.fixed_points.FixedPointAnalysis` of the first
+            spiking layer, fed each episode (``fixed_points.png``, ``summary["fixed_points"]``);
+            None: no fixed points.
 
     ``others`` holds the analyses of the agent's other networks (:func:`analyze` adds the
     critic of an actor-critic run): their layers join the raster, rate/CV and current
@@ -84,6 +87,7 @@ class NetworkAnalysis:
         smooth: int = 3,
         max_trials: int = 2000,
         initial_weights: Mapping[str, LayerWeights] | None = None,
+        fixed_points: Any = None,
     ) -> None:
         self.network = str(network)
         self.decode = bool(decode)
@@ -95,6 +99,7 @@ class NetworkAnalysis:
             "folds": 5,
         }
         self.initial_weights = dict(initial_weights or {})
+        self.fixed_points = fixed_points
         self.trial_activity: dyn.TrialActivity | None = None
         self._dynamics: dict[str, Any] | None = None
         self.others: dict[str, NetworkAnalysis] = {}
@@ -196,6 +201,10 @@ class NetworkAnalysis:
             if trials:  # where the trials and their periods lie in the figures
                 first["markers"] = (list(trials), substeps, getattr(traj, "dt", None))
             self.first = first
+        if self.fixed_points is not None:
+            name = self.layers[0]["name"]
+            env_dt = getattr(traj, "dt", None)
+            self.fixed_points.add(traj.activity[name], inputs, trials, env_dt)
         self.episodes += 1
         self.env_steps += len(traj)
         env_dt = getattr(traj, "dt", None)
@@ -295,6 +304,13 @@ class NetworkAnalysis:
             "(trained, and initial: rebuilt from the run's seed), their spectral radius, and "
             "the mean E->E weight between same- vs opposite-preference E cells"
         )
+        if self.fixed_points is not None:
+            out["fixed_points"] = _jsonable(self.fixed_points.summary())
+            out["about"]["fixed_points"] = (
+                "the first spiking layer's fixed and slow points under each frozen task input "
+                "(Sussillo & Barak 2013) with their Jacobian spectra; approximation and "
+                "parameters inside"
+            )
         if self.task_variance is not None:
             out["task_variance"] = _jsonable(self.task_variance)
             out["about"]["task_variance"] = (
@@ -521,6 +537,8 @@ class NetworkAnalysis:
             from snrl.analysis.taskvar import task_variance_figure
 
             out["task_variance.png"] = task_variance_figure(self.task_variance, self.network)
+        if self.fixed_points is not None and self.episodes:
+            out["fixed_points.png"] = self.fixed_points.figure(self._label(self.layers[0]["name"]))
         return out
 
     def psth_neurons(self, name: str, per_population: int = 3) -> list[tuple[int, str]]:
@@ -598,6 +616,8 @@ def analyze(
     on_episode: Any = None,
     compare_initial: bool = True,
     task_variance: bool = True,
+    fixed_points: bool = False,
+    fixed_points_beta: float = 0.3,
     **kwargs: Any,
 ) -> NetworkAnalysis:
     """Roll out ``episodes`` deterministic episodes of ``algo`` (seeds ``seed``,
@@ -622,6 +642,11 @@ def analyze(
             in the same share) for the task variance of each neuron and its clusters
             (:func:`snrl.analysis.taskvar.task_variance_analysis`), in
             ``result.task_variance``.
+        fixed_points: also find the fixed and slow points of the policy's first spiking
+            layer (LIF or ALIF) under each frozen task input
+            (:class:`snrl.analysis.fixed_points.FixedPointAnalysis`), in
+            ``result.fixed_points``.
+        fixed_points_beta: their escape-noise width (membrane units).
         **kwargs: passed to :class:`NetworkAnalysis` (``fano_window``, ``corr_bin``,
             ``decode``, ``n_shuffles`` ...); the critic is not decoded.
 
@@ -640,6 +665,14 @@ def analyze(
     critic_weights = layer_weights(critic) if critic is not None else {}
     if not critic_weights:
         critic = None
+    fpa = None
+    if fixed_points:  # checked before any episode runs
+        from snrl.analysis.fixed_points import FixedPointAnalysis
+
+        first = next(iter(weights), None)
+        if first is None:
+            raise UserError("fixed points need a spiking policy layer (lif or alif backbone)")
+        fpa = FixedPointAnalysis(backbone.layers[first], name=first, beta=fixed_points_beta)
     before = initial_weights(algo) if compare_initial else {}
     result = None
     for k in range(int(episodes)):
@@ -650,6 +683,7 @@ def analyze(
                 dt=dt,
                 weights=weights,
                 initial_weights=before.get("policy"),
+                fixed_points=fpa,
                 **kwargs,
             )
         with torch.no_grad():

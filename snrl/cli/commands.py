@@ -432,6 +432,8 @@ def _analyze_one(algo: Any, args: argparse.Namespace, out_check: Path) -> tuple[
         decode=getattr(args, "decode", True),
         n_shuffles=getattr(args, "shuffles", 20),
         compare_initial=getattr(args, "compare_initial", True),
+        fixed_points=getattr(args, "fixed_points", False),
+        fixed_points_beta=getattr(args, "fixed_points_beta", 0.3),
     )
     return result, (exporter[0] if exporter else None)
 
@@ -481,6 +483,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         }
     line["rate_unit"] = summary["rate_unit"]
     line.update(_dynamics_line(summary))
+    fp = summary.get("fixed_points")
+    if fp:  # per frozen input: how many points of each kind
+        line["fixed_points"] = {
+            e["label"]: {k: e[f"n_{k}"] for k in ("stable", "unstable", "slow")}
+            for e in fp["inputs"]
+        }
     tv = summary.get("task_variance")
     if tv:  # a multitask run: its clusters, for snrl perturb --lesion cluster --cluster K
         line["task_variance"] = {
@@ -641,8 +649,9 @@ def _analyze_compare(args: argparse.Namespace, base: Path) -> int:
     from snrl.experiments.stats import bootstrap_ci
     from snrl.experiments.store import read_status
 
-    if args.export:
-        raise UserError("--export applies to one run (pass a run directory: DIR/runs/<name>)")
+    if args.export or getattr(args, "fixed_points", False):
+        flag = "--export" if args.export else "--fixed-points"
+        raise UserError(f"{flag} applies to one run (pass a run directory: DIR/runs/<name>)")
     statuses = sorted((base / "status").glob("*.json"))
     runs = []
     for path in statuses:

@@ -276,6 +276,19 @@ def _add_analyze(sub: Any) -> None:
         help="skip rebuilding the initial weights from the run's seed (connectivity after "
         "training only)",
     )
+    a.add_argument(
+        "--fixed-points",
+        action="store_true",
+        help="also find the fixed and slow points of the policy's first LIF/ALIF layer under "
+        "each frozen task input (mean-field rate approximation; fixed_points.png)",
+    )
+    a.add_argument(
+        "--fixed-points-beta",
+        type=float,
+        default=0.3,
+        metavar="W",
+        help="escape-noise width of the rate approximation, membrane units (default 0.3)",
+    )
 
 
 def _add_perturb(sub: Any) -> None:
