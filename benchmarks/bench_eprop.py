@@ -14,13 +14,16 @@
   DelayMatchSample-v0), ``--steps`` env steps, seeds
   ``--seeds``; each run a subprocess (at most ``--jobs`` at once). Reported: the final
   deterministic evaluation (20 episodes, seed 1000 + seed): trial accuracy on the NeuroGym
-  tasks, mean return on CartPole; and wall time.
+  tasks, mean return on CartPole; and wall time. On the trial tasks also the env steps and
+  the training trials to pycog's criterion (:func:`trials_to_criterion`: the first periodic
+  evaluation, every ``--eval-interval`` env steps, with trial accuracy >= 0.85), read from the
+  run's metrics columns.
 
 Usage::
 
     python benchmarks/bench_eprop.py memory [--neuron lif|alif]
     python benchmarks/bench_eprop.py learning [--steps 30000] [--seeds 1,2,3] [--jobs 2]
-        [--backbone lif|alif] [--tasks ID,ID]
+        [--backbone lif|alif] [--tasks ID,ID] [--eval-interval 2000]
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -174,15 +178,80 @@ RULES = {
 }
 
 
-def _learn_one(env: str, rule: str, seed: int, steps: int, backbone: str) -> dict:
+#: pycog's stopping criterion on its perceptual-decision tasks (85 % correct on validation
+#: trials; Song, Yang & Wang 2016, PLoS Comput. Biol. 12:e1004792)
+CRITERION = 0.85
+
+
+def trials_to_criterion(
+    metrics: Mapping[str, Sequence[float]],
+    *,
+    criterion: float = CRITERION,
+    source: str = "eval",
+    window: int = 200,
+) -> dict[str, int] | None:
+    """When a run first reached ``criterion`` trial accuracy, from its metrics columns.
+
+    Args:
+        metrics: A run's metrics columns (``snrl.training.metrics.read_metrics`` of its
+            ``metrics.csv``, or the history ``learn`` returns): ``env_step``, ``trials``
+            (training trials completed in the row's update), ``trial_accuracy`` (their
+            fraction correct, actions sampled) and ``eval_trial_accuracy`` (the periodic
+            deterministic evaluation; NaN in rows without one).
+        criterion: The trial accuracy to reach.
+        source: ``"eval"``: the first row whose periodic evaluation has accuracy >=
+            ``criterion`` (pycog's rule: training stops when held-out trials pass it);
+            ``"train"``: the first row at which the last ``window`` or more training trials
+            (the fewest whole rows that hold ``window``) have accuracy >= ``criterion``.
+        window: Training trials per window (``source="train"``).
+
+    Returns:
+        ``{"env_step": env steps at that row, "trials": training trials completed up to and
+        including it, "updates": rows (updates) up to and including it}``, or None when the
+        criterion is never reached (or the run logs no trial columns).
+    """
+    import numpy as np
+
+    if source not in ("eval", "train"):
+        raise ValueError(f"source={source!r} (use 'eval' or 'train')")
+    if "trials" not in metrics:
+        return None
+    steps = np.asarray(metrics["env_step"], dtype=np.float64)
+    n = np.nan_to_num(np.asarray(metrics["trials"], dtype=np.float64))
+    if source == "eval":
+        acc = np.asarray(metrics.get("eval_trial_accuracy", [np.nan] * len(n)), dtype=np.float64)
+        hit = np.flatnonzero(np.nan_to_num(acc, nan=-1.0) >= criterion)
+    else:
+        frac = np.asarray(metrics["trial_accuracy"], dtype=np.float64)
+        correct = np.where(np.isnan(frac), 0.0, frac * n)
+        n = np.where(np.isnan(frac), 0.0, n)  # a row without scored trials adds none
+        total = np.concatenate([[0.0], np.cumsum(n)])
+        right = np.concatenate([[0.0], np.cumsum(correct)])
+        end = total[1:]
+        start = np.searchsorted(total, end - window, side="right") - 1  # fewest rows >= window
+        ok = (end >= window) & (start >= 0)
+        start = np.clip(start, 0, None)
+        count = end - total[start]
+        acc = np.where(ok, (right[1:] - right[start]) / np.maximum(count, 1.0), -1.0)
+        hit = np.flatnonzero(ok & (acc >= criterion - 1e-12))
+    if hit.size == 0:
+        return None
+    r = int(hit[0])
+    trials = np.nan_to_num(np.asarray(metrics["trials"], dtype=np.float64))
+    return {"env_step": int(steps[r]), "trials": int(trials[: r + 1].sum()), "updates": r + 1}
+
+
+def _learn_one(
+    env: str, rule: str, seed: int, steps: int, backbone: str, eval_interval: int = 2000
+) -> dict:
     import torch
 
     import snrl
 
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    algo = snrl.PPO(env, backbone=backbone, seed=seed, eval_interval=0, **RULES[rule])
-    algo.learn(steps, progress=False)
+    algo = snrl.PPO(env, backbone=backbone, seed=seed, eval_interval=eval_interval, **RULES[rule])
+    history = algo.learn(steps, progress=False)
     wall = time.perf_counter() - t0
     res = algo.evaluate(n_episodes=20, seed=1000 + seed)
     return {
@@ -191,19 +260,29 @@ def _learn_one(env: str, rule: str, seed: int, steps: int, backbone: str) -> dic
         "seed": seed,
         "score": float(res[TASKS[env]]),
         "wall_s": wall,
+        "updates": algo.n_updates,
+        "criterion": trials_to_criterion(history),
+        "criterion_train": trials_to_criterion(history, source="train"),
     }
+
+
+def _criterion_cell(hit: dict | None) -> str:
+    """One run's cell of the criterion table: env steps (training trials), or not reached."""
+    return "not reached" if hit is None else f"{hit['env_step']:,} ({hit['trials']:,})"
 
 
 def learning(args: argparse.Namespace) -> None:
     seeds = [int(s) for s in args.seeds.split(",")]
     tasks = {t: TASKS[t] for t in args.tasks.split(",")}
-    jobs = [(e, r, s) for e in tasks for s in seeds for r in RULES]
+    rules = args.rules.split(",")
+    jobs = [(e, r, s) for e in tasks for s in seeds for r in rules]
 
     def run(job):
         e, r, s = job
+        call = f"{e!r}, {r!r}, {s}, {args.steps}, {args.backbone!r}, {args.eval_interval}"
         code = (
             "import json,sys; sys.path.insert(0, 'benchmarks'); import bench_eprop as b; "
-            f"print(json.dumps(b._learn_one({e!r}, {r!r}, {s}, {args.steps}, {args.backbone!r})))"
+            f"print(json.dumps(b._learn_one({call})))"
         )
         out = subprocess.run(
             [sys.executable, "-c", code], env=ENV, cwd=ROOT, capture_output=True, text=True
@@ -217,19 +296,38 @@ def learning(args: argparse.Namespace) -> None:
 
     with ThreadPoolExecutor(args.jobs) as pool:
         rows = [r for r in pool.map(run, jobs) if r is not None]
-    print(f"\n| task | metric | {' | '.join(RULES)} |  ({args.backbone}, {args.steps} steps)")
-    print("|---|---|" + "---|" * len(RULES))
+
+    def runs(env, rule):
+        got = [r for r in rows if r["env"] == env and r["rule"] == rule]
+        return sorted(got, key=lambda r: r["seed"])
+
+    print(f"\n| task | metric | {' | '.join(rules)} |  ({args.backbone}, {args.steps} steps)")
+    print("|---|---|" + "---|" * len(rules))
     for env, metric in tasks.items():
         cells = []
-        for rule in RULES:
-            got = sorted(
-                (r["seed"], r["score"]) for r in rows if r["env"] == env and r["rule"] == rule
-            )
-            vals = [v for _, v in got]
+        for rule in rules:
+            vals = [r["score"] for r in runs(env, rule)]
             mean = sum(vals) / len(vals) if vals else float("nan")
             cells.append(f"{mean:.3g} ({', '.join(f'{v:.3g}' for v in vals)})")
         print(f"| {env} | {metric} | {' | '.join(cells)} |")
-    walls = {rule: sum(r["wall_s"] for r in rows if r["rule"] == rule) for rule in RULES}
+    print(
+        f"\nenv steps (training trials) to {CRITERION:.0%} trial accuracy, per seed: first "
+        f"periodic evaluation (every {args.eval_interval} steps) / last >= 200 training trials"
+    )
+    print(f"| task | {' | '.join(rules)} |")
+    print("|---|" + "---|" * len(rules))
+    for env, metric in tasks.items():
+        if metric != "accuracy":
+            continue
+        cells = [
+            "; ".join(
+                f"{_criterion_cell(r['criterion'])} / {_criterion_cell(r['criterion_train'])}"
+                for r in runs(env, rule)
+            )
+            for rule in rules
+        ]
+        print(f"| {env} | {' | '.join(cells)} |")
+    walls = {rule: sum(r["wall_s"] for r in rows if r["rule"] == rule) for rule in rules}
     print("total wall (s): " + ", ".join(f"{k} {v:.0f}" for k, v in walls.items()))
 
 
@@ -248,6 +346,10 @@ def main() -> None:
         help=f"comma-separated env ids among {', '.join(TASKS)}",
     )
     lr.add_argument("--backbone", choices=("lif", "alif"), default="lif")
+    lr.add_argument("--rules", default=",".join(RULES), help=f"among {', '.join(RULES)}")
+    lr.add_argument(
+        "--eval-interval", type=int, default=2000, help="env steps between periodic evaluations"
+    )
     args = p.parse_args()
     memory(args) if args.cmd == "memory" else learning(args)
 
