@@ -170,7 +170,16 @@ TASKS = {
     "GoNogo-v0": "accuracy",
     "DelayMatchSample-v0": "accuracy",
     "CartPole-v1": "mean_return",
+    "EvidenceAccumulation-v0": "accuracy",
 }
+#: Tasks of snrl.tasks that NeuroGym lacks: their env ids, and the settings every rule gets.
+#: EvidenceAccumulation-v0 (45 steps of 50 ms a trial, the first of an episode 44): rollouts
+#: of 90 steps put every trial's cues and decision in one sequence (a segment starts at a
+#: trial's second step, its first silent one); ALIF neurons adapt with tau_a = 2 s (Bellec
+#: et al. 2020's value), enough to carry the cues (0.05-1.05 s) over the 1.05 s delay.
+OWN_TASKS = {"EvidenceAccumulation-v0": "snrl.tasks:EvidenceAccumulation-v0"}
+SETTINGS = {"EvidenceAccumulation-v0": {"n_envs": 8, "n_steps": 90}}
+TAU_A = {"EvidenceAccumulation-v0": 2.0}
 RULES = {
     "bptt": {"learning_rule": "bptt"},
     "symmetric": {"learning_rule": "eprop", "eprop_feedback": "symmetric"},
@@ -241,6 +250,28 @@ def trials_to_criterion(
     return {"env_step": int(steps[r]), "trials": int(trials[: r + 1].sum()), "updates": r + 1}
 
 
+def _alif_nets(task: str, seed: int, tau_a: float) -> dict:
+    """Policy and critic of a Dale 80/20 ALIF layer of 128 neurons whose adaptation time
+    constant is ``tau_a`` seconds (the agents' config has no key for it), with the task-scale
+    membranes the agents give the task (``TASK_SCALE_STEPS`` task steps)."""
+    import snrl.tasks
+    from snrl.agents.config import TASK_SCALE_STEPS
+    from snrl.layers import ALIFParameters
+    from snrl.networks.factory import build_backbone
+
+    spec = snrl.tasks.make_spec(task)
+    dt = spec.dt / 1000.0
+    tau = TASK_SCALE_STEPS * dt
+    params = ALIFParameters(tau_m=tau, tau_a=tau_a, dt=dt)
+
+    def net(out: int, s: int):
+        return build_backbone(
+            "alif", spec.n_obs, out, params=params, force_dale_law=True, readout_tau_m=tau, seed=s
+        )
+
+    return {"policy": net(spec.n_act, seed), "critic": net(1, seed + 1)}
+
+
 def _learn_one(
     env: str, rule: str, seed: int, steps: int, backbone: str, eval_interval: int = 2000
 ) -> dict:
@@ -250,7 +281,12 @@ def _learn_one(
 
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    algo = snrl.PPO(env, backbone=backbone, seed=seed, eval_interval=eval_interval, **RULES[rule])
+    kwargs = {**SETTINGS.get(env, {}), **RULES[rule]}
+    if backbone == "alif" and env in TAU_A:
+        kwargs.update(_alif_nets(env, seed, TAU_A[env]))
+    else:
+        kwargs["backbone"] = backbone
+    algo = snrl.PPO(OWN_TASKS.get(env, env), seed=seed, eval_interval=eval_interval, **kwargs)
     history = algo.learn(steps, progress=False)
     wall = time.perf_counter() - t0
     res = algo.evaluate(n_episodes=20, seed=1000 + seed)
@@ -259,10 +295,16 @@ def _learn_one(
         "rule": rule,
         "seed": seed,
         "score": float(res[TASKS[env]]),
+        "n_trials": res.get("n_trials"),
         "wall_s": wall,
         "updates": algo.n_updates,
         "criterion": trials_to_criterion(history),
         "criterion_train": trials_to_criterion(history, source="train"),
+        "eval_curve": [
+            (int(s), round(float(a), 4))
+            for s, a in zip(history["env_step"], history.get("eval_trial_accuracy", []))
+            if a == a  # the rows with a periodic evaluation (NaN elsewhere)
+        ],
     }
 
 
