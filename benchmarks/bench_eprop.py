@@ -10,8 +10,10 @@
   ``/proc/self/statm``).
 * ``learning``: snrl PPO (Dale LIF, the tuned settings of each task) with
   ``learning_rule=bptt``, ``eprop`` + ``eprop_feedback=symmetric`` and ``eprop`` + ``random``
-  on PerceptualDecisionMaking-v0, GoNogo-v0 and CartPole-v1 (``--tasks``; also
-  DelayMatchSample-v0), ``--steps`` env steps, seeds
+  (``--rules``) on PerceptualDecisionMaking-v0, GoNogo-v0 and CartPole-v1 (``--tasks``; also
+  DelayMatchSample-v0, and snrl.tasks' EvidenceAccumulation-v0 with its settings of
+  :data:`SETTINGS`; with ``--backbone alif`` its ALIF neurons adapt with tau_a = 2 s),
+  ``--steps`` env steps, seeds
   ``--seeds``; each run a subprocess (at most ``--jobs`` at once). Reported: the final
   deterministic evaluation (20 episodes, seed 1000 + seed): trial accuracy on the NeuroGym
   tasks, mean return on CartPole; and wall time. On the trial tasks also the env steps and
@@ -23,7 +25,10 @@ Usage::
 
     python benchmarks/bench_eprop.py memory [--neuron lif|alif]
     python benchmarks/bench_eprop.py learning [--steps 30000] [--seeds 1,2,3] [--jobs 2]
-        [--backbone lif|alif] [--tasks ID,ID] [--eval-interval 2000]
+        [--backbone lif|alif] [--tasks ID,ID] [--rules bptt,symmetric,random]
+        [--eval-interval 2000]
+    python benchmarks/bench_eprop.py learning --tasks EvidenceAccumulation-v0 --backbone alif \
+        --rules bptt,symmetric --steps 30000
 """
 
 from __future__ import annotations
