@@ -10,17 +10,25 @@
   ``/proc/self/statm``).
 * ``learning``: snrl PPO (Dale LIF, the tuned settings of each task) with
   ``learning_rule=bptt``, ``eprop`` + ``eprop_feedback=symmetric`` and ``eprop`` + ``random``
-  on PerceptualDecisionMaking-v0, GoNogo-v0 and CartPole-v1 (``--tasks``; also
-  DelayMatchSample-v0), ``--steps`` env steps, seeds
+  (``--rules``) on PerceptualDecisionMaking-v0, GoNogo-v0 and CartPole-v1 (``--tasks``; also
+  DelayMatchSample-v0, and snrl.tasks' EvidenceAccumulation-v0 with its settings of
+  :data:`SETTINGS`; with ``--backbone alif`` its ALIF neurons adapt with tau_a = 2 s),
+  ``--steps`` env steps, seeds
   ``--seeds``; each run a subprocess (at most ``--jobs`` at once). Reported: the final
   deterministic evaluation (20 episodes, seed 1000 + seed): trial accuracy on the NeuroGym
-  tasks, mean return on CartPole; and wall time.
+  tasks, mean return on CartPole; and wall time. On the trial tasks also the env steps and
+  the training trials to pycog's criterion (:func:`trials_to_criterion`: the first periodic
+  evaluation, every ``--eval-interval`` env steps, with trial accuracy >= 0.85), read from the
+  run's metrics columns.
 
 Usage::
 
     python benchmarks/bench_eprop.py memory [--neuron lif|alif]
     python benchmarks/bench_eprop.py learning [--steps 30000] [--seeds 1,2,3] [--jobs 2]
-        [--backbone lif|alif] [--tasks ID,ID]
+        [--backbone lif|alif] [--tasks ID,ID] [--rules bptt,symmetric,random]
+        [--eval-interval 2000]
+    python benchmarks/bench_eprop.py learning --tasks EvidenceAccumulation-v0 --backbone alif \
+        --rules bptt,symmetric --steps 30000
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -166,7 +175,16 @@ TASKS = {
     "GoNogo-v0": "accuracy",
     "DelayMatchSample-v0": "accuracy",
     "CartPole-v1": "mean_return",
+    "EvidenceAccumulation-v0": "accuracy",
 }
+#: Tasks of snrl.tasks that NeuroGym lacks: their env ids, and the settings every rule gets.
+#: EvidenceAccumulation-v0 (45 steps of 50 ms a trial, the first of an episode 44): rollouts
+#: of 90 steps put every trial's cues and decision in one sequence (a segment starts at a
+#: trial's second step, its first silent one); ALIF neurons adapt with tau_a = 2 s (Bellec
+#: et al. 2020's value), enough to carry the cues (0.05-1.05 s) over the 1.05 s delay.
+OWN_TASKS = {"EvidenceAccumulation-v0": "snrl.tasks:EvidenceAccumulation-v0"}
+SETTINGS = {"EvidenceAccumulation-v0": {"n_envs": 8, "n_steps": 90}}
+TAU_A = {"EvidenceAccumulation-v0": 2.0}
 RULES = {
     "bptt": {"learning_rule": "bptt"},
     "symmetric": {"learning_rule": "eprop", "eprop_feedback": "symmetric"},
@@ -174,15 +192,107 @@ RULES = {
 }
 
 
-def _learn_one(env: str, rule: str, seed: int, steps: int, backbone: str) -> dict:
+#: pycog's stopping criterion on its perceptual-decision tasks (85 % correct on validation
+#: trials; Song, Yang & Wang 2016, PLoS Comput. Biol. 12:e1004792)
+CRITERION = 0.85
+
+
+def trials_to_criterion(
+    metrics: Mapping[str, Sequence[float]],
+    *,
+    criterion: float = CRITERION,
+    source: str = "eval",
+    window: int = 200,
+) -> dict[str, int] | None:
+    """When a run first reached ``criterion`` trial accuracy, from its metrics columns.
+
+    Args:
+        metrics: A run's metrics columns (``snrl.training.metrics.read_metrics`` of its
+            ``metrics.csv``, or the history ``learn`` returns): ``env_step``, ``trials``
+            (training trials completed in the row's update), ``trial_accuracy`` (their
+            fraction correct, actions sampled) and ``eval_trial_accuracy`` (the periodic
+            deterministic evaluation; NaN in rows without one).
+        criterion: The trial accuracy to reach.
+        source: ``"eval"``: the first row whose periodic evaluation has accuracy >=
+            ``criterion`` (pycog's rule: training stops when held-out trials pass it);
+            ``"train"``: the first row at which the last ``window`` or more training trials
+            (the fewest whole rows that hold ``window``) have accuracy >= ``criterion``.
+        window: Training trials per window (``source="train"``).
+
+    Returns:
+        ``{"env_step": env steps at that row, "trials": training trials completed up to and
+        including it, "updates": rows (updates) up to and including it}``, or None when the
+        criterion is never reached (or the run logs no trial columns).
+    """
+    import numpy as np
+
+    if source not in ("eval", "train"):
+        raise ValueError(f"source={source!r} (use 'eval' or 'train')")
+    if "trials" not in metrics:
+        return None
+    steps = np.asarray(metrics["env_step"], dtype=np.float64)
+    n = np.nan_to_num(np.asarray(metrics["trials"], dtype=np.float64))
+    if source == "eval":
+        acc = np.asarray(metrics.get("eval_trial_accuracy", [np.nan] * len(n)), dtype=np.float64)
+        hit = np.flatnonzero(np.nan_to_num(acc, nan=-1.0) >= criterion)
+    else:
+        frac = np.asarray(metrics["trial_accuracy"], dtype=np.float64)
+        correct = np.where(np.isnan(frac), 0.0, frac * n)
+        n = np.where(np.isnan(frac), 0.0, n)  # a row without scored trials adds none
+        total = np.concatenate([[0.0], np.cumsum(n)])
+        right = np.concatenate([[0.0], np.cumsum(correct)])
+        end = total[1:]
+        start = np.searchsorted(total, end - window, side="right") - 1  # fewest rows >= window
+        ok = (end >= window) & (start >= 0)
+        start = np.clip(start, 0, None)
+        count = end - total[start]
+        acc = np.where(ok, (right[1:] - right[start]) / np.maximum(count, 1.0), -1.0)
+        hit = np.flatnonzero(ok & (acc >= criterion - 1e-12))
+    if hit.size == 0:
+        return None
+    r = int(hit[0])
+    trials = np.nan_to_num(np.asarray(metrics["trials"], dtype=np.float64))
+    return {"env_step": int(steps[r]), "trials": int(trials[: r + 1].sum()), "updates": r + 1}
+
+
+def _alif_nets(task: str, seed: int, tau_a: float) -> dict:
+    """Policy and critic of a Dale 80/20 ALIF layer of 128 neurons whose adaptation time
+    constant is ``tau_a`` seconds (the agents' config has no key for it), with the task-scale
+    membranes the agents give the task (``TASK_SCALE_STEPS`` task steps)."""
+    import snrl.tasks
+    from snrl.agents.config import TASK_SCALE_STEPS
+    from snrl.layers import ALIFParameters
+    from snrl.networks.factory import build_backbone
+
+    spec = snrl.tasks.make_spec(task)
+    dt = spec.dt / 1000.0
+    tau = TASK_SCALE_STEPS * dt
+    params = ALIFParameters(tau_m=tau, tau_a=tau_a, dt=dt)
+
+    def net(out: int, s: int):
+        return build_backbone(
+            "alif", spec.n_obs, out, params=params, force_dale_law=True, readout_tau_m=tau, seed=s
+        )
+
+    return {"policy": net(spec.n_act, seed), "critic": net(1, seed + 1)}
+
+
+def _learn_one(
+    env: str, rule: str, seed: int, steps: int, backbone: str, eval_interval: int = 2000
+) -> dict:
     import torch
 
     import snrl
 
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    algo = snrl.PPO(env, backbone=backbone, seed=seed, eval_interval=0, **RULES[rule])
-    algo.learn(steps, progress=False)
+    kwargs = {**SETTINGS.get(env, {}), **RULES[rule]}
+    if backbone == "alif" and env in TAU_A:
+        kwargs.update(_alif_nets(env, seed, TAU_A[env]))
+    else:
+        kwargs["backbone"] = backbone
+    algo = snrl.PPO(OWN_TASKS.get(env, env), seed=seed, eval_interval=eval_interval, **kwargs)
+    history = algo.learn(steps, progress=False)
     wall = time.perf_counter() - t0
     res = algo.evaluate(n_episodes=20, seed=1000 + seed)
     return {
@@ -190,20 +300,36 @@ def _learn_one(env: str, rule: str, seed: int, steps: int, backbone: str) -> dic
         "rule": rule,
         "seed": seed,
         "score": float(res[TASKS[env]]),
+        "n_trials": res.get("n_trials"),
         "wall_s": wall,
+        "updates": algo.n_updates,
+        "criterion": trials_to_criterion(history),
+        "criterion_train": trials_to_criterion(history, source="train"),
+        "eval_curve": [
+            (int(s), round(float(a), 4))
+            for s, a in zip(history["env_step"], history.get("eval_trial_accuracy", []))
+            if a == a  # the rows with a periodic evaluation (NaN elsewhere)
+        ],
     }
+
+
+def _criterion_cell(hit: dict | None) -> str:
+    """One run's cell of the criterion table: env steps (training trials), or not reached."""
+    return "not reached" if hit is None else f"{hit['env_step']:,} ({hit['trials']:,})"
 
 
 def learning(args: argparse.Namespace) -> None:
     seeds = [int(s) for s in args.seeds.split(",")]
     tasks = {t: TASKS[t] for t in args.tasks.split(",")}
-    jobs = [(e, r, s) for e in tasks for s in seeds for r in RULES]
+    rules = args.rules.split(",")
+    jobs = [(e, r, s) for e in tasks for s in seeds for r in rules]
 
     def run(job):
         e, r, s = job
+        call = f"{e!r}, {r!r}, {s}, {args.steps}, {args.backbone!r}, {args.eval_interval}"
         code = (
             "import json,sys; sys.path.insert(0, 'benchmarks'); import bench_eprop as b; "
-            f"print(json.dumps(b._learn_one({e!r}, {r!r}, {s}, {args.steps}, {args.backbone!r})))"
+            f"print(json.dumps(b._learn_one({call})))"
         )
         out = subprocess.run(
             [sys.executable, "-c", code], env=ENV, cwd=ROOT, capture_output=True, text=True
@@ -217,19 +343,38 @@ def learning(args: argparse.Namespace) -> None:
 
     with ThreadPoolExecutor(args.jobs) as pool:
         rows = [r for r in pool.map(run, jobs) if r is not None]
-    print(f"\n| task | metric | {' | '.join(RULES)} |  ({args.backbone}, {args.steps} steps)")
-    print("|---|---|" + "---|" * len(RULES))
+
+    def runs(env, rule):
+        got = [r for r in rows if r["env"] == env and r["rule"] == rule]
+        return sorted(got, key=lambda r: r["seed"])
+
+    print(f"\n| task | metric | {' | '.join(rules)} |  ({args.backbone}, {args.steps} steps)")
+    print("|---|---|" + "---|" * len(rules))
     for env, metric in tasks.items():
         cells = []
-        for rule in RULES:
-            got = sorted(
-                (r["seed"], r["score"]) for r in rows if r["env"] == env and r["rule"] == rule
-            )
-            vals = [v for _, v in got]
+        for rule in rules:
+            vals = [r["score"] for r in runs(env, rule)]
             mean = sum(vals) / len(vals) if vals else float("nan")
             cells.append(f"{mean:.3g} ({', '.join(f'{v:.3g}' for v in vals)})")
         print(f"| {env} | {metric} | {' | '.join(cells)} |")
-    walls = {rule: sum(r["wall_s"] for r in rows if r["rule"] == rule) for rule in RULES}
+    print(
+        f"\nenv steps (training trials) to {CRITERION:.0%} trial accuracy, per seed: first "
+        f"periodic evaluation (every {args.eval_interval} steps) / last >= 200 training trials"
+    )
+    print(f"| task | {' | '.join(rules)} |")
+    print("|---|" + "---|" * len(rules))
+    for env, metric in tasks.items():
+        if metric != "accuracy":
+            continue
+        cells = [
+            "; ".join(
+                f"{_criterion_cell(r['criterion'])} / {_criterion_cell(r['criterion_train'])}"
+                for r in runs(env, rule)
+            )
+            for rule in rules
+        ]
+        print(f"| {env} | {' | '.join(cells)} |")
+    walls = {rule: sum(r["wall_s"] for r in rows if r["rule"] == rule) for rule in rules}
     print("total wall (s): " + ", ".join(f"{k} {v:.0f}" for k, v in walls.items()))
 
 
@@ -248,6 +393,10 @@ def main() -> None:
         help=f"comma-separated env ids among {', '.join(TASKS)}",
     )
     lr.add_argument("--backbone", choices=("lif", "alif"), default="lif")
+    lr.add_argument("--rules", default=",".join(RULES), help=f"among {', '.join(RULES)}")
+    lr.add_argument(
+        "--eval-interval", type=int, default=2000, help="env steps between periodic evaluations"
+    )
     args = p.parse_args()
     memory(args) if args.cmd == "memory" else learning(args)
 

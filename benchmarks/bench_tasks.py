@@ -80,7 +80,9 @@ def snrl_rate(
 
 def main(argv: list[str] | None = None) -> list[dict]:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--tasks", nargs="+", default=list(tasks.TASKS))
+    p.add_argument(
+        "--tasks", nargs="+", default=[t for t, task in tasks.TASKS.items() if task.neurogym]
+    )
     p.add_argument("--envs", type=int, default=1024)
     p.add_argument("--ng-steps", type=int, default=30, help="NeuroGym steps timed")
     p.add_argument("--steps", type=int, default=600, help="snrl.tasks steps timed")

@@ -32,7 +32,7 @@ import gymnasium as gym
 
 from snrl.envs.neurogym import INSTALL_LINE
 from snrl.errors import UserError
-from snrl.tasks.engine import TaskVectorEnv, default_episode_steps
+from snrl.tasks.engine import TaskEnv, TaskVectorEnv, default_episode_steps
 from snrl.tasks.multitask import (
     MultiTaskEnv,
     MultiTaskVectorEnv,
@@ -47,6 +47,7 @@ __all__ = [
     "VECTOR_ENV_IDS",
     "MultiTaskEnv",
     "MultiTaskVectorEnv",
+    "TaskEnv",
     "TaskSpec",
     "TaskVectorEnv",
     "build_trials",
@@ -164,7 +165,8 @@ def make_env(env_id: str, **kwargs: Any) -> gym.Env:
     the spaces): NeuroGym's own env of the same id, which the equivalence tests hold to be
     the same task (``tests/tasks``). Options only the engine has (``device``) are dropped.
 
-    A comma-joined list of ids gives :class:`MultiTaskEnv` (no NeuroGym needed).
+    A comma-joined list of ids gives :class:`MultiTaskEnv`, and a task NeuroGym lacks
+    (EvidenceAccumulation-v0) :class:`TaskEnv`, env 0 of the engine (no NeuroGym needed).
 
     Raises:
         UserError: neurogym is not installed, or an unknown id.
@@ -176,6 +178,9 @@ def make_env(env_id: str, **kwargs: Any) -> gym.Env:
         return MultiTaskEnv(specs, max_episode_steps=episode)
     _check_id(env_id)
     kwargs.pop("device", None)
+    if not TASKS[env_id].neurogym:
+        episode = kwargs.pop("max_episode_steps", None)
+        return TaskEnv(make_spec(env_id, **kwargs), max_episode_steps=episode)
     if importlib.util.find_spec("neurogym") is None:
         raise UserError(
             f"snrl.tasks:{env_id} needs NeuroGym's env where one env is made (a rollout, a "

@@ -42,10 +42,11 @@ from gymnasium.vector.utils import batch_space
 from torch import Tensor
 
 from snrl.envs.neurogym import TRIALS_PER_EPISODE
+from snrl.envs.trials import unbatch_info
 from snrl.errors import UserError
 from snrl.tasks.spec import TaskSpec, build_trials, draw_trials, trial_tables
 
-__all__ = ["TaskVectorEnv", "default_episode_steps"]
+__all__ = ["TaskEnv", "TaskVectorEnv", "default_episode_steps"]
 
 
 #: Floats the bank of distinct trials may hold before it is rebuilt from the trials in use.
@@ -445,3 +446,54 @@ class TaskVectorEnv(gym.vector.VectorEnv):
 
     def close_extras(self, **kwargs: Any) -> None:  # noqa: D102
         self._pool = self._pool[:0]
+
+
+class TaskEnv(gym.Env):
+    """One env of a batched task, where snrl needs a single env (reading the spaces and the
+    clock, recording a rollout) of a task that has no NeuroGym class (docs/tasks.md): env 0
+    of a :class:`TaskVectorEnv` of one env, with its observation, actions and infos.
+
+    Args:
+        spec: The task.
+        max_episode_steps: As :class:`TaskVectorEnv`.
+    """
+
+    metadata = {"render_modes": []}
+    #: the env declares its step in ``dt`` (ms), as a NeuroGym task (snrl.envs.timing)
+    declares_task_time = True
+
+    def __init__(self, spec: TaskSpec, max_episode_steps: int | None = None) -> None:
+        self._vec = TaskVectorEnv(spec, 1, seed=None, max_episode_steps=max_episode_steps)
+        self.observation_space = self._vec.single_observation_space
+        self.action_space = self._vec.single_action_space
+        self.metadata = {**self.metadata, "dt": self._vec.metadata["dt"]}
+
+    @property
+    def dt(self) -> float:
+        """The task's step, ms."""
+        return self._vec.dt
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """A new episode (``seed``: the task's seed, as the vector env's)."""
+        super().reset(seed=seed)
+        obs, infos = self._vec.reset(seed=seed)
+        return obs[0], unbatch_info(infos, 0)
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """One step; at the episode's step limit, truncated with the episode's last
+        observation and infos."""
+        obs, reward, _, truncated, infos = self._vec.step(np.asarray([int(action)]))
+        if truncated[0]:
+            return (
+                infos["final_obs"][0],
+                float(reward[0]),
+                False,
+                True,
+                unbatch_info(infos["final_info"], 0),
+            )
+        return obs[0], float(reward[0]), False, False, unbatch_info(infos, 0)
+
+    def close(self) -> None:  # noqa: D102
+        self._vec.close()

@@ -1,6 +1,8 @@
 """NeuroGym's tasks as batched specs: the same timing, channels, noise and rewards as
 neurogym 2.3.1's classes of the same names (Molano-Mazon et al., 2022), written as data for
 :func:`snrl.tasks.spec.build_trials`. Each factory takes NeuroGym's keyword arguments.
+One task NeuroGym lacks is written the same way, from its paper: EvidenceAccumulation-v0
+(the cue-counting task of Morcos & Harvey, 2016, as Bellec et al., 2020, train it).
 
 Where NeuroGym departs from the paper its task cites, the paper's definition is used (and
 docs/tasks.md says so):
@@ -137,6 +139,9 @@ class _Task:
     """NeuroGym's default period durations (ms, or a distribution), in the periods' order."""
     rewards: Mapping[str, float]
     """NeuroGym's default reward table."""
+    neurogym: bool = True
+    """NeuroGym has the task under this id (False: a task of a paper that NeuroGym lacks;
+    its single env is :class:`snrl.tasks.engine.TaskEnv`)."""
 
     @property
     def arguments(self) -> tuple[str, ...]:
@@ -161,10 +166,12 @@ def _task(
     dt: float,
     timing: Mapping[str, Any],
     rewards: Mapping[str, float] = _DEFAULT_REWARDS,
+    neurogym: bool = True,
 ) -> Callable[[Callable[..., TaskSpec]], _Task]:
-    """Declare a task: its id and NeuroGym's defaults of the common arguments, over the
-    function that builds it from them and its own keywords."""
-    return lambda build: _Task(name, build, dt, timing, rewards)
+    """Declare a task: its id and NeuroGym's defaults of the common arguments (the paper's,
+    for a task NeuroGym lacks: ``neurogym=False``), over the function that builds it from
+    them and its own keywords."""
+    return lambda build: _Task(name, build, dt, timing, rewards, neurogym)
 
 
 def _ring(n: int, endpoint_trick: bool) -> np.ndarray:
@@ -636,7 +643,83 @@ def dual_delay_match_sample(
     )
 
 
-#: The batched tasks by id (NeuroGym's ids), each called with NeuroGym's keyword arguments.
+# ---- a task of a paper that NeuroGym lacks ----------------------------------------------------
+#: Cues of EvidenceAccumulation-v0 (Morcos & Harvey, 2016; Bellec et al., 2020, Fig. 3).
+N_CUES = 7
+_CUE_TIMING: dict[str, Any] = {}
+for _k in range(1, N_CUES + 1):
+    _CUE_TIMING[f"gap{_k}"] = 50
+    _CUE_TIMING[f"cue{_k}"] = 100
+
+
+@_task(
+    "EvidenceAccumulation-v0",
+    dt=50,
+    timing={**_CUE_TIMING, "delay": 1050, "decision": 150},
+    neurogym=False,
+)
+def evidence_accumulation(c: _Common, *, p_cue: float = 0.7, sigma: float = 0.0) -> TaskSpec:
+    """Evidence accumulation over a delay: the virtual T-maze of Morcos & Harvey (2016, Nat.
+    Neurosci. 19:1672), as Bellec et al. (2020, Nat. Commun. 11:3625, Fig. 3) train spiking
+    networks on it. Seven cues, each on the left (channel 1) or the right (channel 2) for
+    100 ms after 50 ms of silence, then a 1050 ms delay, then a 150 ms decision period in which
+    the fixation input (channel 0) goes off and the agent must choose the side that showed
+    more cues (action 1 left, 2 right); 7 cues leave no tie. The timing is that of the
+    authors' released code for the figure (cue spacing 150 ms, a 2250 ms trial). A trial
+    favours one side (``favoured``, equally likely): each cue is on that side with
+    probability ``p_cue`` (the paper's 0.7), independently. Breaking fixation before the
+    decision pays ``abort`` (NeuroGym's table: -0.1, the trial goes on); the first response
+    in the decision period ends the trial, ``correct`` 1 or ``fail`` 0.
+
+    Args:
+        c: The common arguments (``dt`` 50 ms: every period is a whole number of steps).
+        p_cue: Probability that a cue is on the trial's favoured side, in [0, 1].
+        sigma: Gaussian input noise on the cue channels before the decision, NeuroGym's
+            ``sigma / sqrt(dt)`` per step (0: none; the paper's inputs are Poisson spikes).
+    """
+    if isinstance(p_cue, bool) or not isinstance(p_cue, (int, float)) or not 0 <= p_cue <= 1:
+        raise UserError(f"p_cue must be a probability in [0, 1], got {p_cue!r}")
+    p = float(p_cue)
+    before = tuple(name for name in c.timing if name != "decision")
+
+    def conditions(d: Draw) -> None:
+        favoured = d.choice("favoured", [0, 1])  # 0 left, 1 right
+        u = torch.rand((d.n, N_CUES), generator=d.gen, dtype=torch.float64, device=d.device)
+        right = torch.where(favoured[:, None] == 1, u < p, u >= p).to(torch.float64)
+        for k in range(N_CUES):
+            d.set(f"cue{k + 1}", right[:, k])
+        n_right = sum(d.values[f"cue{k + 1}"] for k in range(N_CUES))
+        d.set("n_right", n_right)
+        d.set("ground_truth", (n_right > N_CUES // 2).to(torch.float64))
+
+    def side(k: int, value: int) -> Callable[[Mapping[str, torch.Tensor]], torch.Tensor]:
+        """1 on the cue's channel: channel 1 shows left cues (value 0), 2 right (1)."""
+        return lambda v: (v[f"cue{k}"] == value).to(torch.float64)
+
+    cues = tuple(
+        Show(side(k, ch - 1), (ch,), (f"cue{k}",)) for k in range(1, N_CUES + 1) for ch in (1, 2)
+    )
+    noise = (Noise(c.noise_std(sigma), before, (1, 2)),) if _check_sigma(sigma) > 0 else ()
+    return c.spec(
+        obs_names={"fixation": 0, "left": 1, "right": 2},
+        act_names={"fixation": 0, "left": 1, "right": 2},
+        conditions=conditions,
+        reported={
+            "ground_truth": int,
+            "favoured": int,
+            "n_right": int,
+            **{f"cue{k}": int for k in range(1, N_CUES + 1)},
+        },
+        periods=c.periods(),
+        shows=(Show(1.0, (0,)), Show(0.0, (0,), ("decision",), mode="set"), *cues),
+        noise=noise,
+        targets=(Target(lambda v: v["ground_truth"] + 1, "decision"),),
+        rule=ChoiceRule(fixate=before),
+    )
+
+
+#: The batched tasks by id (NeuroGym's ids, and the paper tasks' own), each called with
+#: NeuroGym's keyword arguments.
 TASKS: dict[str, _Task] = {
     task.name: task
     for task in (
@@ -648,5 +731,6 @@ TASKS: dict[str, _Task] = {
         interval_discrimination,
         ready_set_go,
         dual_delay_match_sample,
+        evidence_accumulation,
     )
 }
