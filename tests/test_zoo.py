@@ -135,10 +135,10 @@ def test_opt_out_and_unknown_env_and_backbone_are_the_plain_config(tmp_path):
 
 def _same(algo_cfg, cfg):
     """The algorithm's config is ``cfg`` with its clock and time constants resolved from the
-    env (``dt``, ``tau_m``, ``readout_tau_m``: docs/neuro.md, "Time")."""
+    env (``dt``, ``tau_m``, ``readout_tau_m``, ``tau_a``: docs/neuro.md, "Time")."""
     assert cfg.dt is None  # a zoo entry may set a tau; unset ones are resolved
     assert algo_cfg.tau_m is not None and algo_cfg.readout_tau_m is not None
-    clock = {k: getattr(algo_cfg, k) for k in ("dt", "tau_m", "readout_tau_m")}
+    clock = {k: getattr(algo_cfg, k) for k in ("dt", "tau_m", "readout_tau_m", "tau_a")}
     assert config_to_dict(algo_cfg) == config_to_dict(dataclasses.replace(cfg, **clock))
 
 

@@ -36,8 +36,17 @@ __all__ = ["AgentConfig"]
 
 
 #: Where a task has a clock, unset time constants span this many task steps
-#: (:meth:`AgentConfig.resolve_time`).
+#: (:meth:`AgentConfig.resolve_time`, ``time_profile="task"``).
 TASK_SCALE_STEPS = 10
+
+#: ``time_profile="biological"`` on a task with a clock (:meth:`AgentConfig.resolve_time`):
+#: the longest neuron step (s), the membrane time constant of the spiking layers (s) and the
+#: ALIF adaptation time constant (s) that unset values take. The readout's membrane is one
+#: task step (not a constant: it depends on the task's ``dt``).
+BIOLOGICAL: dict[str, float] = {"max_dt": 10e-3, "tau_m": 20e-3, "tau_a": 1.5}
+
+#: The values of ``time_profile``.
+TIME_PROFILES = ("task", "biological")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,6 +93,16 @@ class AgentConfig:
     )
     """Neuron time step, seconds; None: from the task (docs/architecture.md, "Time"). The
     resolved value replaces None in ``algo.config`` and config.json."""
+    tau_a: float | None = override(
+        None, "None: the time profile's (200 ms; 1.5 s with time_profile=biological on a task)"
+    )
+    """Adaptation time constant of ALIF layers, seconds (the other backbones ignore it);
+    None: :meth:`resolve_time`'s rule."""
+    time_profile: Literal["task", "biological"] = "task"
+    """How unset neuron time is derived from a task's clock (docs/neuro.md, "Time"): task
+    (one neuron step per task step unless ``substeps`` says otherwise, membranes of 10 task
+    steps: rate units) | biological (neuron steps of at most 10 ms, 20 ms membranes, a
+    readout of one task step, ALIF adaptation of 1.5 s; needs a task with a clock)."""
     hh_init: str = NEURON_DEFAULTS["hh_init"]
     """Initial hidden state of spiking layers: zeros | random | learned."""
     encoder: str = "direct"
@@ -224,8 +243,8 @@ class AgentConfig:
                 f"{name}={v!r} (must be an integer >= 1)",
             )
         check(
-            all(v is None or v > 0 for v in (self.tau_m, self.readout_tau_m, self.dt)),
-            "tau_m, readout_tau_m and dt must be > 0 seconds (or None: from the task)",
+            all(v is None or v > 0 for v in (self.tau_m, self.readout_tau_m, self.tau_a, self.dt)),
+            "tau_m, readout_tau_m, tau_a and dt must be > 0 seconds (or None: from the task)",
         )
         check(
             self.hh_init in ("zeros", "random", "learned"),
@@ -323,33 +342,55 @@ class AgentConfig:
     def resolve_time(self, task_dt: float | None) -> AgentConfig:
         """This config with its clock and time constants set (docs/neuro.md, "Time").
 
-        The one rule for a task's time scale. ``dt``: as given, else ``task_dt / substeps``
-        when the task declares its step (seconds), else 1 ms. ``tau_m`` / ``readout_tau_m``:
-        as given, else :data:`TASK_SCALE_STEPS` task steps when the task has a clock (a
-        membrane then keeps ``exp(-1/10) = 0.905`` of itself per task step, the retention
-        the delay tasks need; 1 s at NeuroGym's 100 ms step: rate units, not cortical
-        membranes), else the clockless defaults (:attr:`clockless_tau`). A spiking run whose
-        membranes are shorter than one task step forgets within a step: it warns once.
+        The one rule for a task's time scale; values you set stay, ``time_profile`` fills
+        the others. ``dt``: as given, else ``task_dt / substeps`` when the task declares its
+        step (seconds), else 1 ms. Without a clock ``tau_m`` / ``readout_tau_m`` take the
+        clockless defaults (:attr:`clockless_tau`) and ``tau_a`` 200 ms. With a clock:
+
+        * ``"task"``: ``tau_m`` / ``readout_tau_m`` span :data:`TASK_SCALE_STEPS` task steps
+          (a membrane keeps ``exp(-1/10) = 0.905`` of itself per task step, the retention
+          the delay tasks need; 1 s at NeuroGym's 100 ms step: rate units, not cortical
+          membranes); ``tau_a`` 200 ms. A spiking run whose membranes are shorter than one
+          task step forgets within a step: it warns once.
+        * ``"biological"`` (:data:`BIOLOGICAL`): spiking backbones step at most 10 ms
+          (``substeps`` raised to ``ceil(task_dt / 10 ms)``, or to ``ceil(task_dt / dt)``
+          with a ``dt`` you set; a larger ``substeps`` stays), ``tau_m`` 20 ms, the
+          readout's membrane one task step (it averages the spikes of the last task step,
+          so an action is read from ~10 neuron steps, not from the last one), ``tau_a``
+          1.5 s (ALIF: the adaptation carries the memory, Bellec et al. 2018). A task
+          without a clock is an error: there is no task step to derive the time from.
+
+        Raises:
+            UserError: ``time_profile="biological"`` without a clock, or with e-prop.
         """
-        given = {k: v for k, v in (("tau_m", self.tau_m), ("readout_tau_m", self.readout_tau_m))}
-        if task_dt is not None:
+        biological = self.time_profile == "biological" and self.backbone in SPIKING
+        given = {"tau_m": self.tau_m, "readout_tau_m": self.readout_tau_m, "tau_a": self.tau_a}
+        substeps, fill = self.substeps, {**self.clockless_tau, "tau_a": NEURON_DEFAULTS["tau_a"]}
+        if biological:
+            _check_biological(self, task_dt)
+            step = BIOLOGICAL["max_dt"] if self.dt is None else self.dt
+            substeps = max(substeps, math.ceil(round(task_dt / step, 6)))
+            fill = {"tau_m": BIOLOGICAL["tau_m"], "readout_tau_m": task_dt}
+            fill["tau_a"] = BIOLOGICAL["tau_a"]
+        elif task_dt is not None:
             scale = TASK_SCALE_STEPS * task_dt
-            taus = {k: scale if v is None else v for k, v in given.items()}
-        else:
-            taus = {k: self.clockless_tau[k] if v is None else v for k, v in given.items()}
+            fill = {"tau_m": scale, "readout_tau_m": scale, "tau_a": NEURON_DEFAULTS["tau_a"]}
+        taus = {k: fill[k] if v is None else v for k, v in given.items()}
         dt = self.dt
         if dt is None:
-            dt = NEURON_DEFAULTS["dt"] if task_dt is None else task_dt / self.substeps
-        resolved = dataclasses.replace(self, dt=dt, **taus)
-        if task_dt is not None and self.backbone in SPIKING:
-            short = {k: v for k, v in taus.items() if v < task_dt}
+            dt = NEURON_DEFAULTS["dt"] if task_dt is None else task_dt / substeps
+        resolved = dataclasses.replace(self, dt=dt, substeps=substeps, **taus)
+        if task_dt is not None and self.backbone in SPIKING and not biological:
+            membranes = {k: taus[k] for k in ("tau_m", "readout_tau_m")}
+            short = {k: v for k, v in membranes.items() if v < task_dt}
             if short:
                 warnings.warn(
                     f"{', '.join(f'{k}={v:g} s' for k, v in short.items())} is shorter than "
                     f"the task's step ({task_dt:g} s): a membrane keeps "
                     f"{math.exp(-task_dt / min(short.values())):.2g} of itself per step, so "
                     "the network forgets within one step (leave tau_m / readout_tau_m unset "
-                    f'for {TASK_SCALE_STEPS} task steps, or see docs/neuro.md, "Time")',
+                    f"for {TASK_SCALE_STEPS} task steps, set time_profile=biological for ms "
+                    'neuron steps, or see docs/neuro.md, "Time")',
                     UserWarning,
                     stacklevel=3,
                 )
@@ -358,7 +399,7 @@ class AgentConfig:
     def build_backbone(self, input_size: int, output_size: int, *, seed: int) -> nn.Module:
         """The backbone these fields describe (:func:`snrl.build_backbone`); a spiking one
         gets its neuron parameters as one object (``snrl.layers.LIFParameters`` ...), built
-        here from ``tau_m``, ``dt`` and ``hh_init``."""
+        here from ``tau_m``, ``dt``, ``hh_init`` (and ``tau_a`` for ALIF)."""
         from snrl.networks.spiking import NEURONS
 
         if self.tau_m is None or self.readout_tau_m is None:
@@ -366,8 +407,11 @@ class AgentConfig:
             return self.resolve_time(None).build_backbone(input_size, output_size, seed=seed)
         params = None
         if self.backbone in SPIKING:
+            adaptation = (
+                {} if self.backbone != "alif" or self.tau_a is None else {"tau_a": self.tau_a}
+            )
             params = NEURONS[self.backbone].params_type(
-                tau_m=self.tau_m, dt=self.neuron_dt, hh_init=self.hh_init
+                tau_m=self.tau_m, dt=self.neuron_dt, hh_init=self.hh_init, **adaptation
             )
         # the fields build_backbone takes under their own names
         same = ("hidden_size", "n_layers", "force_dale_law", "recurrent_sign", "encoder")
@@ -375,4 +419,20 @@ class AgentConfig:
         options = {name: getattr(self, name) for name in same}
         return build_backbone(
             self.backbone, input_size, output_size, params=params, seed=seed, **options
+        )
+
+
+def _check_biological(cfg: AgentConfig, task_dt: float | None) -> None:
+    """``time_profile="biological"`` needs a task step to derive ms neuron steps from, and
+    more than one neuron step per env step, which e-prop does not take."""
+    if task_dt is None:
+        raise UserError(
+            f"time_profile='biological' needs a task with a clock (a NeuroGym task's dt); "
+            f"{cfg.env} declares no step length (use time_profile=task: without a clock "
+            "neurons already step at 1 ms with 10 ms membranes, or set dt / tau_m yourself)"
+        )
+    if cfg.learning_rule == "eprop":
+        raise UserError(
+            "time_profile='biological' steps the neurons several times per env step, which "
+            "e-prop does not take (use learning_rule=bptt, or time_profile=task)"
         )

@@ -223,7 +223,13 @@ class _NeuronTime(Callback):
     def on_training_start(self, algo: Any) -> None:
         cfg = algo.config
         if cfg.backbone in SPIKING:
-            say(f"neuron time: dt={cfg.dt:g} s, substeps={cfg.substeps} per env step")
+            taus = f"tau_m={cfg.tau_m:g} s, readout_tau_m={cfg.readout_tau_m:g} s"
+            if cfg.backbone == "alif":
+                taus += f", tau_a={cfg.tau_a:g} s"
+            say(
+                f"neuron time: dt={cfg.dt:g} s, substeps={cfg.substeps} per env step, {taus} "
+                f"(time_profile={cfg.time_profile})"
+            )
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

@@ -1,0 +1,128 @@
+"""time_profile: "task" (today's rule, the default) and "biological" (ms neuron steps, 20 ms
+membranes, a readout of one task step, 1.5 s ALIF adaptation), resolved in
+AgentConfig.resolve_time; the config key through config.json and the CLI."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+
+import snrl
+from snrl.cli import main
+from snrl.config import load_config
+from snrl.errors import UserError
+
+GONOGO = "neurogym.envs.native.gonogo:GoNogo"  # NeuroGym, dt = 100 ms by default
+
+
+def _time(cfg) -> tuple:
+    return cfg.dt, cfg.substeps, cfg.tau_m, cfg.readout_tau_m, cfg.tau_a
+
+
+def _bio(**kwargs) -> snrl.PPOConfig:
+    return snrl.PPOConfig(backbone="alif", time_profile="biological", **kwargs)
+
+
+def test_task_profile_is_the_default_and_unchanged() -> None:
+    assert snrl.PPOConfig().time_profile == "task"
+    # 100 ms task step: one 100 ms neuron step, membranes of 10 task steps, ALIF 200 ms
+    assert _time(snrl.PPOConfig(backbone="alif").resolve_time(0.1)) == pytest.approx(
+        (0.1, 1, 1.0, 1.0, 0.2)
+    )
+
+
+@pytest.mark.parametrize(
+    "task_dt, want",
+    [
+        (0.1, (0.01, 10, 0.02, 0.1, 1.5)),  # 100 ms: ten 10 ms neuron steps, readout 100 ms
+        (0.02, (0.01, 2, 0.02, 0.02, 1.5)),  # 20 ms: two 10 ms steps, readout 20 ms
+        (0.03, (0.01, 3, 0.02, 0.03, 1.5)),  # 30 ms: 0.03 / 0.01 is 2.99999... in floats
+        (0.005, (0.005, 1, 0.02, 0.005, 1.5)),  # already finer than 10 ms: one step
+    ],
+)
+def test_biological_profile_by_hand(task_dt, want) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # 20 ms membranes under a 100 ms task step: no warning
+        got = _bio().resolve_time(task_dt)
+    assert _time(got) == pytest.approx(want)
+    assert got.time_profile == "biological"
+
+
+def test_biological_profile_keeps_what_the_user_set() -> None:
+    cfg = _bio(tau_m=0.05, readout_tau_m=0.3, tau_a=2.0, substeps=20).resolve_time(0.1)
+    assert _time(cfg) == pytest.approx((0.005, 20, 0.05, 0.3, 2.0))  # more substeps stay
+    # a dt you set: as many substeps as it takes to cover the task step with it
+    assert _time(_bio(dt=0.002).resolve_time(0.1)) == pytest.approx((0.002, 50, 0.02, 0.1, 1.5))
+    # resolving a resolved config changes nothing (a checkpoint is loaded the same)
+    once = _bio().resolve_time(0.1)
+    assert once.resolve_time(0.1) == once
+
+
+def test_biological_profile_needs_a_clock_and_bptt() -> None:
+    with pytest.raises(UserError, match=r"time_profile='biological' needs a task with a clock"):
+        _bio(env="CartPole-v1").resolve_time(None)
+    with pytest.raises(UserError, match="e-prop does not take"):
+        _bio(learning_rule="eprop").resolve_time(0.1)
+    # ANN backbones have no neuron time: the profile changes nothing for them
+    gru = snrl.PPOConfig(backbone="gru", time_profile="biological")
+    assert gru.resolve_time(0.1).substeps == 1
+    assert gru.resolve_time(None).dt == 1e-3
+
+
+def test_bad_profile_names_the_choices() -> None:
+    with pytest.raises(UserError, match="time_profile.*'task', 'biological'"):
+        load_config(snrl.PPOConfig, sets=["time_profile=biologic"])
+    with pytest.raises(UserError, match="tau_a"):
+        snrl.PPOConfig(tau_a=0.0)
+
+
+def test_alif_layers_get_the_profile(tmp_path) -> None:
+    pytest.importorskip("neurogym")
+    algo = snrl.PPO(GONOGO, n_envs=1, hidden_size=8, backbone="alif", time_profile="biological")
+    for net in (algo.agent.policy, algo.agent.critic):
+        layer, readout = net.layers["alif0"], net.layers["readout"]
+        assert net.substeps == 10 and layer.dt == pytest.approx(0.01)
+        assert layer.tau_m.tolist() == pytest.approx([0.02] * 8)
+        assert layer.tau_a.tolist() == pytest.approx([1.5] * 8)
+        assert readout.tau_m.tolist() == pytest.approx([0.1] * readout.output_size)
+    algo.save(tmp_path / "ckpt.pt")
+    back = snrl.PPO.load(tmp_path / "ckpt.pt", trust_env_module=True)
+    assert _time(back.config) == pytest.approx(_time(algo.config))
+    assert back.agent.policy.layers["alif0"].tau_a.tolist() == pytest.approx([1.5] * 8)
+
+
+def test_cli_set_time_profile_reaches_config_json(tmp_path, capsys) -> None:
+    pytest.importorskip("neurogym")
+    out = tmp_path / "run"
+    code = main(
+        ["train", "--env", "GoNogo-v0", "--backbone", "alif", "--hidden", "8", "--steps", "64",
+         "--n-envs", "2", "--set", "n_steps=32", "--set", "eval_interval=0", "--set",
+         "eval_episodes=1", "--set", "time_profile=biological", "--quiet", "--out", str(out)]
+    )  # fmt: skip
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "neuron time: dt=0.01 s, substeps=10 per env step, tau_m=0.02 s" in printed
+    assert "readout_tau_m=0.1 s, tau_a=1.5 s (time_profile=biological)" in printed
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["time_profile"] == "biological"
+    assert (saved["dt"], saved["substeps"], saved["tau_m"]) == pytest.approx((0.01, 10, 0.02))
+    assert (saved["readout_tau_m"], saved["tau_a"]) == pytest.approx((0.1, 1.5))
+
+
+@pytest.mark.parametrize(
+    "sets, env, match",
+    [
+        (["time_profile=fast"], "GoNogo-v0", "time_profile"),
+        (["time_profile=biological"], "CartPole-v1", "needs a task with a clock"),
+    ],
+)
+def test_cli_bad_profile_exits_2_and_writes_nothing(tmp_path, capsys, sets, env, match) -> None:
+    pytest.importorskip("neurogym")
+    out = tmp_path / "run"
+    argv = ["train", "--env", env, "--hidden", "8", "--steps", "64", "--out", str(out)]
+    assert main(argv + [x for s in sets for x in ("--set", s)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and match in err and "Traceback" not in err
+    assert not out.exists()
