@@ -448,7 +448,28 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         self._pool = self._pool[:0]
 
 
-class TaskEnv(gym.Env):
+class VectorSlotEnv(gym.Env):
+    """A single env read off a batched one (``self._vec``): its single spaces, its clock and
+    NeuroGym's ``dt`` metadata. :class:`TaskEnv` and the multitask env build on it."""
+
+    metadata = {"render_modes": []}
+    #: the env declares its step in ``dt`` (ms), as a NeuroGym task (snrl.envs.timing)
+    declares_task_time = True
+
+    def _adopt(self, vec: Any) -> None:
+        """Take ``vec`` as the batched env behind this one, with its spaces and clock."""
+        self._vec = vec
+        self.observation_space = vec.single_observation_space
+        self.action_space = vec.single_action_space
+        self.metadata = {**self.metadata, "dt": vec.metadata["dt"]}
+
+    @property
+    def dt(self) -> float:
+        """The task's step, ms."""
+        return self._vec.dt
+
+
+class TaskEnv(VectorSlotEnv):
     """One env of a batched task, where snrl needs a single env (reading the spaces and the
     clock, recording a rollout) of a task that has no NeuroGym class (docs/tasks.md): env 0
     of a :class:`TaskVectorEnv` of one env, with its observation, actions and infos.
@@ -458,20 +479,8 @@ class TaskEnv(gym.Env):
         max_episode_steps: As :class:`TaskVectorEnv`.
     """
 
-    metadata = {"render_modes": []}
-    #: the env declares its step in ``dt`` (ms), as a NeuroGym task (snrl.envs.timing)
-    declares_task_time = True
-
     def __init__(self, spec: TaskSpec, max_episode_steps: int | None = None) -> None:
-        self._vec = TaskVectorEnv(spec, 1, seed=None, max_episode_steps=max_episode_steps)
-        self.observation_space = self._vec.single_observation_space
-        self.action_space = self._vec.single_action_space
-        self.metadata = {**self.metadata, "dt": self._vec.metadata["dt"]}
-
-    @property
-    def dt(self) -> float:
-        """The task's step, ms."""
-        return self._vec.dt
+        self._adopt(TaskVectorEnv(spec, 1, seed=None, max_episode_steps=max_episode_steps))
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None

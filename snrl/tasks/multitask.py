@@ -49,7 +49,7 @@ from gymnasium.vector.utils import batch_space
 
 from snrl.envs.trials import unbatch_info
 from snrl.errors import UserError
-from snrl.tasks.engine import TaskVectorEnv, default_episode_steps
+from snrl.tasks.engine import TaskVectorEnv, VectorSlotEnv, default_episode_steps
 from snrl.tasks.native import TASKS
 from snrl.tasks.spec import TaskSpec
 
@@ -342,7 +342,7 @@ class MultiTaskVectorEnv(gym.vector.VectorEnv):
             sub.close()
 
 
-class MultiTaskEnv(gym.Env):
+class MultiTaskEnv(VectorSlotEnv):
     """One env of the multitask layout, where snrl needs a single env (reading the spaces and
     the clock, recording a rollout): each episode runs the next task in turn (the first
     reset task 0, then 1, ...), with the same observation, actions, rule input and infos
@@ -353,26 +353,14 @@ class MultiTaskEnv(gym.Env):
         max_episode_steps: As :class:`MultiTaskVectorEnv`.
     """
 
-    metadata = {"render_modes": []}
-    #: the env declares its step in ``dt`` (ms), as a NeuroGym task (snrl.envs.timing)
-    declares_task_time = True
-
     def __init__(self, specs: Sequence[TaskSpec], max_episode_steps: int | None = None) -> None:
-        self._vec = MultiTaskVectorEnv(
-            specs, len(specs), seed=None, max_episode_steps=max_episode_steps
+        self._adopt(
+            MultiTaskVectorEnv(specs, len(specs), seed=None, max_episode_steps=max_episode_steps)
         )
-        self.observation_space = self._vec.single_observation_space
-        self.action_space = self._vec.single_action_space
         self.task_ids = self._vec.task_ids
-        self.metadata = {**self.metadata, "dt": self._vec.metadata["dt"]}
         self._episodes = 0
         self._slot = 0
         self._fixation = np.zeros(len(specs), dtype=np.int64)
-
-    @property
-    def dt(self) -> float:
-        """The tasks' step, ms."""
-        return self._vec.dt
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
