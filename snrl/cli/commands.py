@@ -264,7 +264,9 @@ def _figure_names(png: str, style: str | None) -> list[str]:
     return [png, *(str(Path(png).with_suffix(s)) for s in extra)]
 
 
-def _psychometric(run_dir: Path, trials: list, env: str, style: str | None) -> dict[str, Any]:
+def _psychometric(
+    run_dir: Path, trials: list, env: str, style: str | None = None
+) -> dict[str, Any]:
     """``{"psychometric": numbers, "psychometric_png": path}`` of a two-choice task with
     coherences (the figure is written into the run directory); ``{}`` for other tasks. Too few
     answered trials for a fit (an agent that barely trained) is not an error of the eval: the
