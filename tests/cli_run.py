@@ -35,6 +35,17 @@ def snrl_inproc(capsys, *args):
     return subprocess.CompletedProcess(args, rc, out, err)
 
 
+def train_tiny_pdm(run):
+    """``snrl train`` of an 8-neuron PerceptualDecisionMaking run of 256 steps into ``run``
+    (a trial task's run for the analysis commands' CLI tests); asserts it exited 0."""
+    res = snrl(
+        "train", "--env", "PerceptualDecisionMaking-v0", "--hidden", "8", "--steps", 256,
+        "--out", run, "--set", "eval_episodes=1", "--quiet",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    return run
+
+
 def assert_user_error(res, fragment):
     """Exit code 2 and one ``error:`` line (no traceback) that contains ``fragment``."""
     assert res.returncode == 2, res.stderr

@@ -68,14 +68,9 @@ def test_analyze_a_trial_task_decodes_and_reports_connectivity():
 
 @pytest.mark.slow  # trains a run and analyzes it twice: about 11 s on 2 shared cores
 def test_snrl_analyze_decoding_flags(tmp_path, capsys):
-    from tests.cli_run import snrl, snrl_inproc
+    from tests.cli_run import snrl_inproc, train_tiny_pdm
 
-    run = tmp_path / "pdm"
-    res = snrl(
-        "train", "--env", "PerceptualDecisionMaking-v0", "--hidden", "8", "--steps", 256,
-        "--out", run, "--set", "eval_episodes=1", "--quiet",
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr
+    run = train_tiny_pdm(tmp_path / "pdm")
     res = snrl_inproc(capsys, "analyze", run, "--episodes", 1, "--shuffles", 2)
     assert res.returncode == 0, res.stderr
     line = json.loads(res.stdout)

@@ -243,14 +243,9 @@ def test_analyze_fixed_points_of_a_non_trial_env_and_refusals():
 def test_snrl_analyze_fixed_points(tmp_path, capsys):
     import json
 
-    from tests.cli_run import assert_user_error, snrl, snrl_inproc
+    from tests.cli_run import assert_user_error, snrl_inproc, train_tiny_pdm
 
-    run = tmp_path / "pdm"
-    res = snrl(
-        "train", "--env", "PerceptualDecisionMaking-v0", "--hidden", "8", "--steps", 256,
-        "--out", run, "--set", "eval_episodes=1", "--quiet",
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr
+    run = train_tiny_pdm(tmp_path / "pdm")
     res = snrl_inproc(capsys, "analyze", run, "--fixed-points-beta", "0", "--fixed-points")
     assert_user_error(res, "beta=0")
     assert not (run / "analysis").exists()  # nothing half-written
