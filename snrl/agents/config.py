@@ -374,7 +374,7 @@ class AgentConfig:
             fill["tau_a"] = BIOLOGICAL["tau_a"]
         elif task_dt is not None:
             scale = TASK_SCALE_STEPS * task_dt
-            fill = {"tau_m": scale, "readout_tau_m": scale, "tau_a": NEURON_DEFAULTS["tau_a"]}
+            fill.update(tau_m=scale, readout_tau_m=scale)  # tau_a keeps the 200 ms default
         taus = {k: fill[k] if v is None else v for k, v in given.items()}
         dt = self.dt
         if dt is None:
