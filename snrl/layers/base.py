@@ -423,7 +423,7 @@ class RecurrentLayer(nn.Module):
         :func:`cached_weights`: computed once and reused while every parameter and buffer of
         the layer is the same tensor at the same version and storage, and ``dt`` the same
         (one check per step where the parts would make one each; the per-tensor reads run in
-        ``map``, not in Python bytecode: a rollout step is ~20 us, and this check was 3.5)."""
+        ``map``, not in Python bytecode, since a rollout step is only ~20 us)."""
         own = (*self._parameters.values(), *self._buffers.values())
         # ids are safe: the memo holds the tensors, so no other tensor can reuse their ids
         ids = tuple(map(id, own))
