@@ -57,6 +57,13 @@ def _checkpoint_path(run_dir: str, which: str) -> Path:
     return path
 
 
+def _load_run(args: argparse.Namespace, ckpt: Path) -> Any:
+    """The algorithm of checkpoint ``ckpt``, on ``--env`` (None: the run's own env) under
+    the ``--trust-env-module`` rule: how every sub-command that reads a run directory
+    (:func:`snrl.cli.parser._run_parser`) loads it."""
+    return load_algo(ckpt, env=args.env, trust_env_module=args.trust_env_module)
+
+
 def _video_path(out: str) -> Path:
     path = Path(out)
     if path.suffix.lower() not in VIDEO_EXTS:
@@ -233,11 +240,7 @@ class _NeuronTime(Callback):
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    algo = load_algo(
-        _checkpoint_path(args.run_dir, args.checkpoint),
-        env=args.env,
-        trust_env_module=args.trust_env_module,
-    )
+    algo = _load_run(args, _checkpoint_path(args.run_dir, args.checkpoint))
     if args.lesson is not None and algo.config.curriculum is None:
         raise UserError(
             f"--lesson {args.lesson}: the run in {args.run_dir} has no curriculum (drop --lesson)"
@@ -324,9 +327,7 @@ def _render(
 
 def cmd_render(args: argparse.Namespace) -> int:
     out = _video_path(args.out)
-    algo = load_algo(
-        _checkpoint_path(args.run_dir, "best"), env=args.env, trust_env_module=args.trust_env_module
-    )
+    algo = _load_run(args, _checkpoint_path(args.run_dir, "best"))
     # temp videos of renders killed earlier (untouched for a minute: not a live writer's)
     remove_stale_temps(out.parent, min_age_s=60.0)
     written = _render(
@@ -352,11 +353,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UserError(f"--nir {args.nir} has an unknown extension (use FILE.nir)")
     if out.exists():
         raise UserError(f"--nir {out} exists (snrl does not overwrite it: remove it or rename)")
-    algo = load_algo(
-        _checkpoint_path(args.run_dir, args.checkpoint),
-        env=args.env,
-        trust_env_module=args.trust_env_module,
-    )
+    algo = _load_run(args, _checkpoint_path(args.run_dir, args.checkpoint))
     print(f"wrote {write_nir(algo, out)}")
     return 0
 
@@ -463,11 +460,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         require_extra("pynwb" if args.export == "nwb" else "neo")
     if (base / "compare.json").is_file() and not (base / "checkpoints").exists():
         return _analyze_compare(args, base)
-    algo = load_algo(
-        _checkpoint_path(args.run_dir, args.checkpoint),
-        env=args.env,
-        trust_env_module=args.trust_env_module,
-    )
+    algo = _load_run(args, _checkpoint_path(args.run_dir, args.checkpoint))
     result, exporter = _analyze_one(algo, args, base)
     algo.close()
     if result.task_variance is not None:  # which weights the clusters are of (--lesion)
@@ -619,7 +612,7 @@ def cmd_perturb(args: argparse.Namespace) -> int:
     spec = _perturb_spec(args)
     out = check_perturb_out(args.run_dir, args.out)  # before anything runs
     ckpt = _checkpoint_path(args.run_dir, args.checkpoint)
-    algo = load_algo(ckpt, env=args.env, trust_env_module=args.trust_env_module)
+    algo = _load_run(args, ckpt)
     try:
         clusters = None
         if spec.kind == "lesion":
@@ -672,7 +665,7 @@ def _analyze_compare(args: argparse.Namespace, base: Path) -> int:
         if not ckpt.is_file():
             runs.append({**entry, "skipped": f"no {ckpt.name}"})
             continue
-        algo = load_algo(ckpt, env=args.env, trust_env_module=args.trust_env_module)
+        algo = _load_run(args, ckpt)
         if not getattr(algo.agent.actor, "spiking_names", None):
             runs.append({**entry, "skipped": f"{algo.config.backbone} has no spiking layer"})
             algo.close()
