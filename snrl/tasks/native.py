@@ -98,14 +98,16 @@ class _Common:
         *,
         obs_names: Mapping[str, Any],
         act_names: Mapping[str, Any],
+        periods: tuple[Period, ...] | None = None,
         noise: tuple[Noise, ...] = (),
         targets: tuple[Target, ...] | None = None,
         rule: ChoiceRule | ProductionRule | None = None,
         **fields: Any,
     ) -> TaskSpec:
         """The :class:`TaskSpec` with these common fields; ``n_obs`` and ``n_act`` follow
-        from the name tables; by default no noise, the ground truth as the target of the
-        ``decision`` period, and the fixate-then-choose rule."""
+        from the name tables; by default the periods of the timing table (:meth:`periods`),
+        no noise, the ground truth as the target of the ``decision`` period, and the
+        fixate-then-choose rule."""
         return TaskSpec(
             name=self.name,
             dt=self.dt,
@@ -113,6 +115,7 @@ class _Common:
             act_names=act_names,
             n_obs=_width(obs_names),
             n_act=_width(act_names),
+            periods=self.periods() if periods is None else periods,
             timing=self.timing,
             rewards=self.rewards,
             noise=noise,
@@ -239,7 +242,6 @@ def perceptual_decision_making(
         act_names={"fixation": 0, "choice": list(stim)},
         conditions=conditions,
         reported={"ground_truth": int, "coh": float},
-        periods=c.periods(),
         shows=(
             Show(1.0, (0,), ("fixation",)),
             Show(
@@ -271,7 +273,6 @@ def go_nogo(c: _Common) -> TaskSpec:
         act_names={"fixation": 0, "go": 1},
         conditions=conditions,
         reported={"ground_truth": int},
-        periods=c.periods(),
         shows=(
             Show(1.0, (0,)),
             Show(lambda v: 1.0 - v["ground_truth"], (1,), ("stimulus",)),
@@ -321,7 +322,6 @@ def delay_match_sample(
         act_names={"fixation": 0, "match": 1, "non-match": 2},
         conditions=conditions,
         reported={"ground_truth": int, "sample_theta": float, "test_theta": float},
-        periods=c.periods(),
         shows=(
             Show(1.0, (0,)),
             Show(0.0, (0,), ("decision",), mode="set"),
@@ -403,7 +403,6 @@ def context_decision_making(
             "coh_1": int,
             "coh_2": int,
         },
-        periods=c.periods(),
         shows=tuple(shows),
         noise=(Noise(c.noise_std(sigma), ("stimulus",), mod1 + mod2),),
         rule=ChoiceRule(abort_ends=bool(abort)),
@@ -447,7 +446,6 @@ def delay_comparison(
         act_names={"fixation": 0, "choice": [1, 2]},
         conditions=conditions,
         reported={"ground_truth": int, "v1": float, "v2": float},
-        periods=c.periods(),
         shows=(
             Show(1.0, (0,)),
             Show(represent("v1"), (1,), ("stimulus1",)),
@@ -631,7 +629,6 @@ def dual_delay_match_sample(
             "test1": float,
             "test2": float,
         },
-        periods=c.periods(),
         shows=tuple(shows),
         noise=(Noise(c.noise_std(sigma), ("sample", "test1", "test2")),),
         targets=(Target(first, "test1"), Target(second, "test2")),
@@ -710,7 +707,6 @@ def evidence_accumulation(c: _Common, *, p_cue: float = 0.7, sigma: float = 0.0)
             "n_right": int,
             **{f"cue{k}": int for k in range(1, N_CUES + 1)},
         },
-        periods=c.periods(),
         shows=(Show(1.0, (0,)), Show(0.0, (0,), ("decision",), mode="set"), *cues),
         noise=noise,
         targets=(Target(lambda v: v["ground_truth"] + 1, "decision"),),
