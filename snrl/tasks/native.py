@@ -98,6 +98,7 @@ class _Common:
         *,
         obs_names: Mapping[str, Any],
         act_names: Mapping[str, Any],
+        reported: tuple[str, ...],
         periods: tuple[Period, ...] | None = None,
         noise: tuple[Noise, ...] = (),
         targets: tuple[Target, ...] | None = None,
@@ -105,7 +106,8 @@ class _Common:
         **fields: Any,
     ) -> TaskSpec:
         """The :class:`TaskSpec` with these common fields; ``n_obs`` and ``n_act`` follow
-        from the name tables; by default the periods of the timing table (:meth:`periods`),
+        from the name tables, the types of the ``reported`` variables from
+        :data:`_REPORTED_TYPES`; by default the periods of the timing table (:meth:`periods`),
         no noise, the ground truth as the target of the ``decision`` period, and the
         fixate-then-choose rule."""
         return TaskSpec(
@@ -115,6 +117,7 @@ class _Common:
             act_names=act_names,
             n_obs=_width(obs_names),
             n_act=_width(act_names),
+            reported={name: _REPORTED_TYPES[name] for name in reported},
             periods=self.periods() if periods is None else periods,
             timing=self.timing,
             rewards=self.rewards,
@@ -241,7 +244,7 @@ def perceptual_decision_making(
         obs_names={"fixation": 0, "stimulus": list(stim)},
         act_names={"fixation": 0, "choice": list(stim)},
         conditions=conditions,
-        reported={"ground_truth": int, "coh": float},
+        reported=("ground_truth", "coh"),
         shows=(
             Show(1.0, (0,), ("fixation",)),
             Show(
@@ -272,7 +275,7 @@ def go_nogo(c: _Common) -> TaskSpec:
         obs_names={"fixation": 0, "nogo": 1, "go": 2},
         act_names={"fixation": 0, "go": 1},
         conditions=conditions,
-        reported={"ground_truth": int},
+        reported=("ground_truth",),
         shows=(
             Show(1.0, (0,)),
             Show(lambda v: 1.0 - v["ground_truth"], (1,), ("stimulus",)),
@@ -321,7 +324,7 @@ def delay_match_sample(
         obs_names={"fixation": 0, "stimulus": list(stim)},
         act_names={"fixation": 0, "match": 1, "non-match": 2},
         conditions=conditions,
-        reported={"ground_truth": int, "sample_theta": float, "test_theta": float},
+        reported=("ground_truth", "sample_theta", "test_theta"),
         shows=(
             Show(1.0, (0,)),
             Show(0.0, (0,), ("decision",), mode="set"),
@@ -396,13 +399,7 @@ def context_decision_making(
         obs_names=names,
         act_names={"fixation": 0, "choice": list(range(1, dim_ring + 1))},
         conditions=conditions,
-        reported={
-            "ground_truth": int,
-            "other_choice": int,
-            "context": int,
-            "coh_1": int,
-            "coh_2": int,
-        },
+        reported=("ground_truth", "other_choice", "context", "coh_1", "coh_2"),
         shows=tuple(shows),
         noise=(Noise(c.noise_std(sigma), ("stimulus",), mod1 + mod2),),
         rule=ChoiceRule(abort_ends=bool(abort)),
@@ -445,7 +442,7 @@ def delay_comparison(
         obs_names={"fixation": 0, "stimulus": 1},
         act_names={"fixation": 0, "choice": [1, 2]},
         conditions=conditions,
-        reported={"ground_truth": int, "v1": float, "v2": float},
+        reported=("ground_truth", "v1", "v2"),
         shows=(
             Show(1.0, (0,)),
             Show(represent("v1"), (1,), ("stimulus1",)),
@@ -496,7 +493,7 @@ def interval_discrimination(
         obs_names={"fixation": 0, "stim1": 1, "stim2": 2},
         act_names={"fixation": 0, "choice1": 1, "choice2": 2},
         conditions=conditions,
-        reported={"duration1": float, "duration2": float, "ground_truth": int},
+        reported=("duration1", "duration2", "ground_truth"),
         periods=(
             Period("fixation"),
             Period("stim1", length="duration1"),
@@ -538,7 +535,7 @@ def ready_set_go(
         obs_names={"fixation": 0, "ready": 1, "set": 2},
         act_names={"fixation": 0, "go": 1},
         conditions=conditions,
-        reported={"measure": float, "gain": float, "production": float},
+        reported=("measure", "gain", "production"),
         periods=(
             Period("fixation"),
             Period("ready"),
@@ -620,15 +617,15 @@ def dual_delay_match_sample(
         },
         act_names={"fixation": 0, "match": 1, "non-match": 2},
         conditions=conditions,
-        reported={
-            "ground_truth1": int,
-            "ground_truth2": int,
-            "sample1": float,
-            "sample2": float,
-            "test_order": int,
-            "test1": float,
-            "test2": float,
-        },
+        reported=(
+            "ground_truth1",
+            "ground_truth2",
+            "sample1",
+            "sample2",
+            "test_order",
+            "test1",
+            "test2",
+        ),
         shows=tuple(shows),
         noise=(Noise(c.noise_std(sigma), ("sample", "test1", "test2")),),
         targets=(Target(first, "test1"), Target(second, "test2")),
@@ -643,6 +640,7 @@ def dual_delay_match_sample(
 # ---- a task of a paper that NeuroGym lacks ----------------------------------------------------
 #: Cues of EvidenceAccumulation-v0 (Morcos & Harvey, 2016; Bellec et al., 2020, Fig. 3).
 N_CUES = 7
+_CUE_NAMES = tuple(f"cue{k}" for k in range(1, N_CUES + 1))
 _CUE_TIMING: dict[str, Any] = {}
 for _k in range(1, N_CUES + 1):
     _CUE_TIMING[f"gap{_k}"] = 50
@@ -701,18 +699,44 @@ def evidence_accumulation(c: _Common, *, p_cue: float = 0.7, sigma: float = 0.0)
         obs_names={"fixation": 0, "left": 1, "right": 2},
         act_names={"fixation": 0, "left": 1, "right": 2},
         conditions=conditions,
-        reported={
-            "ground_truth": int,
-            "favoured": int,
-            "n_right": int,
-            **{f"cue{k}": int for k in range(1, N_CUES + 1)},
-        },
+        reported=("ground_truth", "favoured", "n_right", *_CUE_NAMES),
         shows=(Show(1.0, (0,)), Show(0.0, (0,), ("decision",), mode="set"), *cues),
         noise=noise,
         targets=(Target(lambda v: v["ground_truth"] + 1, "decision"),),
         rule=ChoiceRule(fixate=before),
     )
 
+
+#: The type of every trial variable the tasks above report (their ``reported`` names), by
+#: name: one name means one thing, with one type, in every task (int: a label, a choice or a
+#: count; float: a quantity). The engine casts the reported values to it (infos, trial records).
+_REPORTED_TYPES: dict[str, type] = {
+    "ground_truth": int,
+    "coh": float,
+    "sample_theta": float,
+    "test_theta": float,
+    "other_choice": int,
+    "context": int,
+    "coh_1": int,
+    "coh_2": int,
+    "v1": float,
+    "v2": float,
+    "duration1": float,
+    "duration2": float,
+    "measure": float,
+    "gain": float,
+    "production": float,
+    "ground_truth1": int,
+    "ground_truth2": int,
+    "sample1": float,
+    "sample2": float,
+    "test_order": int,
+    "test1": float,
+    "test2": float,
+    "favoured": int,
+    "n_right": int,
+    **dict.fromkeys(_CUE_NAMES, int),
+}
 
 #: The batched tasks by id (NeuroGym's ids, and the paper tasks' own), each called with
 #: NeuroGym's keyword arguments.
