@@ -27,7 +27,6 @@ its 95 % Wilson interval (:func:`snrl.analysis.psychometric.binomial_ci`).
 
 from __future__ import annotations
 
-import io
 import math
 import os
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -39,7 +38,6 @@ from scipy import stats
 
 from snrl.analysis.psychometric import binomial_ci
 from snrl.errors import UserError
-from snrl.io import atomic_write_bytes
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -520,11 +518,6 @@ def save_behaviour(
     fig = plot_behaviour(readouts, title=title)
     if fig is None:
         return None
-    if style is not None:
-        from snrl.analysis.style import write_figure
+    from snrl.analysis.style import write_png
 
-        return write_figure(fig, path, style=style)[0]
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    atomic_write_bytes(path, buf.getvalue())
-    return path
+    return write_png(fig, path, style=style, dpi=100)
