@@ -74,6 +74,15 @@ def _unique_rows(keys: Tensor) -> tuple[Tensor, Tensor]:
     return keys[first], inverse
 
 
+def _row_hash(keys: Tensor) -> Tensor:
+    """A float64 hash of each row of float64 ``keys``: its dot product with fixed random
+    weights in ``[1, 2)`` (equal rows, equal hashes; distinct rows collide only by a rounding
+    accident, and :meth:`TaskVectorEnv._find` checks every hit)."""
+    gen = torch.Generator().manual_seed(0x5EED)
+    w = torch.rand(keys.shape[1], generator=gen, dtype=torch.float64).add_(1.0)
+    return (keys * w.to(keys.device)).sum(1)
+
+
 def _take(table: Any, idx: Any) -> Any:
     """The rows ``idx`` of ``table`` (a numpy array or a tensor, as the step's arrays)."""
     if isinstance(table, np.ndarray):
@@ -216,6 +225,7 @@ class TaskVectorEnv(gym.vector.VectorEnv):
     # ---- the bank of distinct trials and the pool ---------------------------------------
     def _set_bank(self, bank: Tensor, keys: Tensor, meta: Tensor) -> None:
         self._bank, self._bank_keys, self._bank_meta = bank, keys, meta
+        self._hash_sorted, self._hash_order = torch.sort(_row_hash(keys))
         self._flat = bank.view(-1, self._width)
         self._quad = bank.view(-1, 4)
         # the rewards again as float64, rounded to 1e-6 once here (the table is float32:
@@ -283,14 +293,13 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         keys = torch.stack([values[k] for k in self._keys], dim=1)
         if self._bank.numel() + m * self._bank.shape[1] * self._width > BANK_FLOATS:
             self._compact()
-        u = self._bank_keys.shape[0]
-        uniq, inverse = _unique_rows(torch.cat([self._bank_keys, keys]))
-        to_bank = torch.full((uniq.shape[0],), -1, dtype=torch.int64, device=self.device)
-        to_bank[inverse[:u]] = torch.arange(u, device=self.device)
-        new = (to_bank < 0).nonzero()[:, 0]
-        if new.numel():
-            to_bank[new] = u + torch.arange(new.numel(), device=self.device)
-            fresh = {k: uniq[new, j] for j, k in enumerate(self._keys)}
+        ids, missing = self._find(keys)
+        new = missing.nonzero()[:, 0]
+        if new.numel():  # trials not in the bank: their distinct rows are built and added
+            u = self._bank_keys.shape[0]
+            uniq, inverse = _unique_rows(keys[new])
+            ids[new] = u + inverse
+            fresh = {k: uniq[:, j] for j, k in enumerate(self._keys)}
             rows, meta = self._rows_of(fresh, self._bank.shape[1])
             bank = self._bank
             if rows.shape[1] > bank.shape[1]:  # a longer trial than any before: widen
@@ -298,10 +307,25 @@ class TaskVectorEnv(gym.vector.VectorEnv):
                 bank = torch.cat([bank, bank.new_zeros(u, pad, self._width)], dim=1)
             self._set_bank(
                 torch.cat([bank, rows]),
-                torch.cat([self._bank_keys, uniq[new]]),
+                torch.cat([self._bank_keys, uniq]),
                 torch.cat([self._bank_meta, meta]),
             )
-        return to_bank[inverse[u:]]
+        return ids
+
+    def _find(self, keys: Tensor) -> tuple[Tensor, Tensor]:
+        """The bank ids of the trials with these keys, and where a trial is not in the bank
+        (its id there is meaningless): a binary search of the rows' hashes among the bank's
+        sorted ones, every hit checked against the bank's keys, so a hash collision can only
+        add a trial twice, never give a wrong one."""
+        if self._hash_sorted.numel() == 0:
+            return torch.zeros_like(keys[:, 0], dtype=torch.int64), torch.ones_like(
+                keys[:, 0], dtype=torch.bool
+            )
+        h = _row_hash(keys)
+        pos = torch.searchsorted(self._hash_sorted, h).clamp_(max=self._hash_sorted.numel() - 1)
+        ids = self._hash_order[pos]
+        hit = (self._hash_sorted[pos] == h) & (self._bank_keys[ids] == keys).all(1)
+        return ids, ~hit
 
     def _compact(self) -> None:
         """Keep only the bank's trials that envs are in (a task with continuous variables)."""
