@@ -31,6 +31,7 @@ at the trial's second step.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from typing import Any
@@ -97,7 +98,7 @@ def _host(x: Any) -> np.ndarray:
 
 def _flatnonzero(mask: Any) -> Any:
     """The indices where ``mask`` is true, in the mask's kind of array."""
-    return np.flatnonzero(mask) if isinstance(mask, np.ndarray) else mask.nonzero()[:, 0]
+    return mask.nonzero()[0] if isinstance(mask, np.ndarray) else mask.nonzero()[:, 0]
 
 
 def default_episode_steps(spec: TaskSpec, trials: int = TRIALS_PER_EPISODE) -> int:
@@ -245,9 +246,21 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         self._bounds_np = np.ascontiguousarray(
             (host[:, : 2 * p] / 1000.0).reshape(-1, 2, p).transpose(0, 2, 1)
         )
-        self._cond_np = [
-            (name, host[:, 2 * p + j].astype(np.int64 if kind is int else np.float64))
-            for j, (name, kind) in enumerate(self.spec.reported.items())
+        # the reported conditions: an int64 and a float64 table (variable, trial), each
+        # gathered once per trial start; (name, table, row) in the spec's order
+        kinds = list(self.spec.reported.values())
+        self._cond_tabs = tuple(
+            np.ascontiguousarray(
+                host[:, [2 * p + j for j, k in enumerate(kinds) if (k is int) == is_int]].T,
+                dtype=np.int64 if is_int else np.float64,
+            )
+            for is_int in (True, False)
+        )
+        ints = [name for name, k in self.spec.reported.items() if k is int]
+        floats = [name for name, k in self.spec.reported.items() if k is not int]
+        self._cond_where = [
+            (name, 0, ints.index(name)) if k is int else (name, 1, floats.index(name))
+            for name, k in self.spec.reported.items()
         ]
 
     def _rows_of(self, values: dict[str, Tensor], steps: int) -> tuple[Tensor, Tensor]:
@@ -389,10 +402,14 @@ class TaskVectorEnv(gym.vector.VectorEnv):
                 generator goes on.
             options: Unused (gymnasium's signature).
         """
-        # inference mode: no autograd bookkeeping on the small torch ops of a call
-        with torch.inference_mode():
+        with self._mode():
             obs, infos = self._reset(seed)
         return self._out(obs), infos
+
+    def _mode(self) -> Any:
+        """Inference mode around a call with torch steps (no autograd bookkeeping on its small
+        ops); nothing on the CPU, whose step is numpy (entering the mode is a few % of it)."""
+        return contextlib.nullcontext() if self._np else torch.inference_mode()
 
     def _out(self, x: Any) -> Any:
         """A returned array: numpy, or with ``as_tensors`` a tensor (a fresh one: tensors made
@@ -419,12 +436,12 @@ class TaskVectorEnv(gym.vector.VectorEnv):
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """One step of every env (see the module docstring)."""
-        with torch.inference_mode():
+        with self._mode():
             obs, reward, done, infos = self._step(self._actions(actions))
         if self.as_tensors:
             truncated = torch.as_tensor(done, device=self.device)
             return self._out(obs), self._out(reward), torch.zeros_like(truncated), truncated, infos
-        return _host(obs), _host(reward), np.zeros_like(done), done, infos
+        return _host(obs), _host(reward), np.zeros(self.num_envs, dtype=bool), done, infos
 
     def _actions(self, actions: Any) -> Any:
         """The actions as the step's int64 array, checked."""
@@ -505,13 +522,14 @@ class TaskVectorEnv(gym.vector.VectorEnv):
 
     def _periods(self) -> dict[str, np.ndarray]:
         """Period bounds (s) of the envs' current trials: {period: (N, 2)}."""
-        bounds = np.take(self._bounds_np, _host(self._id), axis=0)
+        bounds = self._bounds_np.take(_host(self._id), axis=0)
         return {name: bounds[:, i] for i, name in enumerate(self._names)}
 
     def _trial_start(self, infos: dict[str, Any], mask: np.ndarray) -> dict[str, Any]:
         ids = _host(self._id)
+        taken = [tab.take(ids, axis=1) for tab in self._cond_tabs]
         infos["trial_start"] = {
-            "conditions": {name: np.take(col, ids) for name, col in self._cond_np},
+            "conditions": {name: taken[g][i] for name, g, i in self._cond_where},
             "t0": _host(self._t) * self._dt_s,
             "dt": self._dt_s,
             "fixation": self._fixation,
