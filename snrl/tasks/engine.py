@@ -234,10 +234,12 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         # NeuroGym's reward table comes back exact; indexed by the same block numbers
         reward64 = self._quad[:, 0].double().mul_(1e6).round_().div_(1e6)
         self._quad_x, self._reward_x = self._x(self._quad), self._x(reward64)
-        # an observation row: its C values (and their noise std on a noisy task), a
-        # contiguous copy (numpy's take copies a strided table whole before gathering)
-        cols = 2 * self._c if self._noisy else self._c
-        self._obs_x = self._x(self._flat[:, :cols].contiguous())
+        # a step's observation and its noise std, each a contiguous (U T, C) copy (numpy's
+        # take copies a strided table whole before gathering, and its arithmetic on rows of
+        # C strided values loops once per row)
+        c = self._c
+        self._obs_x = self._x(self._flat[:, :c].contiguous())
+        self._std_x = self._x(self._flat[:, c : 2 * c].contiguous()) if self._noisy else None
         self._row = self._id * bank.shape[1] + self._t
         self._blk = self._row * self._quads + self._head // 4
         # what the infos report of each bank trial, as numpy (read on the host every step)
@@ -378,13 +380,14 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         self._ep_start = time.perf_counter()
 
     def _obs(self) -> Any:
-        row = _take(self._obs_x, self._row)
+        obs = _take(self._obs_x, self._row)
         if not self._noisy:
-            return row
+            return obs
         torch.randn(self._eps_t.shape, generator=self._gen, out=self._eps_t)
         eps = self._eps
-        eps *= row[:, self._c :]
-        return row[:, : self._c] + eps
+        eps *= _take(self._std_x, self._row)
+        obs += eps
+        return obs
 
     def _all(self) -> Any:
         """Every env's index, as the step's arrays."""
