@@ -6,11 +6,14 @@ once, :func:`snrl.tasks.spec.draw_trials`). A trial's tables (observation, noise
 ground truth and, for every step and action, the reward, whether the trial ends and its
 performance; :func:`snrl.tasks.spec.trial_tables`) depend only on its variables, and NeuroGym's
 tasks have few distinct trials (their durations are whole steps, their conditions lists), so
-the engine keeps a *bank* of the distinct trials' tables, built once each, and an env is a
-pointer into it: ``(trial, step)``. A step is two row gathers and a column gather; the envs
-whose trial ended point at the next trials of the pool; the observation noise is drawn per
-step (the same independent Gaussian per step and channel as NeuroGym's per-trial draw). No
-Python loop runs over envs, and no rule is evaluated per step. A bank that outgrows
+the engine keeps a *bank* of the distinct trials' tables, built once each (a refill finds
+its trials there by a hash of their variables), and an env is a pointer into it: its row
+``(trial, step)``. A step is a few row gathers; the envs whose trial ended point at the next
+trials of the pool; the observation noise is drawn per step (the same independent Gaussian
+per step and channel as NeuroGym's per-trial draw) from the env's ``torch.Generator``. No
+Python loop runs over envs, and no rule is evaluated per step. On the CPU the step runs on
+numpy views of the engine's tensors (a numpy op on a thousand numbers costs a third of a
+torch op's dispatch), on other devices on the tensors. A bank that outgrows
 :data:`BANK_FLOATS` (tasks with continuous variables) is rebuilt from the trials in use.
 
 What it returns matches ``snrl.envs.make_vector_env`` on a NeuroGym id (docs/tasks.md):
