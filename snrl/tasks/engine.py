@@ -56,6 +56,8 @@ __all__ = ["TaskEnv", "TaskVectorEnv", "default_episode_steps"]
 #: Floats the bank of distinct trials may hold before it is rebuilt from the trials in use.
 BANK_FLOATS = 1 << 25
 _PROBE_TRIALS = 10_000  # trials drawn (seed 0) to estimate the mean trial length
+#: Step on numpy views on the CPU (False: on the tensors, as on other devices; tests compare)
+_NUMPY_ON_CPU = True
 
 
 def _unique_rows(keys: Tensor) -> tuple[Tensor, Tensor]:
@@ -196,7 +198,7 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         #: the per-step arrays are numpy on the CPU (a numpy op on 1,024 numbers costs a
         #: third of a torch op's dispatch; the tensors behind them are shared, not copied)
         #: and tensors on other devices; _x turns a tensor into the step's kind of array
-        self._np = dev.type == "cpu"
+        self._np = dev.type == "cpu" and _NUMPY_ON_CPU
         self._xp: Any = np if self._np else torch
         self._keys: list[str] | None = None
         self._bank_keys = torch.zeros(0, 0, dtype=torch.float64, device=dev)

@@ -267,3 +267,32 @@ def test_bank_lookup_finds_every_banked_trial():
     ids, missing = envs._find(keys)
     assert not bool(missing.any())
     assert torch.equal(ids, torch.arange(keys.shape[0]))
+
+
+@pytest.mark.parametrize("env_id", ["ContextDecisionMaking-v0", "GoNogo-v0"])
+def test_the_tensor_step_is_the_numpy_step(monkeypatch, env_id):
+    """The step other devices run (on the tensors) gives, on the CPU, the numpy step's
+    outputs bit for bit: observations, rewards, truncations and the trial infos, across
+    trial and episode ends."""
+    import snrl.tasks.engine as engine
+
+    def run():
+        envs = tasks.make_vector_env(env_id, 16, seed=2, max_episode_steps=30)
+        obs, info = envs.reset()
+        out = [obs, info["trial_start"]["conditions"]["ground_truth"]]
+        rng = np.random.default_rng(3)
+        for _ in range(70):
+            obs, reward, _, trunc, info = envs.step(rng.integers(0, 2, 16))
+            out += [obs, reward, trunc, info["gt"], info["new_trial"]]
+            if "performance" in info:
+                out += [info["performance"], info["trial_start"]["t0"]]
+            if "final_info" in info:
+                out.append(info["final_info"]["episode"]["r"])
+        return out
+
+    numpy_run = run()
+    monkeypatch.setattr(engine, "_NUMPY_ON_CPU", False)
+    tensor_run = run()
+    assert len(tensor_run) == len(numpy_run)
+    for a, b in zip(tensor_run, numpy_run):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
