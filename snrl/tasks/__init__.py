@@ -1,5 +1,6 @@
-"""Batched trial-structured tasks in torch: ``N`` envs of a NeuroGym task stepped by one tensor
-op, on CPU or GPU, behind gymnasium's ``VectorEnv`` API (``SAME_STEP`` autoreset).
+"""Batched trial-structured tasks: ``N`` envs of a NeuroGym task stepped by a few array ops
+(numpy views of the tables on the CPU, torch on a GPU), behind gymnasium's ``VectorEnv`` API
+(``SAME_STEP`` autoreset); the tables are built in torch.
 
 Tasks are written once as a declarative trial spec (:mod:`snrl.tasks.spec`); the engine
 (:mod:`snrl.tasks.engine`) steps them; :mod:`snrl.tasks.native` holds NeuroGym's tasks under
