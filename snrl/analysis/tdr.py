@@ -67,8 +67,8 @@ from typing import Any
 
 import numpy as np
 
-from snrl.analysis.dynamics import TrialActivity, _nan_mean_sem
-from snrl.analysis.trials import condition_key
+from snrl.analysis.dynamics import TrialActivity
+from snrl.analysis.trials import condition_key, nan_mean_sem
 from snrl.errors import UserError
 
 __all__ = [
@@ -197,7 +197,7 @@ def _condition_means(
     means, n = [], {}
     for g in conds:
         sel = z[groups == g]
-        means.append(_nan_mean_sem(sel)[0])
+        means.append(nan_mean_sem(sel)[0])
         n[g] = int(len(sel))
     xc = np.stack(means) if means else np.zeros((0,) + z.shape[1:])
     common = np.isfinite(xc).all(axis=(0, 2)) if means else np.zeros(z.shape[1], bool)
@@ -405,7 +405,7 @@ def condition_table(
         for j, d in enumerate(decisions):
             sel = x[(st == s) & (de == d)]
             n[i, j] = len(sel)
-            cells.append(_nan_mean_sem(sel)[0])
+            cells.append(nan_mean_sem(sel)[0])
     stacked = np.stack(cells)  # (S*D, L, N); a bin no trial of a cell covers is NaN
     ok = np.isfinite(stacked).all(axis=(0, 2))
     if not ok.any():
