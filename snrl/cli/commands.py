@@ -439,6 +439,7 @@ def _analyze_one(algo: Any, args: argparse.Namespace, out_check: Path) -> tuple[
         compare_initial=getattr(args, "compare_initial", True),
         fixed_points=getattr(args, "fixed_points", False),
         fixed_points_beta=getattr(args, "fixed_points_beta", 0.3),
+        dpca=getattr(args, "dpca", False),
     )
     return result, (exporter[0] if exporter else None)
 
@@ -453,6 +454,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         raise UserError(
             f"directory {base} does not exist (pass the --out of `snrl train` or `snrl compare`)"
         )
+    if getattr(args, "dpca", False) and not getattr(args, "decode", True):
+        raise UserError("--dpca needs the trial activity that --no-decode skips (drop one)")
     check_output_dir(base, args.out)  # nothing is written before the inputs are checked
     if args.export:  # fail before loading anything when the extra is missing
         from snrl.analysis.export import require_extra
@@ -515,6 +518,13 @@ def _dynamics_line(summary: dict[str, Any]) -> dict[str, Any]:
         dim = dyn.get("dimensionality") or {}
         out["cv_dimensionality"] = dim.get("cv_dimensionality")
         out.update(_tdr_line(dyn.get("tdr") or {}))
+        dp = dyn.get("dpca")
+        if dp is not None:  # --dpca: per marginalization, its components' explained variance
+            out["dpca_explained_variance"] = (
+                {k: m["explained_variance"] for k, m in dp["marginalizations"].items()}
+                if "marginalizations" in dp
+                else {"skipped": dp.get("skipped")}
+            )
     name, layer = next(iter(summary["layers"].items()))
     c = layer.get("connectivity") or {}
     out["spectral_radius"] = {
@@ -650,8 +660,12 @@ def _analyze_compare(args: argparse.Namespace, base: Path) -> int:
     from snrl.experiments.stats import bootstrap_ci
     from snrl.experiments.store import read_status
 
-    if args.export or getattr(args, "fixed_points", False):
-        flag = "--export" if args.export else "--fixed-points"
+    if args.export or getattr(args, "fixed_points", False) or getattr(args, "dpca", False):
+        flag = (
+            "--export"
+            if args.export
+            else ("--fixed-points" if getattr(args, "fixed_points", False) else "--dpca")
+        )
         raise UserError(f"{flag} applies to one run (pass a run directory: DIR/runs/<name>)")
     statuses = sorted((base / "status").glob("*.json"))
     runs = []

@@ -287,6 +287,12 @@ def _add_analyze(sub: Any) -> None:
         help="label shuffles of the decoding's null distribution (default 20; 0: none)",
     )
     a.add_argument(
+        "--dpca",
+        action="store_true",
+        help="trial tasks: also the demixed PCA components of the policy's first layer "
+        "(Kobak et al. 2016, fixed ridge; dpca.png and dynamics.dpca in summary.json)",
+    )
+    a.add_argument(
         "--no-initial",
         dest="compare_initial",
         action="store_false",

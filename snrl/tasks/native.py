@@ -217,6 +217,22 @@ def _check_dt(dt: Any) -> float:
     return float(dt)
 
 
+def _reaction_periods(dt: float) -> tuple[Period, ...]:
+    """Fixation, stimulus, and a ``decision`` period from one step after the stimulus onset
+    to its end (NeuroGym's ``ReactionTime`` wrapper: ``start_t["decision"] =
+    start_t["stimulus"] + dt``, the trial cut at the stimulus's end)."""
+    return (
+        Period("fixation"),
+        Period("stimulus"),
+        Period(
+            "decision",
+            length=lambda v: (v["_duration_stimulus"] - dt).clamp(min=0.0),
+            after="fixation",
+            offset=dt,
+        ),
+    )
+
+
 @_task(
     "PerceptualDecisionMaking-v0",
     dt=100,
@@ -229,8 +245,20 @@ def perceptual_decision_making(
     cohs: list[float] | None = None,
     sigma: float = 1.0,
     abort: bool = False,
+    reaction_time: bool = False,
 ) -> TaskSpec:
-    """Two-alternative motion discrimination (Britten et al., 1992)."""
+    """Two-alternative motion discrimination (Britten et al., 1992).
+
+    ``reaction_time=True``: the reaction-time version (Roitman & Shadlen, 2002: the monkey
+    answers whenever it is ready after the motion onset), as NeuroGym's ``ReactionTime``
+    wrapper makes it (its ``perceptualdecisionmaking.roitman02-v0``): the ``decision``
+    period opens one step after the stimulus onset and lasts to the stimulus's end, where
+    the trial ends (the timing's ``delay`` and ``decision`` are not used); the stimulus
+    stays on until the answer. (An agent sees a step's observation when it acts at that
+    step, so at the earliest answer it has seen two stimulus samples.)
+    """
+    if not isinstance(reaction_time, bool):
+        raise UserError(f"reaction_time must be true or false, got {reaction_time!r}")
     dim_ring = _check_ring(dim_ring)
     theta = _ring(int(dim_ring), endpoint_trick=False)
     coh_list = list(cohs or [0, 6.4, 12.8, 25.6, 51.2])
@@ -245,6 +273,7 @@ def perceptual_decision_making(
         act_names={"fixation": 0, "choice": list(stim)},
         conditions=conditions,
         reported=("ground_truth", "coh"),
+        periods=_reaction_periods(c.dt) if reaction_time else None,
         shows=(
             Show(1.0, (0,), ("fixation",)),
             Show(
