@@ -199,7 +199,8 @@ def test_bptt_runs_are_deterministic():
     assert torch.equal(weights(), weights())
 
 
-@pytest.mark.parametrize("rule", ["bptt", "eprop"])
+# three `snrl` processes each: e-prop by default (the online traces through a resume), BPTT slow
+@pytest.mark.parametrize("rule", ["eprop", pytest.param("bptt", marks=pytest.mark.slow)])
 def test_cli_train_resume_eval(tmp_path, rule):
     out = tmp_path / "run"
     common = ("--env", "CartPole-v1", "--hidden", 16, "--n-envs", 4, "--quiet")
