@@ -278,7 +278,13 @@ def _alif_nets(task: str, seed: int, tau_a: float) -> dict:
 
 
 def _learn_one(
-    env: str, rule: str, seed: int, steps: int, backbone: str, eval_interval: int = 2000
+    env: str,
+    rule: str,
+    seed: int,
+    steps: int,
+    backbone: str,
+    eval_interval: int = 2000,
+    algo: str = "ppo",
 ) -> dict:
     import torch
 
@@ -291,18 +297,20 @@ def _learn_one(
         kwargs.update(_alif_nets(env, seed, TAU_A[env]))
     else:
         kwargs["backbone"] = backbone
-    algo = snrl.PPO(OWN_TASKS.get(env, env), seed=seed, eval_interval=eval_interval, **kwargs)
-    history = algo.learn(steps, progress=False)
+    cls = {"ppo": snrl.PPO, "a2c": snrl.A2C}[algo]
+    model = cls(OWN_TASKS.get(env, env), seed=seed, eval_interval=eval_interval, **kwargs)
+    history = model.learn(steps, progress=False)
     wall = time.perf_counter() - t0
-    res = algo.evaluate(n_episodes=20, seed=1000 + seed)
+    res = model.evaluate(n_episodes=20, seed=1000 + seed)
     return {
+        "algo": algo,
         "env": env,
         "rule": rule,
         "seed": seed,
         "score": float(res[TASKS[env]]),
         "n_trials": res.get("n_trials"),
         "wall_s": wall,
-        "updates": algo.n_updates,
+        "updates": model.n_updates,
         "criterion": trials_to_criterion(history),
         "criterion_train": trials_to_criterion(history, source="train"),
         "eval_curve": [
@@ -326,7 +334,10 @@ def learning(args: argparse.Namespace) -> None:
 
     def run(job):
         e, r, s = job
-        call = f"{e!r}, {r!r}, {s}, {args.steps}, {args.backbone!r}, {args.eval_interval}"
+        call = (
+            f"{e!r}, {r!r}, {s}, {args.steps}, {args.backbone!r}, {args.eval_interval}, "
+            f"{args.algo!r}"
+        )
         code = (
             "import json,sys; sys.path.insert(0, 'benchmarks'); import bench_eprop as b; "
             f"print(json.dumps(b._learn_one({call})))"
@@ -348,7 +359,8 @@ def learning(args: argparse.Namespace) -> None:
         got = [r for r in rows if r["env"] == env and r["rule"] == rule]
         return sorted(got, key=lambda r: r["seed"])
 
-    print(f"\n| task | metric | {' | '.join(rules)} |  ({args.backbone}, {args.steps} steps)")
+    head = f"({args.algo.upper()}, {args.backbone}, {args.steps} steps)"
+    print(f"\n| task | metric | {' | '.join(rules)} |  {head}")
     print("|---|---|" + "---|" * len(rules))
     for env, metric in tasks.items():
         cells = []
@@ -393,6 +405,13 @@ def main() -> None:
         help=f"comma-separated env ids among {', '.join(TASKS)}",
     )
     lr.add_argument("--backbone", choices=("lif", "alif"), default="lif")
+    lr.add_argument(
+        "--algo",
+        choices=("ppo", "a2c"),
+        default="ppo",
+        help="ppo (e-prop traces recomputed per minibatch) or a2c (online e-prop: traces "
+        "carried across n-step windows)",
+    )
     lr.add_argument("--rules", default=",".join(RULES), help=f"among {', '.join(RULES)}")
     lr.add_argument(
         "--eval-interval", type=int, default=2000, help="env steps between periodic evaluations"

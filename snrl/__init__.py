@@ -1,7 +1,7 @@
 """snrl: reinforcement learning with recurrent spiking neural networks."""
 
 from snrl import callbacks
-from snrl.agents import DQN, PPO, Agent, DQNConfig, PPOConfig
+from snrl.agents import A2C, DQN, PPO, A2CConfig, Agent, DQNConfig, PPOConfig
 from snrl.agents import load_algo as load
 from snrl.agents.curriculum import Curriculum, Lesson
 from snrl.errors import UserError
@@ -14,8 +14,10 @@ from snrl.trajectory import Trajectory
 __version__ = "0.2.0"
 
 __all__ = [
+    "A2C",
     "DQN",
     "PPO",
+    "A2CConfig",
     "Activity",
     "Agent",
     "Curriculum",

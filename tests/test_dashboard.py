@@ -20,7 +20,7 @@ pytest.importorskip("httpx")
 
 from starlette.testclient import TestClient  # noqa: E402
 
-from snrl.agents import DQNConfig, PPOConfig  # noqa: E402
+from snrl.agents import A2CConfig, DQNConfig, PPOConfig  # noqa: E402
 from snrl.cli import main  # noqa: E402
 from snrl.config import NEURON_DEFAULTS, config_to_dict  # noqa: E402
 from snrl.dashboard import create_app  # noqa: E402
@@ -264,8 +264,8 @@ def test_event_stream_sends_header_and_rows(client, runs):
 # ---------------------------------------------------------------- the form
 def test_schema_is_the_config_classes(client):
     got = client.get("/api/schema", headers=H).json()
-    assert set(got) == {"ppo", "dqn"}
-    for algo, cls in (("ppo", PPOConfig), ("dqn", DQNConfig)):
+    assert set(got) == {"ppo", "a2c", "dqn"}
+    for algo, cls in (("ppo", PPOConfig), ("a2c", A2CConfig), ("dqn", DQNConfig)):
         fields = {f["name"]: f for f in got[algo]}
         assert list(fields) == [f.name for f in dataclasses.fields(cls) if f.init]
         defaults = config_to_dict(cls())

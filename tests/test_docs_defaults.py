@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from snrl.agents import DQNConfig, PPOConfig
+from snrl.agents import A2CConfig, DQNConfig, PPOConfig
 from snrl.config import NEURON_DEFAULTS, config_table, defaults_table, override
 from snrl.networks.nir_io import parameter_table
 
@@ -22,6 +22,7 @@ GENERATORS = {
     "defaults_table(PPOConfig, DQNConfig)": lambda: defaults_table(PPOConfig, DQNConfig),
     "config_table(PPOConfig)": lambda: config_table(PPOConfig),
     "config_table(DQNConfig)": lambda: config_table(DQNConfig),
+    "config_table(A2CConfig)": lambda: config_table(A2CConfig),
     "parameter_table()": parameter_table,
 }
 MARKER = re.compile(r"^<!-- generated: (.+) -->\n", re.M)
@@ -57,13 +58,13 @@ def test_every_config_key_is_documented_in_its_class():
     """A key without a docstring would leave an empty cell in the generated tables."""
     from snrl.config import field_docs
 
-    for cls in (PPOConfig, DQNConfig):
+    for cls in (PPOConfig, A2CConfig, DQNConfig):
         docs = field_docs(cls)
         missing = [f.name for f in dataclasses.fields(cls) if f.init and not docs.get(f.name)]
         assert not missing, (cls.__name__, missing)
 
 
-@pytest.mark.parametrize("cls", [PPOConfig, DQNConfig])
+@pytest.mark.parametrize("cls", [PPOConfig, A2CConfig, DQNConfig])
 def test_agent_fields_take_the_table_value_unless_overridden(cls):
     """A config field named like a table entry either has the table's value or says why not."""
     for f in dataclasses.fields(cls):

@@ -72,7 +72,7 @@ def test_a_malformed_file_is_refused(text, fragment):
 
 
 def test_unknown_algo():
-    with pytest.raises(UserError, match="one of ppo, dqn"):
+    with pytest.raises(UserError, match="one of ppo, a2c, dqn"):
         zoo.entries("sac")
 
 

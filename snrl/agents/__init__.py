@@ -1,6 +1,7 @@
 """Agents (one base: spaces -> preprocessing -> backbones -> heads -> env actions) and the
 algorithms that train them."""
 
+from snrl.agents.a2c import A2C, A2CConfig
 from snrl.agents.agent import ActorCriticAgent, Agent, AgentState, ObsNormalizer, StepResult
 from snrl.agents.dqn import DQN, DQNConfig, QAgent
 from snrl.agents.dqn_math import (
@@ -20,8 +21,10 @@ from snrl.agents.exploration import (
 from snrl.agents.ppo import PPO, PPOConfig
 
 __all__ = [
+    "A2C",
     "DQN",
     "PPO",
+    "A2CConfig",
     "ActorCriticAgent",
     "Agent",
     "AgentState",
@@ -43,12 +46,12 @@ __all__ = [
     "td_loss",
 ]
 
-ALGOS = {"ppo": PPO, "dqn": DQN}
+ALGOS = {"ppo": PPO, "a2c": A2C, "dqn": DQN}
 """Algorithm classes by the name stored in their checkpoints."""
 
 
 def load_algo(path, *, run_dir=None, env=None, trust_env_module=False, device=None):
-    """Load any snrl algorithm checkpoint (PPO or DQN), choosing the class it was saved by
+    """Load any snrl algorithm checkpoint (PPO, A2C or DQN), choosing the class it was saved by
     (``run_dir``, ``env``, ``trust_env_module``, ``device``: as for ``PPO.load``)."""
     from snrl.errors import UserError
     from snrl.training.checkpoint import load_checkpoint

@@ -130,10 +130,13 @@ class Algorithm:
         (Stable-Baselines3's ``PPO("MlpPolicy", env)``, a huskarl-style ``DQN(env, model)``):
         docs/migrating.md."""
         super().__init_subclass__(**kwargs)
-        if "__init__" in cls.__dict__:
+        # an algorithm (a class naming its algo_name) explains calls to its constructor, its
+        # own or the one it inherits from a shared base (PPO and A2C: ActorCriticAlgorithm)
+        if "algo_name" in cls.__dict__:
             owner = f"snrl.{cls.algo_name.upper()}(...)"
             explain = explain_foreign_calls(owner, {}, positional=_foreign_algo_arguments)
-            cls.__init__ = explain(cls.__dict__["__init__"])  # type: ignore[method-assign]
+            init = cls.__dict__.get("__init__", cls.__init__)
+            cls.__init__ = explain(init)  # type: ignore[method-assign]
 
     #: the callbacks of the running ``learn`` (none outside it)
     _callbacks: tuple | list = ()

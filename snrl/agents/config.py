@@ -175,7 +175,7 @@ class AgentConfig:
     learning_rule: Literal["bptt", "eprop"] = "bptt"
     """How the spiking layer learns: bptt (backpropagation through time, autograd) | eprop
     (e-prop, Bellec et al. 2020: eligibility traces times the learning signal the policy and
-    value readouts broadcast; one-layer lif/alif backbones, PPO only; docs/learning_rules.md)."""
+    value readouts broadcast; one-layer lif/alif backbones, PPO and A2C; docs/learning_rules.md)."""
     eprop_feedback: Literal["symmetric", "random"] = "symmetric"
     """The matrix that carries a readout's error back to the neurons under e-prop: symmetric
     (the readout's own weights, ``B = W_out^T``) | random (a fixed random matrix, random
@@ -297,7 +297,7 @@ class AgentConfig:
         check(
             rule in self.learning_rules,
             f"learning_rule={rule!r} is not implemented for {algo} (use "
-            f"{' | '.join(self.learning_rules)}; e-prop trains PPO agents)",
+            f"{' | '.join(self.learning_rules)}; e-prop trains PPO and A2C agents)",
         )
         why = None
         if self.backbone not in ("lif", "alif"):

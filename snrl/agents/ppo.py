@@ -44,47 +44,24 @@ from snrl.training.rundir import prepare_run_dir
 
 
 @dataclass(frozen=True, kw_only=True)
-class PPOConfig(AgentConfig):
-    """PPO hyperparameters; the defaults solve CartPole-v1 with a Dale LIF backbone (the
-    fields shared with DQN are documented in :class:`snrl.agents.config.AgentConfig`)."""
+class ActorCriticConfig(AgentConfig):
+    """The fields of the on-policy actor-critic algorithms (PPO, A2C); the defaults are PPO's
+    (the fields shared with DQN are documented in :class:`snrl.agents.config.AgentConfig`)."""
 
-    n_envs: int = 16
-    """Parallel envs. 16 rather than 8: on CartPole with a Dale LIF, more last models reach 500
-    and a run takes less wall time (a batch of 16 costs a spiking network barely more than 8;
-    docs/benchmarks.md#ppos-defaults)."""
     n_steps: int = 32
     """Segment length per env and update."""
-    n_epochs: int = 10
-    """Passes over the segment per update. 10 rather than rl-zoo's 20 for CartPole: 20 reaches
-    475 sooner, but left a verification seed's last model far below it and takes longer
-    (docs/benchmarks.md#ppos-defaults)."""
-    n_minibatches: int = 1
-    """Minibatches per epoch; each takes n_envs / n_minibatches whole env sequences."""
-    chunk_len: int = 0
-    """Cut sequences into chunks of this many steps for BPTT (0: whole segment)."""
     lr: float = 1e-3
     """Learning rate (its start value: see lr_schedule)."""
-    lr_schedule: str = "linear"
-    """The learning rate over the run: linear (annealed to 0, as rl-zoo's PPO) | constant |
-    cosine; in Python also a callable of the progress in [0, 1] (see AgentConfig)."""
     gamma: float = 0.98
     """Discount."""
     gae_lambda: float = 0.8
     """GAE lambda."""
-    clip_coef: float = 0.2
-    """Surrogate clipping range."""
-    clip_vloss: bool = False
-    """Clip the value update around the old values (same range as clip_coef)."""
     ent_coef: float = 0.0
     """Entropy bonus coefficient."""
     vf_coef: float = 0.5
     """Value loss coefficient."""
     max_grad_norm: float = 0.5
     """Global gradient-norm clip."""
-    target_kl: float | None = 0.02
-    """Stop an update's epochs early when the approximate KL exceeds this (none: never).
-    On CartPole it kept the last checkpoint at 500 on 4 of 4 seeds where 1 of 5 collapsed
-    to 415 without it."""
     norm_adv: bool = True
     """Normalize advantages per minibatch."""
     normalize_reward: bool = False
@@ -96,16 +73,6 @@ class PPOConfig(AgentConfig):
     log_std_init: float = 0.0
     """Initial log-std of Gaussian (Box) policies (with use_sde: of each entry of the
     exploration matrix's scale; for Discrete actions with use_sde, that scale, fixed)."""
-    use_sde: bool = False
-    """Generalized state-dependent exploration (Box actions; SB3's ``use_sde``): the action
-    noise is a random linear function of the policy's last hidden layer (``tanh(v /
-    threshold)`` of a spiking layer's membranes), held fixed between draws, so that
-    exploration is coherent over time and a function of the state (rl-zoo uses it for
-    Pendulum and MountainCarContinuous). With Discrete actions (snrl's extension) the noise
-    is added to the logits while collecting: each env acts by a random state-dependent policy
-    between draws; the offsets are stored with the rollout and added again in the update."""
-    sde_sample_freq: int = -1
-    """With use_sde: env steps between new exploration matrices (-1: one per rollout)."""
     rate_reg: float = 4.0
     """Firing-rate regularization: adds ``rate_reg`` times the mean over the policy's spiking
     neurons of ``(r_j - clip(r_j, *rate_range))**2`` to the loss, ``r_j`` the neuron's spikes
@@ -113,34 +80,16 @@ class PPOConfig(AgentConfig):
     Without it trained CartPole policies drift above 0.3 spikes per step
     (docs/benchmarks.md#ppos-defaults)."""
 
-    positive_ints: ClassVar[tuple[str, ...]] = (
-        *AgentConfig.positive_ints,
-        "n_steps",
-        "n_epochs",
-    )
+    positive_ints: ClassVar[tuple[str, ...]] = (*AgentConfig.positive_ints, "n_steps")
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check(
-            1 <= self.n_minibatches <= self.n_envs and self.n_envs % self.n_minibatches == 0,
-            f"n_minibatches={self.n_minibatches} (must divide n_envs={self.n_envs})",
-        )
-        check(0 <= self.chunk_len, f"chunk_len={self.chunk_len} (must be >= 0)")
         check(self.lr > 0, f"lr={self.lr} (must be > 0)")
         check(0 < self.gamma <= 1, f"gamma={self.gamma} (must be in (0, 1])")
         check(0 <= self.gae_lambda <= 1, f"gae_lambda={self.gae_lambda} (must be in [0, 1])")
-        check(self.clip_coef > 0, f"clip_coef={self.clip_coef} (must be > 0)")
         check(self.max_grad_norm > 0, f"max_grad_norm={self.max_grad_norm} (must be > 0)")
-        check(
-            self.target_kl is None or self.target_kl > 0,
-            f"target_kl={self.target_kl} (must be > 0 or none)",
-        )
         check(self.ent_coef >= 0, f"ent_coef={self.ent_coef} (must be >= 0)")
         check(self.vf_coef >= 0, f"vf_coef={self.vf_coef} (must be >= 0)")
-        check(
-            self.sde_sample_freq == -1 or self.sde_sample_freq >= 1,
-            f"sde_sample_freq={self.sde_sample_freq} (must be -1 (once per rollout) or >= 1)",
-        )
         check(
             -20 <= self.log_std_init <= 5,
             f"log_std_init={self.log_std_init} (must be in [-20, 5]: a std of 2e-9 to 148)",
@@ -158,6 +107,106 @@ class PPOConfig(AgentConfig):
     def batch_size(self) -> int:
         """Env steps per update."""
         return self.n_envs * self.n_steps
+
+
+def keep_field_order(cls: type, order: tuple[str, ...]) -> type:
+    """Put the dataclass fields named in ``order`` in that order (after the others), so
+    that ``config_to_dict`` (config.json, checkpoints) lists a config's keys as it did before
+    some of them moved to a shared base class. Construction is keyword-only, so nothing
+    else depends on the order."""
+    fields = cls.__dataclass_fields__
+    missing = set(order) - set(fields)
+    if missing:
+        raise TypeError(f"{cls.__name__} has no fields {sorted(missing)}")
+    head = {k: f for k, f in fields.items() if k not in order}
+    cls.__dataclass_fields__ = head | {k: fields[k] for k in order}
+    return cls
+
+
+@dataclass(frozen=True, kw_only=True)
+class PPOConfig(ActorCriticConfig):
+    """PPO hyperparameters; the defaults solve CartPole-v1 with a Dale LIF backbone (the
+    fields shared with A2C are documented in :class:`ActorCriticConfig`, those shared with DQN
+    in :class:`snrl.agents.config.AgentConfig`)."""
+
+    n_envs: int = 16
+    """Parallel envs. 16 rather than 8: on CartPole with a Dale LIF, more last models reach 500
+    and a run takes less wall time (a batch of 16 costs a spiking network barely more than 8;
+    docs/benchmarks.md#ppos-defaults)."""
+    n_epochs: int = 10
+    """Passes over the segment per update. 10 rather than rl-zoo's 20 for CartPole: 20 reaches
+    475 sooner, but left a verification seed's last model far below it and takes longer
+    (docs/benchmarks.md#ppos-defaults)."""
+    n_minibatches: int = 1
+    """Minibatches per epoch; each takes n_envs / n_minibatches whole env sequences."""
+    chunk_len: int = 0
+    """Cut sequences into chunks of this many steps for BPTT (0: whole segment)."""
+    lr_schedule: str = "linear"
+    """The learning rate over the run: linear (annealed to 0, as rl-zoo's PPO) | constant |
+    cosine; in Python also a callable of the progress in [0, 1] (see AgentConfig)."""
+    clip_coef: float = 0.2
+    """Surrogate clipping range."""
+    clip_vloss: bool = False
+    """Clip the value update around the old values (same range as clip_coef)."""
+    target_kl: float | None = 0.02
+    """Stop an update's epochs early when the approximate KL exceeds this (none: never).
+    On CartPole it kept the last checkpoint at 500 on 4 of 4 seeds where 1 of 5 collapsed
+    to 415 without it."""
+    use_sde: bool = False
+    """Generalized state-dependent exploration (Box actions; SB3's ``use_sde``): the action
+    noise is a random linear function of the policy's last hidden layer (``tanh(v /
+    threshold)`` of a spiking layer's membranes), held fixed between draws, so that
+    exploration is coherent over time and a function of the state (rl-zoo uses it for
+    Pendulum and MountainCarContinuous). With Discrete actions (snrl's extension) the noise
+    is added to the logits while collecting: each env acts by a random state-dependent policy
+    between draws; the offsets are stored with the rollout and added again in the update."""
+    sde_sample_freq: int = -1
+    """With use_sde: env steps between new exploration matrices (-1: one per rollout)."""
+
+    positive_ints: ClassVar[tuple[str, ...]] = (*ActorCriticConfig.positive_ints, "n_epochs")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check(
+            1 <= self.n_minibatches <= self.n_envs and self.n_envs % self.n_minibatches == 0,
+            f"n_minibatches={self.n_minibatches} (must divide n_envs={self.n_envs})",
+        )
+        check(0 <= self.chunk_len, f"chunk_len={self.chunk_len} (must be >= 0)")
+        check(self.clip_coef > 0, f"clip_coef={self.clip_coef} (must be > 0)")
+        check(
+            self.target_kl is None or self.target_kl > 0,
+            f"target_kl={self.target_kl} (must be > 0 or none)",
+        )
+        check(
+            self.sde_sample_freq == -1 or self.sde_sample_freq >= 1,
+            f"sde_sample_freq={self.sde_sample_freq} (must be -1 (once per rollout) or >= 1)",
+        )
+
+
+# config.json and checkpoints list PPO's keys as before ActorCriticConfig existed
+keep_field_order(
+    PPOConfig,
+    (
+        "n_steps",
+        "n_epochs",
+        "n_minibatches",
+        "chunk_len",
+        "lr",
+        "gamma",
+        "gae_lambda",
+        "clip_coef",
+        "clip_vloss",
+        "ent_coef",
+        "vf_coef",
+        "max_grad_norm",
+        "target_kl",
+        "norm_adv",
+        "normalize_reward",
+        "log_std_init",
+        "use_sde",
+        "sde_sample_freq",
+    ),
+)
 
 
 def build_agent(
@@ -209,7 +258,16 @@ def _init_readout(net: nn.Module, gain: float) -> None:
                     p.mul_(gain * 10)
 
 
-_LOSS_CAUSE = (
+def explained_variance(buf: RolloutBuffer) -> float:
+    """``1 - Var(returns - values) / Var(returns)`` over a segment (0 when the returns are
+    constant): how much of the return the critic's values explained."""
+    with torch.no_grad():
+        y, v = buf.returns.flatten(), buf.values.flatten()
+        var_y = y.var()
+        return float(1 - (y - v).var() / var_y) if var_y > 0 else 0.0
+
+
+LOSS_CAUSE = (
     "returns or advantages too large for float32, or a diverging update; scale the rewards "
     "down (e.g. gymnasium.wrappers.TransformReward) or lower lr"
 )
@@ -218,12 +276,15 @@ _OBS_CAUSE = (
 )
 
 
-class PPO(Algorithm):
-    """Proximal policy optimization with recurrent backbones.
+class ActorCriticAlgorithm(Algorithm):
+    """What PPO and A2C share: the agent (policy and critic backbones), the learning rule,
+    the optimizer, and the collection of one segment of ``n_steps`` per env into a
+    :class:`RolloutBuffer` (recurrent state carried across env steps and reset per finished
+    env; GAE with ``gamma`` and ``gae_lambda``). A subclass supplies the update.
 
     Args:
         env: gymnasium id or ``module:Class`` (overrides ``config.env``).
-        config: a :class:`PPOConfig`; keyword ``overrides`` replace its fields.
+        config: the subclass's config; keyword ``overrides`` replace its fields.
         policy: optional recurrent-protocol module used as the policy backbone.
         critic: optional recurrent-protocol module used as the critic backbone.
         run_dir: directory for metrics.csv, checkpoints and the learning curve (None: none).
@@ -231,14 +292,15 @@ class PPO(Algorithm):
         overwrite: replace the run in ``run_dir`` (deletes only the files snrl wrote there).
     """
 
-    Config = PPOConfig
-    algo_name = "ppo"
+    #: e-prop's traces carried from one update's segment to the next (A2C), or recomputed
+    #: for every minibatch (PPO)
+    online_eprop: ClassVar[bool] = False
 
     def __init__(
         self,
         env: str | None = None,
         *,
-        config: PPOConfig | None = None,
+        config: ActorCriticConfig | None = None,
         policy: nn.Module | None = None,
         critic: nn.Module | None = None,
         run_dir: str | Path | None = None,
@@ -258,7 +320,11 @@ class PPO(Algorithm):
             self.agent = build_agent(cfg, obs_space, act_space, policy=policy, critic=critic)
         self.agent.to(self.device)
         self.learning_rule = make_learning_rule(  # BPTT or e-prop (docs/learning_rules.md)
-            cfg.learning_rule, cfg.eprop_feedback, seed=cfg.seed, agent=self.agent
+            cfg.learning_rule,
+            cfg.eprop_feedback,
+            seed=cfg.seed,
+            agent=self.agent,
+            online=self.online_eprop,
         )
         if policy is not None:
             self._check_output_width("policy", policy, self.agent.head_size)
@@ -367,6 +433,10 @@ class PPO(Algorithm):
             return e
         return error
 
+    def _collect_rollout(self, total: int) -> tuple[RolloutBuffer, list[float]]:
+        """One segment of ``n_steps`` per env (an update's batch)."""
+        return self._collect()
+
     def extra_state(self) -> dict[str, Any]:
         """The reward scaler's return moments (``normalize_reward``)."""
         if self.reward_scaler is None:
@@ -377,6 +447,14 @@ class PPO(Algorithm):
         """Restore :meth:`extra_state`."""
         if self.reward_scaler is not None and "reward_scaler" in extra:
             self.reward_scaler.load_state_dict(extra["reward_scaler"])
+
+
+class PPO(ActorCriticAlgorithm):
+    """Proximal policy optimization with recurrent backbones (arguments: those of
+    :class:`ActorCriticAlgorithm`, with a :class:`PPOConfig`)."""
+
+    Config = PPOConfig
+    algo_name = "ppo"
 
     # ---- update --------------------------------------------------------------------------
     def minibatch_loss(self, mb: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor], Any]:
@@ -440,11 +518,11 @@ class PPO(Algorithm):
                         ("policy loss", pg_loss),
                         ("entropy", ent),
                     ):
-                        check_finite(value, name, env_step=env_step, cause=_LOSS_CAUSE)
+                        check_finite(value, name, env_step=env_step, cause=LOSS_CAUSE)
                     self.optimizer.zero_grad()
                     self.learning_rule.backward(loss)  # BPTT: loss.backward()
                     grad_norm = self._clip_grad_norm(cfg.max_grad_norm)
-                    check_finite(grad_norm, "gradient norm", env_step=env_step, cause=_LOSS_CAUSE)
+                    check_finite(grad_norm, "gradient norm", env_step=env_step, cause=LOSS_CAUSE)
                     self._optimizer_step()
                     with torch.no_grad():
                         approx_kl = ((ratio - 1) - log_ratio).mean().item()
@@ -463,19 +541,12 @@ class PPO(Algorithm):
                 break
         out = {k: float(np.mean(v)) for k, v in stats.items()}
         out["approx_kl"] = stats["approx_kl"][-1]
-        with torch.no_grad():
-            y, v = buf.returns.flatten(), buf.values.flatten()
-            var_y = y.var()
-            out["explained_variance"] = float(1 - (y - v).var() / var_y) if var_y > 0 else 0.0
+        out["explained_variance"] = explained_variance(buf)
         for k, v in rates.items():
             out[f"spike_rate_{k}"] = float(np.mean(v))
         return out
 
     # ---- one iteration of the loop (Algorithm.learn) ---------------------------------------
-    def _collect_rollout(self, total: int) -> tuple[RolloutBuffer, list[float]]:
-        """One segment of ``n_steps`` per env (an update's batch)."""
-        return self._collect()
-
     def _learn_from(self, rollout: RolloutBuffer) -> dict[str, Any]:
         """The PPO update on one segment; its row entries: the learning rate and the
         update's losses, KL, clip fraction, explained variance and spike rates."""

@@ -490,7 +490,7 @@ def _form(dash: Dashboard, body: dict[str, Any]) -> tuple[str, str, dict, dict[s
     values = body.get("values", {})
     errors: dict[str, str] = {}
     if not isinstance(algo, str):
-        algo, errors["algo"] = "", "algo must be text (ppo or dqn)"
+        algo, errors["algo"] = "", "algo must be text (ppo, a2c or dqn)"
     if not isinstance(values, dict):
         values, errors[FORM_ERROR] = {}, "values must be a JSON object of field: text"
     if not isinstance(name, str) or not NAME_RE.match(name):

@@ -179,7 +179,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     c.set_defaults(func=cmd_compare)
     c.add_argument("--env", required=True, help="gymnasium id or module:Class")
-    c.add_argument("--algo", default="ppo", help="ppo | dqn (default ppo)")
+    c.add_argument("--algo", default="ppo", help="ppo | a2c | dqn (default ppo)")
     c.add_argument("--backbones", default="lif,mlp", help="comma-separated (default lif,mlp)")
     c.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (default 5)")
     c.add_argument("--steps", type=int, default=100_000, help="env steps per run")
@@ -221,7 +221,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         ),
     )
     t.add_argument("--env", default=None, help="gymnasium id")
-    t.add_argument("--algo", default="ppo", help="ppo | dqn (default ppo)")
+    t.add_argument("--algo", default="ppo", help="ppo | a2c | dqn (default ppo)")
     t.add_argument("--backbone", default="lif", help="backbone (default lif)")
     t.add_argument("--trials", type=int, default=None, help="trials of the study in all")
     t.add_argument("--steps", type=int, default=None, help="env steps per trial")

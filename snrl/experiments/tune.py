@@ -100,6 +100,14 @@ _PPO_SPACE = {
     "clip_coef": Param(0.1, 0.3),
     "hidden_size": Param(choices=(32, 64, 128)),
 }
+_A2C_SPACE = {
+    "lr": Param(1e-4, 3e-3, log=True),
+    "n_steps": Param(choices=(5, 8, 16, 32)),
+    "gamma": Param(0.9, 0.999),
+    "gae_lambda": Param(0.9, 1.0),
+    "ent_coef": Param(1e-5, 0.05, log=True),
+    "hidden_size": Param(choices=(32, 64, 128)),
+}
 _DQN_SPACE = {
     "lr": Param(1e-4, 3e-3, log=True),
     "gamma": Param(0.9, 0.999),
@@ -119,11 +127,11 @@ _NEURON_SPACE = {
 
 
 def default_space(algo: str, backbone: str) -> dict[str, Param]:
-    """The default search space of ``algo`` (ppo | dqn) with ``backbone``: the algorithm's
+    """The default search space of ``algo`` (ppo | a2c | dqn) with ``backbone``: the algorithm's
     keys, plus the neuron keys (``tau_m`` and ``readout_tau_m`` in seconds, the inhibitory
     fraction ``recurrent_sign``, ``rate_reg``) for spiking backbones."""
     _check_algo(algo)
-    space = dict(_PPO_SPACE if algo == "ppo" else _DQN_SPACE)
+    space = dict({"ppo": _PPO_SPACE, "a2c": _A2C_SPACE}.get(algo, _DQN_SPACE))
     if backbone in SPIKING:
         space.update(_NEURON_SPACE)
     return space
@@ -555,7 +563,7 @@ def tune(
         env: Env id.
         out: The study's directory: ``trials/<number>/`` (run directories), ``study.log``
             (the default storage), ``best.toml``, ``report.md``, ``history.png``.
-        algo: ppo | dqn.
+        algo: ppo | a2c | dqn.
         backbone: Any snrl backbone (spiking ones add the neuron keys to the default space).
         trials: Trials of the study in all (complete, pruned or running; failed ones do not
             count, and a dead worker's are retried), over every process working it.

@@ -14,7 +14,9 @@ from snrl.learning.rules import (
     LEARNING_RULES,
     EProp,
     LearningRule,
+    OnlineEProp,
     eprop_layer_gradients,
+    eprop_online_gradients,
     make_learning_rule,
 )
 
@@ -24,6 +26,8 @@ __all__ = [
     "LEARNING_RULES",
     "EProp",
     "LearningRule",
+    "OnlineEProp",
     "eprop_layer_gradients",
+    "eprop_online_gradients",
     "make_learning_rule",
 ]

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
 
 from snrl.errors import UserError
 from snrl.functional.eprop import (
+    EligibilityState,
     accumulate,
     eligibility_step,
     filter_backward,
@@ -62,33 +63,17 @@ def eprop_layer_gradients(
     Returns:
         ``(grad_in (F, N), grad_rec (N, N) or None without recurrence, grad_bias (N,))``.
     """
-    if type(layer) not in (LIFLayer, ALIFLayer):
-        raise UserError(f"e-prop supports LIF and ALIF layers, not {type(layer).__name__}")
-    adaptive = type(layer) is ALIFLayer
+    p = _rerun(layer, x, state, starts, fresh)
+    adaptive, starts, res, alpha, psi, thr = p.adaptive, p.starts, p.res, p.alpha, p.psi, p.thr
+    t_len, batch, n_in = x.shape
+    n, n_pre, recurrent = layer.output_size, p.n_pre, p.recurrent
     with torch.no_grad():
-        if starts is not None:
-            starts = torch.as_tensor(starts, device=x.device).bool()
-        res = layer.run(x, state, starts=starts, fresh=fresh)
-        t_len, batch, n_in = x.shape
-        n = layer.output_size
-        alpha = layer.decay("tau_m")
-        rho = layer.decay("tau_a") if adaptive else None
-        beta = layer.beta if adaptive else 0.0
-        thr = layer.threshold + beta * res.traces["a"] if adaptive else layer.threshold
-        psi = derivative_fn(layer.spike_grad)((res.v - thr).clone())
-        fresh_seq = None
-        if starts is not None:
-            fresh_seq = layer.fresh_sequence(res.v, starts, fresh)
-        recurrent = layer.weight_rec is not None
-        n_pre = n_in + (n if recurrent else 0) + 1
         el = initial_eligibility(
             batch, n_pre, n, adaptive=adaptive, filtered=False, device=x.device, dtype=x.dtype
         )
         grad = x.new_zeros(n_pre, n)
         ones = x.new_ones(batch, 1)
-        s0 = layer.check_state(x, state)
-        z_prev = s0.z.to(x.dtype).expand(batch, n)
-        v_prev = s0.v.to(x.dtype).expand(batch, n)
+        z_prev, v_prev = p.z0, p.v0
         factor = None
         # LIF, reset="subtract", one membrane decay: e_t = psi_t (x) zbar_t factorizes, so the
         # sum over t is one product of the presynaptic traces (T, B, I: the input's size) with
@@ -106,8 +91,8 @@ def eprop_layer_gradients(
         for t in range(t_len):
             if starts is not None and bool(starts[t].any()):
                 el = reset_rows(el, starts[t])
-                z_prev = torch.where(starts[t][:, None], fresh_seq.z[t], z_prev)
-                v_prev = torch.where(starts[t][:, None], fresh_seq.v[t], v_prev)
+                z_prev = torch.where(starts[t][:, None], p.fresh_seq.z[t], z_prev)
+                v_prev = torch.where(starts[t][:, None], p.fresh_seq.v[t], v_prev)
                 if factored:
                     acc = acc * (~starts[t]).to(x.dtype)[:, None]
             pre = torch.cat([x[t], z_prev, ones] if recurrent else [x[t], ones], dim=1)
@@ -126,8 +111,8 @@ def eprop_layer_gradients(
                 pre,
                 psi[t],
                 alpha,
-                rho=rho,
-                beta=beta,
+                rho=p.rho,
+                beta=p.beta,
                 z_prev=z_prev,
                 reset=layer.reset,
                 reset_factor=factor,
@@ -136,7 +121,150 @@ def eprop_layer_gradients(
             z_prev, v_prev = res.out[t], res.v[t]
         if factored:
             grad = zbar.reshape(-1, n_pre).T @ (signal * psi).reshape(-1, n)
+    return _split(grad, n_in, n, recurrent)
+
+
+class _Rerun(NamedTuple):
+    """A layer's sequence re-run without a graph, and what its traces need."""
+
+    res: Any
+    starts: Tensor | None
+    fresh_seq: Any
+    adaptive: bool
+    alpha: Tensor
+    rho: Tensor | None
+    beta: float
+    thr: Any
+    psi: Tensor
+    recurrent: bool
+    n_pre: int
+    z0: Tensor
+    v0: Tensor
+
+
+def _rerun(layer: LIFLayer | ALIFLayer, x: Tensor, state: Any, starts: Any, fresh: Any) -> _Rerun:
+    """Run ``layer`` on ``x`` from ``state`` without a graph (exactly its forward, resets
+    included) and collect the decays, thresholds and pseudo-derivatives ``psi`` of the steps.
+    ``n_pre`` counts the presynaptic inputs of the traces: inputs, neurons (with recurrence)
+    and 1 for the bias; ``z0``/``v0`` are the (B, N) spikes and membranes before step 0."""
+    if type(layer) not in (LIFLayer, ALIFLayer):
+        raise UserError(f"e-prop supports LIF and ALIF layers, not {type(layer).__name__}")
+    adaptive = type(layer) is ALIFLayer
+    with torch.no_grad():
+        if starts is not None:
+            starts = torch.as_tensor(starts, device=x.device).bool()
+        res = layer.run(x, state, starts=starts, fresh=fresh)
+        batch, n = x.shape[1], layer.output_size
+        beta = layer.beta if adaptive else 0.0
+        thr = layer.threshold + beta * res.traces["a"] if adaptive else layer.threshold
+        psi = derivative_fn(layer.spike_grad)((res.v - thr).clone())
+        fresh_seq = None if starts is None else layer.fresh_sequence(res.v, starts, fresh)
+        recurrent = layer.weight_rec is not None
+        s0 = layer.check_state(x, state)
+        return _Rerun(
+            res=res,
+            starts=starts,
+            fresh_seq=fresh_seq,
+            adaptive=adaptive,
+            alpha=layer.decay("tau_m"),
+            rho=layer.decay("tau_a") if adaptive else None,
+            beta=beta,
+            thr=thr,
+            psi=psi,
+            recurrent=recurrent,
+            n_pre=x.shape[2] + (n if recurrent else 0) + 1,
+            z0=s0.z.to(x.dtype).expand(batch, n),
+            v0=s0.v.to(x.dtype).expand(batch, n),
+        )
+
+
+def _split(
+    grad: Tensor, n_in: int, n: int, recurrent: bool
+) -> tuple[Tensor, Tensor | None, Tensor]:
+    """(I, N) gradient rows -> ``(grad_in, grad_rec or None, grad_bias)``."""
     return grad[:n_in], (grad[n_in : n_in + n] if recurrent else None), grad[-1]
+
+
+def eprop_online_gradients(
+    layer: LIFLayer | ALIFLayer,
+    x: Tensor,
+    state: Any,
+    readout_signal: Tensor,
+    eligibility: EligibilityState | None,
+    *,
+    kappa: float,
+    local_signal: Tensor | None = None,
+    starts: Tensor | None = None,
+    fresh: Any = None,
+) -> tuple[tuple[Tensor, Tensor | None, Tensor], EligibilityState]:
+    """Online e-prop over one window of a longer run: the traces start from ``eligibility``
+    (the end of the previous window; None: all zero) and the gradient is
+    ``sum_t L_t F_kappa(e)_t (+ sum_t local_t e_t)`` over the window's steps, with
+    ``F_kappa(e)`` the trace filtered forward with the readout's decay. Over consecutive
+    windows of one sequence the gradients add up to :func:`eprop_layer_gradients` of the
+    whole sequence with the readout's signal fed back through its later steps
+    (:func:`filter_backward`); memory is (B, I, N) whatever the window or episode length.
+
+    Args:
+        layer: the spiking layer.
+        x: (T, B, F) its input over the window.
+        state: its state before the window's step 0.
+        readout_signal: (T, B, N) the readout's error at each step of the window, fed back to
+            the neurons through ``B`` (not through the readout's later steps: the filtered
+            trace does that, forward in time).
+        eligibility: the carried traces (with ``fe``), or None at the start of a run.
+        kappa: the readout's decay (a scalar).
+        local_signal: optional (T, B, N) a loss's direct dependence on each spike (e.g. the
+            rate regularization), times the unfiltered trace.
+        starts: optional bool (T, B) episode starts: those rows' traces restart at zero.
+        fresh: the states that replace the rows at the starts (default the reset values).
+
+    Returns:
+        ``((grad_in, grad_rec or None, grad_bias), eligibility after the window)``.
+    """
+    p = _rerun(layer, x, state, starts, fresh)
+    batch, n = x.shape[1], layer.output_size
+    with torch.no_grad():
+        el = eligibility
+        if el is None:
+            el = initial_eligibility(
+                batch,
+                p.n_pre,
+                n,
+                adaptive=p.adaptive,
+                filtered=True,
+                device=x.device,
+                dtype=x.dtype,
+            )
+        elif el.fe is None or el.eps_v.shape != (batch, p.n_pre, n):
+            raise UserError(
+                f"carried eligibility traces of shape {tuple(el.eps_v.shape)} do not fit this "
+                f"window (batch {batch}, {p.n_pre} inputs, {n} neurons, filtered)"
+            )
+        grad = x.new_zeros(p.n_pre, n)
+        ones = x.new_ones(batch, 1)
+        z_prev = p.z0
+        for t in range(x.shape[0]):
+            if p.starts is not None and bool(p.starts[t].any()):
+                el = reset_rows(el, p.starts[t])
+                z_prev = torch.where(p.starts[t][:, None], p.fresh_seq.z[t], z_prev)
+            pre = torch.cat([x[t], z_prev, ones] if p.recurrent else [x[t], ones], dim=1)
+            el = eligibility_step(
+                el,
+                pre,
+                p.psi[t],
+                p.alpha,
+                rho=p.rho,
+                beta=p.beta,
+                z_prev=z_prev,
+                reset=layer.reset,
+                kappa=kappa,
+            )
+            accumulate(grad, readout_signal[t], el.fe)
+            if local_signal is not None:
+                accumulate(grad, local_signal[t], el.e)
+            z_prev = p.res.out[t]
+    return _split(grad, x.shape[2], n, p.recurrent), el
 
 
 def apply_layer_gradients(
@@ -274,6 +402,56 @@ class EProp(LearningRule):
             apply_layer_gradients(layer, *grads)
 
 
+class OnlineEProp(EProp):
+    """e-prop run online across consecutive windows of one stream of experience (the
+    actor-critic of Bellec et al. 2020's reward-based e-prop): each call of :meth:`backward`
+    covers the window that follows the previous one, and the eligibility traces, with the
+    readout-filtered traces ``F_kappa(e)``, are carried from window to window (restarted per
+    row at episode starts, which :meth:`applied`'s sequences mark). The gradient of a window
+    is ``sum_t L_t F_kappa(e)_t`` over its steps (:func:`eprop_online_gradients`): the weights
+    change while episodes run, and memory does not grow with the episode's length.
+
+    The caller must run each window exactly once, in order, with every row of the stream;
+    :meth:`reset_traces` starts the traces over (new envs, every row at an episode start).
+    """
+
+    def __init__(self, feedback: str = "symmetric", seed: int = 0) -> None:
+        super().__init__(feedback, seed)
+        self.traces: dict[str, EligibilityState] = {}
+        """The carried traces of each backbone's spiking layer, by backbone name."""
+
+    def reset_traces(self) -> None:
+        """Start every trace over at zero (the next window starts new episodes)."""
+        self.traces = {}
+
+    def backward(self, loss: Tensor) -> None:
+        records, self._records = self._records, []
+        loss.backward()
+        for r in records:
+            net: SpikingBackbone = r["net"]
+            readout, layer = net.readout, net.spiking_layers[0]
+            kappa = readout.decay("tau_m").reshape(-1)
+            if not bool((kappa == kappa[0]).all()):
+                raise UserError("online e-prop needs one readout time constant for all outputs")
+            x = r["x"]
+            if r["grad_out"]:
+                signal = r["grad_out"][0] @ self.feedback_matrix(r["name"], net).T
+            else:
+                signal = x.new_zeros(*x.shape[:2], layer.output_size)
+            grads, self.traces[r["name"]] = eprop_online_gradients(
+                layer,
+                x,
+                r["state"],
+                signal,
+                self.traces.get(r["name"]),
+                kappa=float(kappa[0]),
+                local_signal=r["z"].grad,
+                starts=r["starts"],
+                fresh=r["fresh"],
+            )
+            apply_layer_gradients(layer, *grads)
+
+
 class _EPropRun(nn.Module):
     """A backbone run the e-prop way (see :class:`EProp`): the spiking layer without a
     graph, the readout with one; records what :meth:`EProp.backward` needs."""
@@ -330,10 +508,17 @@ class _EPropRun(nn.Module):
 
 
 def make_learning_rule(
-    name: str, feedback: str = "symmetric", seed: int = 0, agent: nn.Module | None = None
+    name: str,
+    feedback: str = "symmetric",
+    seed: int = 0,
+    agent: nn.Module | None = None,
+    *,
+    online: bool = False,
 ) -> LearningRule:
     """The rule a config names (``learning_rule``, ``eprop_feedback``); with ``agent``, each
-    of its backbones is checked (:meth:`LearningRule.check`).
+    of its backbones is checked (:meth:`LearningRule.check`). ``online``: e-prop with traces
+    carried across calls (:class:`OnlineEProp`), for an algorithm that learns from
+    consecutive windows of one stream.
 
     Raises:
         UserError: an unknown rule or feedback, or a backbone the rule cannot train.
@@ -341,7 +526,7 @@ def make_learning_rule(
     if name == "bptt":
         rule: LearningRule = BPTT()
     elif name == "eprop":
-        rule = EProp(feedback, seed)
+        rule = (OnlineEProp if online else EProp)(feedback, seed)
     else:
         raise UserError(f"learning_rule={name!r} (use one of {', '.join(LEARNING_RULES)})")
     if agent is not None:

@@ -1,8 +1,8 @@
 """Tuned settings per environment, shipped with snrl (like rl-baselines3-zoo's hyperparameter
 files).
 
-One TOML file per algorithm in this package (``ppo.toml``, ``dqn.toml``), one table per env id
-and backbone; the keys are that algorithm's config keys::
+One TOML file per algorithm in this package (``ppo.toml``, ``a2c.toml``, ``dqn.toml``), one
+table per env id and backbone; the keys are that algorithm's config keys::
 
     ["Acrobot-v1".lif]
     n_envs = 16
@@ -52,7 +52,7 @@ __all__ = [
 C = TypeVar("C")
 
 #: The algorithms with a file of tuned settings (``snrl/zoo/<algo>.toml``).
-ALGOS = ("ppo", "dqn")
+ALGOS = ("ppo", "a2c", "dqn")
 
 #: Keys an entry may not set: what selects the entry, the opt-out and its record, and what
 #: belongs to the machine or the run rather than to the env.

@@ -192,7 +192,7 @@ def test_spec_refuses_bad_fields(tmp_path):
         (dict(grid={"hh_init": "zeros"}), "must be a list"),
         (dict(overrides={"seed": 3}), r"use seeds \(--seeds\)"),
         (dict(overrides={"lr_x": 3}), "unknown overrides key 'lr_x'"),
-        (dict(algo="a2c"), "unknown algorithm"),
+        (dict(algo="sac"), "unknown algorithm"),
         (dict(threshold=math.nan), "threshold=nan"),
         (dict(threshold=math.inf), "must be a finite return"),
         (dict(seeds=0), "at least one seed"),

@@ -123,7 +123,7 @@ def test_crafted_checkpoint_is_refused_before_use(saved, tmp_path, case):
     assert torch.equal(torch.get_rng_state(), rng_before)  # refused before anything was set
 
 
-@pytest.mark.parametrize("algo", [["ppo"], {"a": 1}, 3, None, "a2c"])
+@pytest.mark.parametrize("algo", [["ppo"], {"a": 1}, 3, None, "sac"])
 def test_load_algo_refuses_an_algo_name_that_is_not_ours(saved, tmp_path, algo):
     from snrl.agents import load_algo
 

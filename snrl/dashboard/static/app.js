@@ -420,7 +420,7 @@ function oneLine(text) {
   if (first.length > 110) first = first.slice(0, first.lastIndexOf(" ", 106)) + " …";
   return first;
 }
-const DOC_ANCHOR = { ppo: "agents.md/hyperparameters-snrlppoconfig", dqn: "agents.md/hyperparameters-snrldqnconfig" };
+const DOC_ANCHOR = { ppo: "agents.md/hyperparameters-snrlppoconfig", a2c: "agents.md/hyperparameters-snrla2cconfig", dqn: "agents.md/hyperparameters-snrldqnconfig" };
 
 async function launchView() {
   const r = await api("/api/schema");
