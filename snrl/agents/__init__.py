@@ -1,7 +1,15 @@
 """Agents (one base: spaces -> preprocessing -> backbones -> heads -> env actions) and the
 algorithms that train them."""
 
-from snrl.agents.agent import ActorCriticAgent, Agent, AgentState, ObsNormalizer, StepResult
+from snrl.agents.agent import (
+    ActorCriticAgent,
+    Agent,
+    AgentState,
+    ObsNormalizer,
+    SharedActorCriticAgent,
+    StepResult,
+    TrunkState,
+)
 from snrl.agents.dqn import DQN, DQNConfig, QAgent
 from snrl.agents.dqn_math import (
     double_dqn_target,
@@ -33,7 +41,9 @@ __all__ = [
     "PPOConfig",
     "PassThrough",
     "QAgent",
+    "SharedActorCriticAgent",
     "StepResult",
+    "TrunkState",
     "double_dqn_target",
     "dueling_aggregate",
     "load_algo",

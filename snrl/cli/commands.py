@@ -77,6 +77,7 @@ CONFIG_FLAGS: tuple[tuple[str, str, Any], ...] = (
     ("--seed", "seed", lambda a: a.seed),
     ("--learning-rule", "learning_rule", lambda a: getattr(a, "learning_rule", None)),
     ("--eprop-feedback", "eprop_feedback", lambda a: getattr(a, "eprop_feedback", None)),
+    ("--shared-trunk", "shared_trunk", lambda a: getattr(a, "shared_trunk", None)),
     ("--threads", "threads", lambda a: getattr(a, "threads", None)),
     ("--no-tuned", "tuned", lambda a: False if getattr(a, "no_tuned", False) else None),
 )
