@@ -484,6 +484,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     finish_output_dir(out, written)
     summary = result.summary()
     line = {"out": str(out), "episodes": summary["episodes"], "files": [p.name for p in written]}
+    # which networks: policy (+ critic, its files critic_*), or one trunk for policy and value
+    line["networks"] = [summary["network"], *summary.get("networks", {})]
     for name, layer in summary["layers"].items():
         pops = layer["populations"]
         line[name] = {
