@@ -38,8 +38,7 @@ _VERSION = 1
 #: What each network of an agent is, for ``summary.json`` (``network_role``) and the figures:
 #: the policy (with a critic beside it, or without: DQN's Q-network), the critic, the trunk.
 NETWORK_ROLES = {
-    "policy": "the policy network: it chooses the actions (its activity is recorded while it "
-    "acts)",
+    "policy": "the policy network: it chooses the actions (its activity is recorded while it acts)",
     "policy+critic": "the policy network: it chooses the actions (its activity is recorded "
     "while it acts); the critic is a separate network with its own E/I assignment, analysed "
     "in critic_summary.json and the critic_*.png figures",

@@ -94,9 +94,7 @@ def test_a_shared_trunk_is_one_network(tmp_path):
     sign = algo.agent.trunk.layers["lif0"].recurrent_sign.int().tolist()
     assert summ["layers"]["lif0"]["sign"] == sign
     # the rates are the recorded activity of the trunk while it acted
-    spikes = [
-        algo.rollout(seed=3 + k, record=False).activity["lif0"].spikes for k in range(2)
-    ]
+    spikes = [algo.rollout(seed=3 + k, record=False).activity["lif0"].spikes for k in range(2)]
     rate = np.concatenate(spikes).astype(np.float64).mean(0) / 1e-3
     np.testing.assert_allclose(summ["layers"]["lif0"]["neurons"]["rate"], rate, rtol=1e-9)
     written = {p.name for p in res.write(tmp_path)}
