@@ -11,7 +11,8 @@ snrl PPO on PerceptualDecisionMaking-v0 (NeuroGym, 100 ms task steps), Dale 80/2
 * ``shared-eprop``: the shared trunk trained by e-prop (symmetric feedback: the two readouts'
   learning signals add).
 
-Each run is a subprocess (``torch.set_num_threads(1)``; at most ``--jobs`` at once). Reported
+Each run is a fresh process (spawned, ``torch.set_num_threads(1)``; at most ``--jobs`` at
+once). Reported
 per run and as a table: the final deterministic evaluation (20 episodes, env seed 1000 +
 seed): trial accuracy; the parameters of the agent; wall time; and the ratio of each variant's
 mean accuracy to ``separate``'s, measured in the same invocation. The neuron time of the runs
@@ -27,15 +28,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
-import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+from concurrent.futures import ProcessPoolExecutor
 
-ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 TASK = "PerceptualDecisionMaking-v0"
 VARIANTS = {
     "separate": {"shared_trunk": False},
@@ -92,24 +90,15 @@ def main() -> None:
             p.error(f"unknown variant {v!r} (one of {', '.join(VARIANTS)})")
     jobs = [(v, s) for s in seeds for v in variants]
 
-    def run(job):
-        v, s = job
-        code = (
-            "import json,sys; sys.path.insert(0, 'benchmarks'); import bench_shared_trunk as b; "
-            f"print(json.dumps(b._learn_one({v!r}, {s}, {args.steps}, {args.hidden})))"
-        )
-        out = subprocess.run(
-            [sys.executable, "-c", code], env=ENV, cwd=ROOT, capture_output=True, text=True
-        )
-        if out.returncode != 0:
-            print(out.stderr[-2000:], file=sys.stderr)
-            return None
-        row = json.loads(out.stdout.strip().splitlines()[-1])
-        print(json.dumps(row), flush=True)
-        return row
-
-    with ThreadPoolExecutor(args.jobs) as pool:
-        rows = [r for r in pool.map(run, jobs) if r is not None]
+    os.environ["OMP_NUM_THREADS"] = "1"  # the workers' torch: one thread each
+    ctx = multiprocessing.get_context("spawn")  # a fresh process per worker, as a subprocess
+    rows = []
+    with ProcessPoolExecutor(args.jobs, mp_context=ctx, max_tasks_per_child=1) as pool:
+        futures = [pool.submit(_learn_one, v, s, args.steps, args.hidden) for v, s in jobs]
+        for fut in futures:
+            row = fut.result()
+            print(json.dumps(row), flush=True)
+            rows.append(row)
     if not rows:
         sys.exit("no run finished")
     means = {}

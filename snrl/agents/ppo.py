@@ -148,9 +148,11 @@ class PPOConfig(AgentConfig):
 
     def memory_bytes(self, obs_size: int, head_size: int) -> dict[str, int]:
         """:meth:`AgentConfig.memory_bytes` plus the rollout of one update: observations
-        (normalized and raw), the two backbones' states and the autograd graph over them."""
+        (normalized and raw), the backbones' states (two, or one shared trunk) and the
+        autograd graph over them."""
         parts = super().memory_bytes(obs_size, head_size)
-        per_step = 2 * obs_size + 12 * self.n_layers * self.hidden_size + 12
+        states = 6 if self.shared_trunk else 12  # one backbone's state, or two
+        per_step = 2 * obs_size + states * self.n_layers * self.hidden_size + 12
         parts["rollout"] = 4 * self.n_envs * self.n_steps * per_step
         return parts
 
@@ -220,14 +222,17 @@ def _init_readout(net: nn.Module, gain: float) -> None:
                     nn.init.orthogonal_(p)
                 else:
                     nn.init.zeros_(p)
-    readout = getattr(net, "readout", None) or getattr(
-        getattr(net, "backbone", None), "readout", None
-    )
+    readout = _readout_of(net)
     if readout is not None and gain < 1:
         with torch.no_grad():
             for name, p in readout.named_parameters():
                 if "weight" in name:
                     p.mul_(gain * 10)
+
+
+def _readout_of(net: nn.Module) -> nn.Module | None:
+    """The LI readout of a spiking backbone (or of the one inside an encoder), else None."""
+    return getattr(net, "readout", None) or getattr(getattr(net, "backbone", None), "readout", None)
 
 
 def _init_shared_readout(net: nn.Module, head: int) -> None:
@@ -236,9 +241,7 @@ def _init_shared_readout(net: nn.Module, head: int) -> None:
     rows; 0.1 of the spiking readout's weights), so both start as they do in two networks."""
     _init_readout(net, gain=1.0)
     linears = [m for m in net.modules() if isinstance(m, nn.Linear)]
-    readout = getattr(net, "readout", None) or getattr(
-        getattr(net, "backbone", None), "readout", None
-    )
+    readout = _readout_of(net)
     with torch.no_grad():
         if readout is not None:  # spiking: weights (N, head + 1), row = presynaptic neuron
             for name, p in readout.named_parameters():
