@@ -1,15 +1,17 @@
 """The behaviour readouts of docs/analysis.md ("Behaviour"), from real runs.
 
 Trains PPO (Dale LIF, the defaults otherwise) on the batched native tasks
-ContextDecisionMaking-v0 (explicit context), DelayComparison-v0 and ReadySetGo-v0 with
-``snrl train``, evaluates each with ``snrl eval --episodes N`` (env seeds 123...), prints the
-numbers docs/analysis.md quotes and, with ``--img-dir``, copies each run's ``behaviour.png``
-there as ``behaviour_<short>.png``.
+ContextDecisionMaking-v0 (explicit context), DelayComparison-v0, ReadySetGo-v0 and the
+reaction-time PerceptualDecisionMaking-v0 (``reaction_time=True``) with ``snrl train``,
+evaluates each with ``snrl eval --episodes N`` (env seeds 123...), prints the numbers
+docs/analysis.md quotes and, with ``--img-dir``, copies each run's ``behaviour.png`` there as
+``behaviour_<short>.png``.
 
 Usage::
 
     python benchmarks/bench_behaviour.py --out runs/behaviour --img-dir docs/img
     python benchmarks/bench_behaviour.py --steps 20000 --episodes 10    # a quick look
+    python benchmarks/bench_behaviour.py --tasks pdm_rt --img-dir docs/img   # one task
 """
 
 from __future__ import annotations
@@ -27,6 +29,13 @@ TASKS = [
     ("cdm", "ContextDecisionMaking-v0", '{"use_expl_context": true}'),
     ("dc", "DelayComparison-v0", "{}"),
     ("rsg", "ReadySetGo-v0", "{}"),
+    ("pdm_rt", "PerceptualDecisionMaking-v0", '{"reaction_time": true}'),
+    # the same with a 2 s fixation and an error costing -1: waiting costs less reward rate
+    (
+        "pdm_rt_wait",
+        "PerceptualDecisionMaking-v0",
+        '{"reaction_time": true, "timing": {"fixation": 2000}, "rewards": {"fail": -1.0}}',
+    ),
 ]
 
 
@@ -78,12 +87,24 @@ def _summary(short: str, res: dict) -> list[str]:
                 f"t_s {q['sample']:.2f}: mean {q['mean']:.3f} sd {q['sd']:.3f} cv {q['cv']:.3f} "
                 f"(n={q['n']})"
             )
+    if "chronometric" in beh:
+        c = beh["chronometric"]
+        lines.append(f"{c['n_timed']} timed, {c['n_no_response']} no response; trend {c['trend']}")
+        for kind in ("correct", "error"):
+            for r in c[kind]:
+                lines.append(
+                    f"{kind} coh {r['key']:g}: RT mean {1000 * r['mean']:.0f} ms "
+                    f"sem {1000 * r['sem']:.0f} median {1000 * r['median']:.0f} (n={r['n']})"
+                )
     return [f"[{short}] {line}" for line in lines]
 
 
-def run(out: Path, steps: int, episodes: int, seed: int, img_dir: Path | None) -> None:
-    for short, task, kwargs in TASKS:
-        d = out / task
+def run(
+    out: Path, steps: int, episodes: int, seed: int, img_dir: Path | None, only: str = ""
+) -> None:
+    chosen = [t for t in TASKS if not only or t[0] in only.split(",")]
+    for short, task, kwargs in chosen:
+        d = out / (task if short != "pdm_rt_wait" else f"{task}-wait")
         args = ["train", "--env", f"snrl.tasks:{task}", "--env-kwargs", kwargs]
         args += ["--steps", str(steps), "--seed", str(seed), "--quiet", "--force", "--out", str(d)]
         assert main(args) == 0
@@ -100,5 +121,6 @@ if __name__ == "__main__":
     ap.add_argument("--episodes", type=int, default=50)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--img-dir", type=Path, default=None)
+    ap.add_argument("--tasks", default="", help="comma-separated: " + ",".join(t[0] for t in TASKS))
     a = ap.parse_args()
-    run(a.out, a.steps, a.episodes, a.seed, a.img_dir)
+    run(a.out, a.steps, a.episodes, a.seed, a.img_dir, a.tasks)

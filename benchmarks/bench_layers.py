@@ -608,13 +608,13 @@ def bench_kernel_parts(repeats: int, batches: tuple[int, ...]) -> str:
             return ls._forward_loop(u, w.w_rec, v0, z0, alpha, THRESHOLD, "subtract", None)
 
         zs, vs = forward()
-        walk_args = (gz, None, w_back_t, vs, zs, alpha, THRESHOLD)
+        walk = _native.Walk(gz, None, w_back_t, vs, zs, alpha, THRESHOLD, "subtract", None)
 
-        def walk_kernel(a=walk_args):
-            return _native.lif_backward(spike_fn, *a, "subtract", None)
+        def walk_kernel(a=walk):
+            return _native.lif_backward(spike_fn, a)
 
-        def walk_torch(a=walk_args):
-            return ls._backward_loop(*a, True, derivative, None)
+        def walk_torch(a=walk):
+            return ls._backward_loop(a, derivative)
 
         dv = walk_torch()[0]
 

@@ -5,11 +5,13 @@ Loads ``RUN/checkpoints/best.pt`` (read only), analyses ``--episodes`` determini
 episodes (env seeds ``--seed``, ``--seed + 1``, ...) as ``snrl analyze RUN --episodes N``
 does (same defaults: 3-step causal boxcar, 40 steps from each trial start, 20 label shuffles
 for the decoding), prints the TDR and demixed-variance numbers as one JSON object, and
-writes the TDR figure (``--png``; a 256-colour PNG as benchmarks/docs_png.py makes).
+writes the TDR figure (``--png``) and the demixed PCA figure of ``snrl analyze --dpca``
+(``--dpca-png``; 256-colour PNGs as benchmarks/docs_png.py makes).
 
 Usage::
 
     python benchmarks/bench_tdr.py /work/runs/pdm100 --png docs/img/tdr_pdm.png
+    python benchmarks/bench_tdr.py runs/pdm100 --dpca-png docs/img/dpca_pdm.png
 """
 
 from __future__ import annotations
@@ -38,32 +40,43 @@ def _first_significant(res: dict, p_max: float) -> int | None:
     return None
 
 
-def _dpca_numbers(ta, tdr: dict) -> dict:
-    """Demixed PCA of the same z-scored condition-mean table as the demixed variance: each
-    marginalization's first two components (explained variance, the share of the first
-    component's variance from its own marginalization) and the cosine of the decision and
-    stimulus encoders with the TDR choice and stimulus axes."""
-    from snrl.analysis.tdr import condition_table, dpca, task_variables, zscore_activity
-
-    var = task_variables(ta.trials)
-    xc, info = condition_table(
-        zscore_activity(ta.tensor()), var["raw"]["stimulus"], var["raw"]["choice"]
-    )
-    res = dpca(xc, n_components=2)
+def _dpca_numbers(dp: dict, tdr: dict) -> dict:
+    """Demixed PCA (``snrl analyze --dpca``: the same z-scored condition-mean table as the
+    demixed variance): each marginalization's first two components (explained variance, the
+    share of the first component's variance from its own marginalization) and the cosine of
+    the decision and stimulus encoders with the TDR choice and stimulus axes."""
+    if "marginalizations" not in dp:
+        return dp
+    margs = dp["marginalizations"]
     out = {
         k: {
-            "explained_variance": np.round(v["explained_variance"], 4).tolist(),
+            "share": round(float(v["share"]), 4),
+            "explained_variance": np.round(v["explained_variance"][:2], 4).tolist(),
             "own_share_first": round(float(v["demixing"][k][0]), 4),
         }
-        for k, v in res.items()
+        for k, v in margs.items()
     }
     for marg, axis in (("decision", "choice"), ("stimulus", "stimulus")):
-        vec = np.asarray(tdr["axes"][axis]["vector"], dtype=np.float64)
-        out[marg][f"abs_cos_with_tdr_{axis}"] = round(
-            float(abs(res[marg]["encoder"][:, 0] @ vec)), 3
-        )
-    out["table"] = {"stimulus_levels": info["stimulus_levels"], "decisions": info["decisions"]}
+        if axis in tdr.get("axes", {}):
+            vec = np.asarray(tdr["axes"][axis]["vector"], dtype=np.float64)
+            enc = np.asarray(margs[marg]["encoder"], dtype=np.float64)[:, 0]
+            out[marg][f"abs_cos_with_tdr_{axis}"] = round(float(abs(enc @ vec)), 3)
+    out["table"] = {"stimulus_levels": dp["stimulus_levels"], "decisions": dp["decisions"]}
     return out
+
+
+def _palette_png(fig, path: Path, name: str) -> None:
+    import sys
+
+    from snrl.analysis.figures import save_figure
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from docs_png import palette_png
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src = save_figure(fig, Path(tmp) / name)
+        before, after = palette_png(src, path)
+    print(f"{path}: {before / 1e3:.0f} kB -> {after / 1e3:.0f} kB")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,15 +85,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--episodes", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--png", type=Path, default=None)
+    ap.add_argument("--dpca-png", type=Path, default=None, help="the dPCA figure (dpca.png)")
     args = ap.parse_args(argv)
 
     import snrl
     from snrl.analysis import analyze
-    from snrl.analysis.figures import save_figure
-    from snrl.analysis.tdr import tdr_figure
+    from snrl.analysis.tdr import dpca_figure, tdr_figure
 
     algo = snrl.load(str(args.run / "checkpoints" / "best.pt"))
-    res = analyze(algo, episodes=args.episodes, seed=args.seed, compare_initial=False)
+    res = analyze(algo, episodes=args.episodes, seed=args.seed, compare_initial=False, dpca=True)
     algo.close()
     dyn = res.dynamics()
     tdr = dyn["tdr"]
@@ -122,19 +135,13 @@ def main(argv: list[str] | None = None) -> int:
             g: [round(float(p[name][b]), 2) for name in order] for g, p in proj.items()
         }
     out["n"] = tdr["n"]
-    out["dpca"] = _dpca_numbers(res.trial_activity, tdr)
+    out["dpca"] = _dpca_numbers(dyn["dpca"], tdr)
     print(json.dumps(out, indent=1))
     if args.png is not None:
-        import sys
-
-        sys.path.insert(0, str(Path(__file__).parent))
-        from docs_png import palette_png
-
-        fig = tdr_figure(f"{res.network}: {dyn['layer']}", tdr, step)
-        with tempfile.TemporaryDirectory() as tmp:
-            src = save_figure(fig, Path(tmp) / "tdr.png")
-            before, after = palette_png(src, args.png)
-        print(f"{args.png}: {before / 1e3:.0f} kB -> {after / 1e3:.0f} kB")
+        _palette_png(tdr_figure(f"{res.network}: {dyn['layer']}", tdr, step), args.png, "tdr.png")
+    if args.dpca_png is not None and "marginalizations" in dyn["dpca"]:
+        fig = dpca_figure(f"{res.network}: {dyn['layer']}", dyn["dpca"], step)
+        _palette_png(fig, args.dpca_png, "dpca.png")
     return 0
 
 

@@ -528,6 +528,7 @@ NEURON_DEFAULTS: Mapping[str, Any] = types.MappingProxyType(
         "tau_a": 200e-3,
         "beta": 1.8,
         "tau_syn": 5e-3,
+        "noise_std": 0.0,
     }
 )
 
@@ -545,6 +546,7 @@ NEURON_DEFAULT_DOCS: Mapping[str, str] = types.MappingProxyType(
         "tau_a": "ALIF adaptation time constant, s",
         "beta": "ALIF adaptation strength",
         "tau_syn": "SpyLIF synaptic time constant, s",
+        "noise_std": "std of the Gaussian current per spiking neuron and step (training mode)",
     }
 )
 

@@ -76,7 +76,7 @@ class AgentConfig:
     recurrent_sign: float = NEURON_DEFAULTS["recurrent_sign"]
     """Fraction of inhibitory neurons with Dale's law (the biological 80/20). The layers
     balance it at init (each neuron's recurrent input sums to zero; the same spectral radius
-    as without Dale), so 0.2 learns CartPole (docs/benchmarks.md)."""
+    as without Dale), so 0.2 learns CartPole (docs/benchmarks.md#dale-init-at-8020-issue-12)."""
     tau_m: float | None = override(
         None,
         "None: 10 task steps where the task has a clock (1 s at NeuroGym's 100 ms, DelayMatch"
@@ -105,6 +105,10 @@ class AgentConfig:
     readout of one task step, ALIF adaptation of 1.5 s; needs a task with a clock)."""
     hh_init: str = NEURON_DEFAULTS["hh_init"]
     """Initial hidden state of spiking layers: zeros | random | learned."""
+    noise_std: float = NEURON_DEFAULTS["noise_std"]
+    """Gaussian current noise of every spiking neuron at every neuron step, membrane units
+    (>= 0; 0: off): trial-to-trial variability while training (rollouts and updates);
+    evaluations are noiseless (docs/neuro.md). ANN backbones ignore it."""
     encoder: str = "direct"
     """Input encoding of spiking backbones: direct | population."""
     activation: str = "tanh"
@@ -261,6 +265,7 @@ class AgentConfig:
             all(v is None or v > 0 for v in (self.tau_m, self.readout_tau_m, self.tau_a, self.dt)),
             "tau_m, readout_tau_m, tau_a and dt must be > 0 seconds (or None: from the task)",
         )
+        check(self.noise_std >= 0, f"noise_std={self.noise_std} (a current std, must be >= 0)")
         check(
             self.hh_init in ("zeros", "random", "learned"),
             f"hh_init={self.hh_init!r} (zeros | random | learned for agents)",
@@ -415,7 +420,7 @@ class AgentConfig:
     def build_backbone(self, input_size: int, output_size: int, *, seed: int) -> nn.Module:
         """The backbone these fields describe (:func:`snrl.build_backbone`); a spiking one
         gets its neuron parameters as one object (``snrl.layers.LIFParameters`` ...), built
-        here from ``tau_m``, ``dt``, ``hh_init`` (and ``tau_a`` for ALIF)."""
+        here from ``tau_m``, ``dt``, ``hh_init``, ``noise_std`` (and ``tau_a`` for ALIF)."""
         from snrl.networks.spiking import NEURONS
 
         if self.tau_m is None or self.readout_tau_m is None:
@@ -427,7 +432,11 @@ class AgentConfig:
                 {} if self.backbone != "alif" or self.tau_a is None else {"tau_a": self.tau_a}
             )
             params = NEURONS[self.backbone].params_type(
-                tau_m=self.tau_m, dt=self.neuron_dt, hh_init=self.hh_init, **adaptation
+                tau_m=self.tau_m,
+                dt=self.neuron_dt,
+                hh_init=self.hh_init,
+                noise_std=self.noise_std,
+                **adaptation,
             )
         # the fields build_backbone takes under their own names
         same = ("hidden_size", "n_layers", "force_dale_law", "recurrent_sign", "encoder")

@@ -7,7 +7,7 @@ Adam step that walks each tensor (on DQN's 2x256 MLP about a quarter of the step
 view of its slice, and their gradients into another; zeroing and the clip are then one kernel
 each over the whole buffer, and so is the Adam step: torch's fused kernel called directly
 (:meth:`FlatAdam.update`), without ``torch.optim.Adam.step``'s per-call bookkeeping, which
-costs several times the arithmetic on such a network (docs/benchmarks.md, "Speed (issue 11)").
+costs several times the arithmetic on such a network (docs/benchmarks.md#speed-issue-11).
 
 The parameters stay leaves of their modules (forward, backward, ``state_dict``,
 ``load_state_dict`` and ``copy_`` work unchanged). Autograd adds each new gradient into the

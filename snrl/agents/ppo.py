@@ -49,15 +49,15 @@ class PPOConfig(AgentConfig):
     fields shared with DQN are documented in :class:`snrl.agents.config.AgentConfig`)."""
 
     n_envs: int = 16
-    """Parallel envs. 16 (was 8): on CartPole with a Dale LIF, the last model of 10 tuning
-    seeds scored 500 on 100 held-out episodes where 8 envs left two at 410 and 439, and a run
-    takes 0.7x the time (docs/benchmarks.md, issue 12)."""
+    """Parallel envs. 16 rather than 8: on CartPole with a Dale LIF, more last models reach 500
+    and a run takes less wall time (a batch of 16 costs a spiking network barely more than 8;
+    docs/benchmarks.md#ppos-defaults)."""
     n_steps: int = 32
     """Segment length per env and update."""
     n_epochs: int = 10
-    """Passes over the segment per update. On CartPole 20 (rl-zoo's value) reached 475 ~27k
-    env steps sooner (median of 10 seeds), but one of five verification seeds' last model fell
-    to 209, and a run takes ~20 % longer (docs/benchmarks.md, issue 11's ninth pass)."""
+    """Passes over the segment per update. 10 rather than rl-zoo's 20 for CartPole: 20 reaches
+    475 sooner, but left a verification seed's last model far below it and takes longer
+    (docs/benchmarks.md#ppos-defaults)."""
     n_minibatches: int = 1
     """Minibatches per epoch; each takes n_envs / n_minibatches whole env sequences."""
     chunk_len: int = 0
@@ -110,7 +110,8 @@ class PPOConfig(AgentConfig):
     """Firing-rate regularization: adds ``rate_reg`` times the mean over the policy's spiking
     neurons of ``(r_j - clip(r_j, *rate_range))**2`` to the loss, ``r_j`` the neuron's spikes
     per step over the minibatch: no pull inside the range (0: off; ANN backbones ignore it).
-    Without it, 2 of 5 CartPole seeds ended above 0.3 spikes per step (docs/benchmarks.md)."""
+    Without it trained CartPole policies drift above 0.3 spikes per step
+    (docs/benchmarks.md#ppos-defaults)."""
 
     has_critic: ClassVar[bool] = True
     positive_ints: ClassVar[tuple[str, ...]] = (

@@ -14,7 +14,7 @@ import torch
 MAX_THREADS = 1024
 #: The thread policy (``threads=None``): networks up to this many neurons per hidden layer
 #: run on one torch thread; wider ones on torch's own thread count. Measured with
-#: benchmarks/bench_threads.py (docs/benchmarks.md, "Torch threads").
+#: benchmarks/bench_threads.py (docs/benchmarks.md#torch-threads-issue-14).
 ONE_THREAD_MAX_HIDDEN = 512
 
 
@@ -60,7 +60,7 @@ def flush_denormals(on: bool) -> Iterator[None]:
     Why: on some CPUs (Intel's) an operation on a subnormal number (below 1.2e-38 in float32)
     takes ~100x longer, and Adam's state for weights whose gradient stays near zero decays into
     that range. A ReLU MLP DQN spent a quarter of its time in Adam's kernel because of it
-    (docs/benchmarks.md, issue 11). Values that small change nothing in training.
+    (docs/benchmarks.md#subnormal-floats). Values that small change nothing in training.
     """
     if not on or denormals_flushed() or not torch.set_flush_denormal(True):
         yield

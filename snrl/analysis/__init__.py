@@ -9,7 +9,8 @@ number is defined in :data:`METRICS` (docs/analysis.md is generated from it). Th
 psychometric curve of decision tasks lives in :mod:`snrl.analysis.psychometric` (with binomial
 intervals and lapse rates), the behaviour readouts of other task families (context and
 congruency, the f1 x f2 matrix and Weber curve, produced against sample interval, accuracy
-against delay, error counts) in :mod:`snrl.analysis.behaviour`; perturbations during
+against delay, reaction time against coherence, error counts) in
+:mod:`snrl.analysis.behaviour`; perturbations during
 evaluation (silencing or stimulating E or I neurons, current noise, lesions of task-variance
 clusters; ``snrl perturb``) in :mod:`snrl.analysis.perturb`; the task variance of each
 neuron of a multitask run and its clusters in :mod:`snrl.analysis.taskvar`. Decoding and
@@ -23,6 +24,7 @@ connectivity by E/I block in :mod:`snrl.analysis.connectivity`; fixed and slow p
 from snrl.analysis.behaviour import (
     accuracy_by_delay,
     behaviour_readouts,
+    chronometric_curve,
     comparison_accuracy,
     context_accuracy,
     error_counts,
@@ -64,6 +66,7 @@ __all__ = [
     "apply_style",
     "behaviour_readouts",
     "binomial_ci",
+    "chronometric_curve",
     "comparison_accuracy",
     "context_accuracy",
     "error_counts",

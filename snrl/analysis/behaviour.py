@@ -19,6 +19,11 @@
   interval is constant, i.e. ``sd`` grows linearly with the mean.
 * :func:`accuracy_by_delay`: accuracy against the length of the ``delay`` period, for tasks
   whose delay varies from trial to trial.
+* :func:`chronometric_curve`: reaction time against coherence, correct and error trials
+  apart (reaction-time tasks: the ``decision`` period opens before the ``stimulus`` period
+  ends, e.g. PerceptualDecisionMaking with ``reaction_time=True``, Roitman & Shadlen, 2002).
+  The reaction time is the trial log's ``reaction_time``: from the stimulus onset to the
+  choice, s (the figure shows ms).
 
 :func:`behaviour_readouts` picks the ones that apply to a log (by the conditions and periods
 its trials have, not by the task's name), as ``snrl eval`` reports them. Every proportion has
@@ -27,7 +32,6 @@ its 95 % Wilson interval (:func:`snrl.analysis.psychometric.binomial_ci`).
 
 from __future__ import annotations
 
-import io
 import math
 import os
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -38,8 +42,8 @@ import numpy as np
 from scipy import stats
 
 from snrl.analysis.psychometric import binomial_ci
+from snrl.analysis.trials import nan_mean_sem
 from snrl.errors import UserError
-from snrl.io import atomic_write_bytes
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -48,9 +52,11 @@ __all__ = [
     "accuracy_by_delay",
     "accuracy_table",
     "behaviour_readouts",
+    "chronometric_curve",
     "comparison_accuracy",
     "context_accuracy",
     "error_counts",
+    "has_reaction_time",
     "interval_production",
     "plot_behaviour",
     "save_behaviour",
@@ -370,6 +376,93 @@ def accuracy_by_delay(trials: Trials, period: str = "delay", max_bins: int = 8) 
     return out
 
 
+# ---- reaction-time tasks ---------------------------------------------------------------------
+def _answers_during_stimulus(t: Mapping[str, Any]) -> bool:
+    periods = t.get("periods") or {}
+    stim, dec = periods.get("stimulus"), periods.get("decision")
+    return stim is not None and dec is not None and float(dec[0]) < float(stim[1])
+
+
+def has_reaction_time(trials: Trials, condition: str = "coh") -> bool:
+    """Whether the trials let the agent answer during the stimulus (their ``decision`` period
+    opens before their ``stimulus`` period ends) and have a numeric ``condition``."""
+    return bool(trials) and all(
+        _answers_during_stimulus(t) and _cond(t, condition) is not None for t in trials
+    )
+
+
+def _rt_points(groups: Mapping[float, list[float]]) -> list[dict[str, Any]]:
+    out = []
+    for key in sorted(groups):
+        rt = np.asarray(groups[key], dtype=np.float64)
+        mean, sem = nan_mean_sem(rt)
+        out.append(
+            {
+                "key": key,
+                "n": int(rt.size),
+                "mean": float(mean),
+                "sem": float(sem),
+                "median": float(np.median(rt)),
+                "sd": float(np.std(rt, ddof=1)) if rt.size > 1 else math.nan,
+            }
+        )
+    return out
+
+
+def chronometric_curve(trials: Trials, condition: str = "coh") -> dict[str, Any]:
+    """Reaction time against ``condition`` (the motion coherence, %), correct and error trials
+    apart (module docstring).
+
+    A trial enters when it is scored and has a ``reaction_time`` (an answer in the decision
+    period); unanswered trials are counted in ``n_no_response``. Per value of the condition:
+    ``mean`` and its standard error ``sem`` (``sqrt(var / n)``, ddof 1; NaN for one trial),
+    ``median``, ``sd`` (ddof 1), ``n``. ``trend``: Spearman's rank correlation of reaction
+    time with the condition over the correct trials (a chronometric function falls: rho < 0)
+    and its two-sided p-value; None with fewer than two values of the condition or one
+    reaction time throughout.
+
+    Returns:
+        ``{"condition", "unit": "s", "n_trials", "n_timed", "n_no_response", "correct":
+        [{"key", "n", "mean", "sem", "median", "sd"}, ...], "error": [...], "trend":
+        {"rho", "p_value", "n"} or None}``, rows sorted by the condition's value.
+
+    Raises:
+        UserError: The trials do not allow answers during the stimulus, or lack
+            ``condition``.
+    """
+    if not has_reaction_time(trials, condition):
+        raise UserError(
+            f"the trials have no reaction-time structure with a {condition!r} condition (a "
+            "chronometric curve needs a decision period that opens during the stimulus, e.g. "
+            "snrl.tasks:PerceptualDecisionMaking-v0 with --env-kwargs '{\"reaction_time\": true}')"
+        )
+    groups: dict[bool, dict[float, list[float]]] = {True: {}, False: {}}
+    silent = 0
+    for t in _scored(trials):
+        rt = t.get("reaction_time")
+        if rt is None or not math.isfinite(float(rt)):
+            silent += 1
+            continue
+        groups[bool(t["correct"])].setdefault(float(_cond(t, condition)), []).append(float(rt))
+    trend = None
+    right = groups[True]
+    y = [v for k in right for v in right[k]]
+    if len(right) >= 2 and np.ptp(y) > 0:
+        x = [k for k in right for _ in right[k]]
+        res = stats.spearmanr(x, y)
+        trend = {"rho": float(res.statistic), "p_value": float(res.pvalue), "n": len(y)}
+    return {
+        "condition": condition,
+        "unit": "s",
+        "n_trials": len(trials),
+        "n_timed": sum(len(v) for g in groups.values() for v in g.values()),
+        "n_no_response": silent,
+        "correct": _rt_points(groups[True]),
+        "error": _rt_points(groups[False]),
+        "trend": trend,
+    }
+
+
 # ---- what applies ----------------------------------------------------------------------------
 def behaviour_readouts(trials: Trials) -> dict[str, Any]:
     """The readouts that apply to a trial log, as ``snrl eval`` reports them.
@@ -378,8 +471,9 @@ def behaviour_readouts(trials: Trials) -> dict[str, Any]:
         ``{"errors": error_counts(...)}`` always, and where the trials have what they need:
         ``"context"`` (:func:`context_accuracy`), ``"comparison"``
         (:func:`comparison_accuracy`), ``"production"`` (:func:`interval_production`),
-        ``"accuracy_by_delay"`` (:func:`accuracy_by_delay`). (The psychometric curve of
-        coherence tasks is :func:`snrl.analysis.psychometric.psychometric_curve`.)
+        ``"accuracy_by_delay"`` (:func:`accuracy_by_delay`), ``"chronometric"``
+        (:func:`chronometric_curve`). (The psychometric curve of coherence tasks is
+        :func:`snrl.analysis.psychometric.psychometric_curve`.)
     """
     out: dict[str, Any] = {"errors": error_counts(trials)}
     if has_context(trials):
@@ -390,6 +484,8 @@ def behaviour_readouts(trials: Trials) -> dict[str, Any]:
         out["production"] = interval_production(trials)
     if has_variable_delay(trials):
         out["accuracy_by_delay"] = accuracy_by_delay(trials)
+    if has_reaction_time(trials):
+        out["chronometric"] = chronometric_curve(trials)
     return out
 
 
@@ -422,11 +518,41 @@ def _curve(ax: Any, rows: Sequence[Mapping[str, Any]], x: Sequence[float], xlabe
     ax.set_ylabel("accuracy (95 % CI)", fontsize=8)
 
 
+def _chronometric(ax: Any, chrono: Mapping[str, Any]) -> None:
+    """Mean reaction time (ms, ± SEM) against the condition, correct (filled) and error
+    (open, dashed) trials, ``n`` beside each point."""
+    from snrl.palette import HIGHLIGHT_COLOR, SPIKE_COLOR
+
+    top = 0.0
+    for kind, color, marker, ls in (("correct", SPIKE_COLOR, "o", "-"),
+                                    ("error", HIGHLIGHT_COLOR, "o", "--")):  # fmt: skip
+        rows = chrono[kind]
+        if not rows:
+            continue
+        x = np.array([r["key"] for r in rows], dtype=np.float64)
+        y = np.array([r["mean"] for r in rows], dtype=np.float64) * 1000.0
+        e = np.nan_to_num(np.array([r["sem"] for r in rows], dtype=np.float64)) * 1000.0
+        top = max(top, float(np.nanmax(y + e)))
+        ax.errorbar(x, y, yerr=e, fmt=marker, ls=ls, color=color, ms=3, lw=0.8, capsize=2,
+                    mfc=color if kind == "correct" else "white", label=kind)  # fmt: skip
+        for xi, yi, r in zip(x, y, rows):
+            ax.annotate(f"{r['n']}", (xi, yi), textcoords="offset points",
+                        xytext=(3, 3) if kind == "correct" else (3, -9),
+                        fontsize=6, color=color)  # fmt: skip
+    ax.set_xlabel(f"{chrono['condition']} (%)" if chrono["condition"] == "coh"
+                  else chrono["condition"], fontsize=8)  # fmt: skip
+    ax.set_ylabel("reaction time (ms, mean \u00b1 SEM)", fontsize=8)
+    ax.set_ylim(0, 1.25 * top if top > 0 else None)  # from 0; room for the n labels
+    ax.set_title("chronometric curve (n per point)", fontsize=8)
+    ax.legend(fontsize=6, frameon=False)
+
+
 def plot_behaviour(readouts: Mapping[str, Any], *, title: str | None = None) -> Figure | None:
     """The figure of a :func:`behaviour_readouts` result: one panel per readout (context and
     congruency bars; the f1 x f2 matrix and the Weber curve; produced against sample interval
-    with the fit and the identity line, and CV per sample interval; accuracy against delay).
-    None when no readout beyond the error counts applies. A bare Figure (no pyplot)."""
+    with the fit and the identity line, and CV per sample interval; accuracy against delay;
+    reaction time against coherence). None when no readout beyond the error counts applies.
+    A bare Figure (no pyplot)."""
     from matplotlib.figure import Figure
 
     panels: list[Callable[[Any], None]] = []
@@ -488,9 +614,12 @@ def plot_behaviour(readouts: Mapping[str, Any], *, title: str | None = None) -> 
     if delay:
         panels.append(lambda ax: _curve(ax, delay, [r["delay_mean"] for r in delay],
                                         "delay (s; bin mean)"))  # fmt: skip
+    chrono = readouts.get("chronometric")
+    if chrono and (chrono["correct"] or chrono["error"]):
+        panels.append(lambda ax: _chronometric(ax, chrono))
     if not panels:
         return None
-    fig = Figure(figsize=(3.0 * len(panels), 2.8), layout="constrained")
+    fig = Figure(figsize=(max(3.0 * len(panels), 5.0), 2.8), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, draw in zip(axes, panels):
         draw(ax)
@@ -520,11 +649,6 @@ def save_behaviour(
     fig = plot_behaviour(readouts, title=title)
     if fig is None:
         return None
-    if style is not None:
-        from snrl.analysis.style import write_figure
+    from snrl.analysis.style import write_png
 
-        return write_figure(fig, path, style=style)[0]
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    atomic_write_bytes(path, buf.getvalue())
-    return path
+    return write_png(fig, path, style=style, dpi=100)

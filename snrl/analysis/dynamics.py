@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from snrl.analysis.trials import condition_key
+from snrl.analysis.trials import condition_key, nan_mean_sem
 from snrl.errors import UserError
 
 __all__ = [
@@ -351,18 +351,6 @@ def _same_partition(a: np.ndarray, b: np.ndarray) -> bool:
     return len(pairs) == len(set(a.tolist())) == len(set(b.tolist()))
 
 
-def _nan_mean_sem(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and SEM (ddof 1) over axis 0 ignoring NaN; NaN where < 1 (mean) or < 2 (SEM)
-    values are finite."""
-    ok = np.isfinite(p)
-    cnt = ok.sum(0)
-    v = np.where(ok, p, 0.0)
-    mean = np.where(cnt > 0, v.sum(0) / np.maximum(cnt, 1), np.nan)
-    dev = np.where(ok, p - mean, 0.0)
-    var = (dev * dev).sum(0) / np.maximum(cnt - 1, 1)
-    return mean, np.where(cnt >= 2, np.sqrt(var / np.maximum(cnt, 1)), np.nan)
-
-
 def decode_over_time(
     x: Any,
     labels: Any,
@@ -468,7 +456,7 @@ def choice_axis_projection(
     mean, sem, n = {}, {}, {}
     for g in sorted(set(grp.tolist()) - {""}):
         p = proj[grp == g]
-        mean[g], sem[g] = _nan_mean_sem(p)
+        mean[g], sem[g] = nan_mean_sem(p)
         n[g] = int(len(p))
     return {"axis_labels": (a, b), "mean": mean, "sem": sem, "n": n}
 
@@ -503,8 +491,8 @@ def trial_dimensionality(x: Any, groups: Any, *, seed: int = 0) -> dict[str, Any
     for g in conds:
         idx = rng.permutation(np.flatnonzero(grp == g))
         for h in (0, 1):
-            halves[h].append(_nan_mean_sem(x[idx[h::2]])[0])
-        full.append(_nan_mean_sem(x[idx])[0])
+            halves[h].append(nan_mean_sem(x[idx[h::2]])[0])
+        full.append(nan_mean_sem(x[idx])[0])
     ok = np.logical_and.reduce([np.isfinite(m).all(axis=1) for m in halves[0] + halves[1]])
     if ok.sum() * len(conds) < 2:
         return None

@@ -33,7 +33,6 @@ score interval by default, or Clopper-Pearson's exact one; scipy.stats.binomtest
 
 from __future__ import annotations
 
-import io
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -44,7 +43,6 @@ import numpy as np
 from scipy import optimize, stats
 
 from snrl.errors import UserError
-from snrl.io import atomic_write_bytes
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -396,11 +394,6 @@ def save_psychometric(
     path = Path(path)
     if path.suffix.lower() != ".png":
         raise UserError(f"psychometric figure path {path} must end in .png (rename it)")
-    if style is not None:
-        from snrl.analysis.style import write_figure
+    from snrl.analysis.style import write_png
 
-        return write_figure(plot_psychometric(curve, title=title), path, style=style)[0]
-    buf = io.BytesIO()
-    plot_psychometric(curve, title=title).savefig(buf, format="png", dpi=120)
-    atomic_write_bytes(path, buf.getvalue())
-    return path
+    return write_png(plot_psychometric(curve, title=title), path, style=style, dpi=120)

@@ -84,6 +84,9 @@ class NetworkAnalysis:
         fixed_points: a :class:`snrl.analysis.fixed_points.FixedPointAnalysis` of the first
             spiking layer, fed each episode (``fixed_points.png``, ``summary["fixed_points"]``);
             None: no fixed points.
+        dpca: trial envs with ``decode``: also the demixed PCA components of the first
+            spiking layer's trial activity (:func:`snrl.analysis.tdr.dpca_analysis`;
+            ``summary["dynamics"]["dpca"]``, ``dpca.png``).
 
     ``others`` holds the analyses of the agent's other networks (:func:`analyze` adds the
     critic of an actor-critic run): their layers join the raster, rate/CV and current
@@ -108,9 +111,11 @@ class NetworkAnalysis:
         max_trials: int = 2000,
         initial_weights: Mapping[str, LayerWeights] | None = None,
         fixed_points: Any = None,
+        dpca: bool = False,
     ) -> None:
         self.network = str(network)
         self.role = NETWORK_ROLES.get(self.network, "") if role is None else str(role)
+        self.dpca = bool(dpca)
         self.decode = bool(decode)
         self.decode_params = {
             "n_shuffles": int(n_shuffles),
@@ -410,6 +415,10 @@ class NetworkAnalysis:
             "dimensionality": dyn.trial_dimensionality(x, groups if stim else ta.labels("choice")),
             "tdr": _tdr_entry(ta),
         }
+        if self.dpca:
+            from snrl.analysis.tdr import dpca_analysis
+
+            self._dynamics["dpca"] = dpca_analysis(ta)
         return self._dynamics
 
     def _trial_summary(self, name: str) -> dict[str, Any] | None:
@@ -550,6 +559,12 @@ class NetworkAnalysis:
 
                 out["tdr.png"] = tdr_figure(
                     self._label(dynamics["layer"]), dynamics["tdr"], dynamics["bin_seconds"]
+                )
+            if dynamics is not None and "marginalizations" in dynamics.get("dpca", {}):
+                from snrl.analysis.tdr import dpca_figure
+
+                out["dpca.png"] = dpca_figure(
+                    self._label(dynamics["layer"]), dynamics["dpca"], dynamics["bin_seconds"]
                 )
             traj = self.pca_trajectories(name)
             if traj is not None:

@@ -302,3 +302,19 @@ def write_figure(
             atomic_write_bytes(out, buf.getvalue())
             written.append(out)
     return written
+
+
+def write_png(fig: Any, path: Path, *, style: str | None, dpi: int) -> Path:
+    """``fig`` as the PNG ``path`` (checked ``.png`` by the caller), atomically: with a
+    ``style`` by :func:`write_figure` (its vector files next to it), else as drawn at ``dpi``
+    (the behaviour and psychometric figures of ``snrl eval``).
+
+    Returns:
+        ``path``.
+    """
+    if style is not None:
+        return write_figure(fig, path, style=style)[0]
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    atomic_write_bytes(path, buf.getvalue())
+    return path

@@ -44,11 +44,12 @@ the table (a trained agent rarely errs at strong stimuli, so those levels have n
 the wrong choice). The noise of the condition averages is not subtracted (Kobak et al.
 estimate it from the trial-to-trial variability; not done here).
 
-**Demixed PCA** (:func:`dpca`, Python only): per marginalization, the regularized
-reduced-rank regression of Kobak et al. 2016 that finds an encoder and a decoder, with the
-ridge strength fixed (``regularizer``), not chosen by cross-validation over trials as they
-do. ``snrl analyze`` reports the demixed variance (the marginalization), not the dPCA
-components.
+**Demixed PCA** (:func:`dpca`): per marginalization, the regularized reduced-rank
+regression of Kobak et al. 2016 that finds an encoder and a decoder, with the ridge strength
+fixed (``regularizer``), not chosen by cross-validation over trials as they do.
+``snrl analyze`` reports the demixed variance (the marginalization) always and, with
+``--dpca``, the components (:func:`dpca_analysis`: each component's time course per
+condition, its explained variance and demixing; :func:`dpca_figure`).
 
 Task variables (:func:`task_variables`) come from each trial's ``choice``, ``gt`` and
 ``conditions``: **choice** is -1 / +1 for the two most common choices among the ground-truth
@@ -67,8 +68,8 @@ from typing import Any
 
 import numpy as np
 
-from snrl.analysis.dynamics import TrialActivity, _nan_mean_sem
-from snrl.analysis.trials import condition_key
+from snrl.analysis.dynamics import TrialActivity
+from snrl.analysis.trials import condition_key, nan_mean_sem
 from snrl.errors import UserError
 
 __all__ = [
@@ -76,6 +77,8 @@ __all__ = [
     "demixed_variance",
     "demixed_variance_trials",
     "dpca",
+    "dpca_analysis",
+    "dpca_figure",
     "marginalize",
     "targeted_dimensionality_reduction",
     "task_variables",
@@ -197,7 +200,7 @@ def _condition_means(
     means, n = [], {}
     for g in conds:
         sel = z[groups == g]
-        means.append(_nan_mean_sem(sel)[0])
+        means.append(nan_mean_sem(sel)[0])
         n[g] = int(len(sel))
     xc = np.stack(means) if means else np.zeros((0,) + z.shape[1:])
     common = np.isfinite(xc).all(axis=(0, 2)) if means else np.zeros(z.shape[1], bool)
@@ -380,7 +383,8 @@ def condition_table(
 
     Returns:
         ``(xc, info)``: the table and ``{"stimulus_levels", "levels_left_out", "decisions",
-        "n": (S, D) trials per cell, "bins": number of bins}``.
+        "n": (S, D) trials per cell, "bins": number of bins, "bin_index": the bins kept (the
+        trial's env steps from its start, 0-based)}``.
 
     Raises:
         UserError: fewer than two stimulus levels or two decisions with a full table.
@@ -405,7 +409,7 @@ def condition_table(
         for j, d in enumerate(decisions):
             sel = x[(st == s) & (de == d)]
             n[i, j] = len(sel)
-            cells.append(_nan_mean_sem(sel)[0])
+            cells.append(nan_mean_sem(sel)[0])
     stacked = np.stack(cells)  # (S*D, L, N); a bin no trial of a cell covers is NaN
     ok = np.isfinite(stacked).all(axis=(0, 2))
     if not ok.any():
@@ -417,6 +421,7 @@ def condition_table(
         "decisions": decisions,
         "n": n,
         "bins": int(ok.sum()),
+        "bin_index": np.flatnonzero(ok).tolist(),
     }
     return table.transpose(3, 2, 0, 1), info
 
@@ -550,6 +555,125 @@ def tdr_analysis(ta: TrialActivity, *, n_pcs: int = 12, min_trials: int = 3) -> 
     else:
         out["demixed_variance"] = {"skipped": "needs a choice and a stimulus variable"}
     return out
+
+
+def dpca_analysis(
+    ta: TrialActivity, *, n_components: int = 3, regularizer: float = 1e-4, min_trials: int = 3
+) -> dict[str, Any]:
+    """Demixed PCA (:func:`dpca`) of a :class:`TrialActivity`'s z-scored condition means on
+    the stimulus x choice table (:func:`condition_table` of :func:`task_variables`' raw
+    ``stimulus`` and ``choice``), JSON-able, for ``snrl analyze --dpca`` (what cannot be
+    computed is ``{"skipped": reason}``).
+
+    Returns:
+        ``{"n_components", "regularizer", "stimulus_levels", "decisions", "levels_left_out",
+        "n", "bins", "bin_index", "marginalizations": {name: {"share": the
+        marginalization's share of the variance (:func:`demixed_variance`),
+        "explained_variance": (q,), "demixing": {name: (q,)}, "encoder": (N, q),
+        "projections": (q, bins, S, D) the decoder's output ``D_k x`` of the centred
+        condition means}}}``, in the order time, stimulus, decision, interaction.
+    """
+    var = task_variables(ta.trials)
+    if "choice" not in var["raw"] or "stimulus" not in var["raw"]:
+        return {"skipped": "needs a choice and a stimulus variable"}
+    try:
+        xc, info = condition_table(
+            zscore_activity(ta.tensor()), var["raw"]["stimulus"], var["raw"]["choice"],
+            min_trials=min_trials,
+        )  # fmt: skip
+        res = dpca(xc, n_components=n_components, regularizer=regularizer)
+    except UserError as exc:
+        return {"skipped": str(exc)}
+    shares = demixed_variance(xc)
+    n = xc.shape[0]
+    centred = (xc - xc.mean(axis=(1, 2, 3), keepdims=True)).reshape(n, -1)
+    margs = {}
+    for name, r in res.items():
+        z = (r["decoder"] @ centred).reshape(-1, *xc.shape[1:])
+        margs[name] = {
+            "share": shares[name],
+            "explained_variance": r["explained_variance"].tolist(),
+            "demixing": {m: v.tolist() for m, v in r["demixing"].items()},
+            "encoder": r["encoder"].tolist(),
+            "projections": z.tolist(),
+        }
+    return {
+        "n_components": int(res["time"]["encoder"].shape[1]),
+        "regularizer": float(regularizer),
+        **{k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in info.items()},
+        "marginalizations": margs,
+    }
+
+
+def dpca_figure(name: str, entry: Mapping[str, Any], bin_seconds: float | None = None) -> Any:
+    """The dPCA components of :func:`dpca_analysis` over the trial, one row per
+    marginalization and one panel per component (one line per stimulus x choice condition),
+    and the variance each marginalization holds beside what its components explain.
+    A bare matplotlib Figure.
+
+    Args:
+        name: the layer label (e.g. ``"policy: lif0"``).
+        entry: :func:`dpca_analysis`'s result (not skipped).
+        bin_seconds: seconds per bin (None: env steps).
+    """
+    from matplotlib.figure import Figure
+
+    from snrl.palette import GROUP_COLORS
+
+    step, unit = (bin_seconds, "s") if bin_seconds else (1.0, "env steps")
+    margs = entry["marginalizations"]
+    q = int(entry["n_components"])
+    t = (np.asarray(entry["bin_index"], dtype=np.float64) + 1) * step
+    levels, decisions = entry["stimulus_levels"], entry["decisions"]
+    groups = [f"choice={d}, stimulus={s}" for d in decisions for s in levels]
+    styles = _condition_styles(groups)
+    fig = Figure(figsize=(3.0 * q + 3.4, 2.0 * len(margs) + 0.6), layout="constrained")
+    grid = fig.add_gridspec(len(margs), q + 1)
+    for r, (mname, m) in enumerate(margs.items()):
+        z = np.asarray(m["projections"], dtype=np.float64)  # (q, T, S, D)
+        for k in range(q):
+            ax = fig.add_subplot(grid[r, k])
+            for j, d in enumerate(decisions):
+                for i, s in enumerate(levels):
+                    g = f"choice={d}, stimulus={s}"
+                    col, ls = styles[g]
+                    label = f"{g} (n={entry['n'][i][j]})" if r == 0 and k == 0 else None
+                    ax.plot(t, z[k, :, i, j], color=col, ls=ls, lw=1.0, label=label)
+            ax.axhline(0, color="0.85", lw=0.5)
+            ax.set_title(
+                f"{mname} #{k + 1}: {100 * m['explained_variance'][k]:.1f} % of variance, "
+                f"{100 * m['demixing'][mname][k]:.0f} % {mname}",
+                fontsize=7,
+            )
+            if r == len(margs) - 1:
+                ax.set_xlabel(f"time from trial start ({unit})", fontsize=8)
+            if k == 0:
+                ax.set_ylabel(f"{mname} component", fontsize=8)
+            if r == 0 and k == 0:
+                ax.legend(fontsize=5, frameon=False, ncol=2)
+    ax = fig.add_subplot(grid[:, q])
+    names = list(margs)
+    y = np.arange(len(names))
+    share = [100 * margs[m]["share"] for m in names]
+    comp = [100 * sum(margs[m]["explained_variance"]) for m in names]
+    colors = [GROUP_COLORS[j % len(GROUP_COLORS)] for j in range(len(names))]
+    ax.barh(y + 0.2, share, height=0.4, color=colors, alpha=0.45)
+    ax.barh(y - 0.2, comp, height=0.4, color=colors)
+    for yi, a, b in zip(y, share, comp):
+        ax.text(a, yi + 0.2, f" {a:.1f} %", va="center", fontsize=6)
+        ax.text(b, yi - 0.2, f" {b:.1f} %", va="center", fontsize=6)
+    ax.set_yticks(y, names, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("share of condition-mean variance (%)", fontsize=8)
+    ax.set_title(
+        f"variance per marginalization:\nall of it (pale), its {q} components (dark)", fontsize=8
+    )
+    fig.suptitle(
+        f"{name}: demixed PCA (Kobak et al. 2016; fixed ridge {entry['regularizer']:g}; "
+        f"{len(levels)} stimulus levels x {len(decisions)} choices)",
+        fontsize=9,
+    )
+    return fig
 
 
 def _condition_styles(groups: Sequence[str]) -> dict[str, tuple[Any, Any]]:

@@ -40,6 +40,7 @@ __all__ = [
     "PSTHAccumulator",
     "TuningAccumulator",
     "condition_key",
+    "nan_mean_sem",
     "period_steps",
     "pca",
     "selectivity",
@@ -130,6 +131,32 @@ def period_steps(trial: Mapping[str, Any], env_dt: float | None) -> dict[str, tu
         if hi > lo:
             out[str(name)] = (lo, hi)
     return out
+
+
+def nan_mean_sem(x: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard error of the mean over axis 0, ignoring NaN.
+
+    For each position of the remaining axes, with the ``n`` finite values ``x_i`` along axis
+    0: ``mean = sum x_i / n`` and ``sem = sqrt(var / n)`` with the sample variance (ddof 1).
+    The mean is NaN where ``n < 1``, the SEM where ``n < 2``. The trial-aligned analyses use
+    it across trials (a trial is NaN in the time bins it does not cover).
+
+    Args:
+        x: (K, ...) values, K trials first.
+
+    Returns:
+        ``(mean, sem)``, each shaped ``x.shape[1:]`` (0-d arrays for a 1-d ``x``).
+    """
+    p = np.asarray(x)
+    if not np.issubdtype(p.dtype, np.floating):
+        p = p.astype(np.float64)
+    ok = np.isfinite(p)
+    cnt = ok.sum(0)
+    v = np.where(ok, p, 0.0)
+    mean = np.where(cnt > 0, v.sum(0) / np.maximum(cnt, 1), np.nan)
+    dev = np.where(ok, p - mean, 0.0)
+    var = (dev * dev).sum(0) / np.maximum(cnt - 1, 1)
+    return mean, np.where(cnt >= 2, np.sqrt(var / np.maximum(cnt, 1)), np.nan)
 
 
 def condition_key(trial: Mapping[str, Any], by: str) -> str | None:

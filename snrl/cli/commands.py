@@ -57,6 +57,13 @@ def _checkpoint_path(run_dir: str, which: str) -> Path:
     return path
 
 
+def _load_run(args: argparse.Namespace, ckpt: Path) -> Any:
+    """The algorithm of checkpoint ``ckpt``, on ``--env`` (None: the run's own env) under
+    the ``--trust-env-module`` rule: how every sub-command that reads a run directory
+    (:func:`snrl.cli.parser._run_parser`) loads it."""
+    return load_algo(ckpt, env=args.env, trust_env_module=args.trust_env_module)
+
+
 def _video_path(out: str) -> Path:
     path = Path(out)
     if path.suffix.lower() not in VIDEO_EXTS:
@@ -234,11 +241,7 @@ class _NeuronTime(Callback):
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    algo = load_algo(
-        _checkpoint_path(args.run_dir, args.checkpoint),
-        env=args.env,
-        trust_env_module=args.trust_env_module,
-    )
+    algo = _load_run(args, _checkpoint_path(args.run_dir, args.checkpoint))
     if args.lesson is not None and algo.config.curriculum is None:
         raise UserError(
             f"--lesson {args.lesson}: the run in {args.run_dir} has no curriculum (drop --lesson)"
@@ -325,9 +328,7 @@ def _render(
 
 def cmd_render(args: argparse.Namespace) -> int:
     out = _video_path(args.out)
-    algo = load_algo(
-        _checkpoint_path(args.run_dir, "best"), env=args.env, trust_env_module=args.trust_env_module
-    )
+    algo = _load_run(args, _checkpoint_path(args.run_dir, "best"))
     # temp videos of renders killed earlier (untouched for a minute: not a live writer's)
     remove_stale_temps(out.parent, min_age_s=60.0)
     written = _render(
@@ -353,11 +354,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UserError(f"--nir {args.nir} has an unknown extension (use FILE.nir)")
     if out.exists():
         raise UserError(f"--nir {out} exists (snrl does not overwrite it: remove it or rename)")
-    algo = load_algo(
-        _checkpoint_path(args.run_dir, args.checkpoint),
-        env=args.env,
-        trust_env_module=args.trust_env_module,
-    )
+    algo = _load_run(args, _checkpoint_path(args.run_dir, args.checkpoint))
     print(f"wrote {write_nir(algo, out)}")
     return 0
 
@@ -443,6 +440,7 @@ def _analyze_one(algo: Any, args: argparse.Namespace, out_check: Path) -> tuple[
         compare_initial=getattr(args, "compare_initial", True),
         fixed_points=getattr(args, "fixed_points", False),
         fixed_points_beta=getattr(args, "fixed_points_beta", 0.3),
+        dpca=getattr(args, "dpca", False),
     )
     return result, (exporter[0] if exporter else None)
 
@@ -457,6 +455,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         raise UserError(
             f"directory {base} does not exist (pass the --out of `snrl train` or `snrl compare`)"
         )
+    if getattr(args, "dpca", False) and not getattr(args, "decode", True):
+        raise UserError("--dpca needs the trial activity that --no-decode skips (drop one)")
     check_output_dir(base, args.out)  # nothing is written before the inputs are checked
     if args.export:  # fail before loading anything when the extra is missing
         from snrl.analysis.export import require_extra
@@ -464,11 +464,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         require_extra("pynwb" if args.export == "nwb" else "neo")
     if (base / "compare.json").is_file() and not (base / "checkpoints").exists():
         return _analyze_compare(args, base)
-    algo = load_algo(
-        _checkpoint_path(args.run_dir, args.checkpoint),
-        env=args.env,
-        trust_env_module=args.trust_env_module,
-    )
+    algo = _load_run(args, _checkpoint_path(args.run_dir, args.checkpoint))
     result, exporter = _analyze_one(algo, args, base)
     algo.close()
     if result.task_variance is not None:  # which weights the clusters are of (--lesion)
@@ -525,6 +521,13 @@ def _dynamics_line(summary: dict[str, Any]) -> dict[str, Any]:
         dim = dyn.get("dimensionality") or {}
         out["cv_dimensionality"] = dim.get("cv_dimensionality")
         out.update(_tdr_line(dyn.get("tdr") or {}))
+        dp = dyn.get("dpca")
+        if dp is not None:  # --dpca: per marginalization, its components' explained variance
+            out["dpca_explained_variance"] = (
+                {k: m["explained_variance"] for k, m in dp["marginalizations"].items()}
+                if "marginalizations" in dp
+                else {"skipped": dp.get("skipped")}
+            )
     name, layer = next(iter(summary["layers"].items()))
     c = layer.get("connectivity") or {}
     out["spectral_radius"] = {
@@ -622,7 +625,7 @@ def cmd_perturb(args: argparse.Namespace) -> int:
     spec = _perturb_spec(args)
     out = check_perturb_out(args.run_dir, args.out)  # before anything runs
     ckpt = _checkpoint_path(args.run_dir, args.checkpoint)
-    algo = load_algo(ckpt, env=args.env, trust_env_module=args.trust_env_module)
+    algo = _load_run(args, ckpt)
     try:
         clusters = None
         if spec.kind == "lesion":
@@ -660,8 +663,12 @@ def _analyze_compare(args: argparse.Namespace, base: Path) -> int:
     from snrl.experiments.stats import bootstrap_ci
     from snrl.experiments.store import read_status
 
-    if args.export or getattr(args, "fixed_points", False):
-        flag = "--export" if args.export else "--fixed-points"
+    if args.export or getattr(args, "fixed_points", False) or getattr(args, "dpca", False):
+        flag = (
+            "--export"
+            if args.export
+            else ("--fixed-points" if getattr(args, "fixed_points", False) else "--dpca")
+        )
         raise UserError(f"{flag} applies to one run (pass a run directory: DIR/runs/<name>)")
     statuses = sorted((base / "status").glob("*.json"))
     runs = []
@@ -675,7 +682,7 @@ def _analyze_compare(args: argparse.Namespace, base: Path) -> int:
         if not ckpt.is_file():
             runs.append({**entry, "skipped": f"no {ckpt.name}"})
             continue
-        algo = load_algo(ckpt, env=args.env, trust_env_module=args.trust_env_module)
+        algo = _load_run(args, ckpt)
         if not getattr(algo.agent.actor, "spiking_names", None):
             runs.append({**entry, "skipped": f"{algo.config.backbone} has no spiking layer"})
             algo.close()

@@ -78,6 +78,23 @@ def _trust_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _checkpoint_flag(p: argparse.ArgumentParser) -> None:
+    """``--checkpoint best|last``: which of the run's checkpoints to load (default best)."""
+    p.add_argument("--checkpoint", choices=("best", "last"), default="best")
+
+
+def _server_flags(p: argparse.ArgumentParser, port: int, token_help: str) -> None:
+    """``--host``, ``--port`` and ``--token`` of a local server (127.0.0.1 and a token by
+    default: docs/remote.md, docs/dashboard.md)."""
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default 127.0.0.1: this machine only; another one warns)",
+    )
+    p.add_argument("--port", type=_int_in(0, 65535), default=port, help=f"default {port}; 0: free")
+    p.add_argument("--token", default=None, help=token_help)
+
+
 def _env_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--env",
@@ -198,7 +215,7 @@ def _add_eval(sub: Any) -> None:
     )
     e.add_argument("--episodes", type=EPISODES, default=20)
     e.add_argument("--seed", type=SEED, default=123)
-    e.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    _checkpoint_flag(e)
     e.add_argument(
         "--lesson",
         default=None,
@@ -246,7 +263,7 @@ def _add_analyze(sub: Any) -> None:
         default=20,
         help="episodes (default 20)",
     )
-    a.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    _checkpoint_flag(a)
     a.add_argument("--seed", type=SEED, default=0, help="seed of the first episode (default 0)")
     a.add_argument(
         "--export",
@@ -275,6 +292,12 @@ def _add_analyze(sub: Any) -> None:
         default=20,
         metavar="N",
         help="label shuffles of the decoding's null distribution (default 20; 0: none)",
+    )
+    a.add_argument(
+        "--dpca",
+        action="store_true",
+        help="trial tasks: also the demixed PCA components of the policy's first layer "
+        "(Kobak et al. 2016, fixed ridge; dpca.png and dynamics.dpca in summary.json)",
     )
     a.add_argument(
         "--no-initial",
@@ -366,7 +389,7 @@ def _add_perturb(sub: Any) -> None:
     p.add_argument(
         "--noise-seed", type=SEED, default=0, help="seed of the current noise (default 0)"
     )
-    p.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    _checkpoint_flag(p)
     p.add_argument("--out", default=None, metavar="DIR", help="output folder (default DIR/perturb)")
     _style_flag(p, "perturb.png")
 
@@ -375,7 +398,7 @@ def _add_export(sub: Any) -> None:
     """``snrl export``: a run's policy out of snrl (docs/interop.md)."""
     x = _run_parser(sub, "export", cmd_export, "write a run's policy as a NIR graph")
     x.add_argument("--nir", required=True, metavar="FILE.nir", help="the NIR file to write")
-    x.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    _checkpoint_flag(x)
 
 
 def _add_serve_env(sub: Any) -> None:
@@ -384,16 +407,8 @@ def _add_serve_env(sub: Any) -> None:
         "serve-env", help="serve a gymnasium env over HTTP for `--env http://...` (docs/remote.md)"
     )
     v.add_argument("env_id", metavar="ENV_ID", help="gymnasium id or module:Class to serve")
-    v.add_argument(
-        "--host",
-        default="127.0.0.1",
-        help="address to bind (default 127.0.0.1: this machine only; another one warns)",
-    )
-    v.add_argument("--port", type=_int_in(0, 65535), default=8765, help="default 8765; 0: free")
-    v.add_argument(
-        "--token",
-        default=None,
-        help="the token clients send (default: $SNRL_ENV_TOKEN, else a new one, printed once)",
+    _server_flags(
+        v, 8765, "the token clients send (default: $SNRL_ENV_TOKEN, else a new one, printed once)"
     )
     v.add_argument("--env-kwargs", default=None, metavar="JSON", help="options of every env")
     v.add_argument(
@@ -434,13 +449,7 @@ def _add_dashboard(sub: Any) -> None:
         metavar="RUNS_DIR",
         help="the folder that holds your runs (default runs), or one run directory: that run alone",
     )
-    w.add_argument(
-        "--host",
-        default="127.0.0.1",
-        help="address to bind (default 127.0.0.1: this machine only; another one warns)",
-    )
-    w.add_argument("--port", type=_int_in(0, 65535), default=8770, help="default 8770; 0: free")
-    w.add_argument("--token", default=None, help="the token of the URL (default: a new one)")
+    _server_flags(w, 8770, "the token of the URL (default: a new one)")
     w.add_argument(
         "--max-runs",
         type=_int_in(1, 64),

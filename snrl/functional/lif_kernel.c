@@ -70,43 +70,76 @@ static int spike_list(int N, const float *restrict zp, int *restrict idx, float 
     return m;
 }
 
-/* v = ut + sum_k val[k] W[idx[k], :] for one row of N: the rows of W of the m neurons that
- * spiked, added in the order of idx. Columns go in tiles of WIDE (then 16) whose sums stay in
- * registers while the spikes run: one load of W and one multiply-add per 16 floats and spike,
- * where adding into v in memory would also load and store v for every spike. The sums of a
- * tile are independent chains, enough of them to keep both multiply-add units busy. */
-static void drive_row(int N, int m, const int *restrict idx, const float *restrict val,
-                      const float *restrict w, const float *restrict ut, float *restrict v) {
-    const size_t row = (size_t)N;
-    int j0 = 0;
-    if (N % 16 == 0) {
-        enum { R = WIDE / 16 };
-        for (; j0 + WIDE <= N; j0 += WIDE) {
-            v16 a[R];
+/* The rows of a matrix that the m spikes of a row select (i = idx[k], value val[k]) against one
+ * row x of N floats, in one of two directions:
+ *   gather  (scatter = 0): out = x + sum_k val[k] mat[i, :]   (z_{t-1} W: drive_row)
+ *   scatter (scatter = 1): mat[i, :] += val[k] x, each k       (z_{t-1}^T dv: outer_row)
+ * Columns go in tiles of WIDE (then 16) whose vectors (the sums, or x) stay in registers while
+ * the spikes run: per 16 floats and spike, one load of mat and one multiply-add (and a store,
+ * scattering), where working in memory would also load and store out or x for every spike.
+ * A tile's sums are independent chains, enough of them to keep both multiply-add units busy.
+ * spike_tile is one tile of R vectors at column j0; R and scatter are constants where it is
+ * inlined, so the tile's vectors are registers and the branches on scatter are gone. mat is
+ * only read when gathering, and out only written then (NULL when scattering). */
+static inline __attribute__((always_inline)) void spike_tile(int R, int scatter, int m,
+                                                             const int *restrict idx,
+                                                             const float *restrict val,
+                                                             float *restrict mat, size_t row,
+                                                             const float *restrict x, int j0,
+                                                             float *restrict out) {
+    v16 a[WIDE / 16];
 #pragma GCC unroll 8
-            for (int q = 0; q < R; q++) a[q] = ld(ut + j0 + 16 * q);
-            for (int k = 0; k < m; k++) {
-                const float c = val[k];
-                const float *p = w + (size_t)idx[k] * row + j0;
-#pragma GCC unroll 8
-                for (int q = 0; q < R; q++) a[q] += c * ld(p + 16 * q);
-            }
-#pragma GCC unroll 8
-            for (int q = 0; q < R; q++) st(v + j0 + 16 * q, a[q]);
-        }
-        for (; j0 < N; j0 += 16) {
-            v16 a0 = ld(ut + j0);
-            for (int k = 0; k < m; k++) a0 += val[k] * ld(w + (size_t)idx[k] * row + j0);
-            st(v + j0, a0);
-        }
-        return;
-    }
-    for (int j = 0; j < N; j++) v[j] = ut[j];
+    for (int q = 0; q < R; q++) a[q] = ld(x + j0 + 16 * q);
     for (int k = 0; k < m; k++) {
         const float c = val[k];
-        const float *restrict wr = w + (size_t)idx[k] * row;
-        for (int j = 0; j < N; j++) v[j] += c * wr[j];
+        float *p = mat + (size_t)idx[k] * row + j0;
+#pragma GCC unroll 8
+        for (int q = 0; q < R; q++) {
+            if (scatter)
+                st(p + 16 * q, ld(p + 16 * q) + c * a[q]);
+            else
+                a[q] += c * ld(p + 16 * q);
+        }
     }
+    if (!scatter) {
+#pragma GCC unroll 8
+        for (int q = 0; q < R; q++) st(out + j0 + 16 * q, a[q]);
+    }
+}
+
+/* Every tile of a row (spike_tile); rows whose N is not a multiple of 16 go through plain
+ * loops, the spikes added in the order of idx either way. */
+static inline __attribute__((always_inline)) void spike_rows(int scatter, int N, int m,
+                                                             const int *restrict idx,
+                                                             const float *restrict val,
+                                                             float *restrict mat,
+                                                             const float *restrict x,
+                                                             float *restrict out) {
+    const size_t row = (size_t)N;
+    if (N % 16 == 0) {
+        int j0 = 0;
+        for (; j0 + WIDE <= N; j0 += WIDE)
+            spike_tile(WIDE / 16, scatter, m, idx, val, mat, row, x, j0, out);
+        for (; j0 < N; j0 += 16) spike_tile(1, scatter, m, idx, val, mat, row, x, j0, out);
+        return;
+    }
+    if (!scatter)
+        for (int j = 0; j < N; j++) out[j] = x[j];
+    for (int k = 0; k < m; k++) {
+        const float c = val[k];
+        float *restrict p = mat + (size_t)idx[k] * row;
+        if (scatter)
+            for (int j = 0; j < N; j++) p[j] += c * x[j];
+        else
+            for (int j = 0; j < N; j++) out[j] += c * p[j];
+    }
+}
+
+/* v = ut + sum_k val[k] W[idx[k], :] for one row of N: the rows of W of the m neurons that
+ * spiked, added in the order of idx (spike_rows, gathering). */
+static void drive_row(int N, int m, const int *restrict idx, const float *restrict val,
+                      const float *restrict w, const float *restrict ut, float *restrict v) {
+    spike_rows(0, N, m, idx, val, (float *)w, ut, v); /* w is only read */
 }
 
 /* The forward loop. idx and val are scratch for N ints and N floats (the spikes of a row:
@@ -344,39 +377,11 @@ void snrl_lif_backward(int T, int G, int B, int N, const float *s, int kind, flo
     }
 }
 
-/* dw[i, :] += val[k] d for the m spikes i = idx[k] of one row: d in registers (tiles of WIDE
- * columns, then 16), the rows of dw loaded, added to and stored once per spike. */
+/* dw[i, :] += val[k] d for the m spikes i = idx[k] of one row (spike_rows, scattering: d in
+ * registers, the rows of dw loaded, added to and stored once per spike). */
 static void outer_row(int N, int m, const int *restrict idx, const float *restrict val,
                       const float *restrict d, float *restrict dw) {
-    const size_t row = (size_t)N;
-    int j0 = 0;
-    if (N % 16 == 0) {
-        enum { R = WIDE / 16 };
-        for (; j0 + WIDE <= N; j0 += WIDE) {
-            v16 dd[R];
-#pragma GCC unroll 8
-            for (int q = 0; q < R; q++) dd[q] = ld(d + j0 + 16 * q);
-            for (int k = 0; k < m; k++) {
-                float *o = dw + (size_t)idx[k] * row + j0;
-                const float c = val[k];
-#pragma GCC unroll 8
-                for (int q = 0; q < R; q++) st(o + 16 * q, ld(o + 16 * q) + c * dd[q]);
-            }
-        }
-        for (; j0 < N; j0 += 16) {
-            const v16 d0 = ld(d + j0);
-            for (int k = 0; k < m; k++) {
-                float *o = dw + (size_t)idx[k] * row + j0;
-                st(o, ld(o) + val[k] * d0);
-            }
-        }
-        return;
-    }
-    for (int k = 0; k < m; k++) {
-        const float c = val[k];
-        float *restrict o = dw + (size_t)idx[k] * row;
-        for (int j = 0; j < N; j++) o[j] += c * d[j];
-    }
+    spike_rows(1, N, m, idx, val, dw, d, NULL);
 }
 
 /* dW = sum over steps and rows of z_{t-1}^T dv_t, (G, N, N), the spikes each step starts from

@@ -2,10 +2,12 @@ r"""Neuron models: one state type and one pure step function per model.
 
 Every model receives the synaptic input current of step ``t``,
 
-    I_t = x_t W_in + r_{t-1} W_rec + b,
+    I_t = x_t W_in + r_{t-1} W_rec + b  (+ sigma eps_t),
 
 computed by its layer (``r`` is the recurrent signal: the spikes ``z`` of a spiking layer, the
-membrane ``v`` of a leaky integrator). Decay factors are ``alpha = exp(-dt / tau_m)``,
+membrane ``v`` of a leaky integrator; ``sigma eps_t``, ``eps_t ~ N(0, 1)`` independent per
+neuron and step, is the optional current noise of a spiking layer in training mode,
+``noise_std = sigma``). Decay factors are ``alpha = exp(-dt / tau_m)``,
 ``alpha_syn = exp(-dt / tau_syn)`` and ``rho = exp(-dt / tau_a)``; ``H`` is the Heaviside
 step (forward) with a surrogate derivative (backward). All states are (B, N).
 

@@ -254,6 +254,7 @@ class RecurrentLayer(nn.Module):
         for name in others:  # after h0: the order of parameters and buffers of old versions
             self._add_tau(name, getattr(params, name))
         self._hh_generator = torch.Generator().manual_seed(self.hh_init_seed)
+        self._noise_generators: dict[torch.device, torch.Generator] = {}
         self._decay_memo: dict[str, tuple] = {}
         self._weight_memo: dict[str, tuple] = {}
 
@@ -376,6 +377,7 @@ class RecurrentLayer(nn.Module):
         # and version numbers, which the copy's new tensors could match by chance.
         state = dict(super().__getstate__())
         state["_decay_memo"], state["_weight_memo"] = {}, {}
+        state["_noise_generators"] = {}  # a copy's current noise starts again from its seed
         return state
 
     tau_m = TimeConstant("(N,) membrane time constant in seconds (always positive).")
@@ -423,7 +425,7 @@ class RecurrentLayer(nn.Module):
         :func:`cached_weights`: computed once and reused while every parameter and buffer of
         the layer is the same tensor at the same version and storage, and ``dt`` the same
         (one check per step where the parts would make one each; the per-tensor reads run in
-        ``map``, not in Python bytecode: a rollout step is ~20 us, and this check was 3.5)."""
+        ``map``, not in Python bytecode, since a rollout step is only ~20 us)."""
         own = (*self._parameters.values(), *self._buffers.values())
         # ids are safe: the memo holds the tensors, so no other tensor can reuse their ids
         ids = tuple(map(id, own))
@@ -687,6 +689,27 @@ class RecurrentLayer(nn.Module):
     def _spike_fn(self) -> SpikeFn | None:
         return None
 
+    def noise_on(self) -> bool:
+        """Whether this layer adds current noise now: a spiking layer with
+        ``params.noise_std > 0``, in training mode."""
+        return self.training and getattr(self.params, "noise_std", 0.0) > 0
+
+    def _noisy(self, u: Tensor) -> Tensor:
+        """The input current ``u`` ((B, N) or (T, B, N): one row per neuron step) plus
+        ``noise_std`` times standard Gaussian noise, independent per neuron and step, from the
+        layer's own generator (seeded from the layer's ``seed``, one per device), when
+        :meth:`noise_on`; else ``u`` itself."""
+        if not self.noise_on():
+            return u
+        gen = self._noise_generators.get(u.device)
+        if gen is None:  # the layer's seed mixed, so the stream is not its weights' stream
+            gen = torch.Generator(device=u.device).manual_seed(
+                (self.seed * 0x9E3779B97F4A7C15 + 0x6E6F697365) % 2**63
+            )
+            self._noise_generators[u.device] = gen
+        eps = torch.randn(u.shape, generator=gen, device=u.device, dtype=u.dtype)
+        return torch.add(u, eps, alpha=self.params.noise_std)
+
     def run(
         self, x: Tensor, state: Any, *, starts: Tensor | None = None, fresh: Any = None
     ) -> LayerOutput:
@@ -709,9 +732,9 @@ class RecurrentLayer(nn.Module):
         state = self.check_state(x, state)
         if starts is None and x.dim() == 2 and not torch.is_grad_enabled() and caching():
             w_in, w_rec, consts = self._frozen()  # a rollout step: one memo check
-            u = torch.addmm(self.bias, x, w_in)
+            u = self._noisy(torch.addmm(self.bias, x, w_in))
             return self._integrate(Drive(u, w_rec), state, consts, None)
-        u = self._project(x)
+        u = self._noisy(self._project(x))
         if starts is not None:
             starts = torch.as_tensor(starts, device=u.device).bool()
             fresh = self.fresh_sequence(u, starts, fresh)

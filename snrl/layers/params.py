@@ -7,7 +7,7 @@ spiking layer receive that same object; the layer reads its values from it. Each
 object adds only its own fields to the one below it::
 
     LIParameters       dt, tau_m, hh_init, hh_init_mu, hh_init_std, learn_tau
-    LIFParameters      + threshold, reset, spike_grad
+    LIFParameters      + threshold, reset, spike_grad, noise_std
     ALIFParameters     + tau_a, beta
     SpyLIFParameters   + tau_syn
 
@@ -140,6 +140,11 @@ class LIFParameters(LIParameters):
     spike_grad: SpikeFn | None = None
     """Surrogate spike function of ``v - threshold``: a ``snrl.functional.Surrogate`` or any
     callable (e.g. a ``snntorch.surrogate`` one); none: ``default_spike_grad()``."""
+    noise_std: float = NEURON_DEFAULTS["noise_std"]
+    """Standard deviation of a Gaussian current added to every neuron at every neuron step
+    (membrane units per step, >= 0; independent across neurons and steps, from the layer's
+    own generator), in training mode only (``layer.train()``): trial-to-trial variability.
+    0: off."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -149,6 +154,10 @@ class LIFParameters(LIParameters):
         if not (thr > 0 and math.isfinite(thr)):
             raise UserError(f"threshold={self.threshold!r} is not positive (give a threshold > 0)")
         _set(self, "threshold", thr)
+        sigma = float(self.noise_std)
+        if not (sigma >= 0 and math.isfinite(sigma)):
+            raise UserError(f"noise_std={self.noise_std!r} is not >= 0 (give a current std >= 0)")
+        _set(self, "noise_std", sigma)
         if self.spike_grad is None:
             _set(self, "spike_grad", default_spike_grad())
         elif not callable(self.spike_grad):

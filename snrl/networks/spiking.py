@@ -389,6 +389,8 @@ def _groupable(nets: Sequence[nn.Module]) -> bool:
         return False
     if not all(type(n) is SpikingBackbone and n.backbone == "lif" for n in nets):
         return False
+    if any(layer.noise_on() for n in nets for layer in n.spiking_layers):
+        return False  # current noise is drawn by each layer's run
     if any(n.substeps != first.substeps or n.n_layers != first.n_layers for n in nets):
         return False
     for k in range(first.n_layers):

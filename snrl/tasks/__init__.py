@@ -1,5 +1,6 @@
-"""Batched trial-structured tasks in torch: ``N`` envs of a NeuroGym task stepped by one tensor
-op, on CPU or GPU, behind gymnasium's ``VectorEnv`` API (``SAME_STEP`` autoreset).
+"""Batched trial-structured tasks: ``N`` envs of a NeuroGym task stepped by a few array ops
+(numpy views of the tables on the CPU, torch on a GPU), behind gymnasium's ``VectorEnv`` API
+(``SAME_STEP`` autoreset); the tables are built in torch.
 
 Tasks are written once as a declarative trial spec (:mod:`snrl.tasks.spec`); the engine
 (:mod:`snrl.tasks.engine`) steps them; :mod:`snrl.tasks.native` holds NeuroGym's tasks under
@@ -167,6 +168,8 @@ def make_env(env_id: str, **kwargs: Any) -> gym.Env:
 
     A comma-joined list of ids gives :class:`MultiTaskEnv`, and a task NeuroGym lacks
     (EvidenceAccumulation-v0) :class:`TaskEnv`, env 0 of the engine (no NeuroGym needed).
+    PerceptualDecisionMaking's ``reaction_time=True`` is NeuroGym's task under its
+    ``ReactionTime`` wrapper (what the engine's option equals).
 
     Raises:
         UserError: neurogym is not installed, or an unknown id.
@@ -194,4 +197,10 @@ def make_env(env_id: str, **kwargs: Any) -> gym.Env:
             f"ties={kwargs['ties']!r} exists only in the batched engine; one env of "
             f"{env_id} is NeuroGym's (drop ties, or use ties='second')"
         )
+    if env_id == "PerceptualDecisionMaking-v0" and "reaction_time" in kwargs:
+        make_spec(env_id, **kwargs)  # the engine's checks and messages
+        if kwargs.pop("reaction_time"):  # NeuroGym's ReactionTime wrapper on the bare task
+            from neurogym.wrappers import ReactionTime
+
+            return ReactionTime(gym.make(env_id, **kwargs).unwrapped)
     return gym.make(env_id, **kwargs)

@@ -6,11 +6,14 @@ once, :func:`snrl.tasks.spec.draw_trials`). A trial's tables (observation, noise
 ground truth and, for every step and action, the reward, whether the trial ends and its
 performance; :func:`snrl.tasks.spec.trial_tables`) depend only on its variables, and NeuroGym's
 tasks have few distinct trials (their durations are whole steps, their conditions lists), so
-the engine keeps a *bank* of the distinct trials' tables, built once each, and an env is a
-pointer into it: ``(trial, step)``. A step is two row gathers and a column gather; the envs
-whose trial ended point at the next trials of the pool; the observation noise is drawn per
-step (the same independent Gaussian per step and channel as NeuroGym's per-trial draw). No
-Python loop runs over envs, and no rule is evaluated per step. A bank that outgrows
+the engine keeps a *bank* of the distinct trials' tables, built once each (a refill finds
+its trials there by a hash of their variables), and an env is a pointer into it: its row
+``(trial, step)``. A step is a few row gathers; the envs whose trial ended point at the next
+trials of the pool; the observation noise is drawn per step (the same independent Gaussian
+per step and channel as NeuroGym's per-trial draw) from the env's ``torch.Generator``. No
+Python loop runs over envs, and no rule is evaluated per step. On the CPU the step runs on
+numpy views of the engine's tensors (a numpy op on a thousand numbers costs a third of a
+torch op's dispatch), on other devices on the tensors. A bank that outgrows
 :data:`BANK_FLOATS` (tasks with continuous variables) is rebuilt from the trials in use.
 
 What it returns matches ``snrl.envs.make_vector_env`` on a NeuroGym id (docs/tasks.md):
@@ -31,6 +34,7 @@ at the trial's second step.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from typing import Any
@@ -52,6 +56,8 @@ __all__ = ["TaskEnv", "TaskVectorEnv", "default_episode_steps"]
 #: Floats the bank of distinct trials may hold before it is rebuilt from the trials in use.
 BANK_FLOATS = 1 << 25
 _PROBE_TRIALS = 10_000  # trials drawn (seed 0) to estimate the mean trial length
+#: Step on numpy views on the CPU (False: on the tensors, as on other devices; tests compare)
+_NUMPY_ON_CPU = True
 
 
 def _unique_rows(keys: Tensor) -> tuple[Tensor, Tensor]:
@@ -72,6 +78,32 @@ def _unique_rows(keys: Tensor) -> tuple[Tensor, Tensor]:
     first = torch.full((distinct.numel(),), keys.shape[0], dtype=torch.int64, device=keys.device)
     first = first.scatter_reduce(0, inverse, order, reduce="amin")
     return keys[first], inverse
+
+
+def _row_hash(keys: Tensor) -> Tensor:
+    """A float64 hash of each row of float64 ``keys``: its dot product with fixed random
+    weights in ``[1, 2)`` (equal rows, equal hashes; distinct rows collide only by a rounding
+    accident, and :meth:`TaskVectorEnv._find` checks every hit)."""
+    gen = torch.Generator().manual_seed(0x5EED)
+    w = torch.rand(keys.shape[1], generator=gen, dtype=torch.float64).add_(1.0)
+    return (keys * w.to(keys.device)).sum(1)
+
+
+def _take(table: Any, idx: Any) -> Any:
+    """The rows ``idx`` of ``table`` (a numpy array or a tensor, as the step's arrays)."""
+    if isinstance(table, np.ndarray):
+        return table.take(idx, axis=0)
+    return table.index_select(0, idx)
+
+
+def _host(x: Any) -> np.ndarray:
+    """``x`` as a numpy array (no copy where it is one or a CPU tensor)."""
+    return x if isinstance(x, np.ndarray) else x.cpu().numpy()
+
+
+def _flatnonzero(mask: Any) -> Any:
+    """The indices where ``mask`` is true, in the mask's kind of array."""
+    return mask.nonzero()[0] if isinstance(mask, np.ndarray) else mask.nonzero()[:, 0]
 
 
 def default_episode_steps(spec: TaskSpec, trials: int = TRIALS_PER_EPISODE) -> int:
@@ -163,49 +195,79 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         self._quads = self._width // 4
         n = num_envs
         dev = self.device
+        #: the per-step arrays are numpy on the CPU (a numpy op on 1,024 numbers costs a
+        #: third of a torch op's dispatch; the tensors behind them are shared, not copied)
+        #: and tensors on other devices; _x turns a tensor into the step's kind of array
+        self._np = dev.type == "cpu" and _NUMPY_ON_CPU
+        self._xp: Any = np if self._np else torch
         self._keys: list[str] | None = None
         self._bank_keys = torch.zeros(0, 0, dtype=torch.float64, device=dev)
-        self._bank = torch.zeros(0, 1, self._width, device=dev)  # (U, T, W)
-        self._flat = self._bank.view(0, self._width)
-        self._quad = self._bank.view(0, 4)
         self._bank_meta = torch.zeros(
             0, 2 * len(self._names) + len(self._reported) + 1, dtype=torch.float64, device=dev
         )
-        self._pool = torch.zeros(0, dtype=torch.int64, device=dev)  # bank ids drawn ahead
+        self._pool = self._x(torch.zeros(0, dtype=torch.int64, device=dev))  # bank ids ahead
         self._cursor = 0
-        self._id = torch.zeros(n, dtype=torch.int64, device=dev)  # each env's trial (bank id)
-        self._base = torch.zeros(n, dtype=torch.int64, device=dev)  # its first row in _flat
-        self._base_q = torch.zeros(n, dtype=torch.int64, device=dev)  # its first block in _quad
-        self._t = torch.zeros(n, dtype=torch.int64, device=dev)  # its step in the trial
-        self._perf = torch.zeros(n, device=dev)  # its trial's performance so far
-        self._ep_return = torch.zeros(n, dtype=torch.float64, device=dev)
+        self._id = self._x(torch.zeros(n, dtype=torch.int64, device=dev))  # each env's trial
+        self._t = self._x(torch.zeros(n, dtype=torch.int64, device=dev))  # its step in it
+        self._row = self._x(torch.zeros(n, dtype=torch.int64, device=dev))  # its row in _flat
+        self._blk = self._x(torch.zeros(n, dtype=torch.int64, device=dev))  # action 0's block
+        self._perf = self._x(torch.zeros(n, device=dev))  # its trial's performance so far
+        self._ep_return = self._x(torch.zeros(n, dtype=torch.float64, device=dev))
+        self._eps_t = torch.zeros(n, self._c, device=dev)  # the step's observation noise
+        self._eps = self._x(self._eps_t)
         self._ep_steps = 0  # every env's episode starts at reset and ends at the step limit
         self._ep_start = 0.0
         self._dt_s = np.full(n, spec.dt / 1000.0)
         self._fixation = np.full(n, spec.fixation_action, dtype=np.int64)
         self._started = False
+        self._set_bank(torch.zeros(0, 1, self._width, device=dev), self._bank_keys,
+                       self._bank_meta)  # fmt: skip
         self._prime()
+
+    def _x(self, tensor: Tensor) -> Any:
+        """``tensor`` as the step's kind of array (a numpy view of it on the CPU)."""
+        return tensor.numpy() if self._np else tensor
 
     # ---- the bank of distinct trials and the pool ---------------------------------------
     def _set_bank(self, bank: Tensor, keys: Tensor, meta: Tensor) -> None:
         self._bank, self._bank_keys, self._bank_meta = bank, keys, meta
+        self._hash_sorted, self._hash_order = torch.sort(_row_hash(keys))
         self._flat = bank.view(-1, self._width)
         self._quad = bank.view(-1, 4)
         # the rewards again as float64, rounded to 1e-6 once here (the table is float32:
         # -0.1 is stored as -0.100000001; 1e-6 is finer than float32 resolves above 8), so
         # NeuroGym's reward table comes back exact; indexed by the same block numbers
-        self._reward64 = self._quad[:, 0].double().mul_(1e6).round_().div_(1e6)
-        self._base = self._id * bank.shape[1]
-        self._base_q = self._base * self._quads + self._head // 4
+        reward64 = self._quad[:, 0].double().mul_(1e6).round_().div_(1e6)
+        self._quad_x, self._reward_x = self._x(self._quad), self._x(reward64)
+        # a step's observation and its noise std, each a contiguous (U T, C) copy (numpy's
+        # take copies a strided table whole before gathering, and its arithmetic on rows of
+        # C strided values loops once per row)
+        c = self._c
+        self._obs_x = self._x(self._flat[:, :c].contiguous())
+        self._std_x = self._x(self._flat[:, c : 2 * c].contiguous()) if self._noisy else None
+        self._row = self._id * bank.shape[1] + self._t
+        self._blk = self._row * self._quads + self._head // 4
         # what the infos report of each bank trial, as numpy (read on the host every step)
         p = len(self._names)
         host = meta.cpu().numpy()
         self._bounds_np = np.ascontiguousarray(
             (host[:, : 2 * p] / 1000.0).reshape(-1, 2, p).transpose(0, 2, 1)
         )
-        self._cond_np = [
-            (name, host[:, 2 * p + j].astype(np.int64 if kind is int else np.float64))
-            for j, (name, kind) in enumerate(self.spec.reported.items())
+        # the reported conditions: an int64 and a float64 table (variable, trial), each
+        # gathered once per trial start; (name, table, row) in the spec's order
+        kinds = list(self.spec.reported.values())
+        self._cond_tabs = tuple(
+            np.ascontiguousarray(
+                host[:, [2 * p + j for j, k in enumerate(kinds) if (k is int) == is_int]].T,
+                dtype=np.int64 if is_int else np.float64,
+            )
+            for is_int in (True, False)
+        )
+        ints = [name for name, k in self.spec.reported.items() if k is int]
+        floats = [name for name, k in self.spec.reported.items() if k is not int]
+        self._cond_where = [
+            (name, 0, ints.index(name)) if k is int else (name, 1, floats.index(name))
+            for name, k in self.spec.reported.items()
         ]
 
     def _rows_of(self, values: dict[str, Tensor], steps: int) -> tuple[Tensor, Tensor]:
@@ -228,7 +290,7 @@ class TaskVectorEnv(gym.vector.VectorEnv):
     def _refill(self, need: int) -> None:
         """Draw the next pool (its trials' bank ids)."""
         m = max(self.pool_size, need)
-        self._pool = self._bank_ids(draw_trials(self.spec, self._gen, m))
+        self._pool = self._x(self._bank_ids(draw_trials(self.spec, self._gen, m)))
         self._cursor = 0
 
     def _prime(self) -> None:
@@ -251,14 +313,13 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         keys = torch.stack([values[k] for k in self._keys], dim=1)
         if self._bank.numel() + m * self._bank.shape[1] * self._width > BANK_FLOATS:
             self._compact()
-        u = self._bank_keys.shape[0]
-        uniq, inverse = _unique_rows(torch.cat([self._bank_keys, keys]))
-        to_bank = torch.full((uniq.shape[0],), -1, dtype=torch.int64, device=self.device)
-        to_bank[inverse[:u]] = torch.arange(u, device=self.device)
-        new = (to_bank < 0).nonzero()[:, 0]
-        if new.numel():
-            to_bank[new] = u + torch.arange(new.numel(), device=self.device)
-            fresh = {k: uniq[new, j] for j, k in enumerate(self._keys)}
+        ids, missing = self._find(keys)
+        new = missing.nonzero()[:, 0]
+        if new.numel():  # trials not in the bank: their distinct rows are built and added
+            u = self._bank_keys.shape[0]
+            uniq, inverse = _unique_rows(keys[new])
+            ids[new] = u + inverse
+            fresh = {k: uniq[:, j] for j, k in enumerate(self._keys)}
             rows, meta = self._rows_of(fresh, self._bank.shape[1])
             bank = self._bank
             if rows.shape[1] > bank.shape[1]:  # a longer trial than any before: widen
@@ -266,52 +327,76 @@ class TaskVectorEnv(gym.vector.VectorEnv):
                 bank = torch.cat([bank, bank.new_zeros(u, pad, self._width)], dim=1)
             self._set_bank(
                 torch.cat([bank, rows]),
-                torch.cat([self._bank_keys, uniq[new]]),
+                torch.cat([self._bank_keys, uniq]),
                 torch.cat([self._bank_meta, meta]),
             )
-        return to_bank[inverse[u:]]
+        return ids
+
+    def _find(self, keys: Tensor) -> tuple[Tensor, Tensor]:
+        """The bank ids of the trials with these keys, and where a trial is not in the bank
+        (its id there is meaningless): a binary search of the rows' hashes among the bank's
+        sorted ones, every hit checked against the bank's keys, so a hash collision can only
+        add a trial twice, never give a wrong one."""
+        if self._hash_sorted.numel() == 0:
+            return torch.zeros_like(keys[:, 0], dtype=torch.int64), torch.ones_like(
+                keys[:, 0], dtype=torch.bool
+            )
+        h = _row_hash(keys)
+        pos = torch.searchsorted(self._hash_sorted, h).clamp_(max=self._hash_sorted.numel() - 1)
+        ids = self._hash_order[pos]
+        hit = (self._hash_sorted[pos] == h) & (self._bank_keys[ids] == keys).all(1)
+        return ids, ~hit
 
     def _compact(self) -> None:
         """Keep only the bank's trials that envs are in (a task with continuous variables)."""
-        keep, self._id = torch.unique(self._id, return_inverse=True)
+        keep, ids = torch.unique(torch.as_tensor(self._id), return_inverse=True)
+        self._id = self._x(ids)
         self._set_bank(self._bank[keep].contiguous(), self._bank_keys[keep], self._bank_meta[keep])
         self._pool = self._pool[:0]
 
-    def _load(self, idx: Tensor) -> None:
+    def _load(self, idx: Any) -> None:
         """The next trials of the pool into the envs ``idx`` (their step goes to 0)."""
-        k = int(idx.numel())
+        k = int(idx.shape[0])
         if k == 0:
             return
-        if self._cursor + k > self._pool.numel():
+        if self._cursor + k > self._pool.shape[0]:
             self._refill(k)
         new = self._pool[self._cursor : self._cursor + k]
         self._cursor += k
-        self._id.index_copy_(0, idx, new)
-        base = new * self._bank.shape[1]
-        self._base.index_copy_(0, idx, base)
-        self._base_q.index_copy_(0, idx, base * self._quads + self._head // 4)
-        self._t.index_fill_(0, idx, 0)
-        self._perf.index_fill_(0, idx, 0.0)
+        self._id[idx] = new
+        row = new * self._bank.shape[1]
+        self._row[idx] = row
+        self._blk[idx] = row * self._quads + self._head // 4
+        self._t[idx] = 0
+        self._perf[idx] = 0.0
 
-    def _start_episodes(self, idx: Tensor) -> None:
+    def _start_episodes(self, idx: Any) -> None:
         """New episodes in the envs ``idx``: a new trial, and NeuroGym's reset step."""
         self._load(idx)
-        quad = self._quad.index_select(0, self._base_q[idx] + self._reset_action)
+        quad = _take(self._quad_x, self._blk[idx] + self._reset_action)
         ends = quad[:, 1] > 0.5
-        self._t.index_fill_(0, idx, 1)
+        self._t[idx] = 1
+        self._row[idx] += 1
+        self._blk[idx] += self._quads
         if bool(ends.any()):  # the reset step ended the trial (abort): the next one, at 0
             self._load(idx[ends])
-        self._ep_return.index_fill_(0, idx, 0.0)
+        self._ep_return[idx] = 0.0
         self._ep_steps = 0
         self._ep_start = time.perf_counter()
 
-    def _obs(self) -> Tensor:
-        row = self._flat.index_select(0, self._base + self._t)
-        obs = row[:, : self._c]
-        if self._noisy:
-            eps = torch.randn(obs.shape, generator=self._gen, device=self.device)
-            obs = obs + eps.mul_(row[:, self._c : 2 * self._c])
+    def _obs(self) -> Any:
+        obs = _take(self._obs_x, self._row)
+        if not self._noisy:
+            return obs
+        torch.randn(self._eps_t.shape, generator=self._gen, out=self._eps_t)
+        eps = self._eps
+        eps *= _take(self._std_x, self._row)
+        obs += eps
         return obs
+
+    def _all(self) -> Any:
+        """Every env's index, as the step's arrays."""
+        return self._x(torch.arange(self.num_envs, device=self.device))
 
     # ---- gymnasium API ------------------------------------------------------------------
     def reset(
@@ -325,12 +410,23 @@ class TaskVectorEnv(gym.vector.VectorEnv):
                 generator goes on.
             options: Unused (gymnasium's signature).
         """
-        # inference mode: no autograd bookkeeping on the ~20 small ops of a call (~12 %)
-        with torch.inference_mode():
+        with self._mode():
             obs, infos = self._reset(seed)
-        return (obs.clone() if self.as_tensors else obs.cpu().numpy()), infos
+        return self._out(obs), infos
 
-    def _reset(self, seed: int | list[int] | None) -> tuple[Tensor, dict[str, Any]]:
+    def _mode(self) -> Any:
+        """Inference mode around a call with torch steps (no autograd bookkeeping on its small
+        ops); nothing on the CPU, whose step is numpy (entering the mode is a few % of it)."""
+        return contextlib.nullcontext() if self._np else torch.inference_mode()
+
+    def _out(self, x: Any) -> Any:
+        """A returned array: numpy, or with ``as_tensors`` a tensor (a fresh one: tensors made
+        in inference mode cannot enter autograd)."""
+        if not self.as_tensors:
+            return _host(x)
+        return torch.from_numpy(x) if isinstance(x, np.ndarray) else x.clone()
+
+    def _reset(self, seed: int | list[int] | None) -> tuple[Any, dict[str, Any]]:
         if isinstance(seed, (list, tuple)):
             seed = seed[0] if seed else None
         if seed is None and not self._started:
@@ -342,53 +438,63 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         elif not self._started:
             self._gen.seed()
         self._started = True
-        self._start_episodes(torch.arange(self.num_envs, device=self.device))
+        self._start_episodes(self._all())
         infos = self._trial_start({}, np.ones(self.num_envs, dtype=bool))
         return self._obs(), infos
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """One step of every env (see the module docstring)."""
-        with torch.inference_mode():
-            obs, reward, done, infos = self._step(actions)
-        if self.as_tensors:  # clones: tensors made in inference mode cannot enter autograd
+        with self._mode():
+            obs, reward, done, infos = self._step(self._actions(actions))
+        if self.as_tensors:
             truncated = torch.as_tensor(done, device=self.device)
-            return obs.clone(), reward.clone(), torch.zeros_like(truncated), truncated, infos
-        return obs.cpu().numpy(), reward.cpu().numpy(), np.zeros_like(done), done, infos
+            return self._out(obs), self._out(reward), torch.zeros_like(truncated), truncated, infos
+        return _host(obs), _host(reward), np.zeros(self.num_envs, dtype=bool), done, infos
 
-    def _step(self, actions: Any) -> tuple[Tensor, Tensor, np.ndarray, dict[str, Any]]:
+    def _actions(self, actions: Any) -> Any:
+        """The actions as the step's int64 array, checked."""
         if not self._started:
             raise UserError("step() before reset() (call envs.reset() first)")
-        if isinstance(actions, Tensor):
+        if isinstance(actions, Tensor) and not self._np:
             a = actions.to(self.device, torch.int64).reshape(-1)
             lo, hi = (int(x) for x in torch.aminmax(a)) if a.numel() else (0, 0)
         else:
+            if isinstance(actions, Tensor):
+                actions = actions.detach().to("cpu", torch.int64).numpy()
             arr = np.asarray(actions).reshape(-1)
             lo, hi = (int(arr.min()), int(arr.max())) if arr.size else (0, 0)
-            a = torch.from_numpy(arr.astype(np.int64, copy=False)).to(self.device)
-        if a.numel() != self.num_envs:
-            raise UserError(f"step() got {a.numel()} actions for {self.num_envs} envs")
+            a = arr.astype(np.int64, copy=False)
+            if not self._np:
+                a = torch.from_numpy(a).to(self.device)
+        if a.shape[0] != self.num_envs:
+            raise UserError(f"step() got {a.shape[0]} actions for {self.num_envs} envs")
         if lo < 0 or hi >= self.spec.n_act:
             raise UserError(f"actions must be in [0, {self.spec.n_act}), got {a.tolist()[:8]}")
-        block = torch.add(self._base_q, self._t, alpha=self._quads).add_(a)
-        picked = self._quad.index_select(0, block)  # (N, 4): reward, ends, performance, gt
-        reward = self._reward64.index_select(0, block)
+        return a
+
+    def _step(self, a: Any) -> tuple[Any, Any, np.ndarray, dict[str, Any]]:
+        block = self._blk + a
+        picked = _take(self._quad_x, block)  # (N, 4): reward, ends, performance, gt
+        reward = _take(self._reward_x, block)
         ends = picked[:, 1] > 0.5
-        perf = torch.maximum(self._perf, picked[:, 2], out=self._perf)
+        perf = self._xp.maximum(self._perf, picked[:, 2], out=self._perf)
         self._ep_return += reward
         self._ep_steps += 1
         self._t += 1
-        new_np = ends.cpu().numpy()
+        self._row += 1
+        self._blk += self._quads
+        new_np = _host(ends)
         any_new = bool(new_np.any())
         infos: dict[str, Any] = {
-            "gt": picked[:, 3].to(torch.int64).cpu().numpy(),
+            "gt": _host(picked[:, 3]).astype(np.int64),
             "new_trial": new_np,
         }
         if any_new:
-            infos["performance"] = perf.cpu().numpy().copy()
+            infos["performance"] = _host(perf).copy()
             infos["_performance"] = new_np
             infos["trial_periods"] = self._periods()
             infos["_trial_periods"] = new_np
-            self._load(ends.nonzero()[:, 0])
+            self._load(_flatnonzero(ends))
         obs = self._obs()
         if self._ep_steps >= self.max_episode_steps:
             infos = self._end_episodes(infos, obs)
@@ -401,19 +507,19 @@ class TaskVectorEnv(gym.vector.VectorEnv):
                 infos = self._trial_start(infos, new_np)
         return obs, reward, done, infos
 
-    def _end_episodes(self, infos: dict[str, Any], obs: Tensor) -> dict[str, Any]:
+    def _end_episodes(self, infos: dict[str, Any], obs: Any) -> dict[str, Any]:
         """Every env's episode ends at this step (they all started at the same reset)."""
         n = self.num_envs
         done = np.ones(n, dtype=bool)
         final_obs = np.empty(n, dtype=object)
-        final_obs[:] = list(obs.cpu().numpy().copy())
+        final_obs[:] = list(_host(obs).copy())
         episode = {
-            "r": self._ep_return.cpu().numpy().copy(),
+            "r": _host(self._ep_return).copy(),
             "l": np.full(n, self._ep_steps, dtype=np.int64),
             "t": np.full(n, round(time.perf_counter() - self._ep_start, 6)),
         }
         final_info = {**infos, "episode": episode, "_episode": done}
-        self._start_episodes(torch.arange(n, device=self.device))
+        self._start_episodes(self._all())
         return {
             **infos,
             "final_obs": final_obs,
@@ -424,14 +530,15 @@ class TaskVectorEnv(gym.vector.VectorEnv):
 
     def _periods(self) -> dict[str, np.ndarray]:
         """Period bounds (s) of the envs' current trials: {period: (N, 2)}."""
-        bounds = np.take(self._bounds_np, self._id.cpu().numpy(), axis=0)
+        bounds = self._bounds_np.take(_host(self._id), axis=0)
         return {name: bounds[:, i] for i, name in enumerate(self._names)}
 
     def _trial_start(self, infos: dict[str, Any], mask: np.ndarray) -> dict[str, Any]:
-        ids = self._id.cpu().numpy()
+        ids = _host(self._id)
+        taken = [tab.take(ids, axis=1) for tab in self._cond_tabs]
         infos["trial_start"] = {
-            "conditions": {name: np.take(col, ids) for name, col in self._cond_np},
-            "t0": self._t.cpu().numpy() * self._dt_s,
+            "conditions": {name: taken[g][i] for name, g, i in self._cond_where},
+            "t0": _host(self._t) * self._dt_s,
             "dt": self._dt_s,
             "fixation": self._fixation,
         }

@@ -98,14 +98,18 @@ class _Common:
         *,
         obs_names: Mapping[str, Any],
         act_names: Mapping[str, Any],
+        reported: tuple[str, ...],
+        periods: tuple[Period, ...] | None = None,
         noise: tuple[Noise, ...] = (),
         targets: tuple[Target, ...] | None = None,
         rule: ChoiceRule | ProductionRule | None = None,
         **fields: Any,
     ) -> TaskSpec:
         """The :class:`TaskSpec` with these common fields; ``n_obs`` and ``n_act`` follow
-        from the name tables; by default no noise, the ground truth as the target of the
-        ``decision`` period, and the fixate-then-choose rule."""
+        from the name tables, the types of the ``reported`` variables from
+        :data:`_REPORTED_TYPES`; by default the periods of the timing table (:meth:`periods`),
+        no noise, the ground truth as the target of the ``decision`` period, and the
+        fixate-then-choose rule."""
         return TaskSpec(
             name=self.name,
             dt=self.dt,
@@ -113,6 +117,8 @@ class _Common:
             act_names=act_names,
             n_obs=_width(obs_names),
             n_act=_width(act_names),
+            reported={name: _REPORTED_TYPES[name] for name in reported},
+            periods=self.periods() if periods is None else periods,
             timing=self.timing,
             rewards=self.rewards,
             noise=noise,
@@ -211,6 +217,22 @@ def _check_dt(dt: Any) -> float:
     return float(dt)
 
 
+def _reaction_periods(dt: float) -> tuple[Period, ...]:
+    """Fixation, stimulus, and a ``decision`` period from one step after the stimulus onset
+    to its end (NeuroGym's ``ReactionTime`` wrapper: ``start_t["decision"] =
+    start_t["stimulus"] + dt``, the trial cut at the stimulus's end)."""
+    return (
+        Period("fixation"),
+        Period("stimulus"),
+        Period(
+            "decision",
+            length=lambda v: (v["_duration_stimulus"] - dt).clamp(min=0.0),
+            after="fixation",
+            offset=dt,
+        ),
+    )
+
+
 @_task(
     "PerceptualDecisionMaking-v0",
     dt=100,
@@ -223,8 +245,20 @@ def perceptual_decision_making(
     cohs: list[float] | None = None,
     sigma: float = 1.0,
     abort: bool = False,
+    reaction_time: bool = False,
 ) -> TaskSpec:
-    """Two-alternative motion discrimination (Britten et al., 1992)."""
+    """Two-alternative motion discrimination (Britten et al., 1992).
+
+    ``reaction_time=True``: the reaction-time version (Roitman & Shadlen, 2002: the monkey
+    answers whenever it is ready after the motion onset), as NeuroGym's ``ReactionTime``
+    wrapper makes it (its ``perceptualdecisionmaking.roitman02-v0``): the ``decision``
+    period opens one step after the stimulus onset and lasts to the stimulus's end, where
+    the trial ends (the timing's ``delay`` and ``decision`` are not used); the stimulus
+    stays on until the answer. (An agent sees a step's observation when it acts at that
+    step, so at the earliest answer it has seen two stimulus samples.)
+    """
+    if not isinstance(reaction_time, bool):
+        raise UserError(f"reaction_time must be true or false, got {reaction_time!r}")
     dim_ring = _check_ring(dim_ring)
     theta = _ring(int(dim_ring), endpoint_trick=False)
     coh_list = list(cohs or [0, 6.4, 12.8, 25.6, 51.2])
@@ -238,8 +272,8 @@ def perceptual_decision_making(
         obs_names={"fixation": 0, "stimulus": list(stim)},
         act_names={"fixation": 0, "choice": list(stim)},
         conditions=conditions,
-        reported={"ground_truth": int, "coh": float},
-        periods=c.periods(),
+        reported=("ground_truth", "coh"),
+        periods=_reaction_periods(c.dt) if reaction_time else None,
         shows=(
             Show(1.0, (0,), ("fixation",)),
             Show(
@@ -270,8 +304,7 @@ def go_nogo(c: _Common) -> TaskSpec:
         obs_names={"fixation": 0, "nogo": 1, "go": 2},
         act_names={"fixation": 0, "go": 1},
         conditions=conditions,
-        reported={"ground_truth": int},
-        periods=c.periods(),
+        reported=("ground_truth",),
         shows=(
             Show(1.0, (0,)),
             Show(lambda v: 1.0 - v["ground_truth"], (1,), ("stimulus",)),
@@ -320,8 +353,7 @@ def delay_match_sample(
         obs_names={"fixation": 0, "stimulus": list(stim)},
         act_names={"fixation": 0, "match": 1, "non-match": 2},
         conditions=conditions,
-        reported={"ground_truth": int, "sample_theta": float, "test_theta": float},
-        periods=c.periods(),
+        reported=("ground_truth", "sample_theta", "test_theta"),
         shows=(
             Show(1.0, (0,)),
             Show(0.0, (0,), ("decision",), mode="set"),
@@ -396,14 +428,7 @@ def context_decision_making(
         obs_names=names,
         act_names={"fixation": 0, "choice": list(range(1, dim_ring + 1))},
         conditions=conditions,
-        reported={
-            "ground_truth": int,
-            "other_choice": int,
-            "context": int,
-            "coh_1": int,
-            "coh_2": int,
-        },
-        periods=c.periods(),
+        reported=("ground_truth", "other_choice", "context", "coh_1", "coh_2"),
         shows=tuple(shows),
         noise=(Noise(c.noise_std(sigma), ("stimulus",), mod1 + mod2),),
         rule=ChoiceRule(abort_ends=bool(abort)),
@@ -446,8 +471,7 @@ def delay_comparison(
         obs_names={"fixation": 0, "stimulus": 1},
         act_names={"fixation": 0, "choice": [1, 2]},
         conditions=conditions,
-        reported={"ground_truth": int, "v1": float, "v2": float},
-        periods=c.periods(),
+        reported=("ground_truth", "v1", "v2"),
         shows=(
             Show(1.0, (0,)),
             Show(represent("v1"), (1,), ("stimulus1",)),
@@ -498,7 +522,7 @@ def interval_discrimination(
         obs_names={"fixation": 0, "stim1": 1, "stim2": 2},
         act_names={"fixation": 0, "choice1": 1, "choice2": 2},
         conditions=conditions,
-        reported={"duration1": float, "duration2": float, "ground_truth": int},
+        reported=("duration1", "duration2", "ground_truth"),
         periods=(
             Period("fixation"),
             Period("stim1", length="duration1"),
@@ -540,7 +564,7 @@ def ready_set_go(
         obs_names={"fixation": 0, "ready": 1, "set": 2},
         act_names={"fixation": 0, "go": 1},
         conditions=conditions,
-        reported={"measure": float, "gain": float, "production": float},
+        reported=("measure", "gain", "production"),
         periods=(
             Period("fixation"),
             Period("ready"),
@@ -622,16 +646,15 @@ def dual_delay_match_sample(
         },
         act_names={"fixation": 0, "match": 1, "non-match": 2},
         conditions=conditions,
-        reported={
-            "ground_truth1": int,
-            "ground_truth2": int,
-            "sample1": float,
-            "sample2": float,
-            "test_order": int,
-            "test1": float,
-            "test2": float,
-        },
-        periods=c.periods(),
+        reported=(
+            "ground_truth1",
+            "ground_truth2",
+            "sample1",
+            "sample2",
+            "test_order",
+            "test1",
+            "test2",
+        ),
         shows=tuple(shows),
         noise=(Noise(c.noise_std(sigma), ("sample", "test1", "test2")),),
         targets=(Target(first, "test1"), Target(second, "test2")),
@@ -646,6 +669,7 @@ def dual_delay_match_sample(
 # ---- a task of a paper that NeuroGym lacks ----------------------------------------------------
 #: Cues of EvidenceAccumulation-v0 (Morcos & Harvey, 2016; Bellec et al., 2020, Fig. 3).
 N_CUES = 7
+_CUE_NAMES = tuple(f"cue{k}" for k in range(1, N_CUES + 1))
 _CUE_TIMING: dict[str, Any] = {}
 for _k in range(1, N_CUES + 1):
     _CUE_TIMING[f"gap{_k}"] = 50
@@ -704,19 +728,44 @@ def evidence_accumulation(c: _Common, *, p_cue: float = 0.7, sigma: float = 0.0)
         obs_names={"fixation": 0, "left": 1, "right": 2},
         act_names={"fixation": 0, "left": 1, "right": 2},
         conditions=conditions,
-        reported={
-            "ground_truth": int,
-            "favoured": int,
-            "n_right": int,
-            **{f"cue{k}": int for k in range(1, N_CUES + 1)},
-        },
-        periods=c.periods(),
+        reported=("ground_truth", "favoured", "n_right", *_CUE_NAMES),
         shows=(Show(1.0, (0,)), Show(0.0, (0,), ("decision",), mode="set"), *cues),
         noise=noise,
         targets=(Target(lambda v: v["ground_truth"] + 1, "decision"),),
         rule=ChoiceRule(fixate=before),
     )
 
+
+#: The type of every trial variable the tasks above report (their ``reported`` names), by
+#: name: one name means one thing, with one type, in every task (int: a label, a choice or a
+#: count; float: a quantity). The engine casts the reported values to it (infos, trial records).
+_REPORTED_TYPES: dict[str, type] = {
+    "ground_truth": int,
+    "coh": float,
+    "sample_theta": float,
+    "test_theta": float,
+    "other_choice": int,
+    "context": int,
+    "coh_1": int,
+    "coh_2": int,
+    "v1": float,
+    "v2": float,
+    "duration1": float,
+    "duration2": float,
+    "measure": float,
+    "gain": float,
+    "production": float,
+    "ground_truth1": int,
+    "ground_truth2": int,
+    "sample1": float,
+    "sample2": float,
+    "test_order": int,
+    "test1": float,
+    "test2": float,
+    "favoured": int,
+    "n_right": int,
+    **dict.fromkeys(_CUE_NAMES, int),
+}
 
 #: The batched tasks by id (NeuroGym's ids, and the paper tasks' own), each called with
 #: NeuroGym's keyword arguments.

@@ -234,13 +234,17 @@ class Period:
     Args:
         name: The period's name (``"fixation"``, ``"decision"`` ...).
         length: Where its duration comes from: ``None``, the task's ``timing[name]``
-            (drawn, quantized); a string, the trial variable of that name (ms, used as is).
+            (drawn, quantized); a string, the trial variable of that name (ms, used as is);
+            a function of the trial variables (durations included) giving ms per trial.
         after: The period it starts after (``None``: the previous one; the first starts at 0).
+        offset: ms from that start point to the period's start (a reaction-time decision
+            period opens one step after the stimulus onset).
     """
 
     name: str
-    length: str | None = None
+    length: str | ValueFn | None = None
     after: str | None = None
+    offset: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -482,11 +486,16 @@ def trial_tables(
     ends: dict[str, Tensor] = {}
     previous: str | None = None
     for p in spec.periods:
-        duration = values[f"_duration_{p.name}" if p.length is None else p.length]
+        if callable(p.length):
+            duration = p.length(values).to(torch.float64)
+        else:
+            duration = values[f"_duration_{p.name}" if p.length is None else p.length]
         after = p.after if p.after is not None else previous
         start = (
             ends[after] if after is not None else torch.zeros(n, dtype=torch.float64, device=device)
         )
+        if p.offset:
+            start = start + float(p.offset)
         starts[p.name], ends[p.name] = start, start + duration
         previous = p.name
     start = torch.stack([starts[p] for p in spec.period_names], dim=1)

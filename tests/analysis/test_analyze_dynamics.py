@@ -81,12 +81,38 @@ def test_snrl_analyze_decoding_flags(tmp_path, capsys):
     assert summary["dynamics"]["parameters"]["n_shuffles"] == 2
     tdr = summary["dynamics"]["tdr"]  # computed, or skipped with its reason (tiny run)
     assert ("tdr.png" in line["files"]) == ("axes" in tdr) and ("axes" in tdr or tdr["skipped"])
+    # --dpca: the components (dpca.png) where the run's trials allow them, else the reason
+    res = snrl_inproc(capsys, "analyze", run, "--episodes", 3, "--shuffles", 0, "--dpca",
+                      "--no-initial")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    line = json.loads(res.stdout)
+    dp = json.loads((out / "summary.json").read_text())["dynamics"]["dpca"]
+    assert (
+        ("dpca.png" in line["files"]) == ("marginalizations" in dp) == (out / "dpca.png").exists()
+    )
+    if "marginalizations" in dp:
+        assert line["dpca_explained_variance"] == {
+            k: m["explained_variance"] for k, m in dp["marginalizations"].items()
+        }
+    else:  # a tiny untrained policy rarely makes two choices: skipped, with its reason
+        assert dp["skipped"] and line["dpca_explained_variance"] == {"skipped": dp["skipped"]}
     res = snrl_inproc(capsys, "analyze", run, "--episodes", 1, "--no-decode", "--no-initial")
     assert res.returncode == 0, res.stderr
     assert not (out / "decoding.png").exists()  # snrl's own stale figure is removed
-    assert not (out / "tdr.png").exists()
+    assert not (out / "tdr.png").exists() and not (out / "dpca.png").exists()
     summary = json.loads((out / "summary.json").read_text())
     assert "dynamics" not in summary
     assert "initial" not in summary["layers"]["lif0"]["connectivity"]
     res = snrl_inproc(capsys, "analyze", run, "--shuffles", "-1")
     assert res.returncode == 2
+
+
+def test_snrl_analyze_dpca_needs_the_decoding(tmp_path, capsys):
+    """--dpca with --no-decode is refused before anything is read or written."""
+    from tests.cli_run import assert_user_error, snrl_inproc
+
+    run = tmp_path / "run"
+    run.mkdir()
+    res = snrl_inproc(capsys, "analyze", run, "--dpca", "--no-decode")
+    assert_user_error(res, "--dpca needs the trial activity")
+    assert list(run.iterdir()) == []

@@ -13,6 +13,7 @@ import pytest
 from snrl.analysis.behaviour import (
     accuracy_by_delay,
     behaviour_readouts,
+    chronometric_curve,
     comparison_accuracy,
     context_accuracy,
     error_counts,
@@ -247,6 +248,122 @@ def test_accuracy_by_delay_by_hand():
     assert rows[0]["delay_mean"] == pytest.approx((0.3 + 0.3 + 0.5 + 0.5) / 4)
     with pytest.raises(UserError, match="does not vary"):
         accuracy_by_delay([_delay(0.3, True), _delay(0.3, False)])
+
+
+# ---- chronometric curve ----------------------------------------------------------------------
+_RT_PERIODS = {"fixation": [0.0, 0.1], "stimulus": [0.1, 2.1], "decision": [0.2, 2.1]}
+
+
+def _rt(coh, correct, rt):
+    t = _trial(correct, periods=_RT_PERIODS, coh=coh, ground_truth=0)
+    t["reaction_time"] = rt
+    t["decision_time"] = None if rt is None else 0.1 + rt
+    return t
+
+
+def test_chronometric_curve_by_hand():
+    trials = [_rt(0.0, True, 0.8), _rt(0.0, True, 0.6), _rt(0.0, False, 0.9),
+              _rt(51.2, True, 0.2), _rt(51.2, True, 0.3), _rt(51.2, True, 0.4),
+              _rt(12.8, False, 0.5), _rt(12.8, False, None)]  # fmt: skip
+    c = chronometric_curve(trials)
+    assert (c["n_trials"], c["n_timed"], c["n_no_response"], c["unit"]) == (8, 7, 1, "s")
+    right = {r["key"]: r for r in c["correct"]}
+    assert sorted(right) == [0.0, 51.2]
+    # coh 0: 0.8, 0.6 -> mean 0.7, sd sqrt(0.02), sem sqrt(0.02 / 2) = 0.1
+    assert right[0.0]["n"] == 2 and right[0.0]["mean"] == pytest.approx(0.7)
+    assert right[0.0]["sem"] == pytest.approx(0.1) and right[0.0]["sd"] == pytest.approx(0.02**0.5)
+    # coh 51.2: 0.2, 0.3, 0.4 -> mean 0.3, sd 0.1, sem 0.1 / sqrt(3), median 0.3
+    assert right[51.2]["mean"] == pytest.approx(0.3)
+    assert right[51.2]["sem"] == pytest.approx(0.1 / 3**0.5)
+    assert right[51.2]["median"] == pytest.approx(0.3)
+    wrong = {r["key"]: r for r in c["error"]}
+    assert wrong[0.0]["n"] == 1 and wrong[0.0]["mean"] == pytest.approx(0.9)
+    assert math.isnan(wrong[0.0]["sem"]) and math.isnan(wrong[0.0]["sd"])
+    assert wrong[12.8]["n"] == 1  # the unanswered 12.8 trial is counted, not timed
+    # correct RTs fall with coherence: every 51.2 trial is faster than every 0 trial
+    assert c["trend"]["n"] == 5 and c["trend"]["rho"] < -0.8
+    # a fixed-timing task (the decision opens after the stimulus) has no chronometric curve
+    fixed = _rt(0.0, True, None)
+    fixed["periods"] = {"stimulus": [0.1, 2.1], "decision": [2.1, 2.2]}
+    with pytest.raises(UserError, match="reaction-time structure"):
+        chronometric_curve([fixed])
+    assert "chronometric" not in behaviour_readouts([fixed])
+    assert set(behaviour_readouts(trials)) == {"errors", "chronometric"}
+
+
+def _rt_oracle_agent(n_samples):
+    """A scripted agent for PerceptualDecisionMaking with reaction_time=True and sigma=0: it
+    reads the coherence and side from the two stimulus channels (their difference is coh /
+    100) and answers on its ``n_samples[coh]``-th stimulus sample, the right side except at
+    6.4 % (always the wrong side) and at 0 % (always side 1)."""
+    cohs = np.array(sorted(n_samples))
+
+    def act(obs, seen):
+        acts = np.zeros(len(obs), dtype=np.int64)
+        for i, o in enumerate(obs):
+            if o[0] > 0.5:  # fixation shown: no stimulus sample
+                continue
+            seen[i] += 1
+            coh = cohs[np.argmin(np.abs(cohs - abs(o[1] - o[2]) * 100))]
+            side = 1 if o[1] >= o[2] else 2
+            wrong = {1: 2, 2: 1}[side] if coh == 6.4 else side
+            if seen[i] >= n_samples[coh]:
+                acts[i] = 1 if coh == 0 else wrong
+        return acts
+
+    return act
+
+
+def test_chronometric_curve_of_an_agent_whose_rt_is_known():
+    """Oracle: the agent answers at the step where it sees its n(coh)-th stimulus sample. An
+    agent sees a step's observation when it acts at that step, so the answer comes n - 1
+    steps after the onset and every reaction time is (n(coh) - 1) x 100 ms (n >= 2: the
+    decision opens one step after the onset); the curve has those means with SEM 0, its n
+    per point are the trials of each coherence, and the 6.4 % trials are all errors at
+    700 ms."""
+    from snrl.envs.trials import TrialTracker
+    from snrl.tasks import make_vector_env
+
+    n_samples = {0.0: 9, 6.4: 8, 12.8: 5, 25.6: 3, 51.2: 2}
+    act = _rt_oracle_agent(n_samples)
+    n_envs = 16
+    envs = make_vector_env("PerceptualDecisionMaking-v0", n_envs, seed=3,
+                           env_kwargs={"reaction_time": True, "sigma": 0.0})  # fmt: skip
+    obs, infos = envs.reset(seed=3)
+    tracker = TrialTracker(n_envs)
+    tracker.reset(infos)
+    seen = np.zeros(n_envs, dtype=np.int64)
+    trials = []
+    for _ in range(150):
+        a = act(obs, seen)
+        obs, _, _, _, infos = envs.step(a)
+        trials += tracker.step(a, infos)
+        seen[np.asarray(infos["new_trial"], dtype=bool)] = 0
+    envs.close()
+    assert len(trials) > 200
+    c = chronometric_curve(trials)
+    assert c["n_no_response"] == 0 and c["n_timed"] == len(trials)
+    by_coh = {}
+    for t in trials:
+        by_coh.setdefault(t["conditions"]["coh"], []).append(t)
+    right = {r["key"]: r for r in c["correct"]}
+    wrong = {r["key"]: r for r in c["error"]}
+    for coh, n in n_samples.items():
+        group = by_coh[coh]
+        n_right = sum(bool(t["correct"]) for t in group)
+        if coh == 6.4:
+            assert n_right == 0 and coh not in right
+        elif coh != 0.0:
+            assert n_right == len(group) and coh not in wrong
+        for rows, k in ((right, n_right), (wrong, len(group) - n_right)):
+            if k:
+                assert rows[coh]["n"] == k
+                assert rows[coh]["mean"] == pytest.approx((n - 1) * 0.1)
+                assert rows[coh]["median"] == pytest.approx((n - 1) * 0.1)
+                assert rows[coh]["sem"] == pytest.approx(0.0, abs=1e-12) or k == 1
+    # side 1 at 0 %: right on about half the trials, wrong on the others
+    assert 0.0 in right and 0.0 in wrong
+    assert c["trend"]["rho"] < -0.9
 
 
 def test_readouts_report_what_applies(tmp_path):

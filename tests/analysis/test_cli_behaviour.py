@@ -17,6 +17,7 @@ CASES = [
     ("DelayComparison-v0", "{}", {"comparison"}),
     ("ReadySetGo-v0", "{}", {"production"}),
     ("GoNogo-v0", "{}", set()),
+    ("PerceptualDecisionMaking-v0", '{"reaction_time": true}', {"chronometric"}),
 ]
 
 
@@ -49,10 +50,18 @@ def test_eval_reports_the_readouts_of_the_task(tmp_path, capsys, task, kwargs, k
         prod = beh["production"]
         assert prod["n_produced"] + prod["n_no_response"] == res["n_trials"]
         assert set(prod) >= {"fit", "points", "cv_mean", "sd_vs_mean"}
+    if "chronometric" in keys:
+        chrono = beh["chronometric"]
+        assert chrono["n_timed"] + chrono["n_no_response"] == res["n_trials"]
+        timed = chrono["correct"] + chrono["error"]
+        assert sum(r["n"] for r in timed) == chrono["n_timed"]
+        assert all(0.0 < r["mean"] <= 2.0 for r in timed)  # within the 2 s stimulus
+        assert res["psychometric"] is not None  # a reaction-time task keeps its psychometric
     png = out / "behaviour.png"
     if "behaviour_png" in res:
         assert res["behaviour_png"] == str(png) and png.read_bytes()[:4] == b"\x89PNG"
         assert "behaviour.png" in read_manifest(out)
     else:
         assert not png.exists()
-        assert not keys or keys == {"production"}  # an agent that never went: nothing to draw
+        # an agent that never went (or never answered): nothing to draw
+        assert keys <= {"production", "chronometric"}

@@ -213,3 +213,21 @@ def test_decision_psth_is_aligned_to_the_choice_step():
     s[24, 0] = 1
     acc.add(s, [dict(trial, decision_time=None)], substeps=2, env_dt=0.1)
     np.testing.assert_allclose(acc.psth()["1"][:, 0], [1])
+
+
+def test_nan_mean_sem_by_hand():
+    from snrl.analysis.trials import nan_mean_sem
+
+    # three trials x two bins; the third trial does not cover bin 1
+    x = np.array([[1.0, 2.0], [3.0, 6.0], [5.0, np.nan]])
+    mean, sem = nan_mean_sem(x)
+    # bin 0: mean 3, sample variance ((-2)^2 + 0 + 2^2) / 2 = 4, sem sqrt(4 / 3)
+    # bin 1: mean 4, sample variance (4 + 4) / 1 = 8, sem sqrt(8 / 2) = 2
+    np.testing.assert_allclose(mean, [3.0, 4.0])
+    np.testing.assert_allclose(sem, [np.sqrt(4 / 3), 2.0])
+    # one finite value: a mean, no SEM; none: neither
+    m1, s1 = nan_mean_sem(np.array([[7.0, np.nan], [np.nan, np.nan]]))
+    assert m1[0] == 7.0 and np.isnan(s1[0]) and np.isnan(m1[1]) and np.isnan(s1[1])
+    # integers are counted as floats; a 1-d input gives 0-d results
+    m2, s2 = nan_mean_sem(np.array([1, 3]))
+    assert m2.shape == () and float(m2) == 2.0 and float(s2) == 1.0

@@ -280,6 +280,66 @@ def test_network_analysis_reports_tdr_and_draws_it():
     assert "tdr.png" not in off.figures() and "dynamics" not in off.summary()
 
 
+def test_network_analysis_reports_dpca_components_with_the_flag():
+    """``dpca=True`` (``snrl analyze --dpca``): the components of the same condition table as
+    the demixed variance (equal shares); the first decision component lies on the planted
+    choice axis (|cos| > 0.9) and its time course separates the two choices at every stimulus
+    level at the trial's end; the first stimulus component near the planted stimulus axis
+    (|cos| > 0.75; 0.83 here)."""
+    import json
+
+    from snrl.analysis import NetworkAnalysis
+
+    rng = np.random.default_rng(5)
+    n = 40
+    a_choice, a_stim = rng.choice([-1.0, 1.0], (2, n))
+    eps = [_episode(rng, a_choice, a_stim) for _ in range(10)]
+    layers = [{"name": "lif0", "kind": "spiking", "size": n, "sign": None}]
+    res = NetworkAnalysis(layers, dt=0.1, n_shuffles=0, decode_steps=12, dpca=True)
+    for ep in eps:
+        res.add(ep)
+    dyn = json.loads(json.dumps(res.summary()))["dynamics"]
+    dp, dv = dyn["dpca"], dyn["tdr"]["demixed_variance"]
+    assert list(dp["marginalizations"]) == ["time", "stimulus", "decision", "interaction"]
+    assert dp["stimulus_levels"] == dv["stimulus_levels"] and dp["decisions"] == dv["decisions"]
+    assert dp["n"] == dv["n"] and dp["n_components"] == 3
+    assert dp["bin_index"] == list(range(dp["bins"]))  # every cell covers the 12 bins
+    s_levels, n_dec = len(dp["stimulus_levels"]), len(dp["decisions"])
+    x = res.trial_activity.tensor()
+    sd = np.nanstd(x.reshape(-1, n), axis=0)
+    # the stimulus transient is weaker (a few trials per level): a lower bar, still far
+    # above a random direction's |cos| of about 1 / sqrt(40) = 0.16
+    for name, axis, bar in (("decision", a_choice, 0.9), ("stimulus", a_stim, 0.75)):
+        m = dp["marginalizations"][name]
+        assert m["share"] == pytest.approx(dv["shares"][name])
+        enc = np.asarray(m["encoder"])[:, 0]
+        assert abs(enc @ (axis / sd)) / np.linalg.norm(axis / sd) > bar, name
+        assert 0 < m["explained_variance"][0] <= m["share"] + 1e-9
+        assert m["demixing"][name][0] > 0.5  # it reads mostly its own marginalization
+        z = np.asarray(m["projections"])
+        assert z.shape == (3, dp["bins"], s_levels, n_dec)
+    z = np.asarray(dp["marginalizations"]["decision"]["projections"])[0, -1]  # (S, D) at the end
+    assert (np.sign(z[:, 0]) == np.sign(z[0, 0])).all()
+    assert (np.sign(z[:, 1]) == -np.sign(z[0, 0])).all()
+    assert "dpca.png" in res.figures()
+    plain = NetworkAnalysis(layers, dt=0.1, n_shuffles=0, decode_steps=12)
+    plain.add(eps[0])
+    assert "dpca" not in plain.summary()["dynamics"] and "dpca.png" not in plain.figures()
+
+
+def test_dpca_analysis_skips_with_a_reason():
+    from snrl.analysis.dynamics import TrialActivity
+    from snrl.analysis.tdr import dpca_analysis
+
+    ta = TrialActivity(4, length=5)
+    # one choice only: no decision marginalization
+    trials = [{"start_step": 5 * j, "end_step": 5 * j + 4, "choice": 1, "gt": 1 + j % 2,
+               "correct": j % 2 == 0, "conditions": {"coh": 12.8}} for j in range(12)]  # fmt: skip
+    ta.add(np.random.default_rng(0).random((60, 4)), trials)
+    out = dpca_analysis(ta)
+    assert set(out) == {"skipped"} and out["skipped"]
+
+
 def test_printed_line_carries_the_tdr_numbers():
     from snrl.cli.commands import _tdr_line
 

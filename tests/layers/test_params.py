@@ -43,7 +43,7 @@ def _names(cls) -> list[str]:
 def test_each_model_adds_only_its_own_fields():
     li = ["dt", "tau_m", "hh_init", "hh_init_mu", "hh_init_std", "learn_tau"]
     assert _names(LIParameters) == li
-    assert _names(LIFParameters) == [*li, "threshold", "reset", "spike_grad"]
+    assert _names(LIFParameters) == [*li, "threshold", "reset", "spike_grad", "noise_std"]
     assert _names(ALIFParameters) == [*_names(LIFParameters), "tau_a", "beta"]
     assert _names(SpyLIFParameters) == [*_names(LIFParameters), "tau_syn"]
     assert issubclass(ALIFParameters, LIFParameters) and issubclass(LIFParameters, LIParameters)
@@ -167,6 +167,7 @@ def test_the_signature_shows_every_keyword_with_its_default():
         "threshold": 1.0,
         "reset": "subtract",
         "spike_grad": None,
+        "noise_std": 0.0,
         "force_dale_law": False,
         "forward_sign": None,
         "recurrent_sign": 0.2,

@@ -155,6 +155,78 @@ def test_interval_discrimination_ties_follow_the_paper():
     assert tie.any() and (tr.values["ground_truth"][tie] == 2).all()
 
 
+def _ng_reaction_tables(trial: dict, **kwargs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """NeuroGym's PerceptualDecisionMaking under its ReactionTime wrapper (the
+    perceptualdecisionmaking.roitman02 collection): the wrapper moves the decision period and
+    the trial's end at the trial's first step, so step 0 is taken through it and the later
+    steps from a copy of the task it changed. The tables cover the trial as it now runs."""
+    from neurogym.wrappers import ReactionTime
+
+    env = _neurogym("PerceptualDecisionMaking-v0", **kwargs)
+    env.new_trial(**trial)
+    moved = copy.deepcopy(env)
+    ReactionTime(moved).step(0)  # the trial as the wrapper runs it (decision, gt, tmax)
+    steps = int(round(moved.tmax / moved.dt))
+    obs, gt = env.ob[:steps].copy(), np.asarray(moved.gt)[:steps].copy()
+    n_act = env.action_space.n
+    outcome = np.zeros((steps, n_act, 3))
+    for k in range(steps):
+        for a in range(n_act):
+            if k == 0:
+                e = copy.deepcopy(env)
+                _, r, _, _, info = ReactionTime(e).step(a)
+            else:
+                e = copy.deepcopy(moved)
+                e.t, e.t_ind, e.performance = k * e.dt, k, 0
+                _, r, _, _, info = e.step(a)
+            outcome[k, a] = (r, info["new_trial"], info.get("performance", 0.0))
+    return obs, gt, outcome
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "trial"),
+    [
+        ({"sigma": 0.0}, {"ground_truth": 1, "coh": 12.8}),
+        ({"sigma": 0.0, "abort": True, "timing": {"stimulus": 800}}, {"ground_truth": 0, "coh": 0}),
+        ({"sigma": 0.0, "dt": 50, "dim_ring": 3}, {"ground_truth": 2, "coh": 51.2}),
+    ],
+)
+def test_reaction_time_tables_match_neurogyms_wrapper(kwargs, trial):
+    """reaction_time=True is NeuroGym's ReactionTime wrapper: the same observations, ground
+    truth, rewards, trial ends and performance at every step for every action."""
+    obs, gt, outcome = _ng_reaction_tables(trial, **kwargs)
+    my_obs, my_gt, my_outcome = _ours(
+        "PerceptualDecisionMaking-v0", trial, reaction_time=True, **kwargs
+    )
+    assert my_obs.shape == obs.shape
+    np.testing.assert_array_equal(my_obs, obs)
+    np.testing.assert_array_equal(my_gt, gt)
+    my_outcome[..., 2] *= my_outcome[..., 1]
+    np.testing.assert_allclose(my_outcome, outcome, rtol=1e-6, atol=1e-7)
+    # an answer is possible from one step after the stimulus onset to the trial's end
+    first = int(round(obs[:, 0].sum()))  # fixation steps
+    assert not outcome[first, 1:, 1].any() and outcome[first + 1 :, 1:, 1].all()
+
+
+def test_reaction_time_single_env_is_neurogyms_wrapper():
+    """Where snrl needs one env (a rollout), reaction_time=True gives NeuroGym's task under
+    its ReactionTime wrapper; a bad value is refused with the engine's message."""
+    from neurogym.wrappers import ReactionTime
+
+    from snrl.errors import UserError
+
+    env = tasks.make_env("PerceptualDecisionMaking-v0", reaction_time=True, sigma=0.5)
+    assert isinstance(env, ReactionTime) and env.unwrapped.sigma == 0.5 / np.sqrt(100)
+    assert not isinstance(tasks.make_env("PerceptualDecisionMaking-v0"), ReactionTime)
+    assert not isinstance(
+        tasks.make_env("PerceptualDecisionMaking-v0", reaction_time=False), ReactionTime
+    )
+    with pytest.raises(UserError, match="reaction_time must be true or false"):
+        tasks.make_env("PerceptualDecisionMaking-v0", reaction_time="yes")
+    with pytest.raises(UserError, match="no argument reaction_time"):
+        tasks.make_spec("GoNogo-v0", reaction_time=True)
+
+
 # ---- distributions ----------------------------------------------------------------------------
 def _ng_lengths(env_id: str, n: int, **kwargs) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     env = _neurogym(env_id, **kwargs)

@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 import snrl.tasks as T
 from snrl.envs.trials import TrialTracker, summarize_trials
@@ -109,9 +108,8 @@ def _rewards_ahead(envs: T.MultiTaskVectorEnv) -> np.ndarray:
     out = np.zeros((envs.num_envs, envs.n_actions))
     k_total = len(envs.subs)
     for k, sub in enumerate(envs.subs):
-        blocks = sub._base_q + sub._t * sub._quads
-        table = sub._reward64[blocks[:, None] + torch.arange(envs.n_actions)]
-        out[k::k_total] = table.numpy()
+        blocks = sub._blk  # action 0's block of each env's next step
+        out[k::k_total] = sub._reward_x[blocks[:, None] + np.arange(envs.n_actions)]
     return out
 
 
