@@ -27,11 +27,18 @@ def to_nir(algo: Any) -> Any:
     ``obs_mean``, ``obs_std`` and ``obs_clip``: feed the graph
     ``clip((obs - obs_mean) / obs_std, -obs_clip, obs_clip)``.
 
+    A shared trunk (``shared_trunk``) is exported whole: its readout's first
+    ``metadata["policy_outputs"]`` outputs are the policy's and output
+    ``metadata["value_output"]`` is the value.
+
     Raises:
         UserError: a policy NIR cannot hold (ALIF, an ANN, the population encoder, ...: see
             :func:`snrl.networks.nir_io.to_nir`), or without the ``nir`` package.
     """
     graph = nir_io.to_nir(algo.agent.actor)
+    if getattr(algo.agent, "shared_trunk", False):  # one readout: policy outputs, then value
+        graph.metadata["policy_outputs"] = int(algo.agent.head_size)
+        graph.metadata["value_output"] = int(algo.agent.head_size)
     norm = algo.agent.obs_norm
     graph.metadata["obs_normalized"] = bool(norm.enabled)
     if norm.enabled:  # the input is clip((obs - obs_mean) / obs_std, -obs_clip, obs_clip)

@@ -2,7 +2,15 @@
 algorithms that train them."""
 
 from snrl.agents.a2c import A2C, A2CConfig
-from snrl.agents.agent import ActorCriticAgent, Agent, AgentState, ObsNormalizer, StepResult
+from snrl.agents.agent import (
+    ActorCriticAgent,
+    Agent,
+    AgentState,
+    ObsNormalizer,
+    SharedActorCriticAgent,
+    StepResult,
+    TrunkState,
+)
 from snrl.agents.dqn import DQN, DQNConfig, QAgent
 from snrl.agents.dqn_math import (
     double_dqn_target,
@@ -36,7 +44,9 @@ __all__ = [
     "PPOConfig",
     "PassThrough",
     "QAgent",
+    "SharedActorCriticAgent",
     "StepResult",
+    "TrunkState",
     "double_dqn_target",
     "dueling_aggregate",
     "load_algo",

@@ -11,7 +11,9 @@ distribution and a critic value, :class:`snrl.agents.dqn.QAgent` Q-values.
 The policy's readout *is* the distribution's parameter vector (logits for Discrete and
 MultiDiscrete, the mean for Box, whose log-std is a learned state-independent vector). For a
 spiking backbone the readout is the membrane of its leaky-integrator layer. The critic's
-readout is one value. Policy and critic are separate backbones with separate states.
+readout is one value. Policy and critic are separate backbones with separate states
+(:class:`ActorCriticAgent`), or one backbone whose readout has both, the policy's outputs and
+the value, with one state (:class:`SharedActorCriticAgent`, ``shared_trunk``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from snrl.envs.spaces import ActionMap, ObsFlattener
 from snrl.errors import UserError, explain_foreign_calls
 from snrl.functional.state import State
 from snrl.networks.activity import Activity
-from snrl.networks.sequence import run_many_with_resets
+from snrl.networks.sequence import run_many_with_resets, run_with_resets
 
 
 class AgentState(NamedTuple):
@@ -38,13 +40,19 @@ class AgentState(NamedTuple):
     critic: Any
 
 
+class TrunkState(NamedTuple):
+    """Recurrent state of a shared-trunk actor-critic agent's one backbone."""
+
+    trunk: Any
+
+
 class StepResult(NamedTuple):
     """What :meth:`ActorCriticAgent.step` returns."""
 
     action: Tensor
     log_prob: Tensor | None
     value: Tensor | None
-    state: AgentState
+    state: AgentState | TrunkState
     outputs: dict[str, Tensor]
     activity: dict[str, Tensor]
 
@@ -261,6 +269,10 @@ class ActorCriticAgent(Agent):
 
     state_type = AgentState
     actor_name = "policy"
+    #: the backbone (and field of the state) the value is computed from
+    value_name: ClassVar[str] = "critic"
+    #: one backbone serves policy and value (:class:`SharedActorCriticAgent`)
+    shared_trunk: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -278,6 +290,11 @@ class ActorCriticAgent(Agent):
         self.head_size = self.actions.size
         self.policy = policy
         self.critic = critic
+        self._init_heads(policy, log_std_init, use_sde)
+
+    def _init_heads(self, policy: nn.Module, log_std_init: float, use_sde: bool) -> None:
+        """The heads' own parameters: a Box policy's log-std (with ``use_sde``, the scale of
+        the exploration matrices over the features of ``policy``'s last hidden layer)."""
         self.use_sde = bool(use_sde)
         self.sde_noise: Tensor | None = None
         if self.use_sde:
@@ -289,6 +306,11 @@ class ActorCriticAgent(Agent):
         elif self.use_sde:  # Discrete: the logit noise's scale is fixed (saved with the agent)
             self.register_buffer("log_std", torch.full(shape, float(log_std_init)))
         self.nvec = self.actions.nvec
+
+    def value_state(self, state: Any) -> Any:
+        """The part of the agent's ``state`` that :meth:`value` takes (the critic's, or the
+        shared trunk's)."""
+        return getattr(state, self.value_name)
 
     # ---- distributions -----------------------------------------------------------------------
     def distribution(self, out: Tensor, features: Tensor | None = None):
@@ -413,16 +435,12 @@ class ActorCriticAgent(Agent):
         ``train=False`` (evaluation) computes only what acting needs: no critic pass and no
         log-probability (``value`` and ``log_prob`` are None), and the critic's state is
         passed through unchanged."""
-        pol = self.policy.run(x, state.policy)
-        if train:
-            val, critic_state = self.critic(x, state.critic)
-        else:
-            val, critic_state = None, state.critic
-        z = self.sde_features(pol.activity, pol.out) if self.use_sde else None
+        pol_out, activity, val, new_state = self._run_step(x, state, train)
+        z = self.sde_features(activity, pol_out) if self.use_sde else None
         logit_noise = None
         if z is not None and self.kind == "discrete" and not deterministic:
             logit_noise = self._sde_noise(z)
-        out = pol.out if logit_noise is None else pol.out + logit_noise
+        out = pol_out if logit_noise is None else pol_out + logit_noise
         dist = self._distribution(out, z)
         action = self._sample(dist, deterministic, z)
         if not train:
@@ -435,18 +453,26 @@ class ActorCriticAgent(Agent):
         outputs = self.head_outputs(out, dist)
         if logit_noise is not None:
             outputs["logit_noise"] = logit_noise
-        return StepResult(
-            action,
-            log_prob,
-            None if val is None else val[..., 0],
-            AgentState(pol.state, critic_state),
-            outputs,
-            pol.activity,
-        )
+        return StepResult(action, log_prob, val, new_state, outputs, activity)
+
+    def _run_step(
+        self, x: Tensor, state: AgentState, train: bool
+    ) -> tuple[Tensor, Activity, Tensor | None, AgentState]:
+        """The backbones on one step: the policy's readout and activity, the value (B,)
+        (None without ``train``: the critic is skipped, its state passed through) and the
+        next state."""
+        pol = self.policy.run(x, state.policy)
+        if train:
+            val, critic_state = self.critic(x, state.critic)
+            val = val[..., 0]
+        else:
+            val, critic_state = None, state.critic
+        return pol.out, pol.activity, val, AgentState(pol.state, critic_state)
 
     @torch.no_grad()
     def value(self, x: Tensor, critic_state: State) -> Tensor:
-        """V(x) (B,) for normalized observations, from the given critic state."""
+        """V(x) (B,) for normalized observations, from the given critic state (the part of
+        the agent's state :meth:`value_state` names)."""
         return self.critic(x, critic_state)[0][..., 0]
 
     def evaluate_sequence(
@@ -467,6 +493,18 @@ class ActorCriticAgent(Agent):
         Returns:
             (log_probs, entropy, values), each (T, b), and the policy's activity.
         """
+        pol_out, values, activity = self._run_sequence(obs, starts, states)
+        z = self.sde_features(activity, pol_out) if self.use_sde else None
+        out = pol_out if logit_noise is None else pol_out + logit_noise
+        dist = self._distribution(out, z)
+        log_prob, entropy = self._log_prob_entropy(dist, actions)
+        return log_prob, entropy, values, activity
+
+    def _run_sequence(
+        self, obs: Tensor, starts: Tensor, states: list[AgentState]
+    ) -> tuple[Tensor, Tensor, Activity]:
+        """The backbones over a (T, b) sequence with resets: the policy's readout (T, b, A),
+        the values (T, b) and the policy's activity."""
         fresh_p = fresh_c = None
         if self.random_reset:
             fresh_p = [None if s is None else s.policy for s in states]
@@ -478,11 +516,67 @@ class ActorCriticAgent(Agent):
             starts,
             [fresh_p, fresh_c],
         )
-        z = self.sde_features(pol.activity, pol.out) if self.use_sde else None
-        out = pol.out if logit_noise is None else pol.out + logit_noise
-        dist = self._distribution(out, z)
-        log_prob, entropy = self._log_prob_entropy(dist, actions)
-        return log_prob, entropy, val.out[..., 0], pol.activity
+        return pol.out, val.out[..., 0], pol.activity
+
+
+class SharedActorCriticAgent(ActorCriticAgent):
+    """One backbone for policy and value: a shared trunk (``shared_trunk``; PPO).
+
+    The trunk is one recurrent backbone (for a spiking one: one E/I assignment, one hidden
+    state per env) whose readout has ``head_size + 1`` outputs: two leaky-integrator readouts
+    side by side, the policy's (the first ``head_size``: logits or mean) and the value's (the
+    last). LI readout units do not interact, so they are exactly two readouts on the same
+    spikes; both losses reach the trunk.
+
+    Args:
+        observation_space, action_space, normalize_obs, log_std_init, use_sde, seed: as
+            :class:`ActorCriticAgent`.
+        trunk: a recurrent-protocol module with output width ``head_size + 1``.
+    """
+
+    state_type = TrunkState
+    actor_name = "trunk"
+    value_name = "trunk"
+    shared_trunk = True
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        *,
+        trunk: nn.Module,
+        normalize_obs: bool = True,
+        log_std_init: float = 0.0,
+        use_sde: bool = False,
+        seed: int = 0,
+    ):
+        Agent.__init__(
+            self, observation_space, action_space, normalize_obs=normalize_obs, seed=seed
+        )
+        self.head_size = self.actions.size
+        self.trunk = trunk
+        self._init_heads(trunk, log_std_init, use_sde)
+
+    def _run_step(
+        self, x: Tensor, state: TrunkState, train: bool
+    ) -> tuple[Tensor, Activity, Tensor | None, TrunkState]:
+        res = self.trunk.run(x, state.trunk)
+        val = res.out[..., self.head_size] if train else None
+        return res.out[..., : self.head_size], res.activity, val, TrunkState(res.state)
+
+    @torch.no_grad()
+    def value(self, x: Tensor, trunk_state: State) -> Tensor:
+        """V(x) (B,) for normalized observations, from the given trunk state."""
+        return self.trunk(x, trunk_state)[0][..., self.head_size]
+
+    def _run_sequence(
+        self, obs: Tensor, starts: Tensor, states: list[TrunkState]
+    ) -> tuple[Tensor, Tensor, Activity]:
+        fresh = None
+        if self.random_reset:
+            fresh = [None if s is None else s.trunk for s in states]
+        res = run_with_resets(self.trunk, obs, states[0].trunk, starts, fresh)
+        return res.out[..., : self.head_size], res.out[..., self.head_size], res.activity
 
 
 SDE_EPS = 1e-6

@@ -1065,7 +1065,8 @@ def _available_device(name: str) -> torch.device:
 
 def run_title(algo_name: str, cfg: Any) -> str:
     """A run described for its figures: ``"PPO · LIF · Dale 80/20 · 128 neurons · seed 0 ·
-    CartPole-v1"`` (an ANN backbone says "units" and no Dale)."""
+    CartPole-v1"`` (an ANN backbone says "units" and no Dale; a shared trunk adds "shared
+    trunk" after the width)."""
     backbone = str(cfg.backbone)
     spiking = backbone.lower() in SPIKING
     parts = [algo_name.upper(), backbone.upper()]
@@ -1075,5 +1076,8 @@ def run_title(algo_name: str, cfg: Any) -> str:
             parts.append(f"Dale {100 - inh}/{inh}")
         else:
             parts.append("no Dale")
-    parts += [f"{cfg.hidden_size} {'neurons' if spiking else 'units'}", f"seed {cfg.seed}"]
+    parts.append(f"{cfg.hidden_size} {'neurons' if spiking else 'units'}")
+    if getattr(cfg, "shared_trunk", False):  # one network for policy and value
+        parts.append("shared trunk")
+    parts.append(f"seed {cfg.seed}")
     return " · ".join(parts) + f" · {cfg.env}"

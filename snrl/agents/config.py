@@ -176,6 +176,12 @@ class AgentConfig:
     """How the spiking layer learns: bptt (backpropagation through time, autograd) | eprop
     (e-prop, Bellec et al. 2020: eligibility traces times the learning signal the policy and
     value readouts broadcast; one-layer lif/alif backbones, PPO and A2C; docs/learning_rules.md)."""
+    shared_trunk: bool = False
+    """One spiking network for policy and value (actor-critic algorithms): one recurrent
+    backbone (one E/I assignment, one hidden state per env) feeding two leaky-integrator
+    readouts, the policy's and the value's, trained by both losses; false: two separate
+    networks, each with its own E/I assignment and state (``--shared-trunk``; docs/agents.md,
+    "Shared trunk"). DQN has no critic and refuses it."""
     eprop_feedback: Literal["symmetric", "random"] = "symmetric"
     """The matrix that carries a readout's error back to the neurons under e-prop: symmetric
     (the readout's own weights, ``B = W_out^T``) | random (a fixed random matrix, random
@@ -187,6 +193,8 @@ class AgentConfig:
     """Written by snrl: the tuned entry applied and its keys, or "none: ..." naming the
     table the file lacks (empty: tuned off)."""
 
+    #: the algorithm has a critic (a value network), so ``shared_trunk`` applies
+    has_critic: ClassVar[bool] = False
     #: integer fields that must be >= 1 (subclasses extend it)
     clockless_tau: ClassVar[dict[str, float]] = {"tau_m": 10e-3, "readout_tau_m": 10e-3}
     """``tau_m`` / ``readout_tau_m`` (seconds) left unset on a task without a clock."""
@@ -203,6 +211,13 @@ class AgentConfig:
     def __post_init__(self) -> None:
         check_values(self)  # types, finite numbers: every field of every algorithm's config
         self._check_learning_rule()
+        algo = type(self).__name__.removesuffix("Config")
+        check(
+            not self.shared_trunk or self.has_critic,
+            f"shared_trunk=true but {algo} has no critic to share a network with (its one "
+            "network is the Q-network; use shared_trunk with an actor-critic algorithm such as "
+            "PPO, or drop --shared-trunk)",
+        )
         check(self.backbone in BACKBONES, f"backbone={self.backbone!r} (one of {BACKBONES})")
         check(self.encoder in ENCODERS, f"encoder={self.encoder!r} (one of {ENCODERS})")
         check(
@@ -324,7 +339,8 @@ class AgentConfig:
         h, n = self.hidden_size, self.n_layers
         gates = 4 if self.backbone in ("gru", "lstm") else 1
         params = gates * (obs_size * h + (2 * n - 1) * h * h + n * h) + h * head_size
-        return {"networks": 2 * 16 * params}  # two backbones x (param, grad, 2 moments) fp32
+        nets = 1 if self.shared_trunk else 2  # backbones x (param, grad, 2 moments) fp32
+        return {"networks": nets * 16 * params}
 
     def check_memory(self, obs_size: int, head_size: int) -> None:
         """Refuse a config whose :meth:`memory_bytes` exceed :func:`memory_limit`, before

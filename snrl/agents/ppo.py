@@ -29,13 +29,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from snrl.agents.agent import ActorCriticAgent, ReturnScaler
+from snrl.agents.agent import ActorCriticAgent, ReturnScaler, SharedActorCriticAgent
 from snrl.agents.base import Algorithm
 from snrl.agents.config import AgentConfig
 from snrl.agents.limits import check, check_finite, check_parameters
 from snrl.buffers.rollout import RolloutBuffer
 from snrl.envs import ActionMap, ObsFlattener, finished_episodes
-from snrl.errors import NonFiniteError
+from snrl.errors import NonFiniteError, UserError
 from snrl.functional.state import index_state
 from snrl.layers.base import cached_weights
 from snrl.learning import make_learning_rule
@@ -80,6 +80,7 @@ class ActorCriticConfig(AgentConfig):
     Without it trained CartPole policies drift above 0.3 spikes per step
     (docs/benchmarks.md#ppos-defaults)."""
 
+    has_critic: ClassVar[bool] = True
     positive_ints: ClassVar[tuple[str, ...]] = (*AgentConfig.positive_ints, "n_steps")
 
     def __post_init__(self) -> None:
@@ -97,9 +98,11 @@ class ActorCriticConfig(AgentConfig):
 
     def memory_bytes(self, obs_size: int, head_size: int) -> dict[str, int]:
         """:meth:`AgentConfig.memory_bytes` plus the rollout of one update: observations
-        (normalized and raw), the two backbones' states and the autograd graph over them."""
+        (normalized and raw), the backbones' states (two, or one shared trunk) and the
+        autograd graph over them."""
         parts = super().memory_bytes(obs_size, head_size)
-        per_step = 2 * obs_size + 12 * self.n_layers * self.hidden_size + 12
+        states = 6 if self.shared_trunk else 12  # one backbone's state, or two
+        per_step = 2 * obs_size + states * self.n_layers * self.hidden_size + 12
         parts["rollout"] = 4 * self.n_envs * self.n_steps * per_step
         return parts
 
@@ -212,8 +215,29 @@ keep_field_order(
 def build_agent(
     cfg: Any, observation_space, action_space, *, policy=None, critic=None
 ) -> ActorCriticAgent:
-    """The agent a config describes; ``policy``/``critic`` replace the built backbones."""
+    """The agent a config describes; ``policy``/``critic`` replace the built backbones. With
+    ``cfg.shared_trunk``: one backbone built by name whose readout has the policy's outputs
+    and the value (:class:`SharedActorCriticAgent`)."""
     obs_size = ObsFlattener(observation_space).size
+    if getattr(cfg, "shared_trunk", False):
+        if policy is not None or critic is not None:
+            raise UserError(
+                "shared_trunk=true builds one network for policy and value by name; policy=/"
+                "critic= modules are two separate networks (pass backbone='lif' ..., or set "
+                "shared_trunk=false)"
+            )
+        head = ActionMap(action_space).size
+        trunk = cfg.build_backbone(obs_size, head + 1, seed=cfg.seed)
+        _init_shared_readout(trunk, head)
+        return SharedActorCriticAgent(
+            observation_space,
+            action_space,
+            trunk=trunk,
+            normalize_obs=cfg.normalize_obs,
+            log_std_init=getattr(cfg, "log_std_init", 0.0),
+            use_sde=getattr(cfg, "use_sde", False),
+            seed=cfg.seed + 31,
+        )
     if policy is None:
         policy = cfg.build_backbone(obs_size, ActionMap(action_space).size, seed=cfg.seed)
         _init_readout(policy, gain=0.01)
@@ -248,14 +272,33 @@ def _init_readout(net: nn.Module, gain: float) -> None:
                     nn.init.orthogonal_(p)
                 else:
                     nn.init.zeros_(p)
-    readout = getattr(net, "readout", None) or getattr(
-        getattr(net, "backbone", None), "readout", None
-    )
+    readout = _readout_of(net)
     if readout is not None and gain < 1:
         with torch.no_grad():
             for name, p in readout.named_parameters():
                 if "weight" in name:
                     p.mul_(gain * 10)
+
+
+def _readout_of(net: nn.Module) -> nn.Module | None:
+    """The LI readout of a spiking backbone (or of the one inside an encoder), else None."""
+    return getattr(net, "readout", None) or getattr(getattr(net, "backbone", None), "readout", None)
+
+
+def _init_shared_readout(net: nn.Module, head: int) -> None:
+    """:func:`_init_readout` for a shared trunk: the value's readout as a critic's (gain 1),
+    the policy's ``head`` outputs scaled as a policy's (gain 0.01 for an ANN's orthogonal
+    rows; 0.1 of the spiking readout's weights), so both start as they do in two networks."""
+    _init_readout(net, gain=1.0)
+    linears = [m for m in net.modules() if isinstance(m, nn.Linear)]
+    readout = _readout_of(net)
+    with torch.no_grad():
+        if readout is not None:  # spiking: weights (N, head + 1), row = presynaptic neuron
+            for name, p in readout.named_parameters():
+                if "weight" in name:
+                    p[:, :head].mul_(0.01 * 10)
+        else:  # ANN (mlp, gru, lstm): the head is the last nn.Linear, weight (head + 1, H)
+            linears[-1].weight[:head].mul_(0.01)
 
 
 def explained_variance(buf: RolloutBuffer) -> float:
@@ -312,6 +355,12 @@ class ActorCriticAlgorithm(Algorithm):
             env, config, overrides, {"policy": policy, "critic": critic, "backbone": user}
         )
         cfg = self.config
+        if cfg.shared_trunk and user is not None:
+            raise UserError(
+                "shared_trunk=true builds one network for policy and value by name; a "
+                "backbone= module becomes two separate networks (pass backbone='lif' ..., or "
+                "set shared_trunk=false)"
+            )
         if user is not None:  # a user's snntorch network: one copy each, snrl readouts
             policy = user.with_readout(ActionMap(act_space).size, seed=cfg.seed, gain=0.1)
             critic = user.with_readout(1, copy_module=True, seed=cfg.seed + 7919)
@@ -362,7 +411,7 @@ class ActorCriticAlgorithm(Algorithm):
         with cached_weights():  # the parameters do not change during a rollout
             for t in range(T):
                 self._collect_step(t, buf, raw, final_values, episode_returns)
-        last_value = agent.value(agent.preprocess(self._obs), self._state.critic)
+        last_value = agent.value(agent.preprocess(self._obs), agent.value_state(self._state))
         buf.finish(
             final_values=final_values, last_value=last_value, gamma=cfg.gamma, lam=cfg.gae_lambda
         )
@@ -387,7 +436,7 @@ class ActorCriticAlgorithm(Algorithm):
         try:
             res = agent.step(x, self._state)
         except ValueError as e:  # torch's distribution refuses non-finite logits
-            raise self._explain(e, x, self._state.policy, self.env_step + t * B) from e
+            raise self._explain(e, x, self._state, self.env_step + t * B) from e
         env_action = agent.env_action(res.action)
         stepped = self._step_envs(env_action, self.env_step + (t + 1) * B)
         next_obs, reward, reward32, term, trunc, done, info = stepped
@@ -401,7 +450,7 @@ class ActorCriticAlgorithm(Algorithm):
         if trunc.any():
             idx = np.flatnonzero(trunc)
             final = np.stack([info["final_obs"][i] for i in idx])
-            critic_rows = index_state(res.state.critic, torch.as_tensor(idx))
+            critic_rows = index_state(agent.value_state(res.state), torch.as_tensor(idx))
             final_values[t, idx] = agent.value(agent.preprocess(final), critic_rows)
         buf.add(
             obs=x,
@@ -427,7 +476,8 @@ class ActorCriticAlgorithm(Algorithm):
         try:
             check_finite(x, "normalized observation", env_step=env_step, cause=_OBS_CAUSE)
             check_parameters(self.agent, env_step=env_step)
-            out = self.agent.policy.run(x, state).out
+            agent = self.agent
+            out = agent.actor.run(x, getattr(state, agent.actor_name)).out[..., : agent.head_size]
             check_finite(out, "policy output (logits or mean)", env_step=env_step, cause=_OBS_CAUSE)
         except NonFiniteError as e:
             return e

@@ -620,7 +620,8 @@ def perturbation_report(
     return {
         "format": _FORMAT,
         "version": 2,
-        "network": "policy",
+        # one network serves policy and value with a shared trunk: the perturbation hits both
+        "network": "trunk" if getattr(algo.agent, "shared_trunk", False) else "policy",
         "perturbation": {
             **desc,
             "label": spec.describe(),

@@ -35,6 +35,22 @@ __all__ = ["ANALYSIS_FILES", "NetworkAnalysis", "analyze", "initial_weights"]
 _FORMAT = "snrl.analysis"
 _VERSION = 1
 
+#: What each network of an agent is, for ``summary.json`` (``network_role``) and the figures:
+#: the policy (with a critic beside it, or without: DQN's Q-network), the critic, the trunk.
+NETWORK_ROLES = {
+    "policy": "the policy network: it chooses the actions (its activity is recorded while it acts)",
+    "policy+critic": "the policy network: it chooses the actions (its activity is recorded "
+    "while it acts); the critic is a separate network with its own E/I assignment, analysed "
+    "in critic_summary.json and the critic_*.png figures",
+    "critic": "the critic network: it estimates the value; a separate network with its own "
+    "E/I assignment, run on the observations of the same evaluation episodes from its initial "
+    "state",
+    "trunk": "one network serves policy and value (shared trunk: one E/I assignment, one "
+    "state, two leaky-integrator readouts: the policy's and the value's)",
+}
+#: What figure labels add to ``"<network>: <layer>"``.
+_LABEL_NOTES = {"critic": " (own E/I)", "trunk": " (policy + value)"}
+
 
 def _json_num(x: Any) -> Any:
     x = float(x)
@@ -52,8 +68,11 @@ class NetworkAnalysis:
             :func:`snrl.analysis.currents.layer_weights`; None: no currents.
         fano_window, corr_bin: see :class:`SpikeStats` (neuron steps).
         psth_window: (pre, post) neuron steps around trial events.
-        network: which network of the agent this is (``"policy"``, ``"critic"``): named in
-            every figure title and in ``summary.json``.
+        network: which network of the agent this is (``"policy"``, ``"critic"``, or
+            ``"trunk"``: one network for policy and value): named in every figure title and in
+            ``summary.json``.
+        role: what the network is, in words (``summary.json``'s ``network_role``; default:
+            :data:`NETWORK_ROLES` of ``network``).
         decode: trial envs: decode the task variables over time and measure the
             dimensionality of the first spiking layer (:mod:`snrl.analysis.dynamics`).
         n_shuffles: label shuffles of the decoding's null distribution.
@@ -84,6 +103,7 @@ class NetworkAnalysis:
         corr_bin: int = 10,
         psth_window: tuple[int, int] = (10, 40),
         network: str = "policy",
+        role: str | None = None,
         decode: bool = True,
         n_shuffles: int = 20,
         decode_steps: int = 40,
@@ -94,6 +114,7 @@ class NetworkAnalysis:
         dpca: bool = False,
     ) -> None:
         self.network = str(network)
+        self.role = NETWORK_ROLES.get(self.network, "") if role is None else str(role)
         self.dpca = bool(dpca)
         self.decode = bool(decode)
         self.decode_params = {
@@ -269,6 +290,7 @@ class NetworkAnalysis:
             "format": _FORMAT,
             "version": _VERSION,
             "network": self.network,
+            "network_role": self.role,
             "episodes": self.episodes,
             "env_steps": self.env_steps,
             "mean_return": _json_num(np.mean(self.returns)) if self.returns else None,
@@ -288,7 +310,8 @@ class NetworkAnalysis:
                 "trials per condition and how the decision was placed (alignment)",
                 "network": "the agent's network these layers belong to (policy: chooses the "
                 "actions; critic: estimates the value, a separate network with its own E/I "
-                "assignment)",
+                "assignment; trunk: one network serves policy and value); network_role says "
+                "it in words",
                 "networks": "the analyses of the agent's other networks, same format",
             },
             "layers": layers,
@@ -435,7 +458,7 @@ class NetworkAnalysis:
 
     # -------------------------------------------------------------- files
     def _label(self, name: str) -> str:
-        return f"{self.network}: {name}"
+        return f"{self.network}: {name}{_LABEL_NOTES.get(self.network, '')}"
 
     def figures(self) -> dict[str, Any]:
         """File name -> matplotlib Figure, for the figures this analysis can draw.
@@ -593,14 +616,22 @@ class NetworkAnalysis:
         ]
 
     def write(
-        self, out_dir: str | Path, *, svg: bool = False, style: str | None = None
+        self,
+        out_dir: str | Path,
+        *,
+        svg: bool = False,
+        style: str | None = None,
+        prefix: str = "",
     ) -> list[Path]:
-        """Write ``summary.json`` and the figures into ``out_dir`` (atomically, file by file).
+        """Write ``summary.json`` and the figures into ``out_dir`` (atomically, file by file),
+        then those of each network in ``others`` on their own, their names prefixed with the
+        network's (``critic_summary.json``, ``critic_raster.png``, ...).
 
         Args:
             svg: also write each figure as SVG (a style always does).
             style: ``"paper"`` or ``"talk"`` (:mod:`snrl.analysis.style`): the figures in
                 that style, with their PDF/SVG; None: the default PNGs.
+            prefix: put before every file name (the other networks' files).
 
         Returns:
             The paths written.
@@ -611,15 +642,18 @@ class NetworkAnalysis:
         out = Path(out_dir)
         written = []
         for name, fig in self.figures().items():
+            name = prefix + name
             if style is not None:  # every style writes an SVG too
                 written += write_figure(fig, out / name, style=style)
                 continue
             written.append(save_figure(fig, out / name))
             if svg:
                 written.append(save_figure(fig, out / name.replace(".png", ".svg")))
-        path = out / "summary.json"
+        path = out / f"{prefix}summary.json"
         write_json_atomic(path, self.summary())
         written.append(path)
+        for key, other in self.others.items():  # each network's own files
+            written += other.write(out, svg=svg, style=style, prefix=f"{prefix}{key}_")
         return written
 
 
@@ -643,7 +677,9 @@ def analyze(
     it; its activity is computed by running it on the same preprocessed observations of each
     episode from its initial state (exactly the states it would pass through, since it
     sees only the observations; with ``hh_init="random"`` its initial state is a fresh
-    draw). It is analysed as ``result.others["critic"]`` when it has spiking layers.
+    draw). It is analysed as ``result.others["critic"]`` when it has spiking layers. A
+    shared-trunk agent (``shared_trunk``) has one network for policy and value: it is
+    analysed once, as ``network="trunk"``.
 
     Args:
         algo: a PPO or DQN algorithm with a spiking policy backbone.
@@ -666,7 +702,8 @@ def analyze(
             ``decode``, ``n_shuffles`` ...); the critic is not decoded.
 
     Returns:
-        The policy's analysis (``network="policy"``), with ``others`` holding the critic's.
+        The policy's analysis (``network="policy"``, or ``"trunk"`` for a shared trunk), with
+        ``others`` holding the critic's.
     """
     import torch
 
@@ -680,6 +717,8 @@ def analyze(
     critic_weights = layer_weights(critic) if critic is not None else {}
     if not critic_weights:
         critic = None
+    network = _network_name(agent)
+    role = NETWORK_ROLES["policy+critic" if critic is not None else network]
     fpa = None
     if fixed_points:  # checked before any episode runs
         from snrl.analysis.fixed_points import FixedPointAnalysis
@@ -697,7 +736,9 @@ def analyze(
                 traj.layers,
                 dt=dt,
                 weights=weights,
-                initial_weights=before.get("policy"),
+                network=network,
+                role=role,
+                initial_weights=before.get(network),
                 fixed_points=fpa,
                 **kwargs,
             )
@@ -774,20 +815,27 @@ def initial_weights(algo: Any) -> dict[str, dict[str, LayerWeights]]:
 
     Returns:
         ``{"policy": {layer: LayerWeights}, "critic": {...}}`` (networks with spiking
-        layers); empty when the run cannot be rebuilt from its config (custom backbones).
+        layers; a shared trunk's under ``"trunk"``); empty when the run cannot be rebuilt
+        from its config (custom backbones).
     """
     try:
         fresh = type(algo)(None, config=algo.config, run_dir=None)
     except Exception:  # custom backbones, an env that needs an object: no "before"
         return {}
     try:
-        out = {"policy": layer_weights(fresh.agent.actor)}
+        out = {_network_name(fresh.agent): layer_weights(fresh.agent.actor)}
         critic = getattr(fresh.agent, "critic", None)
         if critic is not None:
             out["critic"] = layer_weights(critic)
     finally:
         fresh.close()
     return {k: v for k, v in out.items() if v}
+
+
+def _network_name(agent: Any) -> str:
+    """The name the analysis gives an agent's acting network: ``"trunk"`` when one network
+    serves policy and value (``shared_trunk``), else ``"policy"``."""
+    return "trunk" if getattr(agent, "shared_trunk", False) else "policy"
 
 
 def _pick_by_population(order_key: Any, sign: Any, k: int) -> list[tuple[int, str]]:

@@ -84,6 +84,7 @@ CONFIG_FLAGS: tuple[tuple[str, str, Any], ...] = (
     ("--seed", "seed", lambda a: a.seed),
     ("--learning-rule", "learning_rule", lambda a: getattr(a, "learning_rule", None)),
     ("--eprop-feedback", "eprop_feedback", lambda a: getattr(a, "eprop_feedback", None)),
+    ("--shared-trunk", "shared_trunk", lambda a: getattr(a, "shared_trunk", None)),
     ("--threads", "threads", lambda a: getattr(a, "threads", None)),
     ("--no-tuned", "tuned", lambda a: False if getattr(a, "no_tuned", False) else None),
 )
@@ -479,6 +480,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     finish_output_dir(out, written)
     summary = result.summary()
     line = {"out": str(out), "episodes": summary["episodes"], "files": [p.name for p in written]}
+    # which networks: policy (+ critic, its files critic_*), or one trunk for policy and value
+    line["networks"] = [summary["network"], *summary.get("networks", {})]
     for name, layer in summary["layers"].items():
         pops = layer["populations"]
         line[name] = {

@@ -170,6 +170,13 @@ def _add_train(sub: Any) -> None:
         default=None,
         help="e-prop's feedback: the readout's weights (default) or a fixed random matrix",
     )
+    t.add_argument(
+        "--shared-trunk",
+        action="store_true",
+        default=None,
+        help="PPO: one network for policy and value, two readouts (config key shared_trunk; "
+        "docs/agents.md)",
+    )
     t.add_argument("--config", default=None, metavar="FILE.toml")
     add_set_flag(t)
     t.add_argument("--out", required=True, help="run directory")

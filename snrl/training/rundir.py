@@ -57,6 +57,7 @@ __all__ = [
     "ANALYSIS_DIR",
     "ANALYSIS_FILES",
     "ANALYSIS_OUTPUTS",
+    "CRITIC_PREFIX",
     "PERTURB_DIR",
     "PERTURB_OUTPUTS",
     "ACTIVITY_DIR",
@@ -159,6 +160,12 @@ ANALYSIS_FILES = (
     "compare.pdf",
     "spikes.nwb",
     "spikes_neo.mat",
+)
+#: The prefix of the critic's own files in the analysis folder (an actor-critic run with
+#: separate networks: the critic's ``summary.json`` and figures, ``critic_summary.json`` ...).
+CRITIC_PREFIX = "critic_"
+ANALYSIS_FILES += tuple(
+    CRITIC_PREFIX + n for n in ANALYSIS_FILES[1:] if not n.startswith(("compare", "spikes"))
 )
 
 #: ``snrl analyze``'s default output folder in a run directory, and its files.

@@ -122,3 +122,22 @@ def test_a_dqn_q_network_is_exported_too():
     assert torch.equal(a.activity["lif0"].spikes, b.activity["lif0"].spikes)
     assert torch.equal(a.out, b.out)  # the Q-values, so the greedy actions too
     algo.close()
+
+
+@torch.no_grad()
+def test_a_shared_trunk_is_exported_with_its_value_output_named():
+    import snrl
+    import snrl.export
+
+    algo = snrl.PPO("CartPole-v1", hidden_size=16, seed=0, shared_trunk=True)
+    trunk = algo.agent.actor
+    graph = snrl.export.to_nir(algo)
+    assert graph.metadata["policy_outputs"] == 2 and graph.metadata["value_output"] == 2
+    net = from_nir(graph)
+    x = torch.rand(50, 1, 4, generator=torch.Generator().manual_seed(3)) * 2
+    a, b = trunk.run(x, trunk.initial_state(1)), net.run(x, net.initial_state(1))
+    assert torch.equal(a.out, b.out) and a.out.shape[-1] == 3  # logits, logits, value
+    torch.testing.assert_close(
+        algo.agent.value(x[0], algo.agent.initial_state(1).trunk), b.out[0, :, 2]
+    )
+    algo.close()
