@@ -64,64 +64,23 @@ def eprop_layer_gradients(
         ``(grad_in (F, N), grad_rec (N, N) or None without recurrence, grad_bias (N,))``.
     """
     p = _rerun(layer, x, state, starts, fresh)
-    adaptive, starts, res, alpha, psi, thr = p.adaptive, p.starts, p.res, p.alpha, p.psi, p.thr
-    t_len, batch, n_in = x.shape
-    n, n_pre, recurrent = layer.output_size, p.n_pre, p.recurrent
+    n = layer.output_size
+    # LIF, reset="subtract", one membrane decay: e_t = psi_t (x) zbar_t factorizes, so the
+    # sum over t is one product of the presynaptic traces (T, B, I: the input's size) with
+    # psi * L: 8x faster than the (B, I, N) traces (T 100, B 4, 128 neurons), same sums
+    factored = (
+        not p.adaptive
+        and layer.reset == "subtract"
+        and not through_reset
+        and bool((p.alpha == p.alpha.reshape(-1)[0]).all())
+    )
     with torch.no_grad():
-        el = initial_eligibility(
-            batch, n_pre, n, adaptive=adaptive, filtered=False, device=x.device, dtype=x.dtype
-        )
-        grad = x.new_zeros(n_pre, n)
-        ones = x.new_ones(batch, 1)
-        z_prev, v_prev = p.z0, p.v0
-        factor = None
-        # LIF, reset="subtract", one membrane decay: e_t = psi_t (x) zbar_t factorizes, so the
-        # sum over t is one product of the presynaptic traces (T, B, I: the input's size) with
-        # psi * L: 8x faster than the (B, I, N) traces (T 100, B 4, 128 neurons), same sums
-        factored = (
-            not adaptive
-            and layer.reset == "subtract"
-            and not through_reset
-            and bool((alpha == alpha.reshape(-1)[0]).all())
-        )
         if factored:
-            decay = alpha.reshape(-1)[0]
-            zbar = x.new_empty(t_len, batch, n_pre)
-            acc = x.new_zeros(batch, n_pre)
-        for t in range(t_len):
-            if starts is not None and bool(starts[t].any()):
-                el = reset_rows(el, starts[t])
-                z_prev = torch.where(starts[t][:, None], p.fresh_seq.z[t], z_prev)
-                v_prev = torch.where(starts[t][:, None], p.fresh_seq.v[t], v_prev)
-                if factored:
-                    acc = acc * (~starts[t]).to(x.dtype)[:, None]
-            pre = torch.cat([x[t], z_prev, ones] if recurrent else [x[t], ones], dim=1)
-            if factored:
-                acc = torch.addcmul(pre, decay, acc)
-                zbar[t] = acc
-                z_prev = res.out[t]
-                continue
-            if through_reset:
-                if layer.reset == "zero":
-                    factor = alpha * v_prev
-                else:
-                    factor = thr[t] if adaptive else torch.full_like(v_prev, thr)
-            el = eligibility_step(
-                el,
-                pre,
-                psi[t],
-                alpha,
-                rho=p.rho,
-                beta=p.beta,
-                z_prev=z_prev,
-                reset=layer.reset,
-                reset_factor=factor,
-            )
-            accumulate(grad, signal[t], el.e)
-            z_prev, v_prev = res.out[t], res.v[t]
-        if factored:
-            grad = zbar.reshape(-1, n_pre).T @ (signal * psi).reshape(-1, n)
-    return _split(grad, n_in, n, recurrent)
+            zbar = _factored_traces(x, p)
+            grad = zbar.reshape(-1, p.n_pre).T @ (signal * p.psi).reshape(-1, n)
+        else:
+            grad, _ = _trace_loop(layer, x, p, None, e_signal=signal, through_reset=through_reset)
+    return _split(grad, x.shape[2], n, p.recurrent)
 
 
 class _Rerun(NamedTuple):
@@ -185,6 +144,94 @@ def _split(
     return grad[:n_in], (grad[n_in : n_in + n] if recurrent else None), grad[-1]
 
 
+def _steps(x: Tensor, p: _Rerun) -> Iterator[tuple[int, Tensor | None, Tensor, Tensor, Tensor]]:
+    """Walk a re-run sequence step by step: ``(t, rows, pre_t, z_{t-1}, v_{t-1})`` with
+    ``rows`` the bool (B,) episode starts at ``t`` (None when no row starts), ``pre_t`` (B, I)
+    the presynaptic input (inputs, last spikes with recurrence, 1 for the bias) and the
+    spikes and membranes before the step (the fresh states in the rows that start)."""
+    ones = x.new_ones(x.shape[1], 1)
+    z_prev, v_prev = p.z0, p.v0
+    for t in range(x.shape[0]):
+        rows = None
+        if p.starts is not None and bool(p.starts[t].any()):
+            rows = p.starts[t]
+            z_prev = torch.where(rows[:, None], p.fresh_seq.z[t], z_prev)
+            v_prev = torch.where(rows[:, None], p.fresh_seq.v[t], v_prev)
+        pre = torch.cat([x[t], z_prev, ones] if p.recurrent else [x[t], ones], dim=1)
+        yield t, rows, pre, z_prev, v_prev
+        z_prev, v_prev = p.res.out[t], p.res.v[t]
+
+
+def _factored_traces(x: Tensor, p: _Rerun) -> Tensor:
+    """(T, B, I) the presynaptic traces ``zbar_t = alpha zbar_{t-1} + pre_t`` of a LIF layer
+    with one membrane decay (restarted at episode starts): with reset="subtract" its
+    eligibility trace is ``psi_t (x) zbar_t``."""
+    decay = p.alpha.reshape(-1)[0]
+    zbar = x.new_empty(x.shape[0], x.shape[1], p.n_pre)
+    acc = x.new_zeros(x.shape[1], p.n_pre)
+    for t, rows, pre, _, _ in _steps(x, p):
+        if rows is not None:
+            acc = acc * (~rows).to(x.dtype)[:, None]
+        acc = torch.addcmul(pre, decay, acc)
+        zbar[t] = acc
+    return zbar
+
+
+def _trace_loop(
+    layer: LIFLayer | ALIFLayer,
+    x: Tensor,
+    p: _Rerun,
+    eligibility: EligibilityState | None,
+    *,
+    e_signal: Tensor | None,
+    fe_signal: Tensor | None = None,
+    kappa: float | None = None,
+    through_reset: bool = False,
+) -> tuple[Tensor, EligibilityState]:
+    """The eligibility traces carried over the steps of one re-run window (from
+    ``eligibility``; None: all zero, with ``F_kappa(e)`` when ``fe_signal`` is given) and the
+    (I, N) gradient ``sum_t fe_signal_t F_kappa(e)_t + sum_t e_signal_t e_t``; returns it
+    with the traces after the window. ``through_reset``: see :func:`eprop_layer_gradients`."""
+    el = eligibility
+    if el is None:
+        el = initial_eligibility(
+            x.shape[1],
+            p.n_pre,
+            layer.output_size,
+            adaptive=p.adaptive,
+            filtered=fe_signal is not None,
+            device=x.device,
+            dtype=x.dtype,
+        )
+    grad = x.new_zeros(p.n_pre, layer.output_size)
+    factor = None
+    for t, rows, pre, z_prev, v_prev in _steps(x, p):
+        if rows is not None:
+            el = reset_rows(el, rows)
+        if through_reset:
+            if layer.reset == "zero":
+                factor = p.alpha * v_prev
+            else:
+                factor = p.thr[t] if p.adaptive else torch.full_like(v_prev, p.thr)
+        el = eligibility_step(
+            el,
+            pre,
+            p.psi[t],
+            p.alpha,
+            rho=p.rho,
+            beta=p.beta,
+            z_prev=z_prev,
+            reset=layer.reset,
+            reset_factor=factor,
+            kappa=kappa,
+        )
+        if fe_signal is not None:
+            accumulate(grad, fe_signal[t], el.fe)
+        if e_signal is not None:
+            accumulate(grad, e_signal[t], el.e)
+    return grad, el
+
+
 def eprop_online_gradients(
     layer: LIFLayer | ALIFLayer,
     x: Tensor,
@@ -224,46 +271,16 @@ def eprop_online_gradients(
     """
     p = _rerun(layer, x, state, starts, fresh)
     batch, n = x.shape[1], layer.output_size
+    el = eligibility
+    if el is not None and (el.fe is None or el.eps_v.shape != (batch, p.n_pre, n)):
+        raise UserError(
+            f"carried eligibility traces of shape {tuple(el.eps_v.shape)} do not fit this "
+            f"window (batch {batch}, {p.n_pre} inputs, {n} neurons, filtered)"
+        )
     with torch.no_grad():
-        el = eligibility
-        if el is None:
-            el = initial_eligibility(
-                batch,
-                p.n_pre,
-                n,
-                adaptive=p.adaptive,
-                filtered=True,
-                device=x.device,
-                dtype=x.dtype,
-            )
-        elif el.fe is None or el.eps_v.shape != (batch, p.n_pre, n):
-            raise UserError(
-                f"carried eligibility traces of shape {tuple(el.eps_v.shape)} do not fit this "
-                f"window (batch {batch}, {p.n_pre} inputs, {n} neurons, filtered)"
-            )
-        grad = x.new_zeros(p.n_pre, n)
-        ones = x.new_ones(batch, 1)
-        z_prev = p.z0
-        for t in range(x.shape[0]):
-            if p.starts is not None and bool(p.starts[t].any()):
-                el = reset_rows(el, p.starts[t])
-                z_prev = torch.where(p.starts[t][:, None], p.fresh_seq.z[t], z_prev)
-            pre = torch.cat([x[t], z_prev, ones] if p.recurrent else [x[t], ones], dim=1)
-            el = eligibility_step(
-                el,
-                pre,
-                p.psi[t],
-                p.alpha,
-                rho=p.rho,
-                beta=p.beta,
-                z_prev=z_prev,
-                reset=layer.reset,
-                kappa=kappa,
-            )
-            accumulate(grad, readout_signal[t], el.fe)
-            if local_signal is not None:
-                accumulate(grad, local_signal[t], el.e)
-            z_prev = p.res.out[t]
+        grad, el = _trace_loop(
+            layer, x, p, el, e_signal=local_signal, fe_signal=readout_signal, kappa=kappa
+        )
     return _split(grad, x.shape[2], n, p.recurrent), el
 
 
