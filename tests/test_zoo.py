@@ -53,6 +53,7 @@ def test_the_files_hold_the_verified_entries():
         ("ppo", "MountainCarContinuous-v0"),
         ("ppo", "MountainCar-v0"),
         ("ppo", "IntervalDiscrimination-v0"),
+        ("ppo", "ContextDecisionMaking-v0"),
         ("dqn", "CartPole-v1"),
         ("dqn", "Acrobot-v1"),
     ]:
