@@ -20,6 +20,8 @@ dqn    Acrobot-v1                >= -100   100k
 A row passes when the best checkpoint of every seed reaches the target (20 deterministic
 episodes, seeds 123..142, the protocol of bench_ppo.py / bench_dqn.py, whose run machinery
 and workers this script uses). Seeds 0, 1, 2 by default: tuning probes use seeds >= 100.
+NeuroGym entries (trial accuracy, no return target) are not rows here: bench_neuro.py
+``--only zoo,untuned`` checks each against the defaults on seeds 0-2.
 
 Usage::
 

@@ -15,6 +15,7 @@ import snrl
 from snrl import zoo
 from snrl.agents import ALGOS, DQNConfig, PPOConfig
 from snrl.config import config_to_dict, load_config
+from snrl.envs.neurogym import resolve_env_id
 from snrl.errors import UserError
 from snrl.networks.factory import BACKBONES
 from tests.cli_run import assert_user_error, snrl_inproc
@@ -34,6 +35,7 @@ def test_every_shipped_entry_is_a_valid_config(algo, key):
     and a built-in backbone."""
     env, backbone = key
     entry = zoo.entries(algo)[key]
+    resolve_env_id(env)  # a NeuroGym id is registered when neurogym is imported
     assert env in gym.registry, env
     assert backbone in BACKBONES
     assert entry.values, "an empty entry would only add a record"
@@ -50,6 +52,8 @@ def test_the_files_hold_the_verified_entries():
         ("ppo", "LunarLander-v3"),
         ("ppo", "MountainCarContinuous-v0"),
         ("ppo", "MountainCar-v0"),
+        ("ppo", "IntervalDiscrimination-v0"),
+        ("ppo", "ContextDecisionMaking-v0"),
         ("dqn", "CartPole-v1"),
         ("dqn", "Acrobot-v1"),
     ]:
