@@ -114,7 +114,6 @@ def _agent_kwargs(agent: str, n_envs: int, lif_tau: float = 1.0) -> dict[str, An
 def _snrl_run(
     task: str, agent: str, seed: int, steps: int, n_envs: int, lif_tau: float = 1.0
 ) -> tuple[Any, Any, dict[str, Any]]:
-    import torch
 
     import snrl
 
@@ -124,8 +123,15 @@ def _snrl_run(
     algo.learn(steps, progress=False)
     train_s = time.perf_counter() - t0
     algo.close()
-    net = algo.agent
-    net.eval()
+    algo.agent.eval()
+    return snrl_policy(algo.agent), train_s, config
+
+
+def snrl_policy(net: Any) -> Any:
+    """``act(obs, episode_start) -> actions`` of a trained snrl agent: deterministic, with
+    its own recurrent state, reset where an episode starts."""
+    import torch
+
     state: dict[str, Any] = {}
 
     @torch.no_grad()
@@ -138,7 +144,7 @@ def _snrl_run(
         state["s"] = res.state
         return net.env_action(res.action)
 
-    return act, train_s, config
+    return act
 
 
 #: RecurrentPPO settings: rl-baselines3-zoo's ``hyperparams/ppo_lstm.yml`` entry for
