@@ -6,10 +6,11 @@ evaluate deterministically on the same number of held-out trials (``--eval-trial
 agent, counted by snrl's :class:`~snrl.envs.trials.TrialTracker` on the same envs (snrl's
 vector env with the task's default episode length, seeds ``10_000 + i``). Agents:
 
-* ``lif``: ``snrl.PPO(task, backbone="lif", tau_m=1.0, readout_tau_m=1.0)``, the other fields
-  default (Dale 80/20, 128 neurons). The neuron ``dt`` is the task's (100 ms, one neuron step
-  per env step, docs/neuro.md), so the agents' 10 ms membranes would forget within a step;
-  1 s keeps 0.9 of the membrane per step (``--lif-tau``; 0.1 s is measured too);
+* ``lif``: ``snrl.PPO(task, backbone="lif", n_envs=8, tau_m=1.0, readout_tau_m=1.0)``, the
+  other fields default (Dale 80/20, 128 neurons). The neuron ``dt`` is the task's (100 ms, one
+  neuron step per env step, docs/neuro.md); 1 s keeps 0.9 of the membrane per step
+  (``--lif-tau``; 0.1 s is measured too). Not the no-flag default: that trains 16 envs
+  (``untuned`` / ``zoo`` below), twice the samples per update and half the updates;
 * ``gru``: ``snrl.PPO(task, backbone="gru")``, the other fields default;
 * ``mlp``: ``snrl.PPO(task, backbone="mlp")`` (no memory: a floor for the delay tasks);
 * ``zoo`` / ``untuned``: ``snrl.PPO(task, backbone="lif")`` with no other keyword (``tuned``
@@ -25,6 +26,8 @@ vector env with the task's default episode length, seeds ``10_000 + i``). Agents
   settings of the first version of this script (segments of 128, 4 minibatches, 4 epochs,
   sb3-contrib's constant 3e-4, gamma 0.99, lambda 0.95), under which it stayed at chance.
 
+Each snrl run's result records its resolved training settings (:data:`CONFIG_KEYS`:
+``n_envs``, ``tau_m``, ``readout_tau_m``, neuron ``dt``, ``substeps``, the tuned entry).
 It prints a table (mean ± std accuracy over seeds, train seconds) and, per task, the ratios
 LIF / LSTM and LIF / GRU of the mean accuracies, and writes ``OUT/bench_neuro.json``.
 
@@ -93,25 +96,42 @@ def _evaluate(task: str, act: Any, n_trials: int, n_envs: int) -> dict[str, Any]
     return out
 
 
+#: The resolved training settings each snrl run records (``result["config"]``), so that two
+#: runs called "the default" can be checked to be one config (``lif`` trains 8 envs, the
+#: no-flag default 16: docs/neuro.md, "Time profiles").
+CONFIG_KEYS = ("backbone", "n_envs", "n_steps", "tau_m", "readout_tau_m", "dt", "substeps")
+CONFIG_KEYS += ("tuned_from",)
+
+
+def _agent_kwargs(agent: str, n_envs: int, lif_tau: float = 1.0) -> dict[str, Any]:
+    """``snrl.PPO`` keywords of ``agent`` (beyond the task, seed and ``eval_interval=0``)."""
+    if agent in ("zoo", "untuned"):  # `snrl train --env TASK [--no-tuned]`: nothing else given
+        return {"backbone": "lif", "tuned": agent == "zoo"}
+    taus = {"tau_m": lif_tau, "readout_tau_m": lif_tau} if agent == "lif" else {}
+    return {"backbone": agent, "n_envs": n_envs, "tuned": False, **taus}
+
+
 def _snrl_run(
     task: str, agent: str, seed: int, steps: int, n_envs: int, lif_tau: float = 1.0
-) -> tuple[Any, Any]:
-    import torch
+) -> tuple[Any, Any, dict[str, Any]]:
 
     import snrl
 
-    if agent in ("zoo", "untuned"):  # `snrl train --env TASK [--no-tuned]`: nothing else given
-        kwargs: dict[str, Any] = {"backbone": "lif", "tuned": agent == "zoo"}
-    else:
-        taus = {"tau_m": lif_tau, "readout_tau_m": lif_tau} if agent == "lif" else {}
-        kwargs = {"backbone": agent, "n_envs": n_envs, "tuned": False, **taus}
-    algo = snrl.PPO(task, seed=seed, eval_interval=0, **kwargs)
+    algo = snrl.PPO(task, seed=seed, eval_interval=0, **_agent_kwargs(agent, n_envs, lif_tau))
+    config = {k: getattr(algo.config, k) for k in CONFIG_KEYS}
     t0 = time.perf_counter()
     algo.learn(steps, progress=False)
     train_s = time.perf_counter() - t0
     algo.close()
-    net = algo.agent
-    net.eval()
+    algo.agent.eval()
+    return snrl_policy(algo.agent), train_s, config
+
+
+def snrl_policy(net: Any) -> Any:
+    """``act(obs, episode_start) -> actions`` of a trained snrl agent: deterministic, with
+    its own recurrent state, reset where an episode starts."""
+    import torch
+
     state: dict[str, Any] = {}
 
     @torch.no_grad()
@@ -124,7 +144,7 @@ def _snrl_run(
         state["s"] = res.state
         return net.env_action(res.action)
 
-    return act, train_s
+    return act
 
 
 #: RecurrentPPO settings: rl-baselines3-zoo's ``hyperparams/ppo_lstm.yml`` entry for
@@ -240,7 +260,8 @@ def run_one(
         act, train_s, curve = _lstm_run(task, seed, steps, n_envs, lstm_settings)
         extra = {"lstm_settings": lstm_settings, "train_curve": curve}
     else:
-        act, train_s = _snrl_run(task, agent, seed, steps, n_envs, lif_tau)
+        act, train_s, config = _snrl_run(task, agent, seed, steps, n_envs, lif_tau)
+        extra = {"config": config}
     ev = _evaluate(task, act, eval_trials, n_envs)
     return {
         "task": task,
