@@ -85,13 +85,24 @@ def test_default_step_limit_is_twenty_mean_trials():
     assert tasks.make_vector_env("GoNogo-v0", 1).max_episode_steps == 300
 
 
-def _run(seed, steps=40):
-    envs = tasks.make_vector_env("ContextDecisionMaking-v0", 8, seed=seed)
+def _rollout(env_id, n, seed, steps, action_seed, pool_size=None):
+    """Observations (reset included) and rewards of ``steps`` seeded random actions on ``n``
+    batched envs, and the envs."""
+    envs = tasks.make_vector_env(env_id, n, seed=seed)
+    if pool_size is not None:
+        envs.pool_size = pool_size
     out = [envs.reset()[0]]
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(action_seed)
+    rewards = []
     for _ in range(steps):
-        out.append(envs.step(rng.integers(0, 3, 8))[0])
-    return np.stack(out)
+        obs, reward, *_ = envs.step(rng.integers(0, 3, n))
+        out.append(obs)
+        rewards.append(reward)
+    return np.stack(out), np.stack(rewards), envs
+
+
+def _run(seed, steps=40):
+    return _rollout("ContextDecisionMaking-v0", 8, seed, steps, action_seed=0)[0]
 
 
 def test_seeded_runs_repeat_and_seeds_differ():
@@ -213,16 +224,10 @@ def test_a_compacted_bank_steps_the_same(monkeypatch):
     import snrl.tasks.engine as engine
 
     def run():
-        envs = tasks.make_vector_env("ContextDecisionMaking-v0", 64, seed=1)
-        envs.pool_size = 256
-        out = [envs.reset()[0]]
-        rng = np.random.default_rng(0)
-        rewards = []
-        for _ in range(150):
-            obs, reward, *_ = envs.step(rng.integers(0, 3, 64))
-            out.append(obs)
-            rewards.append(reward)
-        return np.stack(out), np.stack(rewards), envs._bank.shape[0]
+        obs, rewards, envs = _rollout(
+            "ContextDecisionMaking-v0", 64, 1, 150, action_seed=0, pool_size=256
+        )
+        return obs, rewards, envs._bank.shape[0]
 
     obs, rewards, banked = run()
     monkeypatch.setattr(engine, "BANK_FLOATS", 40 * 256 * 24)  # compacts at every refill
@@ -238,15 +243,7 @@ def test_a_hash_collision_gives_no_wrong_trial(monkeypatch):
     import snrl.tasks.engine as engine
 
     def run():
-        envs = tasks.make_vector_env("DualDelayMatchSample-v0", 32, seed=4)
-        out = [envs.reset()[0]]
-        rng = np.random.default_rng(1)
-        rewards = []
-        for _ in range(120):
-            obs, reward, *_ = envs.step(rng.integers(0, 3, 32))
-            out.append(obs)
-            rewards.append(reward)
-        return np.stack(out), np.stack(rewards)
+        return _rollout("DualDelayMatchSample-v0", 32, 4, 120, action_seed=1)[:2]
 
     obs, rewards = run()
     monkeypatch.setattr(engine, "_row_hash", lambda keys: keys.sum(1) * 0.0)
