@@ -24,21 +24,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
+from bench_eprop import _peak, _rss_now, child
 
-ROOT = Path(__file__).resolve().parents[1]
-ENV = {
-    **os.environ,
-    "PYTHONPATH": str(ROOT),
-    "OMP_NUM_THREADS": "1",
-    "MALLOC_MMAP_THRESHOLD_": "65536",
-}
 N_ENVS, HIDDEN, WINDOW = 4, 128, 8
 LENGTHS = (100, 1000)
 
@@ -68,17 +58,6 @@ class LongEnv(gym.Env):
         reward = float(int(action) == int(self.x[0] > 0))
         self.t += 1
         return self._obs(), reward, self.t >= self.length, False, {}
-
-
-def _rss_now() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def _peak() -> int:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _memory_one(method: str, length: int) -> dict:
@@ -112,17 +91,9 @@ def memory(args: argparse.Namespace) -> None:
     rows = {}
     for length in LENGTHS:  # interleaved: each length, both methods
         for method in ("bptt", "eprop"):
-            code = (
-                "import json,sys; sys.path.insert(0, 'benchmarks'); import bench_a2c as b; "
-                f"print(json.dumps(b._memory_one({method!r}, {length})))"
-            )
-            out = subprocess.run(
-                [sys.executable, "-c", code], env=ENV, cwd=ROOT, capture_output=True, text=True
-            )
-            if out.returncode != 0:
-                print(out.stderr[-2000:], file=sys.stderr)
+            row = child("bench_a2c", f"_memory_one({method!r}, {length})")
+            if row is None:
                 continue
-            row = json.loads(out.stdout.strip().splitlines()[-1])
             rows[(method, length)] = row
             print(json.dumps(row), flush=True)
     a, b = LENGTHS

@@ -64,6 +64,25 @@ def _peak() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def child(module: str, call: str, check: bool = False) -> dict | None:
+    """Run ``module.call`` (a benchmarks/ module, a call printing nothing else) in a fresh
+    Python process with :data:`ENV` and return the JSON of its result; on failure print the
+    child's stderr and return None (or raise, with ``check``)."""
+    code = (
+        f"import json,sys; sys.path.insert(0, 'benchmarks'); import {module} as b; "
+        f"print(json.dumps(b.{call}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=ENV, cwd=ROOT, capture_output=True, text=True
+    )
+    if out.returncode != 0:
+        print(out.stderr[-2000:], file=sys.stderr)
+        if check:
+            out.check_returncode()
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def _memory_one(method: str, t_len: int, neuron: str) -> dict:
     """One gradient; returns the peak resident memory above the level before it."""
     import torch
@@ -148,19 +167,8 @@ def memory(args: argparse.Namespace) -> None:
     rows = []
     for method in ("bptt", "eprop"):
         for t_len in (100, 1000):
-            code = (
-                "import json,sys; sys.path.insert(0, 'benchmarks'); import bench_eprop as b; "
-                f"print(json.dumps(b._memory_one({method!r}, {t_len}, {args.neuron!r})))"
-            )
-            out = subprocess.run(
-                [sys.executable, "-c", code],
-                env=ENV,
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            call = f"_memory_one({method!r}, {t_len}, {args.neuron!r})"
+            rows.append(child("bench_eprop", call, check=True))
     print(f"| method | T | peak memory above baseline (MiB) | wall (s) |  ({args.neuron})")
     print("|---|---|---|---|")
     for r in rows:
@@ -338,17 +346,9 @@ def learning(args: argparse.Namespace) -> None:
             f"{e!r}, {r!r}, {s}, {args.steps}, {args.backbone!r}, {args.eval_interval}, "
             f"{args.algo!r}"
         )
-        code = (
-            "import json,sys; sys.path.insert(0, 'benchmarks'); import bench_eprop as b; "
-            f"print(json.dumps(b._learn_one({call})))"
-        )
-        out = subprocess.run(
-            [sys.executable, "-c", code], env=ENV, cwd=ROOT, capture_output=True, text=True
-        )
-        if out.returncode != 0:
-            print(out.stderr[-2000:], file=sys.stderr)
+        row = child("bench_eprop", f"_learn_one({call})")
+        if row is None:
             return None
-        row = json.loads(out.stdout.strip().splitlines()[-1])
         print(json.dumps(row), flush=True)
         return row
 
