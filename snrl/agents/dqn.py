@@ -79,6 +79,7 @@ from snrl.envs.spaces import ActionMap, ObsFlattener
 from snrl.errors import UserError
 from snrl.functional.grad import lazy_no_grad
 from snrl.functional.state import State, detach_state, map_state, mask_state
+from snrl.layers.base import RecurrentLayer
 from snrl.networks.activity import Activity
 from snrl.networks.ann import MLP
 from snrl.networks.interop import module_backbone
@@ -452,6 +453,9 @@ class DQN(Algorithm):
         if policy is not None:
             self._check_output_width("policy", policy, self.agent.head_size)
         self.target_net = copy.deepcopy(self.agent.q_net).requires_grad_(False)
+        for layer in self.target_net.modules():  # its current noise is its own (noise_std > 0)
+            if isinstance(layer, RecurrentLayer):
+                layer.noise_stream = 1
         self.optimizer = self._make_optimizer(self.agent.q_net.parameters(), eps=1e-8, fused=True)
         self.exploration = self._make_exploration()
         self.run_dir = None if run_dir is None else prepare_run_dir(run_dir, force=overwrite)

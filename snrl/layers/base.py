@@ -216,6 +216,9 @@ class RecurrentLayer(nn.Module):
         self.force_dale_law = bool(force_dale_law)
         self.seed = _seed_from_global() if seed is None else int(seed)
         self.hh_init_seed = _seed_from_global() if hh_init_seed is None else int(hh_init_seed)
+        # Which of the layer's current-noise streams it draws (0 by default): a copy that
+        # must not repeat the original's noise (DQN's target network) takes another.
+        self.noise_stream = 0
 
         gen = torch.Generator().manual_seed(self.seed)
         n = output_size
@@ -697,15 +700,15 @@ class RecurrentLayer(nn.Module):
     def _noisy(self, u: Tensor) -> Tensor:
         """The input current ``u`` ((B, N) or (T, B, N): one row per neuron step) plus
         ``noise_std`` times standard Gaussian noise, independent per neuron and step, from the
-        layer's own generator (seeded from the layer's ``seed``, one per device), when
-        :meth:`noise_on`; else ``u`` itself."""
+        layer's own generator (seeded from the layer's ``seed`` and ``noise_stream``, one per
+        device), when :meth:`noise_on`; else ``u`` itself."""
         if not self.noise_on():
             return u
         gen = self._noise_generators.get(u.device)
         if gen is None:  # the layer's seed mixed, so the stream is not its weights' stream
-            gen = torch.Generator(device=u.device).manual_seed(
-                (self.seed * 0x9E3779B97F4A7C15 + 0x6E6F697365) % 2**63
-            )
+            mixed = self.seed * 0x9E3779B97F4A7C15 + 0x6E6F697365
+            mixed += self.noise_stream * 0xBF58476D1CE4E5B9
+            gen = torch.Generator(device=u.device).manual_seed(mixed % 2**63)
             self._noise_generators[u.device] = gen
         eps = torch.randn(u.shape, generator=gen, device=u.device, dtype=u.dtype)
         return torch.add(u, eps, alpha=self.params.noise_std)

@@ -141,6 +141,31 @@ def test_transition_target_is_double_dqn_of_the_two_nets(reward_scale):
     algo.close()
 
 
+def test_target_network_draws_its_own_current_noise():
+    """With ``noise_std > 0`` the target network (a copy of the online one, same weights and
+    layer seeds) draws other current noise than the online network: fed the same inputs in
+    training mode they differ, and put back on the online stream they agree bit for bit."""
+    algo = DQN("CartPole-v1", backbone="lif", seed=0, noise_std=0.3, **TINY)
+    online, target = algo.agent.q_net, algo.target_net
+    assert online.training and target.training
+    x = torch.rand(6, 3, 4)
+
+    def q_values(net):
+        out, _ = net(x, net.initial_state(3))
+        return out
+
+    noisy = q_values(online)
+    assert not torch.equal(q_values(target), noisy)
+    for m in target.modules():
+        if hasattr(m, "noise_stream"):
+            m.noise_stream, m._noise_generators = 0, {}
+    for m in online.modules():
+        if hasattr(m, "noise_stream"):
+            m._noise_generators = {}
+    assert torch.equal(q_values(target), q_values(online))
+    algo.close()
+
+
 def test_hard_and_polyak_target_updates():
     algo = DQN(
         "CartPole-v1",
