@@ -1,22 +1,26 @@
 """PPO training env steps/s on snrl.tasks with the tensor path on and off (issue 34, section 3).
 
-With ``Algorithm.env_tensors`` on (the default), a batched env on the agent's device hands out
-torch tensors and PPO keeps observations, rewards and terminations as tensors (its actions go
-back as tensors); off, it reads the engine's numpy outputs like any vector env's. Both compute
-the same numbers (tests/agents/test_tensor_env.py), so only the time differs.
+With ``Algorithm.env_tensors`` on (set here; its default is on only off the CPU), a batched
+env on the agent's device hands out torch tensors and PPO keeps observations, rewards and
+terminations as tensors (its actions go back as tensors); off, it reads the engine's numpy
+outputs like any vector env's. Both compute the same numbers (tests/agents/test_tensor_env.py),
+so only the time differs.
 
 Each run trains two PPO agents of the same seed, one per path, for ``--updates`` updates of
 ``--envs`` x ``--n-steps`` env steps, in alternating order (off-on, on-off, ...) so that a
 drift of the machine's load hits both. Timed: the collection (``_collect_rollout``) and the
-update (``_learn_from``) of every update, not construction or the final evaluation.
-Printed per run: training env steps/s (collection + update) of each path and their ratio
-(on / off), and the collection's steps/s and ratio; then the medians. One torch thread.
+update (``_learn_from``) of every update, not construction or the final evaluation, in CPU
+seconds of this process (``--clock cpu``, the default: on the shared 2-core machine the wall
+time of one run swings by 2x with the other sessions' load) or wall seconds (``--clock
+wall``; what a GPU run needs, as a GPU's time is not the process's CPU time). Printed per
+run: training env steps/s (collection + update) of each path and their ratio (on / off), and
+the collection's steps/s and ratio; then the median ratios. One torch thread.
 
 Usage::
 
     python benchmarks/bench_tensor_path.py                  # 5 runs, 64 envs, LIF 64
     python benchmarks/bench_tensor_path.py --runs 1 --envs 8 --updates 2 --hidden 8
-    python benchmarks/bench_tensor_path.py --device cuda    # engine and agent on a GPU
+    python benchmarks/bench_tensor_path.py --device cuda --clock wall   # on a GPU
 """
 
 from __future__ import annotations
@@ -56,13 +60,15 @@ def timed_run(args: argparse.Namespace, tensors: bool) -> dict[str, float]:
         if args.device.startswith("cuda"):
             torch.cuda.synchronize()
 
+    now = time.process_time if args.clock == "cpu" else time.perf_counter
+
     def timed(part, fn):
         def wrapper(*a):
             sync()
-            t0 = time.perf_counter()
+            t0 = now()
             out = fn(*a)
             sync()
-            clock[part] += time.perf_counter() - t0
+            clock[part] += now() - t0
             return out
 
         return wrapper
@@ -91,11 +97,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
     args = p.parse_args(argv)
+    if args.device != "cpu" and args.clock == "cpu":
+        p.error("--device other than cpu needs --clock wall (a GPU's time is not CPU time)")
     print(
         f"PPO on snrl.tasks:{args.task}, {args.backbone} {args.hidden}, {args.envs} envs x "
         f"{args.n_steps} steps x {args.updates} updates, device {args.device}, "
-        f"{args.threads} thread(s); env steps/s"
+        f"{args.threads} thread(s); env steps per {args.clock} second"
     )
     print(f"{'run':>4s} {'train off':>10s} {'train on':>10s} {'ratio':>6s}  "
           f"{'collect off':>11s} {'collect on':>10s} {'ratio':>6s}")  # fmt: skip
@@ -120,9 +129,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
         )
     med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
     print(
-        f"median: training {med['train_ratio']:.3f}x ({med['train_off']:,.0f} -> "
-        f"{med['train_on']:,.0f} env steps/s), collection {med['collect_ratio']:.3f}x "
-        f"({med['collect_off']:,.0f} -> {med['collect_on']:,.0f})"
+        f"median ratio (on / off): training {med['train_ratio']:.3f}x, collection "
+        f"{med['collect_ratio']:.3f}x (median env steps/s, off / on: training "
+        f"{med['train_off']:,.0f} / {med['train_on']:,.0f}, collection "
+        f"{med['collect_off']:,.0f} / {med['collect_on']:,.0f})"
     )
     return rows
 

@@ -17,4 +17,4 @@ def test_bench_tensor_path_smoke(capsys):
         assert row["train_on"] > 0 and row["train_off"] > 0
         assert row["train_ratio"] == pytest.approx(row["train_on"] / row["train_off"])
         assert row["collect_on"] >= row["train_on"]  # collection is part of training's time
-    assert "median: training" in capsys.readouterr().out
+    assert "median ratio (on / off): training" in capsys.readouterr().out

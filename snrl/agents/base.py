@@ -124,13 +124,16 @@ class Algorithm:
     """Where the run is in its curriculum (None: it has none)."""
     wall_time: float = 0.0
     """Seconds of training so far (over every ``learn`` call and resume)."""
-    env_tensors: bool = True
-    """Training envs that can hand out torch tensors on the agent's device (``snrl.tasks``
-    with its ``device`` the algorithm's) do: observations, rewards and terminations stay
-    tensors from the env to the rollout buffer and the network, and PPO's actions go back as
-    tensors, with no numpy round trip (docs/tasks.md, "On the agent's device"). Every other
-    env gives numpy, as before. A seeded run computes the same numbers either way (tested);
-    set False on an algorithm (or a subclass) for numpy from every env, e.g. to compare."""
+    env_tensors: bool | None = None
+    """Whether a training env that can hand out torch tensors on the agent's device
+    (``snrl.tasks`` with its ``device`` the algorithm's) does: observations, rewards and
+    terminations then stay tensors from the env to the rollout buffer and the network, and
+    PPO's actions go back as tensors, with no numpy round trip (docs/tasks.md, "On the
+    agent's device"). ``None`` (the default): where that device is not the CPU (a GPU, where
+    the engine steps on tensors; on the CPU it steps on numpy, and handing out tensors there
+    costs ~5 % of a rollout's time, measured); True: on the CPU too; False: numpy from every
+    env. Every other env gives numpy. A seeded run computes the same numbers either way
+    (tested). Set it on an algorithm (or a subclass) before ``learn``."""
     #: the training env hands out tensors (set where the envs are opened)
     _tensor_env: bool = False
 
@@ -564,7 +567,7 @@ class Algorithm:
             asynchronous=cfg.asynchronous,
             env_kwargs=self.lesson_env_kwargs(self.lesson),  # the current lesson's, if any
             max_episode_steps=cfg.max_episode_steps,
-            tensors_on=self.device if self.env_tensors else None,
+            tensors_on=self.device if self._want_tensors() else None,
         )
         self._obs, info = self._envs.reset(seed=seed)
         self._tensor_env = isinstance(self._obs, torch.Tensor)
@@ -597,6 +600,12 @@ class Algorithm:
             "down, e.g. with gymnasium.wrappers.TransformReward",
         )
         return next_obs, reward, reward32, term, trunc, done, info
+
+    def _want_tensors(self) -> bool:
+        """Ask the training env for tensors (:attr:`env_tensors`; None: off the CPU)."""
+        if self.env_tensors is None:
+            return torch.device(self.device).type != "cpu"
+        return bool(self.env_tensors)
 
     def _env_actions(self, action: Any) -> Any:
         """The agent's actions as the training env takes them: tensors where they are when the

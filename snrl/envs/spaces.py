@@ -201,6 +201,8 @@ class ActionMap:
             low, high = (torch.as_tensor(b, device=action.device) for b in (self._low, self._high))
             clipped = torch.clamp(action.to(torch.float64), low, high)
             return clipped.reshape(action.shape[0], *self.space.shape).to(dtype)
+        if not np.any(self._offset) and dtype == torch.int64:  # the common case: one cast
+            return action.to(torch.int64)
         offset = torch.as_tensor(self._offset, device=action.device)
         return (action.to(torch.int64) + offset).to(dtype)
 

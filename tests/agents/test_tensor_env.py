@@ -150,6 +150,7 @@ def test_no_env_output_becomes_numpy_on_the_tensor_path(monkeypatch, cls, kw, en
 
     monkeypatch.setattr(ReplayBuffer, "add", host_add)
     algo = cls(env, seed=0, eval_interval=0, max_episode_steps=10, **kw)
+    algo.env_tensors = True  # on the CPU too (its default there is off)
     hist = algo.learn(96, progress=False)
     assert algo._tensor_env and algo._envs.as_tensors and steps[0] >= 96 // kw["n_envs"]
     assert sum(hist["episodes"]) >= 4  # episode ends ran through the tensor path too
@@ -165,6 +166,19 @@ def test_no_env_output_becomes_numpy_on_the_tensor_path(monkeypatch, cls, kw, en
         monkeypatch.setattr(engine, "step", recording_step)
         algo.learn(96 + kw["n_envs"] * kw["n_steps"], progress=False)
         assert seen and all(isinstance(a, torch.Tensor) for a in seen)
+
+
+def test_default_asks_for_tensors_off_the_cpu_only():
+    """``env_tensors=None``: numpy on the CPU (where the engine steps on numpy and tensors cost
+    time), tensors where the agent's device is another (a GPU)."""
+    algo = snrl.PPO(PDM, seed=0, eval_interval=0, **PPO_KW)
+    assert algo.env_tensors is None and not algo._want_tensors()
+    algo.learn(32, progress=False)
+    assert not algo._tensor_env and isinstance(algo._obs, np.ndarray)
+    algo.device = torch.device("meta")  # any device but the CPU (only asked, never used)
+    assert algo._want_tensors()
+    algo.env_tensors = False
+    assert not algo._want_tensors()
 
 
 def test_make_vector_env_hands_out_tensors_only_on_the_device_asked():
