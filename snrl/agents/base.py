@@ -130,8 +130,8 @@ class Algorithm:
     terminations then stay tensors from the env to the rollout buffer and the network, and
     PPO's actions go back as tensors, with no numpy round trip (docs/tasks.md, "On the
     agent's device"). ``None`` (the default): where that device is not the CPU (a GPU, where
-    the engine steps on tensors; on the CPU it steps on numpy, and handing out tensors there
-    costs ~5 % of a rollout's time, measured); True: on the CPU too; False: numpy from every
+    the engine steps on tensors; on the CPU it steps on numpy, so tensors save no copy there
+    and measured no faster: docs/tasks.md); True: on the CPU too; False: numpy from every
     env. Every other env gives numpy. A seeded run computes the same numbers either way
     (tested). Set it on an algorithm (or a subclass) before ``learn``."""
     #: the training env hands out tensors (set where the envs are opened)
