@@ -107,16 +107,22 @@ class ReturnScaler:
     def __init__(self, n_envs: int, gamma: float, *, clip: float = 10.0, eps: float = 1e-8):
         self.gamma, self.clip, self.eps = float(gamma), float(clip), float(eps)
         self.moments = ObsNormalizer(1)
-        self.ret = np.zeros(int(n_envs))
+        self.ret = torch.zeros(int(n_envs), dtype=torch.float64)
+        """The running discounted return per env (on the rewards' device)."""
 
-    def __call__(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
-        """The scaled rewards of one vector step (``done``: the episodes that ended at it)."""
-        reward = np.asarray(reward, dtype=np.float64)
-        self.ret = self.ret * self.gamma + reward
-        self.moments.update(torch.as_tensor(self.ret[:, None]))
+    def __call__(self, reward: Any, done: Any) -> Any:
+        """The scaled rewards (float64) of one vector step (``done``: the episodes that ended
+        at it): numpy for numpy rewards, a tensor on their device for a tensor (a batched
+        env's); the return moments stay on the CPU."""
+        tensor = isinstance(reward, Tensor)
+        r = reward.to(torch.float64) if tensor else torch.from_numpy(np.asarray(reward, np.float64))
+        d = done if isinstance(done, Tensor) else torch.from_numpy(np.asarray(done, dtype=bool))
+        self.ret = self.ret.to(r.device) * self.gamma + r
+        self.moments.update(self.ret[:, None])
         std = float(torch.sqrt(self.moments.var[0] + self.eps))
-        self.ret[np.asarray(done, dtype=bool)] = 0.0
-        return np.clip(reward / std, -self.clip, self.clip)
+        self.ret[d.to(r.device)] = 0.0
+        out = torch.clamp(r / std, -self.clip, self.clip)
+        return out if tensor else out.numpy()
 
     def state_dict(self) -> dict[str, Tensor]:
         """The return moments (the per-env running returns restart at 0 on resume)."""
@@ -240,6 +246,11 @@ class Agent(nn.Module):
         if isinstance(action, Tensor):
             action = action.detach().cpu().numpy()
         return self.actions.to_env(action)
+
+    def env_action_tensor(self, action: Tensor) -> Tensor:
+        """:meth:`env_action` kept a tensor on the actions' device, for a batched env that
+        takes tensors there (``snrl.tasks`` on the agent's device)."""
+        return self.actions.to_env_tensor(action.detach())
 
 
 class ActorCriticAgent(Agent):

@@ -124,6 +124,18 @@ class Algorithm:
     """Where the run is in its curriculum (None: it has none)."""
     wall_time: float = 0.0
     """Seconds of training so far (over every ``learn`` call and resume)."""
+    env_tensors: bool | None = None
+    """Whether a training env that can hand out torch tensors on the agent's device
+    (``snrl.tasks`` with its ``device`` the algorithm's) does: observations, rewards and
+    terminations then stay tensors from the env to the rollout buffer and the network, and
+    PPO's actions go back as tensors, with no numpy round trip (docs/tasks.md, "On the
+    agent's device"). ``None`` (the default): where that device is not the CPU (a GPU, where
+    the engine steps on tensors; on the CPU it steps on numpy, so tensors save no copy there
+    and measured no faster: docs/tasks.md); True: on the CPU too; False: numpy from every
+    env. Every other env gives numpy. A seeded run computes the same numbers either way
+    (tested). Set it on an algorithm (or a subclass) before ``learn``."""
+    #: the training env hands out tensors (set where the envs are opened)
+    _tensor_env: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Each algorithm's constructor explains a call written for another library
@@ -555,8 +567,10 @@ class Algorithm:
             asynchronous=cfg.asynchronous,
             env_kwargs=self.lesson_env_kwargs(self.lesson),  # the current lesson's, if any
             max_episode_steps=cfg.max_episode_steps,
+            tensors_on=self.device if self._want_tensors() else None,
         )
         self._obs, info = self._envs.reset(seed=seed)
+        self._tensor_env = isinstance(self._obs, torch.Tensor)
         self._trials = TrialTracker(cfg.n_envs)  # trial tasks: the trials since the last row
         self._trials.reset(info)
         self._trial_log: list[dict] = []
@@ -569,9 +583,15 @@ class Algorithm:
         (checked finite; ``env_step`` is the count after this step, for the message), ``done``
         = terminated or truncated; the trials it ended go to the trial log."""
         next_obs, reward, term, trunc, info = self._envs.step(env_action)
-        self._trial_log += self._trials.step(env_action, info)
-        with np.errstate(over="ignore"):  # the overflow is what is checked
-            reward32 = np.asarray(reward, dtype=np.float32)
+        # the trial log keeps each env's actions on the host (tensor actions: one copy)
+        acted = env_action.cpu().numpy() if isinstance(env_action, torch.Tensor) else env_action
+        self._trial_log += self._trials.step(acted, info)
+        if isinstance(reward, torch.Tensor):  # an env on the agent's device (env_tensors)
+            reward32, done = reward.to(torch.float32), term | trunc
+        else:
+            with np.errstate(over="ignore"):  # the overflow is what is checked
+                reward32 = np.asarray(reward, dtype=np.float32)
+            done = np.logical_or(term, trunc)
         check_finite(
             reward32,
             "reward (as float32)",
@@ -579,7 +599,30 @@ class Algorithm:
             cause=f"env {self.config.env} returned a reward beyond ±3.4e38; scale the rewards "
             "down, e.g. with gymnasium.wrappers.TransformReward",
         )
-        return next_obs, reward, reward32, term, trunc, np.logical_or(term, trunc), info
+        return next_obs, reward, reward32, term, trunc, done, info
+
+    def _want_tensors(self) -> bool:
+        """Ask the training env for tensors (:attr:`env_tensors`; None: off the CPU)."""
+        if self.env_tensors is None:
+            return torch.device(self.device).type != "cpu"
+        return bool(self.env_tensors)
+
+    def _env_actions(self, action: Any) -> Any:
+        """The agent's actions as the training env takes them: tensors where they are when the
+        env hands out tensors (:attr:`env_tensors`), else numpy (:meth:`Agent.env_action`)."""
+        if self._tensor_env and isinstance(action, torch.Tensor):
+            return self.agent.env_action_tensor(action)
+        return self.agent.env_action(action)
+
+    def _on_device(self, *rows: Any) -> list[torch.Tensor]:
+        """(B,) rows of one env step (rewards, flags) as float32 tensors on the agent's device:
+        tensors moved (no copy where they are), numpy rows stacked into one host -> device copy."""
+        if all(isinstance(r, torch.Tensor) for r in rows):
+            return [r.to(self.device, torch.float32) for r in rows]
+        host = np.empty((len(rows), len(rows[0])), dtype=np.float32)
+        for i, r in enumerate(rows):
+            host[i] = r.cpu().numpy() if isinstance(r, torch.Tensor) else r
+        return list(torch.as_tensor(host, device=self.device).unbind(0))
 
     def predict(
         self,

@@ -402,6 +402,22 @@ _LOSS_CAUSE = (
 )
 
 
+def _with_final_obs(next_obs: Any, done: Any, info: dict[str, Any]) -> Any:
+    """The true next observations of a SAME_STEP vector step: ``next_obs`` with the final
+    observation of every env whose episode ended (a copy; numpy, or a tensor on its device)."""
+    if not isinstance(next_obs, Tensor):
+        true_next = np.array(next_obs, copy=True)
+        for i in np.flatnonzero(done):
+            true_next[i] = info["final_obs"][i]
+        return true_next
+    true_next = next_obs.clone()
+    if bool(done.any()):
+        idx = done.nonzero()[:, 0]
+        final = np.stack([info["final_obs"][i] for i in idx.tolist()])
+        true_next[idx] = torch.as_tensor(final, device=true_next.device, dtype=true_next.dtype)
+    return true_next
+
+
 class DQN(Algorithm):
     """Deep Q-learning with recurrent (spiking or ANN) Q-networks.
 
@@ -567,12 +583,11 @@ class DQN(Algorithm):
         action = self.exploration.select(q, self.env_step)
         if self.config.exploration == "pass_through":
             action = q.argmax(-1).cpu().numpy()
-        env_action = agent.env_action(action)
+        env_action = self._env_actions(action)  # exploration's actions are numpy
         stepped = self._step_envs(env_action, self.env_step + self.config.n_envs)
         next_obs, reward, _, term, trunc, done, info = stepped
-        true_next = np.array(next_obs, copy=True)
-        for i in np.flatnonzero(done):
-            true_next[i] = info["final_obs"][i]
+        true_next = _with_final_obs(next_obs, done, info)
+        # the replay's rings are numpy on the host: its add copies tensors there
         self.buffer.add(obs, action, reward, true_next, term, trunc, state=self._state)
         agent.update_obs_stats(obs)
         self._state = agent.reset_state(next_state, done)

@@ -415,7 +415,7 @@ class ActorCriticAlgorithm(Algorithm):
         buf.finish(
             final_values=final_values, last_value=last_value, gamma=cfg.gamma, lam=cfg.gae_lambda
         )
-        agent.update_obs_stats(np.stack(raw))
+        agent.update_obs_stats(torch.stack(raw) if self._tensor_env else np.stack(raw))
         return buf, episode_returns
 
     def _collect_step(
@@ -437,20 +437,19 @@ class ActorCriticAlgorithm(Algorithm):
             res = agent.step(x, self._state)
         except ValueError as e:  # torch's distribution refuses non-finite logits
             raise self._explain(e, x, self._state, self.env_step + t * B) from e
-        env_action = agent.env_action(res.action)
+        env_action = self._env_actions(res.action)
         stepped = self._step_envs(env_action, self.env_step + (t + 1) * B)
         next_obs, reward, reward32, term, trunc, done, info = stepped
         if self.reward_scaler is not None:  # learning sees scaled rewards (returns stay raw)
-            reward32 = np.asarray(self.reward_scaler(reward, done), dtype=np.float32)
-        # one host -> device copy per vector step for what the env returned (on a GPU)
-        host = np.empty((3, B), dtype=np.float32)
-        host[0], host[1], host[2] = reward32, term, done
-        step = torch.as_tensor(host, device=self.device)
-        reward_t, term_t, done_t = step[0], step[1].bool(), step[2].bool()
-        if trunc.any():
-            idx = np.flatnonzero(trunc)
-            final = np.stack([info["final_obs"][i] for i in idx])
-            critic_rows = index_state(agent.value_state(res.state), torch.as_tensor(idx))
+            reward32 = self.reward_scaler(reward, done)
+        # numpy from the env: one host -> device copy per vector step (on a GPU); tensors
+        # from an env on the agent's device stay there
+        reward_t, term_t, done_t = self._on_device(reward32, term, done)
+        term_t, done_t = term_t.bool(), done_t.bool()
+        if bool(trunc.any()):
+            idx = torch.as_tensor(trunc).nonzero()[:, 0].cpu()
+            final = np.stack([info["final_obs"][i] for i in idx.tolist()])
+            critic_rows = index_state(agent.value_state(res.state), idx)
             final_values[t, idx] = agent.value(agent.preprocess(final), critic_rows)
         buf.add(
             obs=x,

@@ -7,7 +7,11 @@ as ``"GoNogo-v0"`` imports neurogym first, :mod:`snrl.envs.neurogym`), a gymnasi
 instantiated with the keyword arguments. A module may also build vector envs itself: when
 it lists ``EnvId`` in ``VECTOR_ENV_IDS``, :func:`make_vector_env` calls its
 ``make_vector_env`` and :func:`make_env` its ``make_env`` (``snrl.tasks:GoNogo-v0``: the
-batched task engine, docs/tasks.md).
+batched task engine, docs/tasks.md). Such a vector env may hand out torch tensors: when it has
+a bool ``as_tensors`` and a torch ``device``, ``make_vector_env(..., tensors_on=device)``
+sets ``as_tensors = True`` where ``device`` is the env's own, and its ``obs``, ``reward``,
+``terminated`` and ``truncated`` are then tensors there (its infos stay numpy); the agents
+ask for that on their device (:attr:`snrl.agents.base.Algorithm.env_tensors`).
 
 Where an env is expected (``make_env``, ``make_vector_env``, ``snrl.PPO(env)``, ...), snrl also
 takes Python objects (:func:`env_name` gives the name a config records for them):
@@ -52,6 +56,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import torch
 
 from snrl.envs.neurogym import resolve_env_id, wrap_task
 from snrl.envs.spaces import flatten_obs_env
@@ -476,6 +481,7 @@ def make_vector_env(
     env_kwargs: dict[str, Any] | None = None,
     max_episode_steps: int | None = None,
     fallback_episode_steps: int | None = None,
+    tensors_on: torch.device | str | None = None,
 ) -> gym.vector.VectorEnv:
     """Create ``n_envs`` copies of an env behind one gymnasium vector env (SAME_STEP autoreset).
 
@@ -502,6 +508,9 @@ def make_vector_env(
             :func:`snrl.envs.neurogym.limit_episode_steps`. Trial tasks also get
             :class:`snrl.envs.trials.TrialInfo`.
         fallback_episode_steps: Step limit of an env that has none otherwise.
+        tensors_on: A device: a batched env (``module:EnvId``) that can hand out torch tensors
+            and runs on this device does (``as_tensors``; see the module docstring); any other
+            env is made as without it. ``None``: numpy from every env.
 
     Returns:
         The vector env. The caller closes it.
@@ -533,6 +542,8 @@ def make_vector_env(
         )
     batched = _batched_vector_env(env_id, n_envs, seed, render_mode, kwargs, max_episode_steps)
     if batched is not None:
+        if tensors_on is not None:
+            _hand_out_tensors(batched, torch.device(tensors_on))
         return batched
     if asynchronous:
         # Build one env in this process first, so that construction errors surface as
@@ -607,6 +618,17 @@ def _batched_vector_env(
     return module.make_vector_env(
         attr, n_envs, seed=seed, env_kwargs=kwargs, max_episode_steps=max_episode_steps
     )
+
+
+def _hand_out_tensors(envs: gym.vector.VectorEnv, device: torch.device) -> None:
+    """Switch a batched env that can hand out torch tensors (a bool ``as_tensors``, a torch
+    ``device``) to tensors when it runs on ``device`` (snrl.tasks' engine: its step already
+    computes there, so its outputs stay there: no numpy round trip)."""
+    own = getattr(envs, "device", None)
+    if not isinstance(getattr(envs, "as_tensors", None), bool) or not isinstance(own, torch.device):
+        return
+    if own.type == device.type and (own.index or 0) == (device.index or 0):
+        envs.as_tensors = True
 
 
 def _user_vector_env(

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import torch
 from gymnasium import spaces
 from gymnasium.wrappers import FlattenObservation
 
@@ -187,6 +188,24 @@ class ActionMap:
             self.space.dtype, copy=False
         )
 
+    def to_env_tensor(self, action: torch.Tensor) -> torch.Tensor:
+        """:meth:`to_env` on a tensor, where it is (for a batched env that takes tensors on
+        the agent's device): the same values, as a tensor of the space's dtype."""
+        if tuple(action.shape[1:]) != self.shape:
+            raise ValueError(
+                f"expected agent actions of shape (B, {', '.join(map(str, self.shape))}), "
+                f"got {tuple(action.shape)}"
+            )
+        dtype = torch.from_numpy(np.zeros(0, dtype=self.space.dtype)).dtype
+        if self.kind == "box":
+            low, high = (torch.as_tensor(b, device=action.device) for b in (self._low, self._high))
+            clipped = torch.clamp(action.to(torch.float64), low, high)
+            return clipped.reshape(action.shape[0], *self.space.shape).to(dtype)
+        if not np.any(self._offset) and dtype == torch.int64:  # the common case: one cast
+            return action.to(torch.int64)
+        offset = torch.as_tensor(self._offset, device=action.device)
+        return (action.to(torch.int64) + offset).to(dtype)
+
 
 def flatten_obs_size(space: spaces.Space) -> int:
     """Length of the flat float vector an observation of ``space`` becomes.
@@ -224,19 +243,24 @@ class ObsFlattener:
         self.space = space
         self.size = flatten_obs_size(space)
 
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
+    def __call__(self, obs: Any) -> Any:
         """Flatten a batch of observations.
 
         Args:
             obs: (*batch, *space.shape), e.g. (B, *shape) for Box or (B,) integers for
-                Discrete.
+                Discrete; numpy (or anything ``np.asarray`` takes) or a torch tensor.
 
         Returns:
-            (*batch, size) float32 array.
+            (*batch, size) float32 array; for a tensor of Box observations a float32 tensor
+            on its device (a batched env's observations stay where they are).
 
         Raises:
             ValueError: If the batch does not end with the space's shape.
         """
+        if isinstance(obs, torch.Tensor) and isinstance(self.space, spaces.Box):
+            return self._box_tensor(obs)
+        if isinstance(obs, torch.Tensor):
+            obs = obs.cpu().numpy()  # Discrete: one-hot rows below
         obs = np.asarray(obs)
         shape = tuple(self.space.shape)
         lead = obs.shape[: obs.ndim - len(shape)]
@@ -258,6 +282,18 @@ class ObsFlattener:
             out[np.arange(index.size), index.reshape(-1)] = 1.0
             return out.reshape(*lead, self.size)
         return obs.reshape(*lead, self.size).astype(np.float32, copy=False)
+
+    def _box_tensor(self, obs: torch.Tensor) -> torch.Tensor:
+        """A batch of Box observations that is a tensor (a batched env's, on its device):
+        flattened and cast to float32 as a tensor, where it is (no numpy round trip)."""
+        shape = tuple(self.space.shape)
+        lead = tuple(obs.shape[: obs.ndim - len(shape)])
+        if obs.ndim <= len(shape) or tuple(obs.shape[len(lead) :]) != shape:
+            raise ValueError(
+                f"expected a batch of observations of shape (B, {', '.join(map(str, shape))}), "
+                f"got {tuple(obs.shape)}"
+            )
+        return obs.reshape(*lead, self.size).to(torch.float32)
 
     def single(self, obs: np.ndarray | int) -> np.ndarray:
         """Flatten one (unbatched) observation to a (size,) float32 array."""
