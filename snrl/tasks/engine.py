@@ -60,6 +60,8 @@ __all__ = ["TaskEnv", "TaskVectorEnv", "default_episode_steps"]
 #: Floats the bank of distinct trials may hold before it is rebuilt from the trials in use.
 BANK_FLOATS = 1 << 25
 _PROBE_TRIALS = 10_000  # trials drawn (seed 0) to estimate the mean trial length
+#: Batches of _PROBE_TRIALS draws that prime the bank, at most (TaskVectorEnv._prime)
+_PRIME_BATCHES = 10
 #: Step on numpy views on the CPU (False: on the tensors, as on other devices; tests compare)
 _NUMPY_ON_CPU = True
 
@@ -343,12 +345,19 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         self._cursor = 0
 
     def _prime(self) -> None:
-        """Put the distinct trials of 10,000 draws (a generator of its own, seed 0) in the
-        bank before the first step, so that steps rarely build tables (a task with random
-        durations would otherwise keep finding rare trials for thousands of steps). The bank
-        holds no randomness of the env: seeded runs are the same with or without it."""
+        """Put the distinct trials of batches of 10,000 draws (a generator of its own, seed
+        0) in the bank before the first step, so that steps rarely build tables (a task with
+        random durations would otherwise keep finding rare trials for thousands of steps, a
+        refill that builds a few costing as much as ten steps): one batch more while the last
+        one found new trials but fewer than a quarter of it (more: continuous variables,
+        whose trials are all new), :data:`_PRIME_BATCHES` at most. The bank holds no
+        randomness of the env: seeded runs are the same with or without it."""
         gen = torch.Generator(device=self.device).manual_seed(0)
-        self._bank_ids(draw_trials(self.spec, gen, _PROBE_TRIALS))
+        for _ in range(_PRIME_BATCHES):
+            known = self._bank_keys.shape[0]
+            self._bank_ids(draw_trials(self.spec, gen, _PROBE_TRIALS))
+            if not 0 < self._bank_keys.shape[0] - known < _PROBE_TRIALS // 4:
+                break
 
     def _bank_ids(self, values: dict[str, Tensor]) -> Tensor:
         """The bank ids of trials with these variables; new distinct trials are built and

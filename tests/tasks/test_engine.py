@@ -253,6 +253,16 @@ def test_the_bank_holds_every_trials_table_once():
     assert torch.unique(bits, dim=0).shape[0] == bits.shape[0] < 100 < keys.shape[0]
 
 
+def test_the_prime_banks_rare_trials_before_the_first_step():
+    """ContextDecisionMaking can draw 972 trials (27 delays of 300-2900 ms x 2 ground truths
+    x 2 other choices x 3 x 3 coherences), the longest delays once in ~18,000 draws each:
+    priming goes on past the first 10,000 draws (907 trials) while it finds new ones."""
+    envs = tasks.make_vector_env("ContextDecisionMaking-v0", 4, seed=0)
+    delays = envs._bank_keys[:, envs._keys.index("_duration_delay")]
+    assert 970 <= envs._bank_keys.shape[0] <= 972
+    assert float(delays.max()) == 2900.0
+
+
 def test_a_compacted_bank_steps_the_same(monkeypatch):
     """A bank rebuilt from the trials in use (BANK_FLOATS reached) changes no step."""
     import snrl.tasks.engine as engine
