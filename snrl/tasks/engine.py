@@ -294,7 +294,9 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         c = self._c
         self._obs_x = self._x(rows[:, :c].contiguous())
         self._std_x = self._x(rows[:, c : 2 * c].contiguous()) if self._noisy else None
+        # each cell's row, and its action 0's block (two gathers a step, no arithmetic)
         self._index_x = self._x(index.view(-1))
+        self._block_x = self._x(index.view(-1) * self._quads + self._head // 4)
         # the envs' cells move with the bank's width; their rows are read again (_point) by
         # whoever changed the bank (_load's callers): a trial just ended may point past it
         self._cell = self._id * index.shape[1] + self._t
@@ -422,7 +424,7 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         :meth:`_load` set it; nothing to read in the empty bank before the first trials)."""
         if self._index_x.shape[0]:
             self._row = _take(self._index_x, self._cell)
-            self._blk = self._row * self._quads + self._head // 4
+            self._blk = _take(self._block_x, self._cell)
 
     def _load(self, idx: Any) -> None:
         """The next trials of the pool into the envs ``idx`` (their step goes to 0; the
