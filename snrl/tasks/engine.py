@@ -324,7 +324,7 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         ]
 
     def _rows_of(self, values: dict[str, Tensor], steps: int) -> tuple[Tensor, Tensor]:
-        """Bank rows (m, T, W) and meta (m, M) of trials with these variables."""
+        """Table rows (m, T, W) and meta (m, M) of trials with these variables."""
         tr = trial_tables(self.spec, values, steps=steps)
         m, width = tr.obs.shape[:2]
         per_action = torch.cat(
