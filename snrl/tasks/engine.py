@@ -4,17 +4,21 @@
 How a step works. Trial variables are drawn in bulk (a *pool* of a few thousand trials at
 once, :func:`snrl.tasks.spec.draw_trials`). A trial's tables (observation, noise level,
 ground truth and, for every step and action, the reward, whether the trial ends and its
-performance; :func:`snrl.tasks.spec.trial_tables`) depend only on its variables, and NeuroGym's
-tasks have few distinct trials (their durations are whole steps, their conditions lists), so
-the engine keeps a *bank* of the distinct trials' tables, built once each (a refill finds
-its trials there by a hash of their variables), and an env is a pointer into it: its row
-``(trial, step)``. A step is a few row gathers; the envs whose trial ended point at the next
-trials of the pool; the observation noise is drawn per step (the same independent Gaussian
-per step and channel as NeuroGym's per-trial draw) from the env's ``torch.Generator``. No
-Python loop runs over envs, and no rule is evaluated per step. On the CPU the step runs on
-numpy views of the engine's tensors (a numpy op on a thousand numbers costs a third of a
-torch op's dispatch), on other devices on the tensors. A bank that outgrows
-:data:`BANK_FLOATS` (tasks with continuous variables) is rebuilt from the trials in use.
+performance; :func:`snrl.tasks.spec.trial_tables`) depend only on its variables, and
+NeuroGym's tasks have few distinct trials (their durations are whole steps, their conditions
+lists), so the engine keeps a *bank* of the distinct trials' tables, built once each (a
+refill finds its trials there by a hash of their variables). A table row (a step of a trial)
+repeats across steps and trials (ContextDecisionMaking's 972 trials of 40 steps have 40
+distinct rows), so the bank stores each distinct row once, and a trial as the index of its
+rows among them; an env is a pointer into it: its cell ``(trial, step)``. A step is a gather
+of the envs' rows' indices and a few gathers of rows from that small table; the envs whose
+trial ended point at the next trials of the pool; the observation noise is drawn per step
+(the same independent Gaussian per step and channel as NeuroGym's per-trial draw) from the
+env's ``torch.Generator``. No Python loop runs over envs, and no rule is evaluated per step.
+On the CPU the step runs on numpy views of the engine's tensors (a numpy op on a thousand
+numbers costs a third of a torch op's dispatch), on other devices on the tensors. A bank
+that outgrows :data:`BANK_FLOATS` (tasks with continuous variables) is rebuilt from the
+trials in use.
 
 What it returns matches ``snrl.envs.make_vector_env`` on a NeuroGym id (docs/tasks.md):
 
@@ -56,8 +60,17 @@ __all__ = ["TaskEnv", "TaskVectorEnv", "default_episode_steps"]
 #: Floats the bank of distinct trials may hold before it is rebuilt from the trials in use.
 BANK_FLOATS = 1 << 25
 _PROBE_TRIALS = 10_000  # trials drawn (seed 0) to estimate the mean trial length
+#: Batches of _PROBE_TRIALS draws that prime the bank, at most (TaskVectorEnv._prime)
+_PRIME_BATCHES = 10
 #: Step on numpy views on the CPU (False: on the tensors, as on other devices; tests compare)
 _NUMPY_ON_CPU = True
+
+
+def _firsts(inverse: Tensor, count: int) -> Tensor:
+    """The first position of each of ``count`` groups in ``inverse`` (a group per position)."""
+    order = torch.arange(inverse.shape[0], device=inverse.device)
+    first = torch.full((count,), inverse.shape[0], dtype=torch.int64, device=inverse.device)
+    return first.scatter_reduce(0, inverse, order, reduce="amin")
 
 
 def _unique_rows(keys: Tensor) -> tuple[Tensor, Tensor]:
@@ -74,10 +87,20 @@ def _unique_rows(keys: Tensor) -> tuple[Tensor, Tensor]:
         if radix >= 1 << 62:
             return torch.unique(keys, dim=0, return_inverse=True)
     distinct, inverse = torch.unique(codes, return_inverse=True)
-    order = torch.arange(keys.shape[0], device=keys.device)
-    first = torch.full((distinct.numel(),), keys.shape[0], dtype=torch.int64, device=keys.device)
-    first = first.scatter_reduce(0, inverse, order, reduce="amin")
-    return keys[first], inverse
+    return keys[_firsts(inverse, distinct.numel())], inverse
+
+
+def _distinct_rows(rows: Tensor) -> tuple[Tensor, Tensor]:
+    """The distinct rows of a float32 table, bit for bit (``-0.0`` is not ``0.0``), in any
+    order, and each row's index among them: a 1-D unique of the rows' hashes, checked (rows
+    whose hashes collide fall back to ``torch.unique(dim=0)``)."""
+    bits = rows.view(torch.int32)
+    hashes, inverse = torch.unique(_row_hash(bits.double()), return_inverse=True)
+    first = _firsts(inverse, hashes.numel())
+    if bool((bits[first][inverse] == bits).all()):
+        return rows[first], inverse
+    distinct, inverse = torch.unique(bits, dim=0, return_inverse=True)
+    return distinct.view(torch.float32), inverse
 
 
 def _row_hash(keys: Tensor) -> Tensor:
@@ -87,6 +110,28 @@ def _row_hash(keys: Tensor) -> Tensor:
     gen = torch.Generator().manual_seed(0x5EED)
     w = torch.rand(keys.shape[1], generator=gen, dtype=torch.float64).add_(1.0)
     return (keys * w.to(keys.device)).sum(1)
+
+
+def _hashed(table: Tensor) -> tuple[Tensor, Tensor]:
+    """The sorted hashes of ``table``'s rows and their rows (what :func:`_lookup` searches)."""
+    return torch.sort(_row_hash(table.double()))
+
+
+def _lookup(table: Tensor, hashed: tuple[Tensor, Tensor], keys: Tensor) -> tuple[Tensor, Tensor]:
+    """The rows of ``table`` equal to each row of ``keys``, and where there is none (the id
+    there is meaningless): a binary search of the keys' hashes among ``hashed`` (the table's,
+    :func:`_hashed`), every hit checked against ``table``, so a hash collision can only add a
+    row twice, never give a wrong one."""
+    sorted_hashes, order = hashed
+    if sorted_hashes.numel() == 0:
+        return torch.zeros_like(keys[:, 0], dtype=torch.int64), torch.ones_like(
+            keys[:, 0], dtype=torch.bool
+        )
+    h = _row_hash(keys.double())
+    pos = torch.searchsorted(sorted_hashes, h).clamp_(max=sorted_hashes.numel() - 1)
+    ids = order[pos]
+    hit = (sorted_hashes[pos] == h) & (table[ids] == keys).all(1)
+    return ids, ~hit
 
 
 def _take(table: Any, idx: Any) -> Any:
@@ -209,7 +254,8 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         self._cursor = 0
         self._id = self._x(torch.zeros(n, dtype=torch.int64, device=dev))  # each env's trial
         self._t = self._x(torch.zeros(n, dtype=torch.int64, device=dev))  # its step in it
-        self._row = self._x(torch.zeros(n, dtype=torch.int64, device=dev))  # its row in _flat
+        self._cell = self._x(torch.zeros(n, dtype=torch.int64, device=dev))  # trial * T + step
+        self._row = self._x(torch.zeros(n, dtype=torch.int64, device=dev))  # its distinct row
         self._blk = self._x(torch.zeros(n, dtype=torch.int64, device=dev))  # action 0's block
         self._perf = self._x(torch.zeros(n, device=dev))  # its trial's performance so far
         self._ep_return = self._x(torch.zeros(n, dtype=torch.float64, device=dev))
@@ -220,7 +266,8 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         self._dt_s = np.full(n, spec.dt / 1000.0)
         self._fixation = np.full(n, spec.fixation_action, dtype=np.int64)
         self._started = False
-        self._set_bank(torch.zeros(0, 1, self._width, device=dev), self._bank_keys,
+        self._set_bank(torch.zeros(0, self._width, device=dev),
+                       torch.zeros(0, 1, dtype=torch.int64, device=dev), self._bank_keys,
                        self._bank_meta)  # fmt: skip
         self._prime()
 
@@ -229,11 +276,13 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         return tensor.numpy() if self._np else tensor
 
     # ---- the bank of distinct trials and the pool ---------------------------------------
-    def _set_bank(self, bank: Tensor, keys: Tensor, meta: Tensor) -> None:
-        self._bank, self._bank_keys, self._bank_meta = bank, keys, meta
-        self._hash_sorted, self._hash_order = torch.sort(_row_hash(keys))
-        self._flat = bank.view(-1, self._width)
-        self._quad = bank.view(-1, 4)
+    def _set_bank(self, rows: Tensor, index: Tensor, keys: Tensor, meta: Tensor) -> None:
+        """The bank: its distinct rows ``(D, W)``, each trial's row at each step ``(U, T)``
+        (int64), the trials' variables ``(U, K)`` and what the infos report of them."""
+        self._rows, self._index, self._bank_keys, self._bank_meta = rows, index, keys, meta
+        self._trial_hashes = _hashed(keys)
+        self._row_hashes = _hashed(rows.view(torch.int32))
+        self._quad = rows.view(-1, 4)
         # the rewards again as float64, rounded to 1e-6 once here (the table is float32:
         # -0.1 is stored as -0.100000001; 1e-6 is finer than float32 resolves above 8), so
         # NeuroGym's reward table comes back exact; indexed by the same block numbers
@@ -243,10 +292,14 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         # take copies a strided table whole before gathering, and its arithmetic on rows of
         # C strided values loops once per row)
         c = self._c
-        self._obs_x = self._x(self._flat[:, :c].contiguous())
-        self._std_x = self._x(self._flat[:, c : 2 * c].contiguous()) if self._noisy else None
-        self._row = self._id * bank.shape[1] + self._t
-        self._blk = self._row * self._quads + self._head // 4
+        self._obs_x = self._x(rows[:, :c].contiguous())
+        self._std_x = self._x(rows[:, c : 2 * c].contiguous()) if self._noisy else None
+        # each cell's row, and its action 0's block (two gathers a step, no arithmetic)
+        self._index_x = self._x(index.view(-1))
+        self._block_x = self._x(index.view(-1) * self._quads + self._head // 4)
+        # the envs' cells move with the bank's width; their rows are read again (_point) by
+        # whoever changed the bank (_load's callers): a trial just ended may point past it
+        self._cell = self._id * index.shape[1] + self._t
         # what the infos report of each bank trial, as numpy (read on the host every step)
         p = len(self._names)
         host = meta.cpu().numpy()
@@ -271,7 +324,7 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         ]
 
     def _rows_of(self, values: dict[str, Tensor], steps: int) -> tuple[Tensor, Tensor]:
-        """Bank rows (m, T, W) and meta (m, M) of trials with these variables."""
+        """Table rows (m, T, W) and meta (m, M) of trials with these variables."""
         tr = trial_tables(self.spec, values, steps=steps)
         m, width = tr.obs.shape[:2]
         per_action = torch.cat(
@@ -294,12 +347,19 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         self._cursor = 0
 
     def _prime(self) -> None:
-        """Put the distinct trials of 10,000 draws (a generator of its own, seed 0) in the
-        bank before the first step, so that steps rarely build tables (a task with random
-        durations would otherwise keep finding rare trials for thousands of steps). The bank
-        holds no randomness of the env: seeded runs are the same with or without it."""
+        """Put the distinct trials of batches of 10,000 draws (a generator of its own, seed
+        0) in the bank before the first step, so that steps rarely build tables (a task with
+        random durations would otherwise keep finding rare trials for thousands of steps, a
+        refill that builds a few costing as much as ten steps): one batch more while the last
+        one found new trials but fewer than a quarter of it (more: continuous variables,
+        whose trials are all new), :data:`_PRIME_BATCHES` at most. The bank holds no
+        randomness of the env: seeded runs are the same with or without it."""
         gen = torch.Generator(device=self.device).manual_seed(0)
-        self._bank_ids(draw_trials(self.spec, gen, _PROBE_TRIALS))
+        for _ in range(_PRIME_BATCHES):
+            known = self._bank_keys.shape[0]
+            self._bank_ids(draw_trials(self.spec, gen, _PROBE_TRIALS))
+            if not 0 < self._bank_keys.shape[0] - known < _PROBE_TRIALS // 4:
+                break
 
     def _bank_ids(self, values: dict[str, Tensor]) -> Tensor:
         """The bank ids of trials with these variables; new distinct trials are built and
@@ -311,7 +371,8 @@ class TaskVectorEnv(gym.vector.VectorEnv):
                 0, len(self._keys), dtype=torch.float64, device=self.device
             )
         keys = torch.stack([values[k] for k in self._keys], dim=1)
-        if self._bank.numel() + m * self._bank.shape[1] * self._width > BANK_FLOATS:
+        steps = self._index.shape[1]
+        if self._rows.numel() + self._index.numel() + m * steps * self._width > BANK_FLOATS:
             self._compact()
         ids, missing = self._find(keys)
         new = missing.nonzero()[:, 0]
@@ -320,42 +381,54 @@ class TaskVectorEnv(gym.vector.VectorEnv):
             uniq, inverse = _unique_rows(keys[new])
             ids[new] = u + inverse
             fresh = {k: uniq[:, j] for j, k in enumerate(self._keys)}
-            rows, meta = self._rows_of(fresh, self._bank.shape[1])
-            bank = self._bank
-            if rows.shape[1] > bank.shape[1]:  # a longer trial than any before: widen
-                pad = rows.shape[1] - bank.shape[1]
-                bank = torch.cat([bank, bank.new_zeros(u, pad, self._width)], dim=1)
+            rows, meta = self._rows_of(fresh, steps)
+            table, cells = self._add_rows(rows.reshape(-1, self._width))
+            index = self._index
+            if rows.shape[1] > steps:  # a longer trial than any before: widen (with row 0:
+                # the cells past a trial's end are never read, its last step ends it)
+                index = torch.cat([index, index.new_zeros(u, rows.shape[1] - steps)], dim=1)
             self._set_bank(
-                torch.cat([bank, rows]),
+                table,
+                torch.cat([index, cells.view(rows.shape[:2])]),
                 torch.cat([self._bank_keys, uniq]),
                 torch.cat([self._bank_meta, meta]),
             )
         return ids
 
+    def _add_rows(self, rows: Tensor) -> tuple[Tensor, Tensor]:
+        """The bank's distinct rows with those of ``rows`` ``(R, W)`` added, and the index of
+        each of ``rows`` among them (the bank's rows keep theirs)."""
+        distinct, inverse = _distinct_rows(rows)
+        bits = self._rows.view(torch.int32)
+        ids, missing = _lookup(bits, self._row_hashes, distinct.view(torch.int32))
+        new = missing.nonzero()[:, 0]
+        ids[new] = self._rows.shape[0] + torch.arange(new.numel(), device=ids.device)
+        return torch.cat([self._rows, distinct[new]]), ids[inverse]
+
     def _find(self, keys: Tensor) -> tuple[Tensor, Tensor]:
         """The bank ids of the trials with these keys, and where a trial is not in the bank
-        (its id there is meaningless): a binary search of the rows' hashes among the bank's
-        sorted ones, every hit checked against the bank's keys, so a hash collision can only
-        add a trial twice, never give a wrong one."""
-        if self._hash_sorted.numel() == 0:
-            return torch.zeros_like(keys[:, 0], dtype=torch.int64), torch.ones_like(
-                keys[:, 0], dtype=torch.bool
-            )
-        h = _row_hash(keys)
-        pos = torch.searchsorted(self._hash_sorted, h).clamp_(max=self._hash_sorted.numel() - 1)
-        ids = self._hash_order[pos]
-        hit = (self._hash_sorted[pos] == h) & (self._bank_keys[ids] == keys).all(1)
-        return ids, ~hit
+        (its id there is meaningless; :func:`_lookup`)."""
+        return _lookup(self._bank_keys, self._trial_hashes, keys)
 
     def _compact(self) -> None:
-        """Keep only the bank's trials that envs are in (a task with continuous variables)."""
+        """Keep only the bank's trials that envs are in, and their rows (a task with
+        continuous variables)."""
         keep, ids = torch.unique(torch.as_tensor(self._id), return_inverse=True)
+        used, index = torch.unique(self._index[keep], return_inverse=True)
         self._id = self._x(ids)
-        self._set_bank(self._bank[keep].contiguous(), self._bank_keys[keep], self._bank_meta[keep])
+        self._set_bank(self._rows[used], index, self._bank_keys[keep], self._bank_meta[keep])
         self._pool = self._pool[:0]
 
+    def _point(self) -> None:
+        """Each env's row and action 0's block, read from its cell (after a step moved it or
+        :meth:`_load` set it; nothing to read in the empty bank before the first trials)."""
+        if self._index_x.shape[0]:
+            self._row = _take(self._index_x, self._cell)
+            self._blk = _take(self._block_x, self._cell)
+
     def _load(self, idx: Any) -> None:
-        """The next trials of the pool into the envs ``idx`` (their step goes to 0)."""
+        """The next trials of the pool into the envs ``idx`` (their step goes to 0; the
+        caller reads their rows, :meth:`_point`)."""
         k = int(idx.shape[0])
         if k == 0:
             return
@@ -364,22 +437,21 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         new = self._pool[self._cursor : self._cursor + k]
         self._cursor += k
         self._id[idx] = new
-        row = new * self._bank.shape[1]
-        self._row[idx] = row
-        self._blk[idx] = row * self._quads + self._head // 4
+        self._cell[idx] = new * self._index.shape[1]
         self._t[idx] = 0
         self._perf[idx] = 0.0
 
     def _start_episodes(self, idx: Any) -> None:
         """New episodes in the envs ``idx``: a new trial, and NeuroGym's reset step."""
         self._load(idx)
+        self._point()
         quad = _take(self._quad_x, self._blk[idx] + self._reset_action)
         ends = quad[:, 1] > 0.5
         self._t[idx] = 1
-        self._row[idx] += 1
-        self._blk[idx] += self._quads
+        self._cell[idx] += 1
         if bool(ends.any()):  # the reset step ended the trial (abort): the next one, at 0
             self._load(idx[ends])
+        self._point()
         self._ep_return[idx] = 0.0
         self._ep_steps = 0
         self._ep_start = time.perf_counter()
@@ -481,8 +553,7 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         self._ep_return += reward
         self._ep_steps += 1
         self._t += 1
-        self._row += 1
-        self._blk += self._quads
+        self._cell += 1
         new_np = _host(ends)
         any_new = bool(new_np.any())
         infos: dict[str, Any] = {
@@ -495,6 +566,7 @@ class TaskVectorEnv(gym.vector.VectorEnv):
             infos["trial_periods"] = self._periods()
             infos["_trial_periods"] = new_np
             self._load(_flatnonzero(ends))
+        self._point()
         obs = self._obs()
         if self._ep_steps >= self.max_episode_steps:
             infos = self._end_episodes(infos, obs)

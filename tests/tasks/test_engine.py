@@ -219,6 +219,50 @@ def test_unique_rows_is_torch_unique_up_to_order(distinct):
     assert uniq.shape[0] == torch.unique(keys, dim=0).shape[0]
 
 
+def test_distinct_rows_are_bit_for_bit(monkeypatch):
+    """Rows are told apart by their bits (-0.0 is not 0.0), and with hashes that all
+    collide the fallback gives the same rows back."""
+    import snrl.tasks.engine as engine
+
+    gen = torch.Generator().manual_seed(0)
+    rows = torch.randint(3, (500, 6), generator=gen).float() - 1.0
+    rows[::7, 0] = -0.0  # rows equal to others by == but not by bits
+    for _ in range(2):
+        distinct, inverse = engine._distinct_rows(rows)
+        assert torch.equal(distinct[inverse].view(torch.int32), rows.view(torch.int32))
+        assert distinct.shape[0] == torch.unique(rows.view(torch.int32), dim=0).shape[0]
+        assert distinct.shape[0] > torch.unique(rows, dim=0).shape[0]
+        monkeypatch.setattr(engine, "_row_hash", lambda keys: keys.sum(1) * 0.0)
+
+
+def test_the_bank_holds_every_trials_table_once():
+    """Each banked trial's rows, read through the bank's index, are its tables built afresh
+    (bit for bit, every step of the trial), and no distinct row is stored twice."""
+    envs = tasks.make_vector_env("ContextDecisionMaking-v0", 64, seed=0)
+    envs.reset()
+    for _ in range(50):
+        envs.step(np.zeros(64, dtype=np.int64))
+    keys = envs._bank_keys
+    values = {k: keys[:, j] for j, k in enumerate(envs._keys)}
+    tables, meta = envs._rows_of(values, envs._index.shape[1])
+    length = meta[:, -1].long()
+    inside = torch.arange(tables.shape[1])[None, :] < length[:, None]
+    banked = envs._rows[envs._index]
+    assert torch.equal(banked[inside].view(torch.int32), tables[inside].view(torch.int32))
+    bits = envs._rows.view(torch.int32)
+    assert torch.unique(bits, dim=0).shape[0] == bits.shape[0] < 100 < keys.shape[0]
+
+
+def test_the_prime_banks_rare_trials_before_the_first_step():
+    """ContextDecisionMaking can draw 972 trials (27 delays of 300-2900 ms x 2 ground truths
+    x 2 other choices x 3 x 3 coherences), the longest delays once in ~18,000 draws each:
+    priming goes on past the first 10,000 draws (907 trials) while it finds new ones."""
+    envs = tasks.make_vector_env("ContextDecisionMaking-v0", 4, seed=0)
+    delays = envs._bank_keys[:, envs._keys.index("_duration_delay")]
+    assert 970 <= envs._bank_keys.shape[0] <= 972
+    assert float(delays.max()) == 2900.0
+
+
 def test_a_compacted_bank_steps_the_same(monkeypatch):
     """A bank rebuilt from the trials in use (BANK_FLOATS reached) changes no step."""
     import snrl.tasks.engine as engine
@@ -227,7 +271,7 @@ def test_a_compacted_bank_steps_the_same(monkeypatch):
         obs, rewards, envs = _rollout(
             "ContextDecisionMaking-v0", 64, 1, 150, action_seed=0, pool_size=256
         )
-        return obs, rewards, envs._bank.shape[0]
+        return obs, rewards, envs._bank_keys.shape[0]
 
     obs, rewards, banked = run()
     monkeypatch.setattr(engine, "BANK_FLOATS", 40 * 256 * 24)  # compacts at every refill
