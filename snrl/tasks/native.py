@@ -765,6 +765,18 @@ _REPORTED_TYPES: dict[str, type] = {
     "favoured": int,
     "n_right": int,
     **dict.fromkeys(_CUE_NAMES, int),
+    # Yang et al.'s tasks (snrl.tasks.yang19): directions are indices on the ring
+    "direction": int,
+    "modality": int,
+    "direction1": int,
+    "direction2": int,
+    "coh1_mod1": float,
+    "coh2_mod1": float,
+    "coh1_mod2": float,
+    "coh2_mod2": float,
+    "match": int,
+    "sample_direction": int,
+    "test_direction": int,
 }
 
 #: The batched tasks by id (NeuroGym's ids, and the paper tasks' own), each called with
@@ -783,3 +795,8 @@ TASKS: dict[str, _Task] = {
         evidence_accumulation,
     )
 }
+
+# NeuroGym's yang19 collection, written on the helpers above (snrl.tasks.yang19)
+from snrl.tasks import yang19 as _yang19  # noqa: E402
+
+TASKS.update(_yang19.TASKS)
