@@ -48,7 +48,7 @@ from torch import Tensor
 from snrl.envs.neurogym import TRIALS_PER_EPISODE
 from snrl.envs.trials import unbatch_info
 from snrl.errors import UserError
-from snrl.tasks.spec import TaskSpec, build_trials, draw_trials, trial_tables
+from snrl.tasks.spec import TaskSpec, draw_trials, period_bounds, trial_tables
 
 __all__ = ["TaskEnv", "TaskVectorEnv", "default_episode_steps"]
 
@@ -110,8 +110,8 @@ def default_episode_steps(spec: TaskSpec, trials: int = TRIALS_PER_EPISODE) -> i
     """``trials`` trials of mean length (the mean over 10,000 trials drawn with seed 0): the
     step limit of an episode, as snrl gives a NeuroGym task."""
     gen = torch.Generator().manual_seed(0)
-    probe = build_trials(spec, gen, _PROBE_TRIALS, noise=False)
-    return max(1, int(np.ceil(trials * float(probe.length.double().mean()))))
+    _, _, length = period_bounds(spec, draw_trials(spec, gen, _PROBE_TRIALS))
+    return max(1, int(np.ceil(trials * float(length.double().mean()))))
 
 
 class TaskVectorEnv(gym.vector.VectorEnv):
@@ -131,6 +131,9 @@ class TaskVectorEnv(gym.vector.VectorEnv):
             and is a wrong answer in the decision period (the rule's tables for a non-fixation
             action that differs from every ground truth). The multitask env
             (:mod:`snrl.tasks.multitask`) gives every task the largest action count.
+        bank_floats: Floats the bank of distinct trials may hold before it is rebuilt from
+            the trials in use (``None``: :data:`BANK_FLOATS`; the multitask env gives each of ``K``
+            tasks a ``K``-th).
     """
 
     metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
@@ -146,6 +149,7 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         pool_size: int | None = None,
         as_tensors: bool = False,
         n_actions: int | None = None,
+        bank_floats: int | None = None,
     ) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise UserError(f"num_envs must be an integer >= 1, got {num_envs!r}")
@@ -181,6 +185,7 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         )
         self.pool_size = max(int(pool_size or max(4 * num_envs, 1024)), num_envs)
         self._seed = seed
+        self._bank_floats = BANK_FLOATS if bank_floats is None else int(bank_floats)
         self._gen = torch.Generator(device=self.device)
         self._names = spec.period_names
         self._reported = list(spec.reported)
@@ -294,12 +299,17 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         self._cursor = 0
 
     def _prime(self) -> None:
-        """Put the distinct trials of 10,000 draws (a generator of its own, seed 0) in the
-        bank before the first step, so that steps rarely build tables (a task with random
-        durations would otherwise keep finding rare trials for thousands of steps). The bank
+        """Put the distinct trials of 10,000 draws (a generator of its own, seed 0; as many as
+        fill half the bank) in the bank before the first step, so that steps rarely build
+        tables (a task with random durations would otherwise keep finding rare trials for
+        thousands of steps). The bank
         holds no randomness of the env: seeded runs are the same with or without it."""
         gen = torch.Generator(device=self.device).manual_seed(0)
-        self._bank_ids(draw_trials(self.spec, gen, _PROBE_TRIALS))
+        values = draw_trials(self.spec, gen, _PROBE_TRIALS)
+        for lo in range(0, _PROBE_TRIALS, self.pool_size):  # until half the bank is used
+            self._bank_ids({k: v[lo : lo + self.pool_size] for k, v in values.items()})
+            if 2 * self._bank.numel() > self._bank_floats:
+                break
 
     def _bank_ids(self, values: dict[str, Tensor]) -> Tensor:
         """The bank ids of trials with these variables; new distinct trials are built and
@@ -311,7 +321,7 @@ class TaskVectorEnv(gym.vector.VectorEnv):
                 0, len(self._keys), dtype=torch.float64, device=self.device
             )
         keys = torch.stack([values[k] for k in self._keys], dim=1)
-        if self._bank.numel() + m * self._bank.shape[1] * self._width > BANK_FLOATS:
+        if self._bank.numel() + m * self._bank.shape[1] * self._width > self._bank_floats:
             self._compact()
         ids, missing = self._find(keys)
         new = missing.nonzero()[:, 0]

@@ -795,8 +795,3 @@ TASKS: dict[str, _Task] = {
         evidence_accumulation,
     )
 }
-
-# NeuroGym's yang19 collection, written on the helpers above (snrl.tasks.yang19)
-from snrl.tasks import yang19 as _yang19  # noqa: E402
-
-TASKS.update(_yang19.TASKS)
