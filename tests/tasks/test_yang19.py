@@ -242,3 +242,41 @@ def test_a_withheld_nogo_trial_is_correct():
     reward, ends, perf = tr.outcome[0, last, 0]
     assert (float(reward), float(ends), float(perf)) == (1.0, 1.0, 1.0)
     assert tr.outcome[0, last, 1:, 0].eq(0).all() and tr.outcome[0, last, 1:, 2].eq(0).all()
+
+
+# ---- a scripted policy ------------------------------------------------------------------------
+#: (task, trials, tolerance): about 3 standard errors of the difference (go/anti: exact)
+ORACLE = [("go", 400, 0.01), ("rtanti", 400, 0.01), ("dm1", 400, 0.06)]
+ORACLE_SLOW = [("dlyanti", 400, 0.01), ("dm1", 3000, 0.025), ("multidm", 3000, 0.025),
+               ("ctxdlydm2", 3000, 0.025), ("multidlydm", 3000, 0.025)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("short", "n_trials", "tol"), ORACLE)
+def test_oracle_accuracy_matches_neurogym(short, n_trials, tol):
+    _check_oracle(short, n_trials, tol)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("short", "n_trials", "tol"), ORACLE_SLOW)
+def test_oracle_accuracy_matches_neurogym_3k(short, n_trials, tol):
+    _check_oracle(short, n_trials, tol)
+
+
+def _check_oracle(short, n_trials, tol):
+    """The same observation-reading policy scores the same accuracy on NeuroGym's env (snrl's
+    vector env of it) and on ours, trials scored by snrl's TrialTracker on both."""
+    import warnings
+
+    from snrl.envs import make_vector_env
+    from tests.tasks.oracles import Yang19Oracle
+    from tests.tasks.test_oracle import oracle_accuracy
+
+    name = f"yang19.{short}-v0"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ng = oracle_accuracy(make_vector_env(name, 32, seed=0), name, n_trials,
+                             oracle=Yang19Oracle(short, 32))  # fmt: skip
+    ours = oracle_accuracy(tasks.make_vector_env(name, 32, seed=0), name, n_trials,
+                           oracle=Yang19Oracle(short, 32))  # fmt: skip
+    assert abs(ours - ng) <= tol, (ours, ng)
+    assert ours > 0.6  # the oracle does the task
