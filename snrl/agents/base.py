@@ -252,7 +252,6 @@ class Algorithm:
         try:
             self.config = cfg = cfg.resolve_time(env_time_step(probe))  # docs: "Time"
             self.check_spaces(probe.observation_space, probe.action_space)
-            _check_task_count(getattr(probe, "unwrapped", probe), cfg)
             obs_size = ObsFlattener(probe.observation_space).size
             act = probe.action_space
             head = int(np.sum(getattr(act, "nvec", 0))) or int(getattr(act, "n", 0))
@@ -1067,21 +1066,6 @@ def _load_device(saved: Any, asked: str | None, path: str | Path) -> str:
         )
         return "cpu"
     return str(saved)
-
-
-def _check_task_count(env: Any, cfg: Any) -> None:
-    """A multitask env (snrl.tasks.multitask: env ``i`` runs task ``i % K``) needs at least
-    one env per task in training and in evaluation."""
-    tasks = getattr(env, "task_ids", None)
-    if not tasks:
-        return
-    for key in ("n_envs", "eval_episodes"):
-        value = getattr(cfg, key, None)
-        if value is not None and value < len(tasks):
-            raise UserError(
-                f"{key}={value} but the env runs {len(tasks)} tasks, one per env in turn "
-                f"(env i runs task i % {len(tasks)}): set {key} >= {len(tasks)}"
-            )
 
 
 def _available_device(name: str) -> torch.device:

@@ -33,6 +33,7 @@ import gymnasium as gym
 
 from snrl.envs.neurogym import INSTALL_LINE
 from snrl.errors import UserError
+from snrl.tasks.catalog import TASKS
 from snrl.tasks.engine import TaskEnv, TaskVectorEnv, default_episode_steps
 from snrl.tasks.multitask import (
     MultiTaskEnv,
@@ -40,8 +41,8 @@ from snrl.tasks.multitask import (
     multitask_env_id,
     parse_task_ids,
 )
-from snrl.tasks.native import TASKS
 from snrl.tasks.spec import TaskSpec, build_trials
+from snrl.tasks.yang19 import COLLECTION
 
 __all__ = [
     "TASKS",
@@ -61,12 +62,17 @@ __all__ = [
 ]
 
 
+def _several(env_id: object) -> bool:
+    """Names a multitask env: a comma-joined list of ids, or a collection (``yang19``)."""
+    return isinstance(env_id, str) and ("," in env_id or env_id == COLLECTION)
+
+
 class _VectorIds(frozenset):
-    """The task ids, and any comma-joined list of ids (a multitask env: its ids are checked
-    where it is made, so a wrong one gets :func:`parse_task_ids`'s message)."""
+    """The task ids, any comma-joined list of ids and ``yang19`` (a multitask env: its ids
+    are checked where it is made, so a wrong one gets :func:`parse_task_ids`'s message)."""
 
     def __contains__(self, env_id: object) -> bool:
-        return frozenset.__contains__(self, env_id) or (isinstance(env_id, str) and "," in env_id)
+        return frozenset.__contains__(self, env_id) or _several(env_id)
 
 
 #: The ids this module builds vector envs for (read by :func:`snrl.envs.make_vector_env`).
@@ -147,7 +153,7 @@ def make_vector_env(
     kwargs = dict(env_kwargs or {})
     device = kwargs.pop("device", device)
     tasks: TaskSpec | list[TaskSpec]
-    if isinstance(env_id, str) and "," not in env_id:
+    if isinstance(env_id, str) and not _several(env_id):
         cls, tasks = TaskVectorEnv, make_spec(env_id, **kwargs)
     else:
         cls, tasks = MultiTaskVectorEnv, [make_spec(i, **kwargs) for i in parse_task_ids(env_id)]
@@ -174,7 +180,7 @@ def make_env(env_id: str, **kwargs: Any) -> gym.Env:
     Raises:
         UserError: neurogym is not installed, or an unknown id.
     """
-    if isinstance(env_id, str) and "," in env_id:
+    if _several(env_id):
         kwargs.pop("device", None)
         episode = kwargs.pop("max_episode_steps", None)
         specs = [make_spec(name, **kwargs) for name in parse_task_ids(env_id)]

@@ -52,7 +52,7 @@ from torch import Tensor
 from snrl.envs.neurogym import TRIALS_PER_EPISODE
 from snrl.envs.trials import unbatch_info
 from snrl.errors import UserError
-from snrl.tasks.spec import TaskSpec, build_trials, draw_trials, trial_tables
+from snrl.tasks.spec import TaskSpec, draw_trials, period_bounds, trial_tables
 
 __all__ = ["TaskEnv", "TaskVectorEnv", "default_episode_steps"]
 
@@ -155,8 +155,8 @@ def default_episode_steps(spec: TaskSpec, trials: int = TRIALS_PER_EPISODE) -> i
     """``trials`` trials of mean length (the mean over 10,000 trials drawn with seed 0): the
     step limit of an episode, as snrl gives a NeuroGym task."""
     gen = torch.Generator().manual_seed(0)
-    probe = build_trials(spec, gen, _PROBE_TRIALS, noise=False)
-    return max(1, int(np.ceil(trials * float(probe.length.double().mean()))))
+    _, _, length = period_bounds(spec, draw_trials(spec, gen, _PROBE_TRIALS))
+    return max(1, int(np.ceil(trials * float(length.double().mean()))))
 
 
 class TaskVectorEnv(gym.vector.VectorEnv):
@@ -176,6 +176,9 @@ class TaskVectorEnv(gym.vector.VectorEnv):
             and is a wrong answer in the decision period (the rule's tables for a non-fixation
             action that differs from every ground truth). The multitask env
             (:mod:`snrl.tasks.multitask`) gives every task the largest action count.
+        bank_floats: Floats the bank of distinct trials may hold before it is rebuilt from
+            the trials in use (``None``: :data:`BANK_FLOATS`; the multitask env gives each of ``K``
+            tasks a ``K``-th).
     """
 
     metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
@@ -191,6 +194,7 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         pool_size: int | None = None,
         as_tensors: bool = False,
         n_actions: int | None = None,
+        bank_floats: int | None = None,
     ) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise UserError(f"num_envs must be an integer >= 1, got {num_envs!r}")
@@ -226,6 +230,7 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         )
         self.pool_size = max(int(pool_size or max(4 * num_envs, 1024)), num_envs)
         self._seed = seed
+        self._bank_floats = BANK_FLOATS if bank_floats is None else int(bank_floats)
         self._gen = torch.Generator(device=self.device)
         self._names = spec.period_names
         self._reported = list(spec.reported)
@@ -352,12 +357,17 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         random durations would otherwise keep finding rare trials for thousands of steps, a
         refill that builds a few costing as much as ten steps): one batch more while the last
         one found new trials but fewer than a quarter of it (more: continuous variables,
-        whose trials are all new), :data:`_PRIME_BATCHES` at most. The bank holds no
-        randomness of the env: seeded runs are the same with or without it."""
+        whose trials are all new), :data:`_PRIME_BATCHES` at most, each added a pool at a time
+        until half the bank is used. The bank holds no randomness of the env: seeded runs are
+        the same with or without it."""
         gen = torch.Generator(device=self.device).manual_seed(0)
         for _ in range(_PRIME_BATCHES):
             known = self._bank_keys.shape[0]
-            self._bank_ids(draw_trials(self.spec, gen, _PROBE_TRIALS))
+            values = draw_trials(self.spec, gen, _PROBE_TRIALS)
+            for lo in range(0, _PROBE_TRIALS, self.pool_size):
+                self._bank_ids({k: v[lo : lo + self.pool_size] for k, v in values.items()})
+                if 2 * (self._rows.numel() + self._index.numel()) > self._bank_floats:
+                    return
             if not 0 < self._bank_keys.shape[0] - known < _PROBE_TRIALS // 4:
                 break
 
@@ -372,7 +382,7 @@ class TaskVectorEnv(gym.vector.VectorEnv):
             )
         keys = torch.stack([values[k] for k in self._keys], dim=1)
         steps = self._index.shape[1]
-        if self._rows.numel() + self._index.numel() + m * steps * self._width > BANK_FLOATS:
+        if self._rows.numel() + self._index.numel() + m * steps * self._width > self._bank_floats:
             self._compact()
         ids, missing = self._find(keys)
         new = missing.nonzero()[:, 0]

@@ -15,15 +15,22 @@ The common layout of ``K`` tasks (:class:`MultiTaskVectorEnv`):
   to a non-fixation action that matches no ground truth; ``TaskVectorEnv(n_actions=A)``).
   Masking the action would hide the rule from nothing: the agent must learn it from the
   rule input, as it learns every other rule.
-* **Slots**: env ``i`` runs task ``i % K`` for the whole run (``num_envs >= K``; a multiple of
-  ``K`` gives every task the same number of envs). Fixed slots keep every task's stream the
-  single-task engine's: task ``k``'s envs are ``TaskVectorEnv`` of that task alone, seeded
-  ``seed + k`` (tested), so a multitask run is ``K`` single-task streams read by one network.
-  A rollout of ``n_envs`` envs holds every task in the same share; a recurrent agent's
-  state is reset at episode ends, never mixed between tasks within an env.
+* **Schedule**: where ``num_envs`` is a multiple of ``K``, *slots*: env ``i`` runs task
+  ``i % K`` for the whole run. Fixed slots keep every task's stream the single-task
+  engine's: task ``k``'s envs are ``TaskVectorEnv`` of that task alone, seeded ``seed + k``
+  (tested), so a multitask run is ``K`` single-task streams read by one network, and a
+  rollout holds every task in the same share. Otherwise (fewer envs than tasks, as 16 envs
+  and the 20 tasks of ``yang19``, or a count that would share them unequally) *trials*: as
+  Yang et al. train, every trial of every env is of a task drawn anew (uniformly, from a
+  generator seeded ``seed``); task ``k``'s trials still come from its own engine (one env
+  per slot, seeded ``seed + k``, stepped with fixation where another task runs), so each
+  trial is the single-task engine's trial. A recurrent agent's state then runs on across the
+  trials of different tasks of an env, as the paper's network does; the rule input says
+  which task the current trial is.
 * **Episodes**: every task's episode is the longest of the tasks' default episodes (20
   trials of mean length, :func:`~snrl.tasks.engine.default_episode_steps`), so all envs end
-  their episodes at the same step, as the single-task engine does.
+  their episodes at the same step, as the single-task engine does. (Drawn per trial, an
+  episode's return is the env's, over its trials of every task.)
 * **Infos**: as the single-task engine's, merged over the slots; each trial's
   ``trial_start["conditions"]`` has ``task`` (the task id), so the trial log and
   :func:`snrl.envs.trials.summarize_trials` give accuracy per task (``accuracy_by_task``).
@@ -39,6 +46,7 @@ The env id ``snrl.tasks:PerceptualDecisionMaking-v0,GoNogo-v0,...`` (what ``snrl
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -49,9 +57,11 @@ from gymnasium.vector.utils import batch_space
 
 from snrl.envs.trials import unbatch_info
 from snrl.errors import UserError
-from snrl.tasks.engine import TaskVectorEnv, VectorSlotEnv, default_episode_steps
-from snrl.tasks.native import TASKS
+from snrl.tasks.catalog import TASKS
+from snrl.tasks.engine import BANK_FLOATS, TaskVectorEnv, VectorSlotEnv, default_episode_steps
 from snrl.tasks.spec import TaskSpec
+from snrl.tasks.yang19 import COLLECTION
+from snrl.tasks.yang19 import TASKS as YANG19
 
 __all__ = [
     "MultiTaskEnv",
@@ -65,7 +75,8 @@ PREFIX = "snrl.tasks:"
 
 def parse_task_ids(tasks: str | Sequence[str]) -> tuple[str, ...]:
     """The task ids of ``--tasks``: comma-separated text or a sequence; each a NeuroGym id of
-    :data:`snrl.tasks.TASKS`, with or without ``snrl.tasks:`` and ``-v0``.
+    :data:`snrl.tasks.TASKS`, with or without ``snrl.tasks:`` and ``-v0``, or ``yang19``
+    (NeuroGym's collection: its 20 tasks, in the paper's order).
 
     Raises:
         UserError: An id that is not a task of snrl.tasks, a repeated one, fewer than two.
@@ -73,6 +84,14 @@ def parse_task_ids(tasks: str | Sequence[str]) -> tuple[str, ...]:
     import difflib
 
     items = tasks.split(",") if isinstance(tasks, str) else list(tasks)
+    items = [
+        name
+        for raw in items
+        for name in (
+            YANG19 if isinstance(raw, str) and raw.strip().removeprefix(PREFIX) == COLLECTION
+            else [raw]
+        )
+    ]  # fmt: skip
     out: list[str] = []
     for raw in items:
         if not isinstance(raw, str):
@@ -157,20 +176,58 @@ def merge_infos(parts: Sequence[Mapping[str, Any]], n: int) -> dict[str, Any]:
     return out
 
 
+def select_infos(parts: Sequence[Mapping[str, Any]], owner: np.ndarray) -> dict[str, Any]:
+    """The batched infos of ``N`` envs, env ``i``'s entries from ``parts[owner[i]]`` (the
+    infos of ``K`` sub-envs of ``N`` envs each); keys some sub-envs lack get a ``_key`` mask."""
+    n = len(owner)
+    keys: list[str] = []
+    for p in parts:
+        keys += [key for key in p if not key.startswith("_") and key not in keys]
+    out: dict[str, Any] = {}
+    for key in keys:
+        values = [p.get(key) for p in parts]
+        if any(isinstance(v, Mapping) for v in values):
+            out[key] = select_infos([v if isinstance(v, Mapping) else {} for v in values], owner)
+        else:
+            present = [np.asarray(v) for v in values if v is not None]
+            dtype = np.result_type(*present)
+            shape = present[0].shape[1:]
+            arr = (
+                np.empty((n, *shape), dtype=object)
+                if dtype.kind == "O"
+                else np.zeros((n, *shape), dtype)
+            )
+            for k, v in enumerate(values):
+                if v is not None:
+                    rows = owner == k
+                    arr[rows] = np.asarray(v)[rows]
+            out[key] = arr
+        masks = [p.get("_" + key) for p in parts]
+        if any(m is not None for m in masks) or any(v is None for v in values):
+            mask = np.zeros(n, dtype=bool)
+            for k, (v, m) in enumerate(zip(values, masks)):
+                rows = owner == k
+                if v is not None:
+                    mask[rows] = True if m is None else np.asarray(m, dtype=bool)[rows]
+            out["_" + key] = mask
+    return out
+
+
 class MultiTaskVectorEnv(gym.vector.VectorEnv):
-    """``num_envs`` envs of ``K`` batched tasks, env ``i`` running task ``i % K``, with the
-    common observation and action layout of the module docstring (SAME_STEP autoreset).
+    """``num_envs`` envs of ``K`` batched tasks, env ``i`` running task ``i % K`` (or the
+    task drawn per trial, the module docstring's schedule), with the common observation and
+    action layout of the module docstring (SAME_STEP autoreset).
 
     Args:
         specs: The tasks (two or more, distinct, one clock).
-        num_envs: Number of envs (>= ``K``).
+        num_envs: Number of envs.
         device: Where the tasks' tables live and their steps run.
         seed: Seed of the first reset (task ``k``'s envs: ``seed + k``; ``None``: fresh).
         max_episode_steps: Steps per episode (``None``: the longest default of the tasks).
         as_tensors: Return torch tensors on ``device`` instead of numpy arrays.
 
     Raises:
-        UserError: Fewer than two or repeated tasks, mixed clocks, ``num_envs < K``.
+        UserError: Fewer than two or repeated tasks, mixed clocks, ``num_envs < 1``.
     """
 
     metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
@@ -190,11 +247,8 @@ class MultiTaskVectorEnv(gym.vector.VectorEnv):
         if len(specs) < 2 or len(set(names)) != len(names):
             raise UserError(f"a multitask env needs two or more distinct tasks, got {names}")
         k_total = len(specs)
-        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < k_total:
-            raise UserError(
-                f"num_envs must be an integer >= the {k_total} tasks (env i runs task i % "
-                f"{k_total}), got {num_envs!r} (pass e.g. --n-envs {4 * k_total})"
-            )
+        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+            raise UserError(f"num_envs must be an integer >= 1, got {num_envs!r}")
         dt = _check_clock(specs)
         self.specs = specs
         self.task_ids: tuple[str, ...] = tuple(names)
@@ -208,20 +262,28 @@ class MultiTaskVectorEnv(gym.vector.VectorEnv):
             if max_episode_steps is None
             else int(max_episode_steps)
         )
+        self.per_trial = num_envs % k_total != 0
+        """The task is drawn per trial (else env ``i`` runs task ``i % K``)."""
+        self._rng = np.random.default_rng(seed)
         self.task_index = np.arange(num_envs) % k_total
-        """The task of each env (an index into :attr:`task_ids`)."""
+        """The task of each env now (an index into :attr:`task_ids`)."""
         self.subs = [
             TaskVectorEnv(
                 spec,
-                len(range(k, num_envs, k_total)),
+                num_envs if self.per_trial else len(range(k, num_envs, k_total)),
                 device=device,
                 seed=None if seed is None else seed + k,
                 max_episode_steps=self.max_episode_steps,
                 n_actions=self.n_actions,
                 as_tensors=True,
+                # drawn per trial, K engines of N envs each: smaller pools and banks
+                pool_size=max(4 * num_envs, 256) if self.per_trial else None,
+                bank_floats=max(BANK_FLOATS // k_total, 1 << 20),
             )
             for k, spec in enumerate(specs)
         ]
+        self._ep_return = np.zeros(num_envs)
+        self._ep_start = 0.0
         self.device = self.subs[0].device
         self._seeded = seed is not None
         self.metadata = {**self.metadata, "dt": dt / 1000.0, "tasks": self.task_ids}
@@ -274,6 +336,8 @@ class MultiTaskVectorEnv(gym.vector.VectorEnv):
         """Reset every env; ``seed`` seeds task ``k``'s envs with ``seed + k``."""
         if isinstance(seed, (list, tuple)):
             seed = seed[0] if seed else None
+        if self.per_trial:
+            return self._reset_mixed(seed)
         results = [
             sub.reset(seed=None if seed is None else int(seed) + k)
             for k, sub in enumerate(self.subs)
@@ -292,6 +356,8 @@ class MultiTaskVectorEnv(gym.vector.VectorEnv):
             acts = np.asarray(actions).reshape(-1)
         if acts.shape[0] != self.num_envs:
             raise UserError(f"step() got {acts.shape[0]} actions for {self.num_envs} envs")
+        if self.per_trial:
+            return self._step_mixed(acts)
         k_total = len(self.subs)
         results = [sub.step(acts[k::k_total]) for k, sub in enumerate(self.subs)]
         obs = self._layout([r[0] for r in results])
@@ -336,6 +402,99 @@ class MultiTaskVectorEnv(gym.vector.VectorEnv):
         out[:, : obs.shape[1]] = obs.cpu().numpy()
         out[:, self.n_task_obs + k] = 1.0
         return out
+
+    # ---- the task drawn per trial -----------------------------------------------------------
+    def _mixed_obs(self, parts: Sequence[Any], owner: np.ndarray) -> torch.Tensor:
+        """(N, C + K): env ``i``'s observation from task ``owner[i]``, and its rule one-hot."""
+        k_total = len(parts)
+        out = torch.zeros(
+            self.num_envs, self.n_task_obs + k_total, dtype=torch.float32, device=self.device
+        )
+        for k, obs in enumerate(parts):
+            rows = torch.as_tensor(np.flatnonzero(owner == k), device=self.device)
+            out[rows, : obs.shape[1]] = torch.as_tensor(obs, device=self.device)[rows]
+        rows = torch.arange(self.num_envs, device=self.device)
+        out[rows, self.n_task_obs + torch.as_tensor(owner, device=self.device)] = 1.0
+        return out
+
+    def _reset_mixed(self, seed: int | None) -> tuple[Any, dict[str, Any]]:
+        if seed is not None:
+            self._rng = np.random.default_rng(int(seed))
+            self.action_space.seed(int(seed))
+        results = [
+            sub.reset(seed=None if seed is None else int(seed) + k)
+            for k, sub in enumerate(self.subs)
+        ]
+        self.task_index = self._rng.integers(len(self.subs), size=self.num_envs)
+        self._ep_return[:] = 0.0
+        self._ep_start = time.perf_counter()
+        obs = self._mixed_obs([o for o, _ in results], self.task_index)
+        infos = select_infos(self._tag([dict(i) for _, i in results]), self.task_index)
+        return self._finish(obs), infos
+
+    def _step_mixed(self, acts: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """Every task's engine steps all envs (fixation where another task runs); an env
+        whose trial ended (or episode) draws the task of its next trial, whose engine loads
+        a fresh trial there unless it is the task that just ran (its engine loaded one)."""
+        owner = self.task_index
+        acts = acts.cpu().numpy() if isinstance(acts, torch.Tensor) else acts
+        results = [sub.step(np.where(owner == k, acts, 0)) for k, sub in enumerate(self.subs)]
+        rows = np.arange(self.num_envs)
+        reward = np.stack([np.asarray(r[1].cpu()) for r in results])[owner, rows]
+        truncated = np.asarray(results[0][3].cpu(), dtype=bool)
+        parts = [dict(r[4]) for r in results]
+        finals = [p.pop("final_obs", None) for p in parts]
+        for p in parts:
+            p.pop("_final_obs", None)
+            p.pop("trial_start", None)
+            p.pop("_trial_start", None)
+        infos = select_infos(parts, owner)
+        ended = truncated | np.asarray(infos["new_trial"], dtype=bool)
+        self._ep_return += reward
+        if truncated.any():
+            infos = self._end_mixed(infos, finals, owner)
+        nxt = owner.copy()
+        nxt[ended] = self._rng.integers(len(self.subs), size=int(ended.sum()))
+        obs = [r[0] for r in results]
+        for k, sub in enumerate(self.subs):
+            moved = np.flatnonzero(ended & (nxt == k) & (owner != k))
+            if moved.size:
+                sub._load(sub._x(torch.as_tensor(moved, device=sub.device)))
+                obs[k] = sub._out(sub._obs())
+        self.task_index = nxt
+        if ended.any():
+            starts = [sub._trial_start({}, ended) for sub in self.subs]
+            infos.update(select_infos(self._tag(starts), nxt))
+        out = self._mixed_obs(obs, nxt)
+        reward_t = torch.as_tensor(reward, device=self.device)
+        trunc_t = torch.as_tensor(truncated, device=self.device)
+        if self.as_tensors:
+            return out, reward_t, torch.zeros_like(trunc_t), trunc_t, infos
+        return out.cpu().numpy(), reward, np.zeros_like(truncated), truncated, infos
+
+    def _end_mixed(
+        self, infos: dict[str, Any], finals: Sequence[Any], owner: np.ndarray
+    ) -> dict[str, Any]:
+        """Every env's episode ends at this step: its final observation (of the task that
+        ran), and the episode's statistics over all its trials."""
+        n = self.num_envs
+        final_obs = np.empty(n, dtype=object)
+        for i in range(n):
+            k = int(owner[i])
+            final_obs[i] = self._pad_one(k, torch.as_tensor(np.stack([finals[k][i]])))[0]
+        done = np.ones(n, dtype=bool)
+        episode = {
+            "r": self._ep_return.copy(),
+            "l": np.full(n, self.max_episode_steps, dtype=np.int64),
+            "t": np.full(n, round(time.perf_counter() - self._ep_start, 6)),
+        }
+        final_info = {k: v for k, v in infos.items() if k not in ("final_info", "_final_info")}
+        infos["final_info"] = {**final_info, "episode": episode, "_episode": done}
+        infos["_final_info"] = done
+        infos["final_obs"], infos["_final_obs"] = final_obs, done
+        self._ep_return[:] = 0.0
+        self._ep_start = time.perf_counter()
+        return infos
 
     def close_extras(self, **kwargs: Any) -> None:  # noqa: D102
         for sub in self.subs:

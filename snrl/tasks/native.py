@@ -765,6 +765,18 @@ _REPORTED_TYPES: dict[str, type] = {
     "favoured": int,
     "n_right": int,
     **dict.fromkeys(_CUE_NAMES, int),
+    # Yang et al.'s tasks (snrl.tasks.yang19): directions are indices on the ring
+    "direction": int,
+    "modality": int,
+    "direction1": int,
+    "direction2": int,
+    "coh1_mod1": float,
+    "coh2_mod1": float,
+    "coh1_mod2": float,
+    "coh2_mod2": float,
+    "match": int,
+    "sample_direction": int,
+    "test_direction": int,
 }
 
 #: The batched tasks by id (NeuroGym's ids, and the paper tasks' own), each called with

@@ -11,7 +11,11 @@ what it asks for and what it pays is written once, as data:
   duration from ``timing`` or from a trial variable);
 * ``shows``: :class:`Show` rules applied in order, as NeuroGym's ``add_ob`` / ``set_ob``
   (a value on some channels during some periods), and :class:`Noise` (Gaussian noise added
-  per step on some channels during some periods);
+  per step on some channels during some periods, optionally only on the channels a trial
+  variable picks);
+* ring stimuli (Yang et al., 2019): :class:`RingBump`, a Gaussian bump of activity around a
+  trial's direction on one of several rings of ``dim`` channels, a :class:`Show` value; the
+  response on a ring is action ``1 + direction`` (:func:`ring_directions` gives the grid);
 * ``targets``: :class:`Target`, the ground-truth action per period (0 elsewhere);
 * ``rule``: the reward rule (:class:`ChoiceRule` or :class:`ProductionRule`) with NeuroGym's
   reward table (:class:`Rewards`).
@@ -49,6 +53,7 @@ __all__ = [
     "Period",
     "ProductionRule",
     "Rewards",
+    "RingBump",
     "Show",
     "Target",
     "TaskSpec",
@@ -58,6 +63,8 @@ __all__ = [
     "as_duration",
     "build_trials",
     "draw_trials",
+    "period_bounds",
+    "ring_directions",
     "trial_tables",
 ]
 
@@ -268,11 +275,73 @@ class Show:
 @dataclass(frozen=True)
 class Noise:
     """Gaussian noise of standard deviation ``std`` added at every step of ``periods`` on
-    ``channels`` (``None``: all) — NeuroGym's ``add_randn``."""
+    ``channels`` (``None``: all) — NeuroGym's ``add_randn``. ``where``: a function of the
+    trial variables giving a 0/1 ``(n, len(channels))`` mask of the channels that get it
+    (a stimulus shown on one ring of two: only that ring is noisy)."""
 
     std: float
     periods: tuple[str, ...]
     channels: tuple[int, ...] | None = None
+    where: ValueFn | None = None
+
+
+def ring_directions(dim: int) -> np.ndarray:
+    """The preferred directions of a ring of ``dim`` channels, radians: ``2 pi k / dim``."""
+    return np.linspace(0.0, 2.0 * np.pi, dim + 1)[:-1]
+
+
+@dataclass(frozen=True)
+class RingBump:
+    """A bump of activity on a ring of ``dim`` channels (a :class:`Show` value), centred on a
+    direction of the ring, as the stimuli of Yang et al. (2019) and NeuroGym's ``yang19``
+    tasks: channel ``k`` (preferred direction ``theta_k``) shows
+    ``peak * exp(-(d / width) ** 2 / 2) * strength``, ``d`` the circular distance from
+    ``theta_k`` to the centre.
+
+    Args:
+        centre: The trial variable holding the centre's direction index (``0 .. dim - 1``).
+        dim: Channels per ring.
+        strength: A number, or the trial variable scaling the bump.
+        rings: Rings side by side in the shown channels (``rings * dim`` values per trial).
+        ring: The ring it is shown on: a number, or the trial variable holding it; the
+            other rings' channels get 0.
+        shift: Radians added to the centre's direction, modulo 2 pi (an anti task's
+            stimulus is opposite its response: ``pi``).
+        width: The bump's width, radians.
+        peak: Its height at strength 1.
+    """
+
+    centre: str
+    dim: int
+    strength: str | float = 1.0
+    rings: int = 1
+    ring: str | int = 0
+    shift: float = 0.0
+    width: float = math.pi / 8
+    peak: float = 0.8
+
+    def __call__(self, values: Mapping[str, Tensor]) -> Tensor:
+        """``(n, rings * dim)`` float64: each trial's bump on its ring."""
+        index = values[self.centre]
+        device = index.device
+        grid = torch.as_tensor(ring_directions(self.dim), dtype=torch.float64, device=device)
+        centre = grid[index.round().long()]
+        if self.shift:
+            centre = torch.remainder(centre + self.shift, 2 * math.pi)
+        gap = (centre[:, None] - grid[None, :]).abs()
+        d = torch.minimum(gap, 2 * math.pi - gap) / self.width
+        strength = values[self.strength] if isinstance(self.strength, str) else self.strength
+        strength = torch.as_tensor(strength, dtype=torch.float64, device=device)
+        bump = self.peak * torch.exp(-(d**2) / 2) * strength.reshape(-1, 1)
+        if self.rings == 1:
+            return bump
+        ring = (
+            values[self.ring]
+            if isinstance(self.ring, str)
+            else torch.full_like(index, float(self.ring))
+        )
+        on = ring.round().long()[:, None] == torch.arange(self.rings, device=device)
+        return (on[:, :, None] * bump[:, None, :]).reshape(index.shape[0], -1)
 
 
 @dataclass(frozen=True)
@@ -460,6 +529,34 @@ def build_trials(
     return trial_tables(spec, values, gen=gen if noise else None, steps=steps)
 
 
+def period_bounds(
+    spec: TaskSpec, values: Mapping[str, Tensor]
+) -> tuple[dict[str, Tensor], dict[str, Tensor], Tensor]:
+    """Each period's start and end (ms, float64 ``(n,)``) of the trials whose variables are
+    ``values``, and each trial's length in steps (int64 ``(n,)``)."""
+    n = int(next(iter(values.values())).shape[0])
+    device = next(iter(values.values())).device
+    starts: dict[str, Tensor] = {}
+    ends: dict[str, Tensor] = {}
+    previous: str | None = None
+    for p in spec.periods:
+        if callable(p.length):
+            duration = p.length(values).to(torch.float64)
+        else:
+            duration = values[f"_duration_{p.name}" if p.length is None else p.length]
+        after = p.after if p.after is not None else previous
+        start = (
+            ends[after] if after is not None else torch.zeros(n, dtype=torch.float64, device=device)
+        )
+        if p.offset:
+            start = start + float(p.offset)
+        starts[p.name], ends[p.name] = start, start + duration
+        previous = p.name
+    last = torch.stack([ends[p] for p in spec.period_names], dim=1).max(dim=1).values
+    # NeuroGym: tmax = int(max end / dt) * dt; the trial has tmax / dt steps
+    return starts, ends, torch.floor(last / float(spec.dt)).to(torch.int64)
+
+
 def trial_tables(
     spec: TaskSpec,
     values: Mapping[str, Tensor],
@@ -482,26 +579,9 @@ def trial_tables(
     n = int(next(iter(values.values())).shape[0])
     device = next(iter(values.values())).device
     dt = float(spec.dt)
-    starts: dict[str, Tensor] = {}
-    ends: dict[str, Tensor] = {}
-    previous: str | None = None
-    for p in spec.periods:
-        if callable(p.length):
-            duration = p.length(values).to(torch.float64)
-        else:
-            duration = values[f"_duration_{p.name}" if p.length is None else p.length]
-        after = p.after if p.after is not None else previous
-        start = (
-            ends[after] if after is not None else torch.zeros(n, dtype=torch.float64, device=device)
-        )
-        if p.offset:
-            start = start + float(p.offset)
-        starts[p.name], ends[p.name] = start, start + duration
-        previous = p.name
+    starts, ends, length = period_bounds(spec, values)
     start = torch.stack([starts[p] for p in spec.period_names], dim=1)
     end = torch.stack([ends[p] for p in spec.period_names], dim=1)
-    # NeuroGym: tmax = int(max end / dt) * dt; the trial has tmax / dt steps
-    length = torch.floor(end.max(dim=1).values / dt).to(torch.int64)
     t_max = int(length.max())
     width = max(t_max, steps or 0)
     t = torch.arange(width, dtype=torch.float64, device=device) * dt
@@ -525,15 +605,17 @@ def trial_tables(
             if isinstance(ch, slice) and ch == slice(None)
             else len(range(spec.n_obs)[ch])
         )
-        v = _value(rule.value, values, n, width_ch).to(torch.float32)[:, None, :]
+        v = _value(rule.value, values, n, width_ch)[:, None, :]
         if rule.mode == "set":
-            obs[:, :, ch] = obs[:, :, ch] * (1.0 - mask) + mask * v
-        else:
-            obs[:, :, ch] += mask * v
+            obs[:, :, ch] = obs[:, :, ch] * (1.0 - mask) + mask * v.to(torch.float32)
+        else:  # the sum in float64, rounded once (NeuroGym adds float64 to its float32 table)
+            obs[:, :, ch] = (obs[:, :, ch].double() + mask.double() * v).to(torch.float32)
     variance = torch.zeros(n, width, spec.n_obs, dtype=torch.float32, device=device)
     for rule in spec.noise:
         mask = _period_mask(spec, rule.periods, by_index)[..., None].to(torch.float32)
         ch = _channels(rule.channels, spec.n_obs)
+        if rule.where is not None:
+            mask = mask * rule.where(values).to(torch.float32)[:, None, :]
         variance[:, :, ch] += mask * float(rule.std) ** 2
     noise_std = variance.sqrt_()
     if gen is not None and spec.noise:

@@ -126,17 +126,24 @@ def _curves(ax, steps: np.ndarray, metrics: dict[str, np.ndarray], curves) -> bo
     return drew
 
 
+#: A multitask run's per-task curves are named in the legend up to this many tasks
+MAX_TASK_LABELS = 6
+
+
 def _task_curves(ax, steps: np.ndarray, metrics: dict[str, np.ndarray]) -> None:
     """A multitask run's evaluation accuracy per task (``eval_trial_accuracy/<task>``), thin
     lines in the next colours of the palette."""
     prefix = "eval_trial_accuracy/"
     tasks = [c for c in metrics if c.startswith(prefix) and _finite(metrics, c)]
+    many = len(tasks) > MAX_TASK_LABELS  # one grey line each, one legend entry for all
     for n, column in enumerate(tasks):
         y = metrics[column]
         ok = np.isfinite(y) & np.isfinite(steps)
-        color = GROUP_COLORS[(2 + n) % len(GROUP_COLORS)]
-        ax.plot(steps[ok], y[ok], lw=1.5, ls="--", color=color,
-                label="eval: " + column[len(prefix):].removesuffix("-v0"))  # fmt: skip
+        color = "0.6" if many else GROUP_COLORS[(2 + n) % len(GROUP_COLORS)]
+        label = "eval: " + column[len(prefix) :].removesuffix("-v0")
+        if many:
+            label = f"eval: each of {len(tasks)} tasks" if n == 0 else None
+        ax.plot(steps[ok], y[ok], lw=1.5, ls="--", color=color, label=label)
 
 
 def _figure(metrics: dict[str, np.ndarray], title: str) -> Figure:

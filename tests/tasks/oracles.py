@@ -99,3 +99,33 @@ class Oracle:
         test = np.take_along_axis(obs[:, 1:5], k, axis=1)
         match = (sample * test).sum(axis=1) > 0.5 * np.linalg.norm(sample, axis=1)
         return np.where((self.phase == 2) & noisy, np.where(match, 1, 2), 0)
+
+
+class Yang19Oracle:
+    """A scripted policy for a task of the yang19 collection (``short``: ``go``, ``dm1`` ...)
+    reading only the observations: it sums each ring's channels over the trial and answers
+    toward the strongest direction (of the rings the task attends; anti: the opposite one)
+    once the fixation cue is off and nothing is shown (go/anti: once the cue is off)."""
+
+    def __init__(self, short: str, n: int) -> None:
+        self.short = short
+        self.acc = np.zeros((n, 32))
+        weights = {"dm1": (1, 0), "ctxdm1": (1, 0), "dm2": (0, 1), "ctxdm2": (0, 1)}
+        self.w = np.asarray(weights.get(short.replace("dly", ""), (1, 1)), dtype=np.float64)
+
+    def forget(self, mask: np.ndarray) -> None:
+        self.acc[mask] = 0.0
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        obs = np.asarray(obs, dtype=np.float64)[:, :33]
+        self.acc += obs[:, 1:33]
+        seen = (self.acc != 0).any(axis=1)
+        score = self.w[0] * self.acc[:, :16] + self.w[1] * self.acc[:, 16:]
+        direction = np.argmax(score, axis=1)
+        if "anti" in self.short:
+            direction = (direction + 8) % 16
+        if self.short.endswith(("go", "anti")):
+            answer = (obs[:, 0] == 0) & seen
+        else:
+            answer = (obs == 0).all(axis=1) & seen
+        return np.where(answer, 1 + direction, 0)

@@ -16,9 +16,9 @@ from snrl.envs.trials import TrialTracker, summarize_trials  # noqa: E402
 from tests.tasks.oracles import Oracle  # noqa: E402
 
 
-def oracle_accuracy(envs, env_id: str, n_trials: int, seed: int = 0) -> float:
+def oracle_accuracy(envs, env_id: str, n_trials: int, seed: int = 0, oracle=None) -> float:
     n = envs.num_envs
-    oracle = Oracle(env_id, n)
+    oracle = Oracle(env_id, n) if oracle is None else oracle
     tracker = TrialTracker(n)
     obs, info = envs.reset(seed=seed)
     tracker.reset(info)

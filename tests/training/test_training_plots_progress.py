@@ -96,6 +96,28 @@ def test_trial_task_gets_an_accuracy_panel(tmp_path):
     assert len(plots_module._figure(read_metrics(_metrics(tmp_path / "n.csv")), "t").axes) == 1
 
 
+@pytest.mark.parametrize("n_tasks", [2, 20])
+def test_per_task_curves_named_up_to_six_tasks(tmp_path, n_tasks):
+    """A multitask run draws one dashed line per task; past six tasks (yang19's 20) they
+    share one legend entry instead of a legend taller than the panel."""
+    path = tmp_path / "m.csv"
+    tasks = [f"yang19.t{k}-v0" for k in range(n_tasks)]
+    fields = [*FIELDS, "eval_trial_accuracy", *(f"eval_trial_accuracy/{t}" for t in tasks)]
+    with MetricsWriter(path, fields) as w:
+        for step in (100, 200):
+            row = {"env_step": step, "episode_return_mean": 1.0, "eval_trial_accuracy": 0.5}
+            w.write({**row, **{f"eval_trial_accuracy/{t}": 0.5 for t in tasks}})
+    acc = plots_module._figure(read_metrics(path), "t").axes[1]
+    dashed = [ln for ln in acc.get_lines() if ln.get_linestyle() == "--"]
+    assert len(dashed) == n_tasks
+    labels = [t.get_text() for t in acc.get_legend().get_texts()]
+    task_labels = [label for label in labels if label.startswith("eval: ")]
+    if n_tasks <= plots_module.MAX_TASK_LABELS:
+        assert task_labels == [f"eval: yang19.t{k}" for k in range(n_tasks)]
+    else:
+        assert task_labels == [f"eval: each of {n_tasks} tasks"]
+
+
 def test_plot_without_eval_column_and_empty(tmp_path):
     path = tmp_path / "m.csv"
     with MetricsWriter(path, ["env_step", "episode_return_mean"]) as w:
