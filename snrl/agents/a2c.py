@@ -88,8 +88,12 @@ class A2C(ActorCriticAlgorithm):
         """The loss of one window (every env, with its graph): ``-mean(A log pi) + vf_coef x
         0.5 mean((R - V)^2) - ent_coef x mean(H)`` + the rate regularization + the
         ``loss_terms``. Returns ``(loss, parts, activity)``: ``parts`` the ``policy``,
-        ``value`` and ``entropy`` terms; ``activity`` the policy's."""
+        ``value`` and ``entropy`` terms; ``activity`` the policy's. Online e-prop: the carried
+        traces of the envs whose episode starts at the window's first step restart first."""
         cfg = self.config
+        restart = getattr(self.learning_rule, "restart_rows", None)
+        if restart is not None:  # online e-prop: episodes that start with this window
+            restart(mb.starts[0])
         with self.learning_rule.applied(self.agent):  # e-prop: spiking layers without a graph
             logp, entropy, values, activity = self.agent.evaluate_sequence(
                 mb.obs, mb.actions, mb.starts, mb.states, mb.logit_noise

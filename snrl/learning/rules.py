@@ -441,6 +441,16 @@ class OnlineEProp(EProp):
         """Start every trace over at zero (the next window starts new episodes)."""
         self.traces = {}
 
+    def restart_rows(self, rows: Tensor) -> None:
+        """Start the carried traces over in the rows (bool (B,)) whose episode starts at the
+        next window's first step. The window's sequence cannot say so itself: its state is
+        already reset there, so its ``starts[0]`` is cleared before the backbone runs."""
+        rows = torch.as_tensor(rows).bool()
+        if bool(rows.any()):
+            self.traces = {
+                name: reset_rows(el, rows.to(el.eps_v.device)) for name, el in self.traces.items()
+            }
+
     def backward(self, loss: Tensor) -> None:
         records, self._records = self._records, []
         loss.backward()

@@ -236,3 +236,116 @@ def test_cli_train_resume_eval(tmp_path, rule):
     assert json.loads(res.stdout)["n_episodes"] == 2
     algo = snrl.load(out / "checkpoints" / "last.pt")
     assert isinstance(algo, snrl.A2C) and algo.env_step == 640
+
+
+def _clone_traces(traces: dict) -> dict:
+    return {
+        k: type(el)(*(None if t is None else t.clone() for t in el)) for k, el in traces.items()
+    }
+
+
+def _layer_grads(layer) -> dict[str, torch.Tensor]:
+    return {n: p.grad.clone() for n, p in layer.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("backbone", ["lif", "alif"])
+@pytest.mark.parametrize("feedback", ["symmetric", "random"])
+@pytest.mark.parametrize("shared", [True, False])
+def test_online_windows_add_up_to_offline_eprop(backbone, feedback, shared):
+    """Two consecutive windows (the weights held: no optimizer step between), the traces
+    carried from the first to the second, give gradients that add up to the offline e-prop
+    gradient of the whole 2-window sequence with the readout's error fed back through its
+    leak (filter_backward, across the window boundary) and B, plus the rate penalty's local
+    signal. With ``shared_trunk`` one spiking layer sits under one readout of 3 columns (2
+    logits, the value), so B is (N, 3) and both errors reach the same neurons. An env whose
+    episode starts at the second window's first step restarts its traces there."""
+    n = 24
+    algo = snrl.A2C(
+        "CartPole-v1",
+        backbone=backbone,
+        learning_rule="eprop",
+        eprop_feedback=feedback,
+        n_steps=n,
+        shared_trunk=shared,
+        **TINY,
+    )
+    rule, names = algo.learning_rule, algo.agent.backbones
+    assert isinstance(rule, OnlineEProp) and names == (
+        ("trunk",) if shared else ("policy", "critic")
+    )
+    layers = {name: getattr(algo.agent, name).spiking_layers[0] for name in names}
+    algo._start_envs()
+    mbs, recs, online = [], [], []
+    for _ in range(2):
+        buf, _ = algo._collect()
+        mb = buf.minibatch(torch.arange(2), 0, n)
+        algo.optimizer.zero_grad()
+        loss, _, _ = algo.window_loss(mb)
+        recs.append({r["name"]: r for r in rule._records})
+        rule.backward(loss)
+        mbs.append(mb)
+        online.append({name: _layer_grads(layer) for name, layer in layers.items()})
+    obs = torch.cat([m.obs for m in mbs])
+    starts = torch.cat([m.starts for m in mbs])
+    # CartPole seed 3: env 1's episode ends with the first window, the second starts anew
+    assert bool(starts[0].all()) and starts[n].tolist() == [False, True]
+    for name, layer in layers.items():
+        net, rec = getattr(algo.agent, name), [r[name] for r in recs]
+        assert float(rule.traces[name].fe.abs().max()) > 0 and rec[0]["fresh"] is None
+        g_out = torch.cat([r["grad_out"][0] for r in rec])
+        fb = rule.feedback_matrix(name, net)
+        assert fb.shape == (layer.output_size, g_out.shape[-1])
+        if shared:  # the value's error is the third column
+            assert g_out.shape[-1] == 3 and float(g_out[..., 2].abs().max()) > 0
+        signal = filter_backward(g_out, net.readout.decay("tau_m"), starts) @ fb.T
+        if rec[0]["z"].grad is not None:  # the rate penalty's local signal (the actor)
+            signal = signal + torch.cat([r["z"].grad for r in rec])
+        for p in layer.parameters():
+            p.grad = None
+        grads = eprop_layer_gradients(layer, obs, rec[0]["state"], signal, starts=starts)
+        apply_layer_gradients(layer, *grads)
+        want = _layer_grads(layer)
+        got = [o[name] for o in online]
+        assert set(want) == set(got[0]) and float(want["weight_rec"].abs().max()) > 0
+        for k, w in want.items():
+            torch.testing.assert_close(got[0][k] + got[1][k], w, rtol=1e-5, atol=1e-6)
+    algo.close()
+
+
+def test_shared_trunk_policy_and_value_signals_add_online():
+    """With carried traces (the second window), the shared trunk's online e-prop gradient of
+    the A2C loss is the sum of the gradients of its policy side (policy gradient, entropy,
+    rate penalty) and of its value side alone, and the value side alone reaches the trunk's
+    neurons only through the value's readout column."""
+    n = 12
+    algo = snrl.A2C("CartPole-v1", learning_rule="eprop", n_steps=n, shared_trunk=True, **TINY)
+    rule, layer = algo.learning_rule, algo.agent.trunk.spiking_layers[0]
+    algo._start_envs()
+    algo.learn(2 * n, progress=False)  # one update: the traces are carried from here on
+    carried = _clone_traces(rule.traces)
+    assert float(carried["trunk"].fe.abs().max()) > 0
+    buf, _ = algo._collect()
+    mb = buf.minibatch(torch.arange(2), 0, n)
+    vf = algo.config.vf_coef
+
+    def grad(part):
+        rule.traces = _clone_traces(carried)
+        algo.optimizer.zero_grad()
+        loss, parts, _ = algo.window_loss(mb)
+        value = vf * parts["value"]
+        (rec,) = rule._records
+        rule.backward({"all": loss, "policy": loss - value, "value": value}[part])
+        return _layer_grads(layer), rec["grad_out"][0], rule.traces["trunk"]
+
+    g_all, out_all, el_all = grad("all")
+    g_pol, out_pol, _ = grad("policy")
+    g_val, out_val, el_val = grad("value")
+    assert float(out_val[..., :2].abs().max()) == 0 < float(out_val[..., 2].abs().max())
+    assert float(out_pol[..., 2].abs().max()) == 0 < float(out_pol[..., :2].abs().max())
+    for name, g in g_all.items():
+        assert float(g_val[name].abs().max()) > 0, name  # the value's error reaches the trunk
+        torch.testing.assert_close(g_pol[name] + g_val[name], g, rtol=1e-5, atol=1e-7)
+    for a, b in zip(el_all, el_val):  # the traces do not depend on the signal
+        if a is not None:
+            torch.testing.assert_close(a, b)
+    algo.close()
