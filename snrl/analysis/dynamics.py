@@ -127,7 +127,11 @@ def shrinkage_covariance(x: Any) -> tuple[np.ndarray, float]:
     """
     x = np.asarray(x, dtype=np.float64)
     n, p = x.shape
-    cov = x.T @ x / n
+    # the product in torch (on its thread count: one under _one_thread): numpy's threaded
+    # BLAS spins on a loaded machine (measured: 5.4 ms of CPU per 400 x 128 product, 0.35 ms
+    # on one thread)
+    xt = torch.from_numpy(x)
+    cov = (xt.T @ xt).numpy() / n
     mu = float(np.trace(cov)) / p
     if mu <= 0:
         return np.eye(p), 1.0
