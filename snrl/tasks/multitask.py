@@ -140,45 +140,25 @@ def _check_clock(specs: Sequence[TaskSpec]) -> float:
     return float(specs[0].dt)
 
 
-def _cat(values: list[Any], n: int, k_total: int) -> np.ndarray:
-    """Slot-interleaved array of per-task arrays (``None``: the task lacks the key)."""
-    present = [np.asarray(v) for v in values if v is not None]
-    dtype = np.result_type(*present) if present else np.dtype(np.float64)
-    shape = present[0].shape[1:] if present else ()
-    out = np.empty((n, *shape), dtype=object) if dtype.kind == "O" else np.zeros((n, *shape), dtype)
-    for k, v in enumerate(values):
-        if v is not None:
-            out[k::k_total] = v
-    return out
-
-
 def merge_infos(parts: Sequence[Mapping[str, Any]], n: int) -> dict[str, Any]:
     """The batched infos of ``n`` slots from the infos of ``K`` sub-envs (slot ``i``:
     sub-env ``i % K``'s env ``i // K``); keys some sub-envs lack get a ``_key`` mask."""
-    k_total = len(parts)
-    keys: list[str] = []
-    for p in parts:
-        keys += [key for key in p if not key.startswith("_") and key not in keys]
-    out: dict[str, Any] = {}
-    for key in keys:
-        values = [p.get(key) for p in parts]
-        if any(isinstance(v, Mapping) for v in values):
-            out[key] = merge_infos([v if isinstance(v, Mapping) else {} for v in values], n)
-        else:
-            out[key] = _cat(values, n, k_total)
-        masks = [p.get("_" + key) for p in parts]
-        if any(m is not None for m in masks) or any(v is None for v in values):
-            mask = np.zeros(n, dtype=bool)
-            for k, (v, m) in enumerate(zip(values, masks)):
-                if v is not None:
-                    mask[k::k_total] = True if m is None else np.asarray(m, dtype=bool)
-            out["_" + key] = mask
-    return out
+    slots = np.arange(n)
+    return _gather_infos(parts, slots % len(parts), slots // len(parts))
 
 
 def select_infos(parts: Sequence[Mapping[str, Any]], owner: np.ndarray) -> dict[str, Any]:
     """The batched infos of ``N`` envs, env ``i``'s entries from ``parts[owner[i]]`` (the
     infos of ``K`` sub-envs of ``N`` envs each); keys some sub-envs lack get a ``_key`` mask."""
+    owner = np.asarray(owner)
+    return _gather_infos(parts, owner, np.arange(len(owner)))
+
+
+def _gather_infos(
+    parts: Sequence[Mapping[str, Any]], owner: np.ndarray, row: np.ndarray
+) -> dict[str, Any]:
+    """Batched infos whose entry ``i`` is entry ``row[i]`` of ``parts[owner[i]]`` (nested
+    dicts alike); a key some parts lack gets a ``_key`` mask."""
     n = len(owner)
     keys: list[str] = []
     for p in parts:
@@ -187,11 +167,12 @@ def select_infos(parts: Sequence[Mapping[str, Any]], owner: np.ndarray) -> dict[
     for key in keys:
         values = [p.get(key) for p in parts]
         if any(isinstance(v, Mapping) for v in values):
-            out[key] = select_infos([v if isinstance(v, Mapping) else {} for v in values], owner)
+            nested = [v if isinstance(v, Mapping) else {} for v in values]
+            out[key] = _gather_infos(nested, owner, row)
         else:
             present = [np.asarray(v) for v in values if v is not None]
-            dtype = np.result_type(*present)
-            shape = present[0].shape[1:]
+            dtype = np.result_type(*present) if present else np.dtype(np.float64)
+            shape = present[0].shape[1:] if present else ()
             arr = (
                 np.empty((n, *shape), dtype=object)
                 if dtype.kind == "O"
@@ -199,16 +180,16 @@ def select_infos(parts: Sequence[Mapping[str, Any]], owner: np.ndarray) -> dict[
             )
             for k, v in enumerate(values):
                 if v is not None:
-                    rows = owner == k
-                    arr[rows] = np.asarray(v)[rows]
+                    sel = owner == k
+                    arr[sel] = np.asarray(v)[row[sel]]
             out[key] = arr
         masks = [p.get("_" + key) for p in parts]
         if any(m is not None for m in masks) or any(v is None for v in values):
             mask = np.zeros(n, dtype=bool)
             for k, (v, m) in enumerate(zip(values, masks)):
-                rows = owner == k
+                sel = owner == k
                 if v is not None:
-                    mask[rows] = True if m is None else np.asarray(m, dtype=bool)[rows]
+                    mask[sel] = True if m is None else np.asarray(m, dtype=bool)[row[sel]]
             out["_" + key] = mask
     return out
 
