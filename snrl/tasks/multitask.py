@@ -441,6 +441,8 @@ class MultiTaskVectorEnv(gym.vector.VectorEnv):
             moved = np.flatnonzero(ended & (nxt == k) & (owner != k))
             if moved.size:
                 sub._load(sub._x(torch.as_tensor(moved, device=sub.device)))
+                sub._point()  # the moved envs' rows and blocks (every env's, if the bank
+                # was compacted): read from their new cells before the observation
                 obs[k] = sub._out(sub._obs())
         self.task_index = nxt
         if ended.any():

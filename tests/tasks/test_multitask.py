@@ -179,7 +179,30 @@ def test_per_trial_schedule_draws_every_task_in_every_env():
                 current[i] = info["trial_start"]["conditions"]["task"][i]
                 seen[i].add(current[i])
                 assert info["trial_start"]["t0"][i] in (0.0, 0.1)
+                assert obs[i, 0] == 1.0, (i, current[i])  # the new trial's fixation cue
     assert all(seen[i] == set(ids) for i in range(3))
+    envs.close()
+
+
+def test_per_trial_schedule_survives_a_compacted_bank():
+    """Tasks with continuous variables fill their banks and compact them (the trials
+    envs are in, renumbered): an env that moves to another task reads its rows from the
+    compacted bank, and every trial starts with its fixation cue. Banks of 60k floats
+    compact 9 times in this run."""
+    envs = T.make_vector_env("yang19.dm1-v0,yang19.ctxdm1-v0,yang19.dlygo-v0", 4, seed=5)
+    assert envs.per_trial
+    for sub in envs.subs:
+        sub._bank_floats = 60_000
+    obs, _ = envs.reset()
+    rng = np.random.default_rng(1)
+    starts = 0
+    for _ in range(1500):
+        obs, _, _, _, info = envs.step(rng.integers(0, envs.n_actions, 4))
+        if "trial_start" in info:
+            for i in np.flatnonzero(info["_trial_start"]):
+                starts += 1
+                assert obs[i, 0] == 1.0, i
+    assert starts > 50
     envs.close()
 
 
