@@ -61,6 +61,7 @@ from snrl.envs.trials import TrialTracker
 from snrl.errors import UserError, explain_foreign_calls, first_line
 from snrl.layers.base import cached_weights
 from snrl.networks.factory import SPIKING
+from snrl.tasks.multitask import trained_schedule
 from snrl.training.checkpoint import (
     corrupt_checkpoint,
     read_algo_checkpoint,
@@ -251,6 +252,7 @@ class Algorithm:
         probe = _Spaces(*spaces) if spaces else make_env(self._env(), **cfg.env_kwargs)
         try:
             self.config = cfg = cfg.resolve_time(env_time_step(probe))  # docs: "Time"
+            trained_schedule(cfg.env, cfg.n_envs, env_kwargs=cfg.env_kwargs)  # checked now
             self.check_spaces(probe.observation_space, probe.action_space)
             obs_size = ObsFlattener(probe.observation_space).size
             act = probe.action_space
@@ -689,6 +691,15 @@ class Algorithm:
             return self.config.env_kwargs
         return cur.env_kwargs(self.config.env_kwargs, cur.index(lesson))
 
+    def eval_env_kwargs(self, n_episodes: int, lesson: int | str | None = None) -> dict[str, Any]:
+        """The env options of an evaluation on ``n_episodes`` envs: ``lesson``'s
+        (:meth:`lesson_env_kwargs`); on several tasks also the schedule the run's envs
+        trained with (:func:`snrl.tasks.multitask.trained_schedule`), so the episodes share
+        the tasks as training did, whatever their count."""
+        kwargs = self.lesson_env_kwargs(lesson)
+        schedule = trained_schedule(self.config.env, self.config.n_envs, n_episodes, kwargs)
+        return kwargs if schedule is None else {**kwargs, "schedule": schedule}
+
     def _new_lesson(self) -> None:
         """What a subclass drops at a promotion, before the envs are rebuilt."""
 
@@ -714,9 +725,11 @@ class Algorithm:
         """Evaluation on ``n_episodes`` envs (env ``i`` seeded ``seed + i``), deterministic
         actions by default: ``{"mean_return", "std_return", "n_episodes", "returns",
         "mean_length"}``; on a trial task (NeuroGym) also ``"n_trials"``, ``"accuracy"``,
-        ``"accuracy_by_condition"`` and ``"trials"`` (docs/neuro.md). With a curriculum, on
-        ``lesson`` (a number or name; None: the final lesson), and the result names it
-        (``"lesson"``). ``SNRL_MAX_EPISODES`` caps ``n_episodes``."""
+        ``"accuracy_by_condition"`` and ``"trials"`` (docs/neuro.md). Several tasks
+        (``snrl.tasks``): the episodes share them by the schedule the run trained with
+        (:func:`snrl.tasks.multitask.trained_schedule`), and ``"accuracy_by_task"``. With a
+        curriculum, on ``lesson`` (a number or name; None: the final lesson), and the result
+        names it (``"lesson"``). ``SNRL_MAX_EPISODES`` caps ``n_episodes``."""
         n_episodes = check_int(
             "n_episodes", n_episodes, 1, MAX_ENVS, "; one env per episode is built at once"
         )
@@ -726,6 +739,7 @@ class Algorithm:
             isinstance(deterministic, bool),
             f"deterministic={deterministic!r} (pass True or False)",
         )
+        env_kwargs = self.eval_env_kwargs(n_episodes, lesson)
         self.agent.eval()
         try:
             # no parameter changes while evaluating: signed weights once, not once per step
@@ -736,7 +750,7 @@ class Algorithm:
                     n_episodes=n_episodes,
                     seed=seed,
                     deterministic=deterministic,
-                    env_kwargs=self.lesson_env_kwargs(lesson),
+                    env_kwargs=env_kwargs,
                     max_episode_steps=self.config.max_episode_steps,
                 )
             if self.progress is not None:

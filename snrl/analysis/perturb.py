@@ -467,7 +467,7 @@ def evaluate_perturbed(
                 n_episodes=n,
                 seed=int(seed),
                 deterministic=True,
-                env_kwargs=algo.lesson_env_kwargs(None),
+                env_kwargs=algo.eval_env_kwargs(n),
                 max_episode_steps=algo.config.max_episode_steps,
                 hook=gate,
             )

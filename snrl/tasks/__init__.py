@@ -40,6 +40,7 @@ from snrl.tasks.multitask import (
     MultiTaskVectorEnv,
     multitask_env_id,
     parse_task_ids,
+    resolve_schedule,
 )
 from snrl.tasks.spec import TaskSpec, build_trials
 from snrl.tasks.yang19 import COLLECTION
@@ -138,7 +139,8 @@ def make_vector_env(
         device: Torch device of the tables and the step (``env_kwargs["device"]`` overrides).
         seed: Seed of the first reset (task ``k`` of several: ``seed + k``; ``None``: fresh
             entropy).
-        env_kwargs: NeuroGym's keyword arguments of the task (given to every task).
+        env_kwargs: NeuroGym's keyword arguments of the task (given to every task); several
+            tasks also take ``schedule`` (:class:`MultiTaskVectorEnv`).
         max_episode_steps: Steps per episode (``None``: 20 trials of mean length, as snrl
             gives NeuroGym tasks; the longest of these over several tasks).
         as_tensors: Step returns torch tensors on ``device`` instead of numpy arrays.
@@ -152,19 +154,17 @@ def make_vector_env(
     """
     kwargs = dict(env_kwargs or {})
     device = kwargs.pop("device", device)
-    tasks: TaskSpec | list[TaskSpec]
+    common = {
+        "device": device,
+        "seed": seed,
+        "max_episode_steps": max_episode_steps,
+        "as_tensors": as_tensors,
+    }
     if isinstance(env_id, str) and not _several(env_id):
-        cls, tasks = TaskVectorEnv, make_spec(env_id, **kwargs)
-    else:
-        cls, tasks = MultiTaskVectorEnv, [make_spec(i, **kwargs) for i in parse_task_ids(env_id)]
-    return cls(
-        tasks,
-        num_envs,
-        device=device,
-        seed=seed,
-        max_episode_steps=max_episode_steps,
-        as_tensors=as_tensors,
-    )
+        return TaskVectorEnv(make_spec(env_id, **kwargs), num_envs, **common)
+    schedule = kwargs.pop("schedule", None)
+    specs = [make_spec(i, **kwargs) for i in parse_task_ids(env_id)]
+    return MultiTaskVectorEnv(specs, num_envs, schedule=schedule, **common)
 
 
 def make_env(env_id: str, **kwargs: Any) -> gym.Env:
@@ -182,8 +182,10 @@ def make_env(env_id: str, **kwargs: Any) -> gym.Env:
     """
     if _several(env_id):
         kwargs.pop("device", None)
-        episode = kwargs.pop("max_episode_steps", None)
+        schedule = kwargs.pop("schedule", None)  # one env runs the tasks in turn, whatever
+        episode = kwargs.pop("max_episode_steps", None)  # the schedule (checked all the same)
         specs = [make_spec(name, **kwargs) for name in parse_task_ids(env_id)]
+        resolve_schedule(schedule, len(specs), len(specs))
         return MultiTaskEnv(specs, max_episode_steps=episode)
     _check_id(env_id)
     kwargs.pop("device", None)

@@ -15,8 +15,9 @@ The common layout of ``K`` tasks (:class:`MultiTaskVectorEnv`):
   to a non-fixation action that matches no ground truth; ``TaskVectorEnv(n_actions=A)``).
   Masking the action would hide the rule from nothing: the agent must learn it from the
   rule input, as it learns every other rule.
-* **Schedule**: where ``num_envs`` is a multiple of ``K``, *slots*: env ``i`` runs task
-  ``i % K`` for the whole run. Fixed slots keep every task's stream the single-task
+* **Schedule** (``schedule``; by default from ``num_envs``, :func:`default_schedule`): where
+  ``num_envs`` is a multiple of ``K``, *slots*: env ``i`` runs task ``i % K`` for the whole
+  run. Fixed slots keep every task's stream the single-task
   engine's: task ``k``'s envs are ``TaskVectorEnv`` of that task alone, seeded ``seed + k``
   (tested), so a multitask run is ``K`` single-task streams read by one network, and a
   rollout holds every task in the same share. Otherwise (fewer envs than tasks, as 16 envs
@@ -26,7 +27,10 @@ The common layout of ``K`` tasks (:class:`MultiTaskVectorEnv`):
   per slot, seeded ``seed + k``, stepped with fixation where another task runs), so each
   trial is the single-task engine's trial. A recurrent agent's state then runs on across the
   trials of different tasks of an env, as the paper's network does; the rule input says
-  which task the current trial is.
+  which task the current trial is. Either schedule can be named for any ``num_envs`` (slots
+  need one env per task at least). An evaluation of a run uses the schedule the run trained
+  with, whatever its episode count (:func:`trained_schedule`): a per-trial agent is not
+  scored on fixed tasks, nor a slot agent on task switches it never saw.
 * **Episodes**: every task's episode is the longest of the tasks' default episodes (20
   trials of mean length, :func:`~snrl.tasks.engine.default_episode_steps`), so all envs end
   their episodes at the same step, as the single-task engine does. (Drawn per trial, an
@@ -64,13 +68,71 @@ from snrl.tasks.yang19 import COLLECTION
 from snrl.tasks.yang19 import TASKS as YANG19
 
 __all__ = [
+    "SCHEDULES",
     "MultiTaskEnv",
     "MultiTaskVectorEnv",
+    "default_schedule",
     "multitask_env_id",
     "parse_task_ids",
+    "trained_schedule",
 ]
 
 PREFIX = "snrl.tasks:"
+
+#: How the envs of a multitask env share the tasks: ``"slots"`` (env ``i`` runs task
+#: ``i % K`` for the whole run) or ``"trials"`` (every trial's task drawn anew).
+SCHEDULES = ("slots", "trials")
+
+
+def default_schedule(num_envs: int, n_tasks: int) -> str:
+    """The schedule of ``num_envs`` envs of ``n_tasks`` tasks when none is named: ``"slots"``
+    where ``num_envs`` is a multiple of ``n_tasks`` (every task in the same share), else
+    ``"trials"``."""
+    return "trials" if num_envs % n_tasks else "slots"
+
+
+def resolve_schedule(schedule: Any, num_envs: int, k_total: int) -> str:
+    """``schedule`` checked for ``num_envs`` envs of ``k_total`` tasks (``None``: the
+    default)."""
+    if schedule is None:
+        return default_schedule(num_envs, k_total)
+    if schedule not in SCHEDULES:
+        raise UserError(f"schedule={schedule!r} is not one of {', '.join(SCHEDULES)}")
+    if schedule == "slots" and num_envs < k_total:
+        raise UserError(
+            f"schedule='slots' runs each task in envs of its own: {num_envs} envs for "
+            f"{k_total} tasks leave some without one (use {k_total}+ envs, or 'trials')"
+        )
+    return schedule
+
+
+def _n_tasks(env_id: Any) -> int | None:
+    """The task count of a multitask env id (``snrl.tasks:A,B``), else ``None``."""
+    if not (isinstance(env_id, str) and env_id.startswith(PREFIX)):
+        return None
+    attr = env_id.removeprefix(PREFIX)
+    return len(parse_task_ids(attr)) if "," in attr or attr == COLLECTION else None
+
+
+def trained_schedule(
+    env_id: Any, num_envs: int, n_episodes: int | None = None, env_kwargs: Any = None
+) -> str | None:
+    """The schedule a run on ``env_id`` with ``num_envs`` envs trains with (``None``: not a
+    multitask env): the one ``env_kwargs`` names, else :func:`default_schedule`; with
+    ``n_episodes``, the one its evaluation on that many envs uses: the same, except
+    ``"trials"`` where slots would leave a task without an env (``n_episodes < K``).
+
+    Raises:
+        UserError: A named schedule the run's envs cannot take (before a run writes anything).
+    """
+    k_total = _n_tasks(env_id)
+    if k_total is None:
+        return None
+    named = env_kwargs.get("schedule") if isinstance(env_kwargs, Mapping) else None
+    schedule = resolve_schedule(named, num_envs, k_total)
+    if n_episodes is not None and n_episodes < k_total:
+        return "trials"
+    return schedule
 
 
 def parse_task_ids(tasks: str | Sequence[str]) -> tuple[str, ...]:
@@ -206,9 +268,13 @@ class MultiTaskVectorEnv(gym.vector.VectorEnv):
         seed: Seed of the first reset (task ``k``'s envs: ``seed + k``; ``None``: fresh).
         max_episode_steps: Steps per episode (``None``: the longest default of the tasks).
         as_tensors: Return torch tensors on ``device`` instead of numpy arrays.
+        schedule: ``"slots"`` or ``"trials"`` (:data:`SCHEDULES`; ``None``:
+            :func:`default_schedule`). Slots with ``num_envs`` not a multiple of ``K`` give
+            the first ``num_envs % K`` tasks one env more.
 
     Raises:
-        UserError: Fewer than two or repeated tasks, mixed clocks, ``num_envs < 1``.
+        UserError: Fewer than two or repeated tasks, mixed clocks, ``num_envs < 1``, an
+            unknown schedule, slots with fewer envs than tasks.
     """
 
     metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
@@ -222,6 +288,7 @@ class MultiTaskVectorEnv(gym.vector.VectorEnv):
         seed: int | None = None,
         max_episode_steps: int | None = None,
         as_tensors: bool = False,
+        schedule: str | None = None,
     ) -> None:
         specs = list(specs)
         names = [s.name for s in specs]
@@ -243,7 +310,9 @@ class MultiTaskVectorEnv(gym.vector.VectorEnv):
             if max_episode_steps is None
             else int(max_episode_steps)
         )
-        self.per_trial = num_envs % k_total != 0
+        self.schedule = resolve_schedule(schedule, num_envs, k_total)
+        """How the envs share the tasks (:data:`SCHEDULES`)."""
+        self.per_trial = self.schedule == "trials"
         """The task is drawn per trial (else env ``i`` runs task ``i % K``)."""
         self._rng = np.random.default_rng(seed)
         self.task_index = np.arange(num_envs) % k_total

@@ -206,6 +206,100 @@ def test_per_trial_schedule_survives_a_compacted_bank():
     envs.close()
 
 
+def _tasks_seen(envs, steps: int) -> list[set]:
+    """The tasks each env's trials were of, over ``steps`` random steps (with the rule input
+    checked against each trial's task)."""
+    ids = list(envs.task_ids)
+    _, info = envs.reset(seed=1)
+    current = list(info["trial_start"]["conditions"]["task"])
+    seen = [{t} for t in current]
+    rng = np.random.default_rng(0)
+    for _ in range(steps):
+        obs, _, _, _, info = envs.step(rng.integers(0, envs.n_actions, envs.num_envs))
+        if "trial_start" in info:
+            for i in np.flatnonzero(info["_trial_start"]):
+                current[i] = info["trial_start"]["conditions"]["task"][i]
+                seen[i].add(current[i])
+        rule = obs[:, envs.n_task_obs :]
+        assert [ids[j] for j in rule.argmax(axis=1)] == current
+    return seen
+
+
+def test_named_schedules_for_any_env_count():
+    """``schedule`` overrides the one the env count implies: slots with 6 envs of 4 tasks
+    (env i keeps task i % 4; tasks 0 and 1 get two envs), trials with 8 (envs change
+    task). Unknown names and slots with fewer envs than tasks are user errors."""
+    ids = T.parse_task_ids(FOUR)
+    slots = T.make_vector_env(FOUR, 6, seed=1, env_kwargs={"schedule": "slots"})
+    assert slots.schedule == "slots" and not slots.per_trial
+    assert _tasks_seen(slots, 300) == [{ids[i % 4]} for i in range(6)]
+    trials = T.make_vector_env(FOUR, 8, seed=1, env_kwargs={"schedule": "trials"})
+    assert trials.per_trial and T.make_vector_env(FOUR, 8).schedule == "slots"
+    assert all(len(s) > 1 for s in _tasks_seen(trials, 300))
+    with pytest.raises(UserError, match="schedule='rounds'"):
+        T.make_vector_env(FOUR, 8, env_kwargs={"schedule": "rounds"})
+    with pytest.raises(UserError, match="3 envs for 4 tasks"):
+        T.make_vector_env(FOUR, 3, env_kwargs={"schedule": "slots"})
+    for envs in (slots, trials):
+        envs.close()
+
+
+def test_trained_schedule():
+    from snrl.tasks.multitask import trained_schedule
+
+    two = "snrl.tasks:GoNogo-v0,PerceptualDecisionMaking-v0"
+    assert trained_schedule(two, 4) == "slots" and trained_schedule(two, 3) == "trials"
+    assert trained_schedule(two, 4, n_episodes=3) == "slots"  # still one env per task
+    assert trained_schedule(two, 4, n_episodes=1) == "trials"  # slots would drop a task
+    assert trained_schedule(two, 3, n_episodes=40) == "trials"
+    assert trained_schedule("snrl.tasks:yang19", 16) == "trials"
+    for other in ("snrl.tasks:GoNogo-v0", "GoNogo-v0", "CartPole-v1"):
+        assert trained_schedule(other, 4) is None
+    named = {"schedule": "trials"}
+    assert trained_schedule(two, 4, env_kwargs=named) == "trials"
+    assert trained_schedule(two, 3, n_episodes=4, env_kwargs={"schedule": "slots"}) == "slots"
+
+
+def test_cli_refuses_a_schedule_the_envs_cannot_take(tmp_path, capsys):
+    """A bad schedule, or slots with fewer envs than tasks: exit 2 before the run folder."""
+    out = tmp_path / "run"
+    for kwargs, fragment in [
+        ('{"schedule": "rounds"}', "not one of slots, trials"),
+        ('{"schedule": "slots"}', "1 envs for 2 tasks"),
+    ]:
+        res = snrl_inproc(
+            capsys, "train", "--tasks", "GoNogo,PerceptualDecisionMaking", "--n-envs", "1",
+            "--env-kwargs", kwargs, "--steps", "64", "--out", out,
+        )  # fmt: skip
+        assert_user_error(res, fragment)
+        assert not out.exists()
+
+
+@pytest.mark.parametrize("n_envs, n_episodes", [(4, 3), (3, 4)], ids=["slots", "trials"])
+def test_evaluation_uses_the_schedule_the_run_trained_with(n_envs, n_episodes):
+    """An agent trained with fixed slots (4 envs, 2 tasks) is evaluated on fixed slots
+    with 3 episodes, where the count alone would draw tasks per trial; one trained per trial
+    (3 envs) is evaluated per trial with 4 episodes, where the count alone gives slots."""
+    from snrl import PPO
+
+    ids = ["GoNogo-v0", "PerceptualDecisionMaking-v0"]
+    algo = PPO(
+        "snrl.tasks:" + ",".join(ids), backbone="lif", hidden_size=8, n_envs=n_envs,
+        n_steps=8, seed=3, max_episode_steps=200,
+    )  # fmt: skip
+    res = algo.evaluate(n_episodes=n_episodes, seed=5)
+    seen: dict[int, set] = {}
+    for t in res["trials"]:
+        seen.setdefault(t["env"], set()).add(t["conditions"]["task"])
+    assert sorted(seen) == list(range(n_episodes))
+    if n_envs == 4:
+        assert seen == {i: {ids[i % 2]} for i in range(n_episodes)}
+    else:
+        assert any(len(s) == 2 for s in seen.values()), seen
+    assert set(res["accuracy_by_task"]) == set(ids)
+    algo.close()
+
+
 def test_per_trial_schedule_pays_each_task_by_its_rules():
     """The reward of a step is the task's table entry for the action: with the engine's
     tables read as an oracle, always picking the best action wins every trial of every
