@@ -140,7 +140,7 @@ def make_vector_env(
         seed: Seed of the first reset (task ``k`` of several: ``seed + k``; ``None``: fresh
             entropy).
         env_kwargs: NeuroGym's keyword arguments of the task (given to every task); several
-            tasks also take ``schedule`` (:class:`MultiTaskVectorEnv`).
+            tasks also take ``schedule`` and ``layout`` (:class:`MultiTaskVectorEnv`).
         max_episode_steps: Steps per episode (``None``: 20 trials of mean length, as snrl
             gives NeuroGym tasks; the longest of these over several tasks).
         as_tensors: Step returns torch tensors on ``device`` instead of numpy arrays.
@@ -162,9 +162,9 @@ def make_vector_env(
     }
     if isinstance(env_id, str) and not _several(env_id):
         return TaskVectorEnv(make_spec(env_id, **kwargs), num_envs, **common)
-    schedule = kwargs.pop("schedule", None)
+    schedule, layout = kwargs.pop("schedule", None), kwargs.pop("layout", None)
     specs = [make_spec(i, **kwargs) for i in parse_task_ids(env_id)]
-    return MultiTaskVectorEnv(specs, num_envs, schedule=schedule, **common)
+    return MultiTaskVectorEnv(specs, num_envs, schedule=schedule, layout=layout, **common)
 
 
 def make_env(env_id: str, **kwargs: Any) -> gym.Env:
@@ -184,9 +184,10 @@ def make_env(env_id: str, **kwargs: Any) -> gym.Env:
         kwargs.pop("device", None)
         schedule = kwargs.pop("schedule", None)  # one env runs the tasks in turn, whatever
         episode = kwargs.pop("max_episode_steps", None)  # the schedule (checked all the same)
+        layout = kwargs.pop("layout", None)
         specs = [make_spec(name, **kwargs) for name in parse_task_ids(env_id)]
         resolve_schedule(schedule, len(specs), len(specs))
-        return MultiTaskEnv(specs, max_episode_steps=episode)
+        return MultiTaskEnv(specs, max_episode_steps=episode, layout=layout)
     _check_id(env_id)
     kwargs.pop("device", None)
     if not TASKS[env_id].neurogym:

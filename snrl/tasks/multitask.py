@@ -8,7 +8,9 @@ The common layout of ``K`` tasks (:class:`MultiTaskVectorEnv`):
   one-hot of the task. NeuroGym's tasks all put fixation on channel 0, so channel 0 is the
   fixation cue of every task; the others mean different things per task, which the rule
   input tells apart (Yang et al. share one stimulus layout across their tasks; NeuroGym's
-  tasks do not, and padding keeps each task's stream exactly as it is alone).
+  tasks do not, and padding keeps each task's stream exactly as it is alone). With
+  ``layout="separate"`` each task's channels other than fixation get columns of their own
+  instead (``C = 1 + sum(C_k - 1)``): no input column means two things.
 * **Actions** ``Discrete(A)``, ``A``: the largest action count; action 0 is fixation in every
   task. An action a task lacks is a response that is never right: it breaks fixation in a
   fixation period and is a wrong answer in the decision period (the task's own rule applied
@@ -68,6 +70,7 @@ from snrl.tasks.yang19 import COLLECTION
 from snrl.tasks.yang19 import TASKS as YANG19
 
 __all__ = [
+    "LAYOUTS",
     "SCHEDULES",
     "MultiTaskEnv",
     "MultiTaskVectorEnv",
@@ -78,6 +81,11 @@ __all__ = [
 ]
 
 PREFIX = "snrl.tasks:"
+
+#: Where the tasks' observation channels go: ``"shared"`` (every task's channels from column 0,
+#: padded to the widest) or ``"separate"`` (fixation in column 0 for all, each task's other
+#: channels in columns of their own).
+LAYOUTS = ("shared", "separate")
 
 #: How the envs of a multitask env share the tasks: ``"slots"`` (env ``i`` runs task
 #: ``i % K`` for the whole run) or ``"trials"`` (every trial's task drawn anew).
@@ -104,6 +112,25 @@ def resolve_schedule(schedule: Any, num_envs: int, k_total: int) -> str:
             f"{k_total} tasks leave some without one (use {k_total}+ envs, or 'trials')"
         )
     return schedule
+
+
+def task_columns(specs: Sequence[TaskSpec], layout: Any = None) -> list[np.ndarray]:
+    """The observation columns of each task's channels under ``layout`` (:data:`LAYOUTS`;
+    ``None``: ``"shared"``): task ``k``'s channel ``j`` goes to column ``cols[k][j]``.
+
+    Raises:
+        UserError: An unknown layout.
+    """
+    layout = "shared" if layout is None else layout
+    if layout not in LAYOUTS:
+        raise UserError(f"layout={layout!r} is not one of {', '.join(LAYOUTS)}")
+    if layout == "shared":
+        return [np.arange(s.n_obs) for s in specs]
+    cols, start = [], 1
+    for s in specs:  # fixation (channel 0 of every task here) shared, the rest its own
+        cols.append(np.concatenate([[0], np.arange(start, start + s.n_obs - 1)]))
+        start += s.n_obs - 1
+    return cols
 
 
 def _n_tasks(env_id: Any) -> int | None:
@@ -271,10 +298,12 @@ class MultiTaskVectorEnv(gym.vector.VectorEnv):
         schedule: ``"slots"`` or ``"trials"`` (:data:`SCHEDULES`; ``None``:
             :func:`default_schedule`). Slots with ``num_envs`` not a multiple of ``K`` give
             the first ``num_envs % K`` tasks one env more.
+        layout: ``"shared"`` or ``"separate"`` observation channels (:data:`LAYOUTS`;
+            ``None``: shared).
 
     Raises:
         UserError: Fewer than two or repeated tasks, mixed clocks, ``num_envs < 1``, an
-            unknown schedule, slots with fewer envs than tasks.
+            unknown schedule or layout, slots with fewer envs than tasks.
     """
 
     metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
@@ -289,6 +318,7 @@ class MultiTaskVectorEnv(gym.vector.VectorEnv):
         max_episode_steps: int | None = None,
         as_tensors: bool = False,
         schedule: str | None = None,
+        layout: str | None = None,
     ) -> None:
         specs = list(specs)
         names = [s.name for s in specs]
@@ -303,7 +333,10 @@ class MultiTaskVectorEnv(gym.vector.VectorEnv):
         """The tasks, in rule-channel order."""
         self.num_envs = num_envs
         self.as_tensors = as_tensors
-        self.n_task_obs = max(s.n_obs for s in specs)
+        self.layout = "shared" if layout is None else layout
+        """Where the tasks' channels go (:data:`LAYOUTS`)."""
+        self._cols = task_columns(specs, layout)
+        self.n_task_obs = max(int(c.max()) + 1 for c in self._cols)
         self.n_actions = max(s.n_act for s in specs)
         self.max_episode_steps = (
             max(default_episode_steps(s) for s in specs)
@@ -335,6 +368,7 @@ class MultiTaskVectorEnv(gym.vector.VectorEnv):
         self._ep_return = np.zeros(num_envs)
         self._ep_start = 0.0
         self.device = self.subs[0].device
+        self._cols_t = [torch.as_tensor(c, device=self.device) for c in self._cols]
         self._seeded = seed is not None
         self.metadata = {**self.metadata, "dt": dt / 1000.0, "tasks": self.task_ids}
         width = self.n_task_obs + k_total
@@ -362,7 +396,7 @@ class MultiTaskVectorEnv(gym.vector.VectorEnv):
         )
         for k, obs in enumerate(parts):
             rows = out[k::k_total]
-            rows[:, : obs.shape[1]] = obs
+            rows[:, self._cols_t[k]] = obs
             rows[:, self.n_task_obs + k] = 1.0
         return out
 
@@ -449,7 +483,7 @@ class MultiTaskVectorEnv(gym.vector.VectorEnv):
     def _pad_one(self, k: int, obs: torch.Tensor) -> np.ndarray:
         """Task ``k``'s observations ``(m, C_k)`` in the common layout, numpy."""
         out = np.zeros((obs.shape[0], self.n_task_obs + len(self.subs)), dtype=np.float32)
-        out[:, : obs.shape[1]] = obs.cpu().numpy()
+        out[:, self._cols[k]] = obs.cpu().numpy()
         out[:, self.n_task_obs + k] = 1.0
         return out
 
@@ -462,7 +496,7 @@ class MultiTaskVectorEnv(gym.vector.VectorEnv):
         )
         for k, obs in enumerate(parts):
             rows = torch.as_tensor(np.flatnonzero(owner == k), device=self.device)
-            out[rows, : obs.shape[1]] = torch.as_tensor(obs, device=self.device)[rows]
+            out[rows[:, None], self._cols_t[k]] = torch.as_tensor(obs, device=self.device)[rows]
         rows = torch.arange(self.num_envs, device=self.device)
         out[rows, self.n_task_obs + torch.as_tensor(owner, device=self.device)] = 1.0
         return out
@@ -562,11 +596,19 @@ class MultiTaskEnv(VectorSlotEnv):
     Args:
         specs: The tasks.
         max_episode_steps: As :class:`MultiTaskVectorEnv`.
+        layout: As :class:`MultiTaskVectorEnv`.
     """
 
-    def __init__(self, specs: Sequence[TaskSpec], max_episode_steps: int | None = None) -> None:
+    def __init__(
+        self,
+        specs: Sequence[TaskSpec],
+        max_episode_steps: int | None = None,
+        layout: str | None = None,
+    ) -> None:
         self._adopt(
-            MultiTaskVectorEnv(specs, len(specs), seed=None, max_episode_steps=max_episode_steps)
+            MultiTaskVectorEnv(
+                specs, len(specs), seed=None, max_episode_steps=max_episode_steps, layout=layout
+            )
         )
         self.task_ids = self._vec.task_ids
         self._episodes = 0

@@ -38,6 +38,54 @@ def test_layout_rule_channels_and_padding_by_hand():
     envs.close()
 
 
+@pytest.mark.parametrize("n_envs", [8, 3], ids=["slots", "trials"])
+def test_separate_layout_moves_each_task_to_its_own_columns(n_envs):
+    """``layout="separate"``: fixation in column 0, GoNogo's channels 1-2 in columns 1-2,
+    DMS's in 3-4 ... CDM's 4 stimulus channels in 7-10, then the rule one-hot; the streams
+    are the shared layout's, moved (same seed, same actions, both schedules, final
+    observations too); every other task's columns stay 0."""
+    ids = "GoNogo-v0,DelayMatchSample-v0,PerceptualDecisionMaking-v0,ContextDecisionMaking-v0"
+    shared = T.make_vector_env(ids, n_envs, seed=4, max_episode_steps=60)
+    separate = T.make_vector_env(
+        ids, n_envs, seed=4, max_episode_steps=60, env_kwargs={"layout": "separate"}
+    )
+    assert separate.layout == "separate" and shared.layout == "shared"
+    assert separate.single_observation_space.shape == (11 + 4,)
+    cols = [[0, 1, 2], [0, 3, 4], [0, 5, 6], [0, 7, 8, 9, 10]]
+    widths = [3, 3, 3, 5]
+
+    def check(a, b, tasks):
+        for i, k in enumerate(tasks):
+            np.testing.assert_array_equal(a[i, cols[k]], b[i, : widths[k]])
+            others = np.setdiff1d(np.arange(11), cols[k])
+            assert not a[i, others].any() and not b[i, widths[k] : 5].any()
+            np.testing.assert_array_equal(a[i, 11:], b[i, 5:])
+
+    a, _ = separate.reset()
+    b, _ = shared.reset()
+    rng = np.random.default_rng(2)
+    ended = 0
+    for _ in range(130):
+        check(a, b, separate.task_index)
+        tasks = separate.task_index.copy()
+        act = rng.integers(0, 3, n_envs)
+        a, ra, _, ta, ia = separate.step(act)
+        b, rb, _, tb, ib = shared.step(act)
+        np.testing.assert_array_equal(ra, rb)
+        if ta.any():
+            ended += 1
+            fa = np.stack(ia["final_obs"])
+            fb = np.stack(ib["final_obs"])
+            check(fa, fb, tasks)
+    assert ended == 2
+    with pytest.raises(UserError, match="layout='mixed'"):
+        T.make_vector_env(ids, 4, env_kwargs={"layout": "mixed"})
+    one = T.make_env(ids, layout="separate")
+    assert one.observation_space.shape == (15,)
+    for envs in (shared, separate, one):
+        envs.close()
+
+
 def test_an_action_the_task_lacks_is_a_wrong_response():
     """GoNogo has actions 0 and 1; action 2 of the common space is a response that is
     never right: at the decision it pays GoNogo's fail (-0.5) and ends the trial, where
