@@ -228,9 +228,11 @@ def task_variance_analysis(
 ) -> dict[str, Any]:
     """Record a multitask run's policy on every task, and its task variance and clusters.
 
-    The evaluation runs ``episodes`` episodes rounded up to a multiple of the task count (env
-    ``i`` runs task ``i % K``, seeded as :func:`snrl.analysis.perturb.evaluate_perturbed`,
-    deterministic actions); the first spiking layer of the policy is analysed.
+    The evaluation runs ``episodes`` episodes rounded up to a multiple of the task count,
+    sharing the tasks as the run trained (env ``i`` runs task ``i % K``, or each trial's task
+    drawn: :func:`snrl.tasks.multitask.trained_schedule`), seeded as
+    :func:`snrl.analysis.perturb.evaluate_perturbed`, deterministic actions; the first
+    spiking layer of the policy is analysed.
 
     Returns:
         A JSON-able dict: ``tasks``, ``layer``, ``n_trials`` per task, ``accuracy_by_task``,
