@@ -147,10 +147,9 @@ class PerturbationSpec:
 
 def is_multitask(algo: Any) -> bool:
     """Whether ``algo`` was trained on several tasks (``snrl train --tasks``)."""
-    from snrl.tasks.multitask import PREFIX
+    from snrl.tasks.multitask import is_multitask_env
 
-    env = getattr(algo.config, "env", None)
-    return isinstance(env, str) and env.startswith(PREFIX) and "," in env
+    return is_multitask_env(getattr(algo.config, "env", None))
 
 
 def cluster_neurons(entry: Mapping[str, Any], cluster: int) -> dict[str, np.ndarray]:

@@ -39,11 +39,11 @@ from snrl.tasks.multitask import (
     MultiTaskEnv,
     MultiTaskVectorEnv,
     multitask_env_id,
+    names_several,
     parse_task_ids,
     resolve_schedule,
 )
 from snrl.tasks.spec import TaskSpec, build_trials
-from snrl.tasks.yang19 import COLLECTION
 
 __all__ = [
     "TASKS",
@@ -63,17 +63,12 @@ __all__ = [
 ]
 
 
-def _several(env_id: object) -> bool:
-    """Names a multitask env: a comma-joined list of ids, or a collection (``yang19``)."""
-    return isinstance(env_id, str) and ("," in env_id or env_id == COLLECTION)
-
-
 class _VectorIds(frozenset):
     """The task ids, any comma-joined list of ids and ``yang19`` (a multitask env: its ids
     are checked where it is made, so a wrong one gets :func:`parse_task_ids`'s message)."""
 
     def __contains__(self, env_id: object) -> bool:
-        return frozenset.__contains__(self, env_id) or _several(env_id)
+        return frozenset.__contains__(self, env_id) or names_several(env_id)
 
 
 #: The ids this module builds vector envs for (read by :func:`snrl.envs.make_vector_env`).
@@ -160,9 +155,9 @@ def make_vector_env(
         "max_episode_steps": max_episode_steps,
         "as_tensors": as_tensors,
     }
-    if isinstance(env_id, str) and not _several(env_id):
+    if isinstance(env_id, str) and not names_several(env_id):
         return TaskVectorEnv(make_spec(env_id, **kwargs), num_envs, **common)
-    schedule, layout = kwargs.pop("schedule", None), kwargs.pop("layout", None)
+    schedule, layout = kwargs.pop("schedule", None), kwargs.pop("layout", "shared")
     specs = [make_spec(i, **kwargs) for i in parse_task_ids(env_id)]
     return MultiTaskVectorEnv(specs, num_envs, schedule=schedule, layout=layout, **common)
 
@@ -180,12 +175,13 @@ def make_env(env_id: str, **kwargs: Any) -> gym.Env:
     Raises:
         UserError: neurogym is not installed, or an unknown id.
     """
-    if _several(env_id):
+    if names_several(env_id):
         kwargs.pop("device", None)
-        schedule = kwargs.pop("schedule", None)  # one env runs the tasks in turn, whatever
-        episode = kwargs.pop("max_episode_steps", None)  # the schedule (checked all the same)
-        layout = kwargs.pop("layout", None)
+        schedule = kwargs.pop("schedule", None)
+        episode = kwargs.pop("max_episode_steps", None)
+        layout = kwargs.pop("layout", "shared")
         specs = [make_spec(name, **kwargs) for name in parse_task_ids(env_id)]
+        # one env runs the tasks in turn whatever the schedule; its name is checked all the same
         resolve_schedule(schedule, len(specs), len(specs))
         return MultiTaskEnv(specs, max_episode_steps=episode, layout=layout)
     _check_id(env_id)

@@ -75,6 +75,7 @@ __all__ = [
     "MultiTaskEnv",
     "MultiTaskVectorEnv",
     "default_schedule",
+    "is_multitask_env",
     "multitask_env_id",
     "parse_task_ids",
     "trained_schedule",
@@ -114,14 +115,13 @@ def resolve_schedule(schedule: Any, num_envs: int, k_total: int) -> str:
     return schedule
 
 
-def task_columns(specs: Sequence[TaskSpec], layout: Any = None) -> list[np.ndarray]:
-    """The observation columns of each task's channels under ``layout`` (:data:`LAYOUTS`;
-    ``None``: ``"shared"``): task ``k``'s channel ``j`` goes to column ``cols[k][j]``.
+def task_columns(specs: Sequence[TaskSpec], layout: Any = "shared") -> list[np.ndarray]:
+    """The observation columns of each task's channels under ``layout`` (:data:`LAYOUTS`):
+    task ``k``'s channel ``j`` goes to column ``cols[k][j]``.
 
     Raises:
         UserError: An unknown layout.
     """
-    layout = "shared" if layout is None else layout
     if layout not in LAYOUTS:
         raise UserError(f"layout={layout!r} is not one of {', '.join(LAYOUTS)}")
     if layout == "shared":
@@ -133,12 +133,16 @@ def task_columns(specs: Sequence[TaskSpec], layout: Any = None) -> list[np.ndarr
     return cols
 
 
-def _n_tasks(env_id: Any) -> int | None:
-    """The task count of a multitask env id (``snrl.tasks:A,B``), else ``None``."""
-    if not (isinstance(env_id, str) and env_id.startswith(PREFIX)):
-        return None
-    attr = env_id.removeprefix(PREFIX)
-    return len(parse_task_ids(attr)) if "," in attr or attr == COLLECTION else None
+def names_several(env_id: object) -> bool:
+    """Whether ``env_id`` (with or without ``snrl.tasks:``) names several tasks: a
+    comma-joined list of ids, or a collection (``yang19``)."""
+    name = env_id.removeprefix(PREFIX) if isinstance(env_id, str) else None
+    return name is not None and ("," in name or name == COLLECTION)
+
+
+def is_multitask_env(env_id: object) -> bool:
+    """Whether a run's ``env`` is a multitask env of snrl.tasks (``snrl.tasks:A,B``)."""
+    return isinstance(env_id, str) and env_id.startswith(PREFIX) and names_several(env_id)
 
 
 def trained_schedule(
@@ -152,9 +156,9 @@ def trained_schedule(
     Raises:
         UserError: A named schedule the run's envs cannot take (before a run writes anything).
     """
-    k_total = _n_tasks(env_id)
-    if k_total is None:
+    if not is_multitask_env(env_id):
         return None
+    k_total = len(parse_task_ids(env_id))
     named = env_kwargs.get("schedule") if isinstance(env_kwargs, Mapping) else None
     schedule = resolve_schedule(named, num_envs, k_total)
     if n_episodes is not None and n_episodes < k_total:
@@ -298,8 +302,7 @@ class MultiTaskVectorEnv(gym.vector.VectorEnv):
         schedule: ``"slots"`` or ``"trials"`` (:data:`SCHEDULES`; ``None``:
             :func:`default_schedule`). Slots with ``num_envs`` not a multiple of ``K`` give
             the first ``num_envs % K`` tasks one env more.
-        layout: ``"shared"`` or ``"separate"`` observation channels (:data:`LAYOUTS`;
-            ``None``: shared).
+        layout: ``"shared"`` or ``"separate"`` observation channels (:data:`LAYOUTS`).
 
     Raises:
         UserError: Fewer than two or repeated tasks, mixed clocks, ``num_envs < 1``, an
@@ -318,7 +321,7 @@ class MultiTaskVectorEnv(gym.vector.VectorEnv):
         max_episode_steps: int | None = None,
         as_tensors: bool = False,
         schedule: str | None = None,
-        layout: str | None = None,
+        layout: str = "shared",
     ) -> None:
         specs = list(specs)
         names = [s.name for s in specs]
@@ -333,9 +336,9 @@ class MultiTaskVectorEnv(gym.vector.VectorEnv):
         """The tasks, in rule-channel order."""
         self.num_envs = num_envs
         self.as_tensors = as_tensors
-        self.layout = "shared" if layout is None else layout
-        """Where the tasks' channels go (:data:`LAYOUTS`)."""
         self._cols = task_columns(specs, layout)
+        self.layout = layout
+        """Where the tasks' channels go (:data:`LAYOUTS`)."""
         self.n_task_obs = max(int(c.max()) + 1 for c in self._cols)
         self.n_actions = max(s.n_act for s in specs)
         self.max_episode_steps = (
@@ -603,7 +606,7 @@ class MultiTaskEnv(VectorSlotEnv):
         self,
         specs: Sequence[TaskSpec],
         max_episode_steps: int | None = None,
-        layout: str | None = None,
+        layout: str = "shared",
     ) -> None:
         self._adopt(
             MultiTaskVectorEnv(
