@@ -18,9 +18,11 @@ from snrl.config import config_to_dict, load_config
 from snrl.envs.neurogym import resolve_env_id
 from snrl.errors import UserError
 from snrl.networks.factory import BACKBONES
+from snrl.tasks.multitask import is_multitask_env, multitask_env_id
 from tests.cli_run import assert_user_error, snrl_inproc
 
 PEND = ("Pendulum-v1", "lif")
+FOUR_TASKS = ("PerceptualDecisionMaking", "GoNogo", "DelayMatchSample", "ContextDecisionMaking")
 ENTRY = zoo.lookup("ppo", *PEND)
 
 
@@ -32,11 +34,15 @@ def _all_entries():
 def test_every_shipped_entry_is_a_valid_config(algo, key):
     """Every key of every entry is a config key of its algorithm with a valid value (the
     config validation of a file, then the dataclass's own checks), for a registered env id
-    and a built-in backbone."""
+    and a built-in backbone. A multitask id must be the one `snrl train --tasks` and the API
+    record (full ids), or no run would ever match it."""
     env, backbone = key
     entry = zoo.entries(algo)[key]
-    resolve_env_id(env)  # a NeuroGym id is registered when neurogym is imported
-    assert env in gym.registry, env
+    if is_multitask_env(env):
+        assert multitask_env_id(env) == env
+    else:
+        resolve_env_id(env)  # a NeuroGym id is registered when neurogym is imported
+        assert env in gym.registry, env
     assert backbone in BACKBONES
     assert entry.values, "an empty entry would only add a record"
     cfg = load_config(ALGOS[algo].Config, base={"env": env, "backbone": backbone, **entry.values})
@@ -54,6 +60,7 @@ def test_the_files_hold_the_verified_entries():
         ("ppo", "MountainCar-v0"),
         ("ppo", "IntervalDiscrimination-v0"),
         ("ppo", "ContextDecisionMaking-v0"),
+        ("ppo", "snrl.tasks:" + ",".join(f"{t}-v0" for t in FOUR_TASKS)),
         ("dqn", "CartPole-v1"),
         ("dqn", "Acrobot-v1"),
     ]:

@@ -61,7 +61,7 @@ from snrl.envs.trials import TrialTracker
 from snrl.errors import UserError, explain_foreign_calls, first_line
 from snrl.layers.base import cached_weights
 from snrl.networks.factory import SPIKING
-from snrl.tasks.multitask import trained_schedule
+from snrl.tasks.multitask import is_multitask_env, multitask_env_id, trained_schedule
 from snrl.training.checkpoint import (
     corrupt_checkpoint,
     read_algo_checkpoint,
@@ -218,6 +218,10 @@ class Algorithm:
                     )
                 overrides["n_envs"] = forced
             env = env_name(env)
+        if is_multitask_env(env):
+            # the id `snrl train --tasks` records (full ids), so the tuned entry and config.json
+            # are the CLI's for the same tasks
+            env = multitask_env_id(env)
         if env is not None:
             overrides["env"] = env
         self._take_callables(overrides)

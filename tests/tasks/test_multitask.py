@@ -417,6 +417,31 @@ def test_cli_train_tasks_smoke(tmp_path, capsys):
         assert 0.0 <= float(last[f"eval_trial_accuracy/{task}"]) <= 1.0
 
 
+def test_the_four_tasks_take_their_tuned_entry_from_the_api_and_the_cli(tmp_path, capsys):
+    """The issue's four tasks, in this order, have a tuned entry (snrl/zoo/ppo.toml: 16 envs
+    per task). The API given short ids records the CLI's full id and so takes the entry as
+    `snrl train --tasks` does; another set of tasks keeps the defaults' 16 envs."""
+    from snrl import PPO
+
+    short = "PerceptualDecisionMaking,GoNogo,DelayMatchSample,ContextDecisionMaking"
+    algo = PPO("snrl.tasks:" + short, hidden_size=8)
+    assert algo.config.env == "snrl.tasks:" + FOUR
+    assert algo.config.n_envs == 64 and "n_envs=64" in algo.config.tuned_from
+    algo.close()
+    other = PPO("snrl.tasks:GoNogo,PerceptualDecisionMaking", hidden_size=8)
+    assert other.config.env == "snrl.tasks:GoNogo-v0,PerceptualDecisionMaking-v0"
+    assert other.config.n_envs == 16 and other.config.tuned_from.startswith("none")
+    other.close()
+    out = tmp_path / "run"
+    res = snrl_inproc(
+        capsys, "train", "--tasks", short, "--steps", "64", "--hidden", "8", "--out", out,
+        "--quiet", "--set", "eval_episodes=1",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    cfg = json.loads((out / "config.json").read_text())
+    assert (cfg["env"], cfg["n_envs"]) == ("snrl.tasks:" + FOUR, 64)
+
+
 @pytest.mark.slow
 def test_cli_trains_on_tasks_and_evaluates_per_task(tmp_path):
     """snrl train --tasks as a user runs it: the per-task columns, the env recorded in
