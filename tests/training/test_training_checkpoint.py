@@ -166,12 +166,18 @@ def test_ctrl_c_inside_torch_save_arrives_after_a_complete_checkpoint(tmp_path, 
 
     monkeypatch.setattr(ckpt.torch, "save", save_interrupted)
     path = tmp_path / "last.pt"
-    with pytest.raises(KeyboardInterrupt):
-        save_checkpoint(path, {"w": torch.arange(4.0)})
-    assert calls == [1]
-    assert torch.equal(load_checkpoint(path)["w"], torch.arange(4.0))
-    assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # Python's own handler, as in a terminal: a process started in the background by a
+    # script inherits SIGINT ignored, and an ignored Ctrl-C stays ignored (the next test)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            save_checkpoint(path, {"w": torch.arange(4.0)})
+        assert calls == [1]
+        assert torch.equal(load_checkpoint(path)["w"], torch.arange(4.0))
+        assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_deferred_signals_keep_an_ignored_signal_ignored():
