@@ -36,6 +36,7 @@ from snrl.errors import UserError
 from snrl.tasks.catalog import TASKS
 from snrl.tasks.engine import TaskEnv, TaskVectorEnv, default_episode_steps
 from snrl.tasks.multitask import (
+    DEFAULT_LAYOUT,
     MultiTaskEnv,
     MultiTaskVectorEnv,
     multitask_env_id,
@@ -157,7 +158,7 @@ def make_vector_env(
     }
     if isinstance(env_id, str) and not names_several(env_id):
         return TaskVectorEnv(make_spec(env_id, **kwargs), num_envs, **common)
-    schedule, layout = kwargs.pop("schedule", None), kwargs.pop("layout", "shared")
+    schedule, layout = kwargs.pop("schedule", None), kwargs.pop("layout", DEFAULT_LAYOUT)
     specs = [make_spec(i, **kwargs) for i in parse_task_ids(env_id)]
     return MultiTaskVectorEnv(specs, num_envs, schedule=schedule, layout=layout, **common)
 
@@ -179,7 +180,7 @@ def make_env(env_id: str, **kwargs: Any) -> gym.Env:
         kwargs.pop("device", None)
         schedule = kwargs.pop("schedule", None)
         episode = kwargs.pop("max_episode_steps", None)
-        layout = kwargs.pop("layout", "shared")
+        layout = kwargs.pop("layout", DEFAULT_LAYOUT)
         specs = [make_spec(name, **kwargs) for name in parse_task_ids(env_id)]
         # one env runs the tasks in turn whatever the schedule; its name is checked all the same
         resolve_schedule(schedule, len(specs), len(specs))

@@ -70,6 +70,7 @@ from snrl.tasks.yang19 import COLLECTION
 from snrl.tasks.yang19 import TASKS as YANG19
 
 __all__ = [
+    "DEFAULT_LAYOUT",
     "LAYOUTS",
     "SCHEDULES",
     "MultiTaskEnv",
@@ -87,6 +88,8 @@ PREFIX = "snrl.tasks:"
 #: padded to the widest) or ``"separate"`` (fixation in column 0 for all, each task's other
 #: channels in columns of their own).
 LAYOUTS = ("shared", "separate")
+#: The layout when none is named.
+DEFAULT_LAYOUT = LAYOUTS[0]
 
 #: How the envs of a multitask env share the tasks: ``"slots"`` (env ``i`` runs task
 #: ``i % K`` for the whole run) or ``"trials"`` (every trial's task drawn anew).
@@ -115,7 +118,7 @@ def resolve_schedule(schedule: Any, num_envs: int, k_total: int) -> str:
     return schedule
 
 
-def task_columns(specs: Sequence[TaskSpec], layout: Any = "shared") -> list[np.ndarray]:
+def task_columns(specs: Sequence[TaskSpec], layout: Any = DEFAULT_LAYOUT) -> list[np.ndarray]:
     """The observation columns of each task's channels under ``layout`` (:data:`LAYOUTS`):
     task ``k``'s channel ``j`` goes to column ``cols[k][j]``.
 
@@ -321,7 +324,7 @@ class MultiTaskVectorEnv(gym.vector.VectorEnv):
         max_episode_steps: int | None = None,
         as_tensors: bool = False,
         schedule: str | None = None,
-        layout: str = "shared",
+        layout: str = DEFAULT_LAYOUT,
     ) -> None:
         specs = list(specs)
         names = [s.name for s in specs]
@@ -606,7 +609,7 @@ class MultiTaskEnv(VectorSlotEnv):
         self,
         specs: Sequence[TaskSpec],
         max_episode_steps: int | None = None,
-        layout: str = "shared",
+        layout: str = DEFAULT_LAYOUT,
     ) -> None:
         self._adopt(
             MultiTaskVectorEnv(
