@@ -44,13 +44,13 @@ takes Python objects (:func:`env_name` gives the name a config records for them)
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
 import functools
 import importlib
 import inspect
 import os
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -58,7 +58,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from snrl.envs.neurogym import resolve_env_id, wrap_task
+from snrl.envs.neurogym import quiet_metadata, resolve_env_id, wrap_task
 from snrl.envs.spaces import flatten_obs_env
 from snrl.envs.wrappers import FiniteCheck, SeedOnFirstReset
 from snrl.errors import UserError, describe, printable
@@ -113,16 +113,8 @@ def _gym_make(env_id: str, render_mode: str | None, kwargs: dict[str, Any]) -> g
     if render_mode is not None:
         kwargs = {**kwargs, "render_mode": render_mode}
     try:
-        with warnings.catch_warnings():
-            if _neurogym_entry(env_id):
-                # gymnasium warns (in raw ANSI colour codes) that NeuroGym's metadata has no
-                # render_modes; snrl draws NeuroGym tasks itself (snrl.render), so it says
-                # nothing a user can act on: silenced here, for NeuroGym's ids only
-                warnings.filterwarnings(
-                    "ignore",
-                    message=r".*metadata doesn't include `render_modes`",
-                    category=UserWarning,
-                )
+        quiet = quiet_metadata() if _neurogym_entry(env_id) else contextlib.nullcontext()
+        with quiet:  # for NeuroGym's ids only
             return gym.make(env_id, **kwargs)
     except gym.error.DependencyNotInstalled as e:
         raise UserError(

@@ -17,9 +17,12 @@ evaluation or a rollout has a step limit (:func:`limit_episode_steps`): the conf
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
 import math
+import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import gymnasium as gym
@@ -27,6 +30,7 @@ import numpy as np
 
 from snrl.envs.trials import TrialInfo, is_trial_env
 from snrl.errors import UserError
+
 
 __all__ = [
     "EVAL_MAX_EPISODE_STEPS",
@@ -36,9 +40,23 @@ __all__ = [
     "default_episode_steps",
     "episode_step_limit",
     "limit_episode_steps",
+    "quiet_metadata",
     "resolve_env_id",
     "wrap_task",
 ]
+
+
+@contextlib.contextmanager
+def quiet_metadata() -> Iterator[None]:
+    """Make NeuroGym envs inside without gymnasium's warning (in raw ANSI colour codes) that
+    their metadata has no ``render_modes``: snrl draws NeuroGym tasks itself (snrl.render),
+    so it says nothing a user can act on."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message=r".*metadata doesn't include `render_modes`", category=UserWarning
+        )
+        yield
+
 
 #: How to install the NeuroGym extra (neurogym 2.3.1 pins gymnasium 0.29 and numpy 2.2, which
 #: snrl does not use; its runtime deps come with the extra, the package itself without deps).

@@ -31,7 +31,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from snrl.envs.neurogym import INSTALL_LINE
+from snrl.envs.neurogym import INSTALL_LINE, quiet_metadata
 from snrl.errors import UserError
 from snrl.tasks.catalog import TASKS
 from snrl.tasks.engine import TaskEnv, TaskVectorEnv, default_episode_steps
@@ -208,5 +208,7 @@ def make_env(env_id: str, **kwargs: Any) -> gym.Env:
         if kwargs.pop("reaction_time"):  # NeuroGym's ReactionTime wrapper on the bare task
             from neurogym.wrappers import ReactionTime
 
-            return ReactionTime(gym.make(env_id, **kwargs).unwrapped)
-    return gym.make(env_id, **kwargs)
+            with quiet_metadata():
+                return ReactionTime(gym.make(env_id, **kwargs).unwrapped)
+    with quiet_metadata():
+        return gym.make(env_id, **kwargs)

@@ -111,10 +111,12 @@ def test_eval_of_an_agent_that_never_answers_prints_accuracy_without_a_curve(tmp
     assert not (tmp_path / "psychometric.png").exists()
 
 
-def test_train_says_neuron_time_first_and_no_ansi_warning(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("env", ["GoNogo-v0", "snrl.tasks:GoNogo-v0"])
+def test_train_says_neuron_time_first_and_no_ansi_warning(env, tmp_path, capsys, monkeypatch):
     """The resolved neuron dt is printed before training starts (before the first env
-    step); gymnasium's warning about NeuroGym's metadata (raw ANSI codes) is not shown; the
-    learning curve shows accuracy."""
+    step); gymnasium's warning about NeuroGym's metadata (raw ANSI codes) is not shown, with
+    NeuroGym's env or the batched engine's (whose one env is NeuroGym's); the learning curve
+    shows accuracy."""
     import warnings
 
     from snrl.agents import ALGOS
@@ -131,7 +133,7 @@ def test_train_says_neuron_time_first_and_no_ansi_warning(tmp_path, capsys, monk
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         code = main(
-            ["train", "--env", "GoNogo-v0", "--hidden", "8", "--steps", "128", "--n-envs",
+            ["train", "--env", env, "--hidden", "8", "--steps", "128", "--n-envs",
              "2", "--set", "n_steps=32", "--set", "eval_episodes=1", "--set",
              "eval_interval=64", "--quiet", "--out", str(out)]
         )  # fmt: skip
