@@ -31,7 +31,6 @@ import numpy as np
 from snrl.envs.trials import TrialInfo, is_trial_env
 from snrl.errors import UserError
 
-
 __all__ = [
     "EVAL_MAX_EPISODE_STEPS",
     "INSTALL_LINE",
