@@ -43,7 +43,7 @@ from snrl.agents.ppo import (
     ActorCriticConfig,
     explained_variance,
 )
-from snrl.buffers.rollout import Minibatch, RolloutBuffer
+from snrl.buffers.rollout import Minibatch, RolloutBuffer, normalized_advantages
 
 __all__ = ["A2C", "A2CConfig"]
 
@@ -100,7 +100,7 @@ class A2C(ActorCriticAlgorithm):
             )
         adv = mb.advantages
         if cfg.norm_adv and adv.numel() > 1:
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            adv = normalized_advantages(adv, mb.groups)
         pg_loss = -(adv * logp).mean()
         v_loss = 0.5 * ((values - mb.returns) ** 2).mean()
         ent = entropy.mean()

@@ -107,6 +107,19 @@ def _foreign_algo_arguments(args: tuple[Any, ...]) -> str | None:
     return None
 
 
+def _check_task_groups(cfg: Any, source: Any) -> None:
+    """Refuse ``norm_adv_by_task`` for an env whose steps have no task (one task)."""
+    if not getattr(cfg, "norm_adv_by_task", False):
+        return
+    if is_multitask_env(cfg.env) or getattr(source, "task_index", None) is not None:
+        return
+    raise UserError(
+        f"norm_adv_by_task=true normalizes advantages within each task, but env {cfg.env} "
+        "runs one task (train on several with --tasks A,B or env='snrl.tasks:A,B'; or set "
+        "norm_adv_by_task=false)"
+    )
+
+
 class Algorithm:
     """Base of :class:`snrl.PPO` and :class:`snrl.DQN`."""
 
@@ -257,6 +270,7 @@ class Algorithm:
         try:
             self.config = cfg = cfg.resolve_time(env_time_step(probe))  # docs: "Time"
             trained_schedule(cfg.env, cfg.n_envs, env_kwargs=cfg.env_kwargs)  # checked now
+            _check_task_groups(cfg, source)
             self.check_spaces(probe.observation_space, probe.action_space)
             obs_size = ObsFlattener(probe.observation_space).size
             act = probe.action_space

@@ -33,7 +33,7 @@ from snrl.agents.agent import ActorCriticAgent, ReturnScaler, SharedActorCriticA
 from snrl.agents.base import Algorithm
 from snrl.agents.config import AgentConfig
 from snrl.agents.limits import check, check_finite, check_parameters
-from snrl.buffers.rollout import RolloutBuffer
+from snrl.buffers.rollout import RolloutBuffer, normalized_advantages
 from snrl.envs import ActionMap, ObsFlattener, finished_episodes
 from snrl.errors import NonFiniteError, UserError
 from snrl.functional.state import index_state
@@ -64,6 +64,12 @@ class ActorCriticConfig(AgentConfig):
     """Global gradient-norm clip."""
     norm_adv: bool = True
     """Normalize advantages per minibatch."""
+    norm_adv_by_task: bool = False
+    """With several tasks in one env (``--tasks``, the task of each step read from the env's
+    ``task_index``): normalize the advantages within each task's steps of a minibatch rather
+    than over all of them (needs ``norm_adv``), so each task's policy gradient has one scale
+    whatever its reward variance, as multi-task RL normalizes per task (Hessel et al. 2019,
+    without PopArt's value rescaling). Refused for an env with one task."""
     normalize_reward: bool = False
     """Scale the rewards used for learning by the running std of the discounted return
     (clipped to +-10), as rl-baselines3-zoo's ``normalize: true`` does; returns in metrics and
@@ -91,6 +97,11 @@ class ActorCriticConfig(AgentConfig):
         check(self.max_grad_norm > 0, f"max_grad_norm={self.max_grad_norm} (must be > 0)")
         check(self.ent_coef >= 0, f"ent_coef={self.ent_coef} (must be >= 0)")
         check(self.vf_coef >= 0, f"vf_coef={self.vf_coef} (must be >= 0)")
+        check(
+            self.norm_adv or not self.norm_adv_by_task,
+            "norm_adv_by_task=true normalizes within each task, but norm_adv=false turns the "
+            "normalization off (set norm_adv=true too)",
+        )
         check(
             -20 <= self.log_std_init <= 5,
             f"log_std_init={self.log_std_init} (must be in [-20, 5]: a std of 2e-9 to 148)",
@@ -204,6 +215,7 @@ keep_field_order(
         "max_grad_norm",
         "target_kl",
         "norm_adv",
+        "norm_adv_by_task",
         "normalize_reward",
         "log_std_init",
         "use_sde",
@@ -393,6 +405,12 @@ class ActorCriticAlgorithm(Algorithm):
         self._open_envs()
         self._start = torch.ones(self.config.n_envs, dtype=torch.bool, device=self.device)
 
+    def _task_group(self) -> torch.Tensor | None:
+        """Each env's task at the coming step (``norm_adv_by_task``), else None."""
+        if not self.config.norm_adv_by_task:
+            return None
+        return torch.as_tensor(self._envs.task_index, device=self.device)
+
     @torch.no_grad()
     def _collect(self) -> tuple[RolloutBuffer, list[float]]:
         cfg, agent = self.config, self.agent
@@ -431,6 +449,7 @@ class ActorCriticAlgorithm(Algorithm):
         B = cfg.n_envs
         raw.append(self._obs)
         x = agent.preprocess(self._obs)
+        group = self._task_group()  # before the step: a trial that ends may change it
         if agent.use_sde and (t == 0 if cfg.sde_sample_freq < 0 else t % cfg.sde_sample_freq == 0):
             agent.reset_sde_noise(B)
         try:
@@ -462,6 +481,7 @@ class ActorCriticAlgorithm(Algorithm):
             terminated=term_t,
             done=done_t,
             logit_noise=res.outputs.get("logit_noise"),
+            group=group,
         )
         episode_returns.extend(finished_episodes(info)[1].tolist())
         self._state = agent.reset_state(res.state, done_t)
@@ -521,7 +541,7 @@ class PPO(ActorCriticAlgorithm):
         ratio = log_ratio.exp()
         adv = mb.advantages
         if cfg.norm_adv and adv.numel() > 1:
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            adv = normalized_advantages(adv, mb.groups)
         pg_loss = torch.max(
             -adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)
         ).mean()

@@ -57,6 +57,21 @@ def compute_gae(
     return adv, adv + values
 
 
+def normalized_advantages(adv: Tensor, groups: Tensor | None = None) -> Tensor:
+    """``adv`` standardized (mean 0, std 1): over all its entries, or with ``groups`` (ints,
+    the same shape: each step's task) within each group's entries, so that no group's scale
+    sets the others' weight. A group of one entry gets 0 (its own mean)."""
+    if groups is None:
+        return (adv - adv.mean()) / (adv.std() + 1e-8)
+    out = torch.zeros_like(adv)
+    for g in torch.unique(groups).tolist():
+        mask = groups == g
+        a = adv[mask]
+        if a.numel() > 1:
+            out[mask] = (a - a.mean()) / (a.std() + 1e-8)
+    return out
+
+
 class Minibatch(NamedTuple):
     """Whole sequences (T, b) for a subset of envs."""
 
@@ -73,6 +88,8 @@ class Minibatch(NamedTuple):
     update of a backbone whose resets are fixed reads only the first."""
     logit_noise: Tensor | None = None
     """(T, b, A): the exploration offsets added to the logits (Discrete ``use_sde``), or None."""
+    groups: Tensor | None = None
+    """(T, b) ints: the task of each step (``norm_adv_by_task``), or None."""
 
 
 class RolloutBuffer:
@@ -111,17 +128,23 @@ class RolloutBuffer:
         self.starts = z(T, B, dtype=torch.bool)
         self.states: list[Any] = [None] * T
         self.logit_noise: Tensor | None = None  # (T, B, A), made by the first add that has it
+        self.groups: Tensor | None = None  # (T, B) task of each step, made by the first add with it
         self.advantages = z(T, B)
         self.returns = z(T, B)
         self.t = 0
 
     def add(
         self, *, obs, state, start, action, log_prob, value, reward, terminated, done,
-        logit_noise=None,
+        logit_noise=None, group=None,
     ) -> None:  # fmt: skip
         """Store step ``t``: what the agent saw (obs, state, whether it starts an episode),
-        what it did (with the offsets it added to its logits, if any), and what followed."""
+        what it did (with the offsets it added to its logits, if any), and what followed;
+        ``group``: each env's task at this step, where advantages are normalized per task."""
         t = self.t
+        if group is not None:
+            if self.groups is None:
+                self.groups = torch.zeros_like(self.starts, dtype=torch.long)
+            self.groups[t] = group
         if logit_noise is not None:
             if self.logit_noise is None:
                 self.logit_noise = self.obs.new_zeros(self.n_steps, *logit_noise.shape)
@@ -169,6 +192,7 @@ class RolloutBuffer:
             starts,
             states,
             None if self.logit_noise is None else self.logit_noise[sl],
+            None if self.groups is None else self.groups[sl],
         )
 
     def reset(self) -> None:

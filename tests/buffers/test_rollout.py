@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from snrl.buffers.rollout import RolloutBuffer, compute_gae
+from snrl.buffers.rollout import RolloutBuffer, compute_gae, normalized_advantages
 
 
 def test_gae_oracle_terminated_and_truncated():
@@ -91,3 +91,28 @@ def test_minibatch_states_are_the_stored_rows_at_the_first_step_and_the_starts()
     assert mb.states[-2] is mb.states[2]
     with pytest.raises(IndexError):
         mb.states[4]
+
+
+def test_advantages_normalized_within_each_task():
+    """Per-task normalization: each group's entries have mean 0 and std 1 on their own, the
+    values of one group do not move another's, a lone entry gets 0, and without groups (or
+    with one group) it is the usual normalization over all entries."""
+    gen = torch.Generator().manual_seed(0)
+    adv = torch.randn(6, 4, generator=gen, dtype=torch.float64)
+    adv[:, 1] = 100.0 * adv[:, 1] + 7.0  # one task with a far larger scale
+    groups = torch.tensor([0, 1, 0, 2]).expand(6, 4).clone()
+    groups[5, 3] = 3  # a task seen at one step only
+    out = normalized_advantages(adv, groups)
+    for g in (0, 1, 2):
+        m = groups == g
+        a = adv[m]
+        assert torch.allclose(out[m], (a - a.mean()) / a.std(), atol=1e-6)
+        assert abs(float(out[m].mean())) < 1e-9 and abs(float(out[m].std()) - 1) < 1e-6
+    assert float(out[5, 3]) == 0.0
+    scaled = adv.clone()
+    scaled[:, 1] *= 1000.0
+    assert torch.allclose(normalized_advantages(scaled, groups)[:, 0], out[:, 0])
+    flat = (adv - adv.mean()) / (adv.std() + 1e-8)
+    assert torch.allclose(normalized_advantages(adv), flat)
+    assert torch.allclose(normalized_advantages(adv, torch.zeros_like(groups)), flat)
+    assert not torch.allclose(out, flat)

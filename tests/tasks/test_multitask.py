@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 import snrl.tasks as T
 from snrl.envs.trials import TrialTracker, summarize_trials
@@ -493,3 +494,51 @@ def test_cli_train_yang19_smoke(tmp_path, capsys):
     assert list(result["accuracy_by_task"]) == ids
     scored = [a for a in result["accuracy_by_task"].values() if a is not None]  # null: NaN
     assert scored and all(0.0 <= a <= 1.0 for a in scored)
+
+
+@pytest.mark.parametrize("n_envs", [4, 5])  # slots; a task drawn per trial
+def test_norm_adv_by_task_groups_each_step_by_the_task_it_showed(n_envs, monkeypatch):
+    """norm_adv_by_task: the task stored for each step is the one whose rule input the agent
+    saw at that step (read off the raw observation), and the update normalizes with them."""
+    import snrl.agents.ppo as ppo_module
+    from snrl import PPO
+
+    seen = []
+    real = ppo_module.normalized_advantages
+    monkeypatch.setattr(
+        ppo_module, "normalized_advantages", lambda a, g=None: seen.append(g) or real(a, g)
+    )
+    algo = PPO(
+        "snrl.tasks:GoNogo-v0,PerceptualDecisionMaking-v0", n_envs=n_envs, n_steps=48,
+        hidden_size=8, n_epochs=1, normalize_obs=False, norm_adv_by_task=True, seed=3,
+    )  # fmt: skip
+    algo._start_envs()
+    buf, _ = algo._collect()
+    k0 = algo._envs.n_task_obs
+    shown = buf.obs[..., k0 : k0 + 2].argmax(-1)
+    assert torch.equal(buf.groups, shown)
+    if n_envs == 4:  # slots: env i keeps task i % 2
+        assert torch.equal(buf.groups, (torch.arange(4) % 2).expand(48, 4))
+    else:  # per trial: envs change task between trials
+        assert any(len(set(buf.groups[:, i].tolist())) == 2 for i in range(n_envs))
+    algo._update(buf)
+    columns = sorted(map(tuple, buf.groups.T.tolist()))
+    assert seen and all(sorted(map(tuple, g.T.tolist())) == columns for g in seen)  # envs shuffled
+    algo.close()
+
+
+def test_norm_adv_by_task_needs_tasks_and_norm_adv(tmp_path, capsys):
+    """One task has no groups: the CLI refuses before it writes anything; norm_adv=false with
+    it is refused too."""
+    out = tmp_path / "run"
+    res = snrl_inproc(
+        capsys, "train", "--env", "snrl.tasks:GoNogo-v0", "--set", "norm_adv_by_task=true",
+        "--steps", "64", "--out", out,
+    )  # fmt: skip
+    assert_user_error(res, "runs one task")
+    res = snrl_inproc(
+        capsys, "train", "--tasks", "GoNogo-v0,PerceptualDecisionMaking-v0", "--set",
+        "norm_adv_by_task=true", "--set", "norm_adv=false", "--steps", "64", "--out", out,
+    )  # fmt: skip
+    assert_user_error(res, "set norm_adv=true too")
+    assert not out.exists()
