@@ -203,12 +203,11 @@ def make_env(env_id: str, **kwargs: Any) -> gym.Env:
             f"ties={kwargs['ties']!r} exists only in the batched engine; one env of "
             f"{env_id} is NeuroGym's (drop ties, or use ties='second')"
         )
+    wrapper = None
     if env_id == "PerceptualDecisionMaking-v0" and "reaction_time" in kwargs:
         make_spec(env_id, **kwargs)  # the engine's checks and messages
         if kwargs.pop("reaction_time"):  # NeuroGym's ReactionTime wrapper on the bare task
-            from neurogym.wrappers import ReactionTime
-
-            with quiet_metadata():
-                return ReactionTime(gym.make(env_id, **kwargs).unwrapped)
+            from neurogym.wrappers import ReactionTime as wrapper
     with quiet_metadata():
-        return gym.make(env_id, **kwargs)
+        env = gym.make(env_id, **kwargs)
+        return env if wrapper is None else wrapper(env.unwrapped)
