@@ -98,6 +98,10 @@ class AgentConfig:
     )
     """Adaptation time constant of ALIF layers, seconds (the other backbones ignore it);
     None: :meth:`resolve_time`'s rule."""
+    beta: float = NEURON_DEFAULTS["beta"]
+    """Adaptation strength of ALIF layers (>= 0; the other backbones ignore it): the
+    threshold rises by ``beta`` times the neuron's low-passed spikes per neuron step
+    (``snrl.layers.ALIFParameters``)."""
     time_profile: Literal["task", "biological"] = "task"
     """How unset neuron time is derived from a task's clock (docs/neuro.md, "Time"): task
     (one neuron step per task step unless ``substeps`` says otherwise, membranes of 10 task
@@ -266,6 +270,7 @@ class AgentConfig:
             "tau_m, readout_tau_m, tau_a and dt must be > 0 seconds (or None: from the task)",
         )
         check(self.noise_std >= 0, f"noise_std={self.noise_std} (a current std, must be >= 0)")
+        check(self.beta >= 0, f"beta={self.beta} (an adaptation strength, must be >= 0)")
         check(
             self.hh_init in ("zeros", "random", "learned"),
             f"hh_init={self.hh_init!r} (zeros | random | learned for agents)",
@@ -420,7 +425,8 @@ class AgentConfig:
     def build_backbone(self, input_size: int, output_size: int, *, seed: int) -> nn.Module:
         """The backbone these fields describe (:func:`snrl.build_backbone`); a spiking one
         gets its neuron parameters as one object (``snrl.layers.LIFParameters`` ...), built
-        here from ``tau_m``, ``dt``, ``hh_init``, ``noise_std`` (and ``tau_a`` for ALIF)."""
+        here from ``tau_m``, ``dt``, ``hh_init``, ``noise_std`` (and ``tau_a``, ``beta`` for
+        ALIF)."""
         from snrl.networks.spiking import NEURONS
 
         if self.tau_m is None or self.readout_tau_m is None:
@@ -428,9 +434,11 @@ class AgentConfig:
             return self.resolve_time(None).build_backbone(input_size, output_size, seed=seed)
         params = None
         if self.backbone in SPIKING:
-            adaptation = (
-                {} if self.backbone != "alif" or self.tau_a is None else {"tau_a": self.tau_a}
-            )
+            adaptation: dict[str, float] = {}
+            if self.backbone == "alif":
+                adaptation["beta"] = self.beta
+                if self.tau_a is not None:
+                    adaptation["tau_a"] = self.tau_a
             params = NEURONS[self.backbone].params_type(
                 tau_m=self.tau_m,
                 dt=self.neuron_dt,

@@ -233,7 +233,7 @@ class _NeuronTime(Callback):
         if cfg.backbone in SPIKING:
             taus = f"tau_m={cfg.tau_m:g} s, readout_tau_m={cfg.readout_tau_m:g} s"
             if cfg.backbone == "alif":
-                taus += f", tau_a={cfg.tau_a:g} s"
+                taus += f", tau_a={cfg.tau_a:g} s, beta={cfg.beta:g}"
             say(
                 f"neuron time: dt={cfg.dt:g} s, substeps={cfg.substeps} per env step, {taus} "
                 f"(time_profile={cfg.time_profile})"

@@ -8,6 +8,7 @@ import json
 import warnings
 
 import pytest
+import torch
 
 import snrl
 from snrl.cli import main
@@ -93,6 +94,29 @@ def test_alif_layers_get_the_profile(tmp_path) -> None:
     assert back.agent.policy.layers["alif0"].tau_a.tolist() == pytest.approx([1.5] * 8)
 
 
+def test_beta_reaches_the_alif_layers_and_the_checkpoint(tmp_path) -> None:
+    # the config's adaptation strength is the layers' (policy and critic), survives a
+    # save/load, and changes the dynamics: a stronger adaptation fires less to the same drive
+    algo = snrl.PPO("CartPole-v1", n_envs=1, hidden_size=8, backbone="alif", beta=6.0)
+    for net in (algo.agent.policy, algo.agent.critic):
+        assert float(net.layers["alif0"].beta) == pytest.approx(6.0)
+    algo.save(tmp_path / "ckpt.pt")
+    back = snrl.PPO.load(tmp_path / "ckpt.pt")
+    assert back.config.beta == 6.0
+    assert float(back.agent.policy.layers["alif0"].beta) == pytest.approx(6.0)
+    counts = []
+    for beta in (0.0, 6.0):
+        cfg = snrl.PPOConfig(backbone="alif", beta=beta, force_dale_law=False).resolve_time(None)
+        layer = cfg.build_backbone(4, 2, seed=0).layers["alif0"]
+        drive = torch.full((200, 1, layer.input_size), 2.0)
+        with torch.no_grad():
+            spikes, _ = layer(drive, layer.initial_state(1))
+        counts.append(float(spikes.sum()))
+    assert counts[1] < 0.8 * counts[0]
+    with pytest.raises(UserError, match="beta"):
+        snrl.PPOConfig(beta=-1.0)
+
+
 def test_cli_set_time_profile_reaches_config_json(tmp_path, capsys) -> None:
     pytest.importorskip("neurogym")
     out = tmp_path / "run"
@@ -104,7 +128,7 @@ def test_cli_set_time_profile_reaches_config_json(tmp_path, capsys) -> None:
     assert code == 0
     printed = capsys.readouterr().out
     assert "neuron time: dt=0.01 s, substeps=10 per env step, tau_m=0.02 s" in printed
-    assert "readout_tau_m=0.1 s, tau_a=1.5 s (time_profile=biological)" in printed
+    assert "readout_tau_m=0.1 s, tau_a=1.5 s, beta=1.8 (time_profile=biological)" in printed
     saved = json.loads((out / "config.json").read_text())
     assert saved["time_profile"] == "biological"
     assert (saved["dt"], saved["substeps"], saved["tau_m"]) == pytest.approx((0.01, 10, 0.02))
