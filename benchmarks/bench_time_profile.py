@@ -62,6 +62,8 @@ def run_one(task: str, backbone: str, profile: str, args: argparse.Namespace) ->
     train = ["train", "--algo", "ppo", "--env", task, "--backbone", backbone, "--hidden"]
     train += [str(args.hidden), "--dale", "--steps", str(args.steps), "--seed", str(args.seed)]
     train += ["--set", f"time_profile={profile}", "--out", str(run), "--force"]
+    for kv in args.set:
+        train += ["--set", kv]
     t0 = time.perf_counter()
     _snrl(*train)
     train_s = time.perf_counter() - t0
@@ -90,7 +92,10 @@ def run_one(task: str, backbone: str, profile: str, args: argparse.Namespace) ->
         "train_s": train_s,
         "accuracy": ev.get("accuracy"),
         "n_trials": ev.get("n_trials"),
-        "time": {k: config.get(k) for k in ("dt", "substeps", "tau_m", "readout_tau_m", "tau_a")},
+        "time": {
+            k: config.get(k) for k in ("dt", "substeps", "tau_m", "readout_tau_m", "tau_a", "beta")
+        },
+        "sets": list(args.set),
     }
     if backbone in SPIKING:
         _snrl(
@@ -109,7 +114,8 @@ def run_one(task: str, backbone: str, profile: str, args: argparse.Namespace) ->
 
 def _row(r: dict[str, Any]) -> str:
     t = r["time"]
-    cells = [r["task"].removesuffix("-v0"), r["backbone"], r["time_profile"]]
+    profile = r["time_profile"] + "".join(f", {kv}" for kv in r.get("sets", []))
+    cells = [r["task"].removesuffix("-v0"), r["backbone"], profile]
     if r["backbone"] in SPIKING:
         cells.append(f"{t['dt'] * 1e3:g} ms x {t['substeps']}, tau_m {t['tau_m'] * 1e3:g} ms")
     else:
@@ -148,6 +154,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--episodes", type=int, default=50, help="held-out episodes (20 trials each)")
     p.add_argument("--analyze-episodes", type=int, default=10)
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config key for every run, as snrl train's --set (repeatable)",
+    )
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     out = Path(args.out)
