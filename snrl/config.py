@@ -50,6 +50,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 __all__ = [
     "FOREIGN_OPTIONS",
     "MAX_INT",
+    "SAVED_KEY_DEFAULTS",
     "SAVED_KEY_RENAMES",
     "Layer",
     "add_set_flag",
@@ -490,10 +491,17 @@ SAVED_KEY_RENAMES: Mapping[str, str] = types.MappingProxyType(
 )
 
 
+#: Keys that run files written before they existed lack, and the value every such run had: a
+#: default that is now resolved otherwise (``beta``: 20 under ``time_profile="biological"``)
+#: must not change an old run's network when it is loaded or resumed.
+SAVED_KEY_DEFAULTS: Mapping[str, Any] = types.MappingProxyType({"beta": 1.8})
+
+
 def config_from_dict(cls: type[C], d: Mapping[str, Any]) -> C:
     """Rebuild a config from :func:`config_to_dict` output (e.g. a run's ``config.json``).
 
-    Keys absent from ``d`` take the dataclass defaults; a key of an snrl 0.1 run file
+    Keys absent from ``d`` take the value such a file was written with
+    (:data:`SAVED_KEY_DEFAULTS`), else the dataclass defaults; a key of an snrl 0.1 run file
     (:data:`SAVED_KEY_RENAMES`) is read as its name now.
 
     Raises:
@@ -507,6 +515,8 @@ def config_from_dict(cls: type[C], d: Mapping[str, Any]) -> C:
         return new if key not in fields and new in fields else key
 
     items = tuple((name(k), v) for k, v in d.items())
+    given = {k for k, _ in items}
+    items += tuple((k, v) for k, v in SAVED_KEY_DEFAULTS.items() if k in fields and k not in given)
     return build(cls, merge(cls, [Layer("the saved config", items)]))
 
 

@@ -149,7 +149,7 @@ def _same(algo_cfg, cfg):
     env (``dt``, ``tau_m``, ``readout_tau_m``, ``tau_a``: docs/neuro.md, "Time")."""
     assert cfg.dt is None  # a zoo entry may set a tau; unset ones are resolved
     assert algo_cfg.tau_m is not None and algo_cfg.readout_tau_m is not None
-    clock = {k: getattr(algo_cfg, k) for k in ("dt", "tau_m", "readout_tau_m", "tau_a")}
+    clock = {k: getattr(algo_cfg, k) for k in ("dt", "tau_m", "readout_tau_m", "tau_a", "beta")}
     assert config_to_dict(algo_cfg) == config_to_dict(dataclasses.replace(cfg, **clock))
 
 

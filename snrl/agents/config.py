@@ -40,10 +40,13 @@ __all__ = ["AgentConfig"]
 TASK_SCALE_STEPS = 10
 
 #: ``time_profile="biological"`` on a task with a clock (:meth:`AgentConfig.resolve_time`):
-#: the longest neuron step (s), the membrane time constant of the spiking layers (s) and the
-#: ALIF adaptation time constant (s) that unset values take. The readout's membrane is one
-#: task step (not a constant: it depends on the task's ``dt``).
-BIOLOGICAL: dict[str, float] = {"max_dt": 10e-3, "tau_m": 20e-3, "tau_a": 1.5}
+#: the longest neuron step (s), the membrane time constant of the spiking layers (s), the
+#: ALIF adaptation time constant (s) and adaptation strength that unset values take. The
+#: readout's membrane is one task step (not a constant: it depends on the task's ``dt``).
+#: ``beta`` 20 rather than 1.8: ``a`` counts spikes per 10 ms step, so at 10 Hz 1.8 raises a
+#: threshold by 18 % and 20 triples it (docs/benchmarks.md, "Time profiles": DelayMatchSample
+#: learned on 0 of 4 runs with 1.8, 3 of 6 at 100k and 3 of 3 at 500k with 20).
+BIOLOGICAL: dict[str, float] = {"max_dt": 10e-3, "tau_m": 20e-3, "tau_a": 1.5, "beta": 20.0}
 
 #: The values of ``time_profile``.
 TIME_PROFILES = ("task", "biological")
@@ -98,15 +101,18 @@ class AgentConfig:
     )
     """Adaptation time constant of ALIF layers, seconds (the other backbones ignore it);
     None: :meth:`resolve_time`'s rule."""
-    beta: float = NEURON_DEFAULTS["beta"]
+    beta: float | None = override(
+        None, "None: the time profile's (1.8; 20 with time_profile=biological on a task)"
+    )
     """Adaptation strength of ALIF layers (>= 0; the other backbones ignore it): the
     threshold rises by ``beta`` times the neuron's low-passed spikes per neuron step
-    (``snrl.layers.ALIFParameters``)."""
+    (``snrl.layers.ALIFParameters``); None: :meth:`resolve_time`'s rule."""
     time_profile: Literal["task", "biological"] = "task"
     """How unset neuron time is derived from a task's clock (docs/neuro.md, "Time"): task
     (one neuron step per task step unless ``substeps`` says otherwise, membranes of 10 task
     steps: rate units) | biological (neuron steps of at most 10 ms, 20 ms membranes, a
-    readout of one task step, ALIF adaptation of 1.5 s; needs a task with a clock)."""
+    readout of one task step, ALIF adaptation of 1.5 s with beta 20; needs a task with a
+    clock)."""
     hh_init: str = NEURON_DEFAULTS["hh_init"]
     """Initial hidden state of spiking layers: zeros | random | learned."""
     noise_std: float = NEURON_DEFAULTS["noise_std"]
@@ -270,7 +276,10 @@ class AgentConfig:
             "tau_m, readout_tau_m, tau_a and dt must be > 0 seconds (or None: from the task)",
         )
         check(self.noise_std >= 0, f"noise_std={self.noise_std} (a current std, must be >= 0)")
-        check(self.beta >= 0, f"beta={self.beta} (an adaptation strength, must be >= 0)")
+        check(
+            self.beta is None or self.beta >= 0,
+            f"beta={self.beta} (an adaptation strength, must be >= 0)",
+        )
         check(
             self.hh_init in ("zeros", "random", "learned"),
             f"hh_init={self.hh_init!r} (zeros | random | learned for agents)",
@@ -371,33 +380,37 @@ class AgentConfig:
         The one rule for a task's time scale; values you set stay, ``time_profile`` fills
         the others. ``dt``: as given, else ``task_dt / substeps`` when the task declares its
         step (seconds), else 1 ms. Without a clock ``tau_m`` / ``readout_tau_m`` take the
-        clockless defaults (:attr:`clockless_tau`) and ``tau_a`` 200 ms. With a clock:
+        clockless defaults (:attr:`clockless_tau`), ``tau_a`` 200 ms and ``beta`` 1.8. With a
+        clock:
 
         * ``"task"``: ``tau_m`` / ``readout_tau_m`` span :data:`TASK_SCALE_STEPS` task steps
           (a membrane keeps ``exp(-1/10) = 0.905`` of itself per task step, the retention
           the delay tasks need; 1 s at NeuroGym's 100 ms step: rate units, not cortical
-          membranes); ``tau_a`` 200 ms. A spiking run whose membranes are shorter than one
-          task step forgets within a step: it warns once.
+          membranes); ``tau_a`` 200 ms, ``beta`` 1.8. A spiking run whose membranes are
+          shorter than one task step forgets within a step: it warns once.
         * ``"biological"`` (:data:`BIOLOGICAL`): spiking backbones step at most 10 ms
           (``substeps`` raised to ``ceil(task_dt / 10 ms)``, or to ``ceil(task_dt / dt)``
           with a ``dt`` you set; a larger ``substeps`` stays), ``tau_m`` 20 ms, the
           readout's membrane one task step (it averages the spikes of the last task step,
           so an action is read from ~10 neuron steps, not from the last one), ``tau_a``
-          1.5 s (ALIF: the adaptation carries the memory, Bellec et al. 2018). A task
-          without a clock is an error: there is no task step to derive the time from.
+          1.5 s and ``beta`` 20 (ALIF: the adaptation carries the memory, Bellec et al.
+          2018; :data:`BIOLOGICAL` says why 20). A task without a clock is an error: there
+          is no task step to derive the time from.
 
         Raises:
             UserError: ``time_profile="biological"`` without a clock, or with e-prop.
         """
         biological = self.time_profile == "biological" and self.backbone in SPIKING
-        given = {"tau_m": self.tau_m, "readout_tau_m": self.readout_tau_m, "tau_a": self.tau_a}
-        substeps, fill = self.substeps, {**self.clockless_tau, "tau_a": NEURON_DEFAULTS["tau_a"]}
+        given = {"tau_m": self.tau_m, "readout_tau_m": self.readout_tau_m}
+        given.update(tau_a=self.tau_a, beta=self.beta)
+        substeps, fill = self.substeps, dict(self.clockless_tau)
+        fill.update(tau_a=NEURON_DEFAULTS["tau_a"], beta=NEURON_DEFAULTS["beta"])
         if biological:
             _check_biological(self, task_dt)
             step = BIOLOGICAL["max_dt"] if self.dt is None else self.dt
             substeps = max(substeps, math.ceil(round(task_dt / step, 6)))
             fill = {"tau_m": BIOLOGICAL["tau_m"], "readout_tau_m": task_dt}
-            fill["tau_a"] = BIOLOGICAL["tau_a"]
+            fill.update(tau_a=BIOLOGICAL["tau_a"], beta=BIOLOGICAL["beta"])
         elif task_dt is not None:
             scale = TASK_SCALE_STEPS * task_dt
             fill.update(tau_m=scale, readout_tau_m=scale)  # tau_a keeps the 200 ms default
@@ -429,7 +442,7 @@ class AgentConfig:
         ALIF)."""
         from snrl.networks.spiking import NEURONS
 
-        if self.tau_m is None or self.readout_tau_m is None:
+        if self.tau_m is None or self.readout_tau_m is None or self.beta is None:
             # no task to take a clock from: the clockless rule (resolve_time(None))
             return self.resolve_time(None).build_backbone(input_size, output_size, seed=seed)
         params = None

@@ -1,5 +1,5 @@
 """time_profile: "task" (today's rule, the default) and "biological" (ms neuron steps, 20 ms
-membranes, a readout of one task step, 1.5 s ALIF adaptation), resolved in
+membranes, a readout of one task step, 1.5 s ALIF adaptation of strength 20), resolved in
 AgentConfig.resolve_time; the config key through config.json and the CLI."""
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import torch
 
 import snrl
 from snrl.cli import main
-from snrl.config import load_config
+from snrl.config import config_from_dict, config_to_dict, load_config
 from snrl.errors import UserError
 
 GONOGO = "neurogym.envs.native.gonogo:GoNogo"  # NeuroGym, dt = 100 ms by default
 
 
 def _time(cfg) -> tuple:
-    return cfg.dt, cfg.substeps, cfg.tau_m, cfg.readout_tau_m, cfg.tau_a
+    return cfg.dt, cfg.substeps, cfg.tau_m, cfg.readout_tau_m, cfg.tau_a, cfg.beta
 
 
 def _bio(**kwargs) -> snrl.PPOConfig:
@@ -28,19 +28,20 @@ def _bio(**kwargs) -> snrl.PPOConfig:
 
 def test_task_profile_is_the_default_and_unchanged() -> None:
     assert snrl.PPOConfig().time_profile == "task"
-    # 100 ms task step: one 100 ms neuron step, membranes of 10 task steps, ALIF 200 ms
+    # 100 ms task step: one 100 ms neuron step, membranes of 10 task steps, ALIF 200 ms, 1.8
     assert _time(snrl.PPOConfig(backbone="alif").resolve_time(0.1)) == pytest.approx(
-        (0.1, 1, 1.0, 1.0, 0.2)
+        (0.1, 1, 1.0, 1.0, 0.2, 1.8)
     )
+    assert snrl.PPOConfig(backbone="alif").resolve_time(None).beta == 1.8  # no clock
 
 
 @pytest.mark.parametrize(
     "task_dt, want",
     [
-        (0.1, (0.01, 10, 0.02, 0.1, 1.5)),  # 100 ms: ten 10 ms neuron steps, readout 100 ms
-        (0.02, (0.01, 2, 0.02, 0.02, 1.5)),  # 20 ms: two 10 ms steps, readout 20 ms
-        (0.03, (0.01, 3, 0.02, 0.03, 1.5)),  # 30 ms: 0.03 / 0.01 is 2.99999... in floats
-        (0.005, (0.005, 1, 0.02, 0.005, 1.5)),  # already finer than 10 ms: one step
+        (0.1, (0.01, 10, 0.02, 0.1, 1.5, 20)),  # 100 ms: ten 10 ms neuron steps, readout 100 ms
+        (0.02, (0.01, 2, 0.02, 0.02, 1.5, 20)),  # 20 ms: two 10 ms steps, readout 20 ms
+        (0.03, (0.01, 3, 0.02, 0.03, 1.5, 20)),  # 30 ms: 0.03 / 0.01 is 2.99999... in floats
+        (0.005, (0.005, 1, 0.02, 0.005, 1.5, 20)),  # already finer than 10 ms: one step
     ],
 )
 def test_biological_profile_by_hand(task_dt, want) -> None:
@@ -52,10 +53,12 @@ def test_biological_profile_by_hand(task_dt, want) -> None:
 
 
 def test_biological_profile_keeps_what_the_user_set() -> None:
-    cfg = _bio(tau_m=0.05, readout_tau_m=0.3, tau_a=2.0, substeps=20).resolve_time(0.1)
-    assert _time(cfg) == pytest.approx((0.005, 20, 0.05, 0.3, 2.0))  # more substeps stay
+    cfg = _bio(tau_m=0.05, readout_tau_m=0.3, tau_a=2.0, substeps=20, beta=1.8)
+    cfg = cfg.resolve_time(0.1)
+    assert _time(cfg) == pytest.approx((0.005, 20, 0.05, 0.3, 2.0, 1.8))  # more substeps stay
     # a dt you set: as many substeps as it takes to cover the task step with it
-    assert _time(_bio(dt=0.002).resolve_time(0.1)) == pytest.approx((0.002, 50, 0.02, 0.1, 1.5))
+    got = _time(_bio(dt=0.002).resolve_time(0.1))
+    assert got == pytest.approx((0.002, 50, 0.02, 0.1, 1.5, 20))
     # resolving a resolved config changes nothing (a checkpoint is loaded the same)
     once = _bio().resolve_time(0.1)
     assert once.resolve_time(0.1) == once
@@ -87,11 +90,23 @@ def test_alif_layers_get_the_profile(tmp_path) -> None:
         assert net.substeps == 10 and layer.dt == pytest.approx(0.01)
         assert layer.tau_m.tolist() == pytest.approx([0.02] * 8)
         assert layer.tau_a.tolist() == pytest.approx([1.5] * 8)
+        assert float(layer.beta) == 20.0
         assert readout.tau_m.tolist() == pytest.approx([0.1] * readout.output_size)
     algo.save(tmp_path / "ckpt.pt")
     back = snrl.PPO.load(tmp_path / "ckpt.pt", trust_env_module=True)
     assert _time(back.config) == pytest.approx(_time(algo.config))
     assert back.agent.policy.layers["alif0"].tau_a.tolist() == pytest.approx([1.5] * 8)
+    assert float(back.agent.policy.layers["alif0"].beta) == 20.0
+
+
+def test_a_run_saved_before_beta_was_a_key_keeps_its_adaptation() -> None:
+    # config.json / checkpoints written before `beta` existed lack it, and every such run had
+    # 1.8: loading or resuming one must not rebuild its ALIF layers with the profile's 20
+    saved = config_to_dict(_bio(env=GONOGO).resolve_time(0.1))
+    assert saved.pop("beta") == 20.0
+    old = config_from_dict(snrl.PPOConfig, saved)
+    assert old.beta == 1.8 and old.resolve_time(0.1).beta == 1.8
+    assert config_from_dict(snrl.PPOConfig, {**saved, "beta": None}).resolve_time(0.1).beta == 20
 
 
 def test_beta_reaches_the_alif_layers_and_the_checkpoint(tmp_path) -> None:
@@ -128,11 +143,11 @@ def test_cli_set_time_profile_reaches_config_json(tmp_path, capsys) -> None:
     assert code == 0
     printed = capsys.readouterr().out
     assert "neuron time: dt=0.01 s, substeps=10 per env step, tau_m=0.02 s" in printed
-    assert "readout_tau_m=0.1 s, tau_a=1.5 s, beta=1.8 (time_profile=biological)" in printed
+    assert "readout_tau_m=0.1 s, tau_a=1.5 s, beta=20 (time_profile=biological)" in printed
     saved = json.loads((out / "config.json").read_text())
     assert saved["time_profile"] == "biological"
     assert (saved["dt"], saved["substeps"], saved["tau_m"]) == pytest.approx((0.01, 10, 0.02))
-    assert (saved["readout_tau_m"], saved["tau_a"]) == pytest.approx((0.1, 1.5))
+    assert (saved["readout_tau_m"], saved["tau_a"], saved["beta"]) == pytest.approx((0.1, 1.5, 20))
 
 
 @pytest.mark.parametrize(
