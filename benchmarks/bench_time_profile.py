@@ -1,6 +1,7 @@
 """Time profiles (issue 34): the "task" profile (one 100 ms neuron step per NeuroGym step, 1 s
 membranes: rate units) against the "biological" one (10 ms neuron steps, 20 ms membranes, a
-readout of one task step, ALIF adaptation of 1.5 s) on the same tasks, seed and budget.
+readout of one task step, ALIF adaptation of 1.5 s and strength 20) on the same tasks, seed
+and budget.
 
 Every run goes through the ``snrl`` command as a user would run it, one at a time::
 
