@@ -413,7 +413,7 @@ class AgentConfig:
             fill.update(tau_a=BIOLOGICAL["tau_a"], beta=BIOLOGICAL["beta"])
         elif task_dt is not None:
             scale = TASK_SCALE_STEPS * task_dt
-            fill.update(tau_m=scale, readout_tau_m=scale)  # tau_a keeps the 200 ms default
+            fill.update(tau_m=scale, readout_tau_m=scale)  # tau_a, beta: the defaults
         taus = {k: fill[k] if v is None else v for k, v in given.items()}
         dt = self.dt
         if dt is None:
