@@ -149,11 +149,12 @@ def lif_sequence(
 
 
 def _resets(
-    u: Tensor, starts: Tensor | None, fresh: LIFStateLike | None
-) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
-    """Validated ``starts`` (bool (T, B)) and the fresh ``v``, ``z`` expanded to (T, B, N)."""
+    u: Tensor, starts: Tensor | None, fresh: LIFStateLike | None, names: tuple = ("v", "z")
+) -> tuple[Tensor | None, ...]:
+    """Validated ``starts`` (bool (T, B)) and the fresh state's ``names`` fields (default
+    ``v``, ``z``) expanded to (T, B, N); all but the membrane detached (no gradient)."""
     if starts is None:
-        return None, None, None
+        return (None,) * (len(names) + 1)
     starts = torch.as_tensor(starts, device=u.device).bool()
     t, b = u.shape[0], u.shape[-2]
     if tuple(starts.shape) != (t, b):
@@ -162,9 +163,9 @@ def _resets(
             f"(pass a bool ({t}, {b}) tensor)"
         )
     if not bool(starts.any()):
-        return None, None, None
+        return (None,) * (len(names) + 1)
     fields = []
-    for name in ("v", "z"):
+    for name in names:
         f = None if fresh is None else getattr(fresh, name)
         f = u.new_zeros(()) if f is None else f.to(u.dtype)
         try:
@@ -174,7 +175,7 @@ def _resets(
                 f"fresh.{name} has shape {tuple(f.shape)}, not broadcastable to {tuple(u.shape)}"
                 " (pass (N,), (B, N) or (T, B, N))"
             ) from e
-    return starts, fields[0], fields[1].detach()
+    return starts, fields[0], *(f.detach() for f in fields[1:])
 
 
 def _forward_loop(

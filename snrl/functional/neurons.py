@@ -167,12 +167,14 @@ def alif_step(
     beta: Tensor | float,
     spike_fn: SpikeFn | None,
     reset: str = "subtract",
+    *,
+    out: ALIFState | None = None,
 ) -> tuple[Tensor, ALIFState]:
     """One ALIF step (equations in the module docstring).
 
-    The arguments of :func:`lif_step` (without ``out``), where ``threshold`` is the baseline
-    threshold, ``spike_fn`` maps ``v - thr_t`` to spikes and the ``"subtract"`` reset
-    subtracts the adaptive threshold ``thr_t``; and:
+    The arguments of :func:`lif_step`, where ``threshold`` is the baseline threshold,
+    ``spike_fn`` maps ``v - thr_t`` to spikes, the ``"subtract"`` reset subtracts the
+    adaptive threshold ``thr_t`` and ``out`` has a third buffer, ``out.a``; and:
 
     Args:
         rho: (N,) adaptation decay ``exp(-dt / tau_a)``.
@@ -181,10 +183,13 @@ def alif_step(
     Returns:
         ``(z_t, ALIFState(v_t, z_t, a_t))``.
     """
-    a = rho * state.a + (1.0 - rho) * state.z
+    if out is None:
+        a = rho * state.a + (1.0 - rho) * state.z
+    else:  # the same two products and sum, written into out.a
+        a = torch.mul(rho, state.a, out=out.a).add_((1.0 - rho) * state.z)
     thr = threshold + beta * a
-    v = _integrate(current, state.v, state.z, alpha, thr, reset)
-    z = _spike(v, thr, spike_fn)
+    v = _integrate(current, state.v, state.z, alpha, thr, reset, None if out is None else out.v)
+    z = _spike(v, thr, spike_fn, None if out is None else out.z)
     return z, ALIFState(v, z, a)
 
 

@@ -7,12 +7,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import Tensor
 
+from snrl.functional.alif_sequence import alif_sequence
 from snrl.functional.neurons import ALIFState, alif_step
 from snrl.functional.surrogate import SpikeFn
-from snrl.layers.base import SpikingLayer, TimeConstant, _FromParams
+from snrl.layers.base import Drive, LayerOutput, SpikingLayer, TimeConstant, _FromParams
 from snrl.layers.params import ALIFParameters
+
+# The fused training path (a hand-written backward of alif_step); a module attribute so that
+# tests and benchmarks can switch it off and compare with the plain step loop.
+_alif_sequence = alif_sequence
 
 
 class ALIFLayer(SpikingLayer):
@@ -40,3 +46,24 @@ class ALIFLayer(SpikingLayer):
         alpha, rho = consts
         p = self.params
         return alif_step(current, state, alpha, rho, p.threshold, p.beta, spike_fn, p.reset)
+
+    def _integrate(
+        self, drive: Drive, state: Any, consts: tuple, spike_fn: SpikeFn | None
+    ) -> LayerOutput:
+        u, w_rec, starts, fresh = drive
+        if _alif_sequence is not None and u.dim() == 3 and torch.is_grad_enabled():
+            p = self.params
+            z, v, a = _alif_sequence(
+                u,
+                w_rec,
+                state,
+                *consts,
+                p.threshold,
+                p.beta,
+                p.reset,
+                spike_fn,
+                starts=starts,
+                fresh=fresh,
+            )
+            return LayerOutput(z, ALIFState(v[-1], z[-1], a[-1]), v, {"a": a})
+        return super()._integrate(drive, state, consts, spike_fn)
