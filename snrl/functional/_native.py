@@ -1,6 +1,7 @@
 """The compiled LIF sequence kernel of :func:`snrl.functional.lif_sequence`
 (``lif_kernel.c``): the forward loop, the reverse walk of the backward pass and the weight
-gradient; and the leaky-integrator readout's loop and reverse scan
+gradient; the same loop and walk for ALIF (:func:`snrl.functional.alif_sequence`); and the
+leaky-integrator readout's loop and reverse scan
 (:func:`snrl.functional.lif_sequence.li_sequence`).
 
 Built on first use with the system C compiler (``cc``, or ``$CC``) into snrl's cache
@@ -178,6 +179,37 @@ SIGNATURES: dict[str, tuple[Any, tuple[tuple[str, Any], ...]]] = {
             *((name, _PTR) for name in ("dv", "dw", "idx", "val")),
         ),
     ),
+    "snrl_alif_forward": (
+        None,
+        (
+            *_DIMS[:1],
+            *_DIMS[2:],
+            *((name, _PTR) for name in ("u", "w", "v0", "z0", "a0", "alpha", "rho")),
+            ("threshold", _FLOAT),
+            ("beta", _FLOAT),
+            ("subtract", _INT),
+            *((name, _PTR) for name in ("starts", "fv", "fz", "fa")),
+            ("fstep", _LONG),
+            *((name, _PTR) for name in ("vs", "zs", "as", "idx", "val")),
+        ),
+    ),
+    "snrl_alif_backward": (
+        None,
+        (
+            *_DIMS[:1],
+            *_DIMS[2:],
+            ("s", _PTR),
+            ("kind", _INT),
+            ("p1", _FLOAT),
+            ("p2", _FLOAT),
+            *((name, _PTR) for name in ("gz", "gv", "ga", "wbt", "vs", "zs", "as", "zp")),
+            *((name, _PTR) for name in ("alpha", "rho")),
+            ("threshold", _FLOAT),
+            ("beta", _FLOAT),
+            ("subtract", _INT),
+            *((name, _PTR) for name in ("starts", "dv", "da", "first_v", "first_a", "scratch")),
+        ),
+    ),
     "snrl_li_forward": (
         None,
         (
@@ -247,6 +279,8 @@ class Kernels:
     lif_forward: KernelFunction
     lif_backward: KernelFunction
     lif_weight_grad: KernelFunction
+    alif_forward: KernelFunction
+    alif_backward: KernelFunction
     li_forward: KernelFunction
     li_backward: KernelFunction
 
@@ -449,6 +483,126 @@ def lif_weight_grad(
         val=val,
     )
     return dw
+
+
+def alif_forward(
+    u: Tensor,
+    w: Tensor | None,
+    state0: tuple[Tensor, Tensor, Tensor],
+    decays: tuple[Tensor, Tensor],
+    threshold: float,
+    beta: float,
+    reset: str,
+    starts: Tensor | None,
+    fresh: tuple[Tensor | None, Tensor | None, Tensor | None],
+) -> tuple[Tensor, Tensor, Tensor] | None:
+    """``(zs, vs, as)`` of the ALIF sequence (each (T, B, N), like ``u``), or None when the
+    kernel does not apply. Arguments as in
+    :func:`snrl.functional.alif_sequence._forward_loop`: the state at t = -1 ``(v0, z0, a0)``,
+    ``decays = (alpha, rho)`` and the fresh ``(fv, fz, fa)`` expanded to ``u``'s shape."""
+    lib = _applies(u, w, *state0, *decays, *fresh)
+    if lib is None:
+        return None
+    t, _, b, n = _dims(u)
+    vs, zs, as_ = (torch.empty(tuple(u.shape), dtype=torch.float32) for _ in range(3))
+    (fv, fz, fa), fstep = _fresh(fresh, (t, 1, b, n))
+    idx, val = _spike_scratch(n)
+    v0, z0, a0 = (_flat(x, (b, n)) for x in state0)
+    lib.alif_forward(
+        T=t,
+        B=b,
+        N=n,
+        u=_flat(u, (t, b, n)),
+        w=_flat(w, (n, n)),
+        v0=v0,
+        z0=z0,
+        a0=a0,
+        alpha=_alpha(decays[0], 1, n),
+        rho=_alpha(decays[1], 1, n),
+        threshold=float(threshold),
+        beta=float(beta),
+        subtract=int(reset == "subtract"),
+        starts=_starts(starts),
+        fv=fv,
+        fz=fz,
+        fa=fa,
+        fstep=fstep,
+        vs=vs,
+        zs=zs,
+        **{"as": as_},
+        idx=idx,
+        val=val,
+    )
+    return zs, vs, as_
+
+
+class ALIFWalk(NamedTuple):
+    """What the reverse walk of the ALIF sequence's backward reads: the incoming gradients
+    (``gz``, ``gv``, ``ga`` or None), ``w_back_t`` (as in :class:`Walk`), the saved ``vs``,
+    ``zs``, ``as_`` and the spikes each step starts from ``zp`` (all (T, B, N)), the decays,
+    ``threshold``, ``beta``, ``reset`` and the episode ``starts``."""
+
+    grads: tuple[Tensor | None, Tensor | None, Tensor | None]
+    w_back_t: Tensor | None
+    saved: tuple[Tensor, Tensor, Tensor, Tensor]
+    decays: tuple[Tensor, Tensor]
+    threshold: float
+    beta: float
+    reset: str
+    starts: Tensor | None
+
+
+def alif_backward(
+    spike_fn: Callable[[Tensor], Tensor], walk: ALIFWalk
+) -> tuple[Tensor, Tensor, Tensor, Tensor] | None:
+    """``(dv, da, dv_0, da_0)`` of the backward pass of
+    :func:`snrl.functional.alif_sequence.alif_sequence` (the last two masked where step 0
+    starts an episode), or None when the kernel does not apply. The kernel computes the
+    derivatives of the :data:`_KINDS` surrogates itself; any other arrives computed for the
+    whole sequence."""
+    (gz, gv, ga), w_back_t, (vs, zs, as_, zp), (alpha, rho) = walk[:4]
+    lib = _applies(vs, gz, gv, ga, w_back_t, zs, as_, zp, alpha, rho)
+    if lib is None:
+        return None
+    t, _, b, n = _dims(vs)
+    dv, da = torch.empty_like(vs), torch.empty_like(vs)
+    first_v, first_a = (torch.empty(b, n, dtype=torch.float32) for _ in range(2))
+    kind = _kind(spike_fn)
+    s = None
+    if kind is None:
+        thr = as_ * walk.beta + walk.threshold
+        s = derivative_fn(spike_fn)(vs - thr).to(torch.float32).contiguous()
+    code, p1, p2 = kind or (0, 0.0, 0.0)
+    seq = (t, b, n)
+    lib.alif_backward(
+        T=t,
+        B=b,
+        N=n,
+        s=s,
+        kind=code,
+        p1=p1,
+        p2=p2,
+        gz=_flat(gz, seq),
+        gv=_flat(gv, seq),
+        ga=_flat(ga, seq),
+        wbt=_flat(w_back_t, (n, n)),
+        vs=_flat(vs, seq),
+        zs=_flat(zs, seq),
+        **{"as": _flat(as_, seq)},
+        zp=_flat(zp, seq),
+        alpha=_alpha(alpha, 1, n),
+        rho=_alpha(rho, 1, n),
+        threshold=float(walk.threshold),
+        beta=float(walk.beta),
+        subtract=int(walk.reset == "subtract"),
+        starts=_starts(walk.starts),
+        dv=dv,
+        da=da,
+        first_v=first_v,
+        first_a=first_a,
+        scratch=torch.empty(b + 2, n, dtype=torch.float32),
+    )
+    return dv, da, first_v, first_a
 
 
 def li_forward(

@@ -5,9 +5,11 @@ forward pass calls :func:`snrl.functional.neurons.alif_step` (the one definition
 model) once per step without a graph, with the current ``I_t = u_t + z_{t-1} W_rec``, and
 keeps ``v``, ``z`` and ``a``; the backward walks the sequence in reverse with one matmul and
 a few elementwise ops per step, where autograd through the step loop records a dozen small
-ops per step and replays them one by one (2.4x slower for a layer's forward and backward at
-PPO's update shape, 2.0x for a whole ``snrl train`` of the biological profile:
-``benchmarks/bench_alif_sequence.py``). It is the adjoint of ``alif_step``, derived by hand from
+ops per step and replays them one by one. Both loops also exist compiled (``lif_kernel.c``,
+through :mod:`snrl.functional._native`, float32 on the CPU; the torch loops here are their
+reference and the fallback), and the weight gradient uses the LIF kernel's sparse sum:
+together 8x faster than autograd for a layer's forward and backward at PPO's update shape
+(``benchmarks/bench_alif_sequence.py``). It is the adjoint of ``alif_step``, derived by hand from
 its equations (module docstring of :mod:`snrl.functional.neurons`) and tested equal to
 autograd through the step loop (``alif_sequence(..., backward="autograd")``)::
 
@@ -41,6 +43,7 @@ import torch
 from torch import Tensor
 
 from snrl.errors import UserError
+from snrl.functional import _native
 from snrl.functional.lif_sequence import (
     _CHUNK,
     BACKWARDS,
@@ -177,6 +180,12 @@ def _forward_loop(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """The forward pass without a graph, ``alif_step`` per step writing into the (T, B, N)
     outputs; spikes by ``v > thr_t`` when ``spike_fn`` is None. Returns (z, v, a)."""
+    if spike_fn is None:  # the compiled loop (same equations) where it applies
+        done = _native.alif_forward(
+            u, w_rec, state0, (alpha, rho), threshold, beta, reset, starts, fresh
+        )
+        if done is not None:
+            return done
     u, alpha, rho = u.detach(), alpha.detach(), rho.detach()
     w = None if w_rec is None else w_rec.detach()
     state = ALIFState(*(x.detach() for x in state0))
@@ -253,20 +262,23 @@ class _ALIFSequence(torch.autograd.Function):
                 w_back.diagonal().sub_(threshold)
             w_back_t = w_back.t().contiguous()
         zp = _previous(z0.detach(), zs, starts, fz)  # the spikes each step starts from
-        dv, da, first_v, first_a = _backward_loop(
+        walk = _native.ALIFWalk(
             (gz, gv, ga),
-            (vs, zs, as_, zp),
             w_back_t,
-            alpha,
-            rho,
+            (vs, zs, as_, zp),
+            (alpha, rho),
             threshold,
             beta,
             reset,
             starts,
-            derivative_fn(spike_fn),
         )
+        done = _native.alif_backward(spike_fn, walk)  # the compiled walk where it applies
+        dv, da, first_v, first_a = done or _backward_loop(walk, derivative_fn(spike_fn))
         du = dv if need[0] else None
-        dw = _outer_sum(zp, dv) if need[1] and w is not None else None
+        dw = None
+        if need[1] and w is not None:  # by the LIF kernel's sparse sum where it applies
+            dw = _native.lif_weight_grad(z0.detach(), zs, starts, fz, dv)
+            dw = _outer_sum(zp, dv) if dw is None else dw
         dv0 = dz0 = da0 = dalpha = drho = dfresh = None
         if need[2]:
             dv0 = alpha * first_v if subtract else (alpha - alpha * z0) * first_v
@@ -297,21 +309,13 @@ class _ALIFSequence(torch.autograd.Function):
 
 
 def _backward_loop(
-    grads: tuple[Tensor | None, Tensor | None, Tensor | None],
-    saved: tuple[Tensor, Tensor, Tensor, Tensor],
-    w_back_t: Tensor | None,
-    alpha: Tensor,
-    rho: Tensor,
-    threshold: float,
-    beta: float,
-    reset: str,
-    starts: Tensor | None,
-    derivative: Callable[[Tensor], Tensor],
+    walk: _native.ALIFWalk, derivative: Callable[[Tensor], Tensor]
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """The reverse walk of :class:`_ALIFSequence`'s backward: ``(dv, da, dv_0, da_0)``, the
-    last two masked where step 0 starts an episode (what reaches the state at t = -1)."""
-    gz, gv, ga = grads
-    vs, zs, as_, zp = saved
+    """The reverse walk of :class:`_ALIFSequence`'s backward in torch (the reference of the
+    compiled one): ``(dv, da, dv_0, da_0)``, the last two masked where step 0 starts an
+    episode (what reaches the state at t = -1)."""
+    (gz, gv, ga), w_back_t, (vs, zs, as_, zp), (alpha, rho) = walk[:4]
+    threshold, beta, reset, starts = walk[4:]
     subtract = reset == "subtract"
     steps = vs.shape[0]
     marks = _start_steps(starts)

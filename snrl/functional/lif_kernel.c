@@ -1,7 +1,8 @@
 /* The LIF sequence kernel of snrl.functional.lif_sequence in C: the forward loop, the
- * reverse walk of the backward pass and the weight gradient (compiled on first use by
- * snrl/functional/_native.py; the torch loops in lif_sequence.py are the reference it is
- * tested against).
+ * reverse walk of the backward pass and the weight gradient; the ALIF loop and walk of
+ * snrl.functional.alif_sequence and the readout's loop and scan, at the end (compiled on
+ * first use by snrl/functional/_native.py; the torch loops of lif_sequence.py and
+ * alif_sequence.py are the reference it is tested against).
  *
  * Layout: everything float32 and C-contiguous. T steps, G layers side by side, B rows, N
  * neurons. u, vs, zs are (T, G, B, N); w is (G, N, N) with row i the presynaptic neuron i;
@@ -486,6 +487,129 @@ void snrl_li_backward(int T, int B, int N, const float *g, const float *alpha,
             } else {
                 for (int j = 0; j < N; j++) d[j] = ADDCMUL(gt[j], alpha[j], nxt[j]);
             }
+        }
+    }
+}
+
+/* The ALIF sequence of snrl.functional.alif_sequence (one layer, G = 1): per step (the
+ * equations of snrl.functional.neurons.alif_step)
+ *   a_t   = rho a_{t-1} + (1 - rho) z_{t-1}
+ *   thr_t = threshold + beta a_t
+ *   v_t   = I_t + alpha v_{t-1} - thr_t z_{t-1}           (subtract)
+ *   v_t   = I_t + alpha v_{t-1} (1 - z_{t-1})              (zero)
+ *   z_t   = v_t > thr_t
+ * with I_t = u_t + z_{t-1} W by the spike rows of W (drive_row), and the state before step t
+ * the fresh (fv_t, fz_t, fa_t) for a row that starts an episode at t. u, vs, zs, as are
+ * (T, B, N); v0, z0, a0 are (B, N); alpha and rho are (N); fv, fz, fa as in the LIF loop
+ * (fstep 0 or B N floats per step). The torch loop of alif_sequence.py is the reference. */
+void snrl_alif_forward(int T, int B, int N, const float *u, const float *w, const float *v0,
+                       const float *z0, const float *a0, const float *alpha, const float *rho,
+                       float threshold, float beta, int subtract, const unsigned char *starts,
+                       const float *fv, const float *fz, const float *fa, long fstep,
+                       float *vs, float *zs, float *as, int *idx, float *val) {
+    const size_t row = (size_t)N;
+    const size_t step = (size_t)B * row;
+    for (int t = 0; t < T; t++) {
+        for (int b = 0; b < B; b++) {
+            size_t here = (size_t)t * step + (size_t)b * row;
+            const float *vp, *zp, *ap;
+            if (starts && starts[(size_t)t * B + b]) {
+                size_t f = (size_t)t * fstep + (size_t)b * row;
+                vp = fv + f;
+                zp = fz + f;
+                ap = fa + f;
+            } else if (t == 0) {
+                vp = v0 + (size_t)b * row;
+                zp = z0 + (size_t)b * row;
+                ap = a0 + (size_t)b * row;
+            } else {
+                vp = vs + here - step;
+                zp = zs + here - step;
+                ap = as + here - step;
+            }
+            float *v = vs + here;
+            float *z = zs + here;
+            float *a = as + here;
+            int m = w ? spike_list(N, zp, idx, val) : 0;
+            drive_row(N, m, idx, val, w, u + here, v);
+            for (int j = 0; j < N; j++) {
+                const float at = rho[j] * ap[j] + (1.0f - rho[j]) * zp[j];
+                const float thr = beta * at + threshold;
+                float vj;
+                if (subtract)
+                    vj = (v[j] + alpha[j] * vp[j]) - thr * zp[j];
+                else
+                    vj = v[j] + (alpha[j] * vp[j]) * (1.0f - zp[j]);
+                a[j] = at;
+                v[j] = vj;
+                z[j] = vj > thr ? 1.0f : 0.0f;
+            }
+        }
+    }
+}
+
+/* The reverse walk of the ALIF sequence's backward pass (equations in the docstring of
+ * alif_sequence.py), one layer:
+ *   dz_t = gz_t + dv_{t+1} Wb^T - beta a_{t+1} dv_{t+1} + (1 - rho) da_{t+1}   (subtract,
+ *          Wb = W - threshold I: the baseline threshold folded in)
+ *   dz_t = gz_t + dv_{t+1} W^T - alpha v_t dv_{t+1} + (1 - rho) da_{t+1}       (zero)
+ *   dv_t = gv_t + s_t dz_t + decay_t dv_{t+1}     decay_t = alpha, or alpha (1 - z_t)
+ *   da_t = ga_t + rho da_{t+1} - beta s_t dz_t - beta zp_t dv_t   (the last term: subtract)
+ * where dv_{t+1}, da_{t+1} count as 0 in a row whose episode starts at t + 1, zp_t is the spike
+ * vector step t starts from (T, B, N), and s_t the surrogate derivative at v_t - thr_t: given
+ * (s, T B N) or, when s is NULL, computed here by surrogate_row (kind, p1, p2). gz, gv, ga may
+ * be NULL, wbt is Wb transposed (N, N) or NULL; scratch holds (B + 2) N floats. Writes dv, da
+ * (T, B, N) and first_v, first_a (B, N): dv_0, da_0 masked where step 0 starts an episode. */
+void snrl_alif_backward(int T, int B, int N, const float *s, int kind, float p1, float p2,
+                        const float *gz, const float *gv, const float *ga, const float *wbt,
+                        const float *vs, const float *zs, const float *as, const float *zp,
+                        const float *alpha, const float *rho, float threshold, float beta,
+                        int subtract, const unsigned char *starts, float *dv, float *da,
+                        float *first_v, float *first_a, float *scratch) {
+    const size_t row = (size_t)N;
+    const size_t step = (size_t)B * row;
+    float *srow = scratch + step;    /* s of one row, when computed here */
+    float *xrow = scratch + step + row; /* v - thr_t of that row */
+    for (int t = T - 1; t >= 0; t--) {
+        const int has_next = t + 1 < T;
+        if (has_next && wbt) matmul_rows(B, N, dv + (size_t)(t + 1) * step, wbt, scratch);
+        for (int b = 0; b < B; b++) {
+            size_t here = (size_t)t * step + (size_t)b * row;
+            const float *v = vs + here, *z = zs + here, *a = as + here;
+            const float *st = s ? s + here : srow;
+            if (!s) {
+                for (int j = 0; j < N; j++) xrow[j] = v[j] - (a[j] * beta + threshold);
+                surrogate_row(N, kind, p1, p2, 0.0f, xrow, srow);
+            }
+            const int next = has_next && !(starts && starts[(size_t)(t + 1) * B + b]);
+            const float *nv = dv + here + step, *na = da + here + step;
+            const float *an = as + here + step, *back = scratch + (size_t)b * row;
+            float *d = dv + here, *e = da + here;
+            for (int j = 0; j < N; j++) {
+                float dz = gz ? gz[here + j] : 0.0f;
+                float dvj = 0.0f, daj = 0.0f;
+                if (next) {
+                    float bj = wbt ? back[j] : (subtract ? -threshold * nv[j] : 0.0f);
+                    bj -= subtract ? beta * an[j] * nv[j] : alpha[j] * v[j] * nv[j];
+                    dz += bj + (1.0f - rho[j]) * na[j];
+                    dvj = (subtract ? alpha[j] : alpha[j] - alpha[j] * z[j]) * nv[j];
+                    daj = rho[j] * na[j];
+                }
+                const float sdz = st[j] * dz;
+                dvj += sdz + (gv ? gv[here + j] : 0.0f);
+                daj -= beta * sdz;
+                if (subtract) daj -= beta * zp[here + j] * dvj;
+                d[j] = dvj;
+                e[j] = daj + (ga ? ga[here + j] : 0.0f);
+            }
+        }
+    }
+    for (int b = 0; b < B; b++) {
+        const int masked = T == 0 || (starts && starts[b]);
+        for (int j = 0; j < N; j++) {
+            size_t x = (size_t)b * row + j;
+            first_v[x] = masked ? 0.0f : dv[x];
+            first_a[x] = masked ? 0.0f : da[x];
         }
     }
 }

@@ -12,6 +12,7 @@ from torch import Tensor
 
 import snrl.layers.alif as alif_module
 from snrl.errors import UserError
+from snrl.functional import _native
 from snrl.functional.alif_sequence import _ALIFSequence, alif_sequence
 from snrl.functional.dale import make_sign_vector, signed_weights
 from snrl.functional.neurons import RESETS
@@ -351,3 +352,108 @@ def test_alif_layer_sequence_matches_its_own_step_loop(reset, monkeypatch):
     assert any(p is layer.log_tau_a for p in params)
     for a, b in zip(grads_seq, grads_loop, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+needs_kernel = pytest.mark.skipif(
+    _native.library() is None, reason=f"no compiled kernel here: {_native._STATE.get('failed')}"
+)
+
+
+def _float32_run(native, monkeypatch, reset, rec, fresh_kind, spike_fn, b, n):
+    """Outputs and every gradient of a float32 alif_sequence, the compiled kernel on or off."""
+    monkeypatch.setattr(_native, "enabled", lambda: native)
+    t = 14
+    u, w, v0, z0, a0, alpha, rho = (
+        None if x is None else x.detach().float().requires_grad_()
+        for x in _inputs(t, b, n, seed=31, rec=rec)
+    )
+    leaves = [x for x in (u, w, v0, z0, a0, alpha, rho) if x is not None]
+    starts = fresh = None
+    g = torch.Generator().manual_seed(9)
+    if fresh_kind == "per_neuron":  # one fresh state for every step (the kernel's fstep 0)
+        fv = (torch.rand(n, generator=g) * 1.5).requires_grad_()
+        fresh, leaves = _State(fv, torch.zeros(()), torch.zeros(())), [*leaves, fv]
+    elif fresh_kind == "per_step":  # recorded states, nonzero spikes and adaptation
+        fresh = _State(
+            torch.randn(t, b, n, generator=g),
+            (torch.rand(t, b, n, generator=g) > 0.5).float(),
+            torch.rand(t, b, n, generator=g),
+        )
+    if fresh_kind != "none":
+        starts = _starts(t, b, 13)
+    z, v, a = alif_sequence(
+        u,
+        w,
+        _State(v0, z0, a0),
+        alpha,
+        rho,
+        0.9,
+        1.4,
+        reset,
+        spike_fn,
+        starts=starts,
+        fresh=fresh,
+    )
+    gz, gv, ga = torch.randn(3, t, b, n, generator=torch.Generator().manual_seed(4))
+    grads = torch.autograd.grad((z * gz + v * gv + a * ga).sum(), leaves)
+    return z.detach(), v.detach(), a.detach(), grads
+
+
+@needs_kernel
+@pytest.mark.parametrize(
+    ("b", "n", "spike_fn"),
+    [
+        (5, 24, Surrogate("fast_sigmoid")),  # N not in tiles of 16: the scalar paths
+        (11, 128, Surrogate("atan")),  # whole tiles, rows in tiles and single rows
+        (9, 48, Surrogate("sigmoid")),  # a derivative the kernel does not compute itself
+    ],
+    ids=["scalar", "tiles", "given_derivative"],
+)
+@pytest.mark.parametrize("rec", [True, False])
+@pytest.mark.parametrize("reset", RESETS)
+@pytest.mark.parametrize("fresh_kind", ["none", "per_neuron", "per_step"])
+def test_the_compiled_kernel_equals_the_torch_loop(
+    monkeypatch, reset, rec, fresh_kind, b, n, spike_fn
+):
+    # The C loop and walk against the torch ones in float32: spikes exactly, membranes and
+    # adaptation to 1e-5, every gradient to float32 rounding over 14 steps (scale-relative).
+    z_ref, v_ref, a_ref, want = _float32_run(
+        False, monkeypatch, reset, rec, fresh_kind, spike_fn, b, n
+    )
+    z, v, a, got = _float32_run(True, monkeypatch, reset, rec, fresh_kind, spike_fn, b, n)
+    assert 0.02 < float(z_ref.mean()) < 0.9
+    torch.testing.assert_close(z, z_ref, rtol=0, atol=0)
+    torch.testing.assert_close(v, v_ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(a, a_ref, rtol=1e-5, atol=1e-6)
+    for g_got, g_want in zip(got, want, strict=True):
+        scale = float(g_want.abs().max())
+        assert scale > 0
+        torch.testing.assert_close(g_got, g_want, rtol=1e-3, atol=1e-4 * scale)
+
+
+@needs_kernel
+def test_the_layer_uses_the_kernel_and_the_environment_switches_it_off(monkeypatch):
+    calls = []
+    for name in ("alif_forward", "alif_backward"):
+        real = getattr(_native, name)
+        monkeypatch.setattr(_native, name, lambda *a, _r=real, _n=name: calls.append(_n) or _r(*a))
+    layer = ALIFLayer(3, 16, seed=0, dt=1e-3, tau_m=5e-3, tau_a=0.05)
+    x = torch.rand(6, 2, 3) * 4.0
+    z, _ = layer(x, layer.initial_state(2))
+    z.sum().backward()
+    assert calls == ["alif_forward", "alif_backward"]
+    monkeypatch.setenv("SNRL_NATIVE", "0")
+    assert (
+        _native.alif_forward(
+            x,
+            None,
+            (torch.zeros(2, 3),) * 3,
+            (torch.ones(3),) * 2,
+            1.0,
+            1.0,
+            "subtract",
+            None,
+            (None,) * 3,
+        )
+        is None
+    )
