@@ -11,7 +11,8 @@ autograd step loop.
     tau_m 20 ms, tau_a 1.5 s, beta 20) at PPO's update shapes, T x B = 320 x 16 (32 env steps
     of 10 neuron steps, 16 envs: the biological profile) and 32 x 16 (the task profile).
     Spikes must be equal and the gradients close before timing; the median of process CPU
-    time over ``--repeats`` rounds, the two paths interleaved in a seeded random order.
+    time over ``--repeats`` rounds, the two paths interleaved in a seeded random order. And
+    the rollout's call: one env step of 10 neuron steps without a graph.
 (b) training: ``snrl train --algo ppo --env PerceptualDecisionMaking-v0 --backbone alif
     --hidden 128 --dale --n-envs 16 --steps STEPS --set time_profile=biological``, in this
     process, each path ``--train-rounds`` times alternating; wall and CPU time of each.
@@ -98,6 +99,35 @@ def layer_ratios(repeats: int) -> list[str]:
     return rows
 
 
+def rollout_ratio(repeats: int, calls: int = 100) -> str:
+    """One env step of the biological profile's rollout: 10 neuron steps, B=16, no graph."""
+    layer = _layer()
+    x = torch.rand(10, 16, 8, generator=torch.Generator().manual_seed(2)) * 2.0
+    state = layer.initial_state(16)
+    times: dict[bool, list[float]] = {True: [], False: []}
+    rng = random.Random(1)
+    with torch.no_grad():
+        _use(False)
+        ref = layer(x, state)[0]
+        _use(True)
+        assert torch.equal(layer(x, state)[0], ref), "the no-graph sequence's spikes differ"
+        for _ in range(repeats):
+            order = [True, False]
+            rng.shuffle(order)
+            for fused in order:
+                _use(fused)
+                t0 = time.process_time()
+                for _ in range(calls):
+                    layer(x, state)
+                times[fused].append((time.process_time() - t0) / calls)
+    _use(True)
+    loop, fused = statistics.median(times[False]), statistics.median(times[True])
+    return (
+        f"| layer rollout call, 10 neuron steps, B=16, no graph (one env step) | "
+        f"{loop * 1e6:.0f} us | {fused * 1e6:.0f} us | **{loop / fused:.2f}x** |"
+    )
+
+
 def train_ratio(steps: int, rounds: int) -> str:
     times: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
     with tempfile.TemporaryDirectory() as tmp:
@@ -138,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|")
     for row in layer_ratios(args.repeats):
         print(row, flush=True)
+    print(rollout_ratio(args.repeats), flush=True)
     if args.train_rounds > 0:
         print(train_ratio(args.steps, args.train_rounds), flush=True)
     return 0

@@ -15,7 +15,7 @@ def test_agreement_check_and_layer_rows(capsys, monkeypatch):
     monkeypatch.setattr(bench, "SHAPES", ((12, 3, "short"),))
     assert bench.main(["--repeats", "1", "--train-rounds", "0"]) == 0
     rows = [r for r in capsys.readouterr().out.splitlines() if r.startswith("| layer")]
-    assert len(rows) == 1 and rows[0].endswith("x** |")
+    assert len(rows) == 2 and all(r.endswith("x** |") for r in rows)  # the shape, the rollout
     assert alif_module._alif_sequence is alif_module.alif_sequence  # switched back on
 
     def shifted(*args, **kwargs):  # a "fused" path whose spikes are one step late

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import Tensor
 
 from snrl.functional.alif_sequence import alif_sequence
@@ -51,7 +50,7 @@ class ALIFLayer(SpikingLayer):
         self, drive: Drive, state: Any, consts: tuple, spike_fn: SpikeFn | None
     ) -> LayerOutput:
         u, w_rec, starts, fresh = drive
-        if _alif_sequence is not None and u.dim() == 3 and torch.is_grad_enabled():
+        if _alif_sequence is not None and u.dim() == 3:  # with a graph or without
             p = self.params
             z, v, a = _alif_sequence(
                 u,

@@ -52,7 +52,7 @@ class LIFLayer(SpikingLayer):
             p = self.params
             z, new = lif_step(cur, state, consts[0], p.threshold, spike_fn, p.reset)
             return LayerOutput(z, new, new.v)
-        if _lif_sequence is not None and u.dim() == 3 and torch.is_grad_enabled():
+        if _lif_sequence is not None and u.dim() == 3:  # with a graph or without
             z, v = _lif_sequence(
                 u,
                 w_rec,
