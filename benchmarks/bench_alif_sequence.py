@@ -71,25 +71,33 @@ def check_agreement(layer: ALIFLayer, x: torch.Tensor, target: torch.Tensor) -> 
     return int(ref[0].sum())
 
 
+def _medians(repeats: int, seed: int, work, calls: int = 1) -> tuple[float, float]:
+    """Median process CPU time of one ``work()`` with the step loop and with the fused path,
+    the two interleaved in a seeded random order per round; ``(loop, fused)`` seconds."""
+    times: dict[bool, list[float]] = {True: [], False: []}
+    rng = random.Random(seed)
+    for _ in range(repeats):
+        order = [True, False]
+        rng.shuffle(order)
+        for fused in order:
+            _use(fused)
+            t0 = time.process_time()
+            for _ in range(calls):
+                work()
+            times[fused].append((time.process_time() - t0) / calls)
+    _use(True)
+    return statistics.median(times[False]), statistics.median(times[True])
+
+
 def layer_ratios(repeats: int) -> list[str]:
     rows = []
-    rng = random.Random(0)
     for t, b, what in SHAPES:
         layer = _layer()
         g = torch.Generator().manual_seed(1)
         x = torch.rand(t, b, 8, generator=g) * 2.0
         target = torch.randn(t, b, 128, generator=g)
         spikes = check_agreement(layer, x, target)
-        times: dict[bool, list[float]] = {True: [], False: []}
-        for _ in range(repeats):
-            order = [True, False]
-            rng.shuffle(order)
-            for fused in order:
-                _use(fused)
-                t0 = time.process_time()
-                _fwd_bwd(layer, x, target)
-                times[fused].append(time.process_time() - t0)
-        loop, fused = statistics.median(times[False]), statistics.median(times[True])
+        loop, fused = _medians(repeats, t, lambda: _fwd_bwd(layer, x, target))  # noqa: B023
         rows.append(
             f"| layer fwd+bwd T={t} B={b} ({what}; {spikes / x.shape[0] / b / 128:.3f} "
             f"spikes/neuron/step) | {loop * 1e3:.1f} ms | {fused * 1e3:.1f} ms | "
@@ -104,24 +112,12 @@ def rollout_ratio(repeats: int, calls: int = 100) -> str:
     layer = _layer()
     x = torch.rand(10, 16, 8, generator=torch.Generator().manual_seed(2)) * 2.0
     state = layer.initial_state(16)
-    times: dict[bool, list[float]] = {True: [], False: []}
-    rng = random.Random(1)
     with torch.no_grad():
         _use(False)
         ref = layer(x, state)[0]
         _use(True)
         assert torch.equal(layer(x, state)[0], ref), "the no-graph sequence's spikes differ"
-        for _ in range(repeats):
-            order = [True, False]
-            rng.shuffle(order)
-            for fused in order:
-                _use(fused)
-                t0 = time.process_time()
-                for _ in range(calls):
-                    layer(x, state)
-                times[fused].append((time.process_time() - t0) / calls)
-    _use(True)
-    loop, fused = statistics.median(times[False]), statistics.median(times[True])
+        loop, fused = _medians(repeats, 1, lambda: layer(x, state), calls)
     return (
         f"| layer rollout call, 10 neuron steps, B=16, no graph (one env step) | "
         f"{loop * 1e6:.0f} us | {fused * 1e6:.0f} us | **{loop / fused:.2f}x** |"

@@ -18,6 +18,7 @@ from snrl.functional.dale import make_sign_vector, signed_weights
 from snrl.functional.neurons import RESETS
 from snrl.functional.surrogate import SURROGATE_KINDS, Surrogate
 from snrl.layers import ALIFLayer
+from tests.functional.test_lif_sequence import _starts
 
 F64 = torch.float64
 
@@ -137,12 +138,20 @@ def test_outputs_and_all_gradients_equal_the_step_loop_float64(reset, rec, spike
         torch.testing.assert_close(g_got, g_want, rtol=tol, atol=tol)
 
 
-def _starts(t, b, seed):
+def _fresh(kind, t, b, n, dtype, seed):
+    """(fresh state, its leaves): none; a learned initial membrane (N,) with one fresh state
+    for every step; or recorded states per step (no gradient) with nonzero z and a."""
     g = torch.Generator().manual_seed(seed)
-    starts = torch.rand(t, b, generator=g) < 0.3
-    starts[0, 0] = True  # a reset of the initial state itself
-    starts[t // 2] = True  # every row at once
-    return starts
+    if kind == "per_neuron":
+        fv = (torch.rand(n, generator=g, dtype=dtype) * 1.5).requires_grad_()
+        return _State(fv, torch.zeros(()), torch.zeros(())), [fv]
+    if kind == "per_step":
+        return _State(
+            torch.randn(t, b, n, generator=g, dtype=dtype),
+            (torch.rand(t, b, n, generator=g) > 0.5).to(dtype),
+            torch.rand(t, b, n, generator=g, dtype=dtype),
+        ), []
+    return None, []
 
 
 @pytest.mark.parametrize("rec", [True, False])
@@ -152,17 +161,8 @@ def test_resets_inside_the_sequence_match_autograd(reset, rec, fresh_shape):
     t, b, n = 12, 4, 6
     u, w, v0, z0, a0, alpha, rho = _inputs(t, b, n, seed=21, rec=rec)
     starts = _starts(t, b, 3)
-    g = torch.Generator().manual_seed(5)
-    fresh, leaves = None, [x for x in (u, w, v0, z0, a0, alpha, rho) if x is not None]
-    if fresh_shape == "per_neuron":  # a learned initial membrane
-        fv = (torch.rand(n, generator=g, dtype=F64) * 1.5).requires_grad_()
-        fresh, leaves = _State(fv, torch.zeros(()), torch.zeros(())), [*leaves, fv]
-    elif fresh_shape == "per_step":  # recorded states (no gradient), nonzero z and a
-        fresh = _State(
-            torch.randn(t, b, n, generator=g, dtype=F64),
-            (torch.rand(t, b, n, generator=g) > 0.5).to(F64),
-            torch.rand(t, b, n, generator=g, dtype=F64),
-        )
+    fresh, extra = _fresh(fresh_shape, t, b, n, F64, seed=5)
+    leaves = [x for x in (u, w, v0, z0, a0, alpha, rho) if x is not None] + extra
     outs = []
     for backward in ("autograd", "fused"):
         z, v, a = alif_sequence(
@@ -367,20 +367,9 @@ def _float32_run(native, monkeypatch, reset, rec, fresh_kind, spike_fn, b, n):
         None if x is None else x.detach().float().requires_grad_()
         for x in _inputs(t, b, n, seed=31, rec=rec)
     )
-    leaves = [x for x in (u, w, v0, z0, a0, alpha, rho) if x is not None]
-    starts = fresh = None
-    g = torch.Generator().manual_seed(9)
-    if fresh_kind == "per_neuron":  # one fresh state for every step (the kernel's fstep 0)
-        fv = (torch.rand(n, generator=g) * 1.5).requires_grad_()
-        fresh, leaves = _State(fv, torch.zeros(()), torch.zeros(())), [*leaves, fv]
-    elif fresh_kind == "per_step":  # recorded states, nonzero spikes and adaptation
-        fresh = _State(
-            torch.randn(t, b, n, generator=g),
-            (torch.rand(t, b, n, generator=g) > 0.5).float(),
-            torch.rand(t, b, n, generator=g),
-        )
-    if fresh_kind != "none":
-        starts = _starts(t, b, 13)
+    fresh, extra = _fresh(fresh_kind, t, b, n, torch.float32, seed=9)  # per_neuron: fstep 0
+    leaves = [x for x in (u, w, v0, z0, a0, alpha, rho) if x is not None] + extra
+    starts = None if fresh_kind == "none" else _starts(t, b, 13)
     z, v, a = alif_sequence(
         u,
         w,
