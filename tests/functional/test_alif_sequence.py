@@ -14,11 +14,10 @@ import snrl.layers.alif as alif_module
 from snrl.errors import UserError
 from snrl.functional import _native
 from snrl.functional.alif_sequence import _ALIFSequence, alif_sequence
-from snrl.functional.dale import make_sign_vector, signed_weights
 from snrl.functional.neurons import RESETS
 from snrl.functional.surrogate import SURROGATE_KINDS, Surrogate
 from snrl.layers import ALIFLayer
-from tests.functional.test_lif_sequence import _starts
+from tests.functional.test_lif_sequence import _ExactFastSigmoid, _starts, _weights
 
 F64 = torch.float64
 
@@ -27,20 +26,6 @@ class _State(NamedTuple):
     v: Tensor
     z: Tensor
     a: Tensor
-
-
-class _ExactFastSigmoid(torch.autograd.Function):
-    """Heaviside forward, fast-sigmoid backward, in the input's dtype (float64-exact)."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return (x > 0).to(x.dtype)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return grad / (10.0 * x.abs() + 1.0) ** 2
 
 
 def _inputs(t, b, n, *, seed, rec=True):
@@ -76,19 +61,6 @@ def test_golden_trajectory_by_hand(reset, v, z, a):
     )
     for got, want in zip(out, (z, v, a), strict=True):
         torch.testing.assert_close(got.view(-1), torch.tensor(want, dtype=F64))
-
-
-def _weights(kind, n, seed):
-    """(leaf, build): None, a free matrix, or a Dale matrix |W| * sign * mask."""
-    if kind == "none":
-        return None, lambda: None
-    g = torch.Generator().manual_seed(seed)
-    raw = (torch.randn(n, n, generator=g, dtype=F64) * 0.4).requires_grad_()
-    if kind == "free":
-        return raw, lambda: raw
-    sign = make_sign_vector(n, 0.4, g).double()
-    mask = 1.0 - torch.eye(n, dtype=F64)
-    return raw, lambda: signed_weights(raw, sign, mask)
 
 
 SNN_FAST_SIGMOID = surrogate.fast_sigmoid(slope=25)
