@@ -8,7 +8,7 @@ a few elementwise ops per step, where autograd through the step loop records a d
 ops per step and replays them one by one. Both loops also exist compiled (``lif_kernel.c``,
 through :mod:`snrl.functional._native`, float32 on the CPU; the torch loops here are their
 reference and the fallback), and the weight gradient uses the LIF kernel's sparse sum:
-together 8x faster than autograd for a layer's forward and backward at PPO's update shape
+together 6.6-6.9x faster than autograd for a layer's forward and backward at PPO's update shape
 (``benchmarks/bench_alif_sequence.py``). It is the adjoint of ``alif_step``, derived by hand from
 its equations (module docstring of :mod:`snrl.functional.neurons`) and tested equal to
 autograd through the step loop (``alif_sequence(..., backward="autograd")``)::
