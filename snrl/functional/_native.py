@@ -504,7 +504,7 @@ def alif_forward(
     if lib is None:
         return None
     t, _, b, n = _dims(u)
-    vs, zs, as_ = (torch.empty(tuple(u.shape), dtype=torch.float32) for _ in range(3))
+    vs, zs, as_ = (_buffers.empty(tuple(u.shape)) for _ in range(3))  # as lif_forward's
     (fv, fz, fa), fstep = _fresh(fresh, (t, 1, b, n))
     idx, val = _spike_scratch(n)
     v0, z0, a0 = (_flat(x, (b, n)) for x in state0)
@@ -565,7 +565,7 @@ def alif_backward(
     if lib is None:
         return None
     t, _, b, n = _dims(vs)
-    dv, da = torch.empty_like(vs), torch.empty_like(vs)
+    dv, da = _buffers.empty(tuple(vs.shape)), _buffers.empty(tuple(vs.shape))
     first_v, first_a = (torch.empty(b, n, dtype=torch.float32) for _ in range(2))
     kind = _kind(spike_fn)
     s = None
