@@ -15,9 +15,16 @@ from snrl.errors import UserError
 from snrl.functional import _native
 from snrl.functional.alif_sequence import _ALIFSequence, alif_sequence
 from snrl.functional.neurons import RESETS
-from snrl.functional.surrogate import SURROGATE_KINDS, Surrogate
+from snrl.functional.surrogate import Surrogate
 from snrl.layers import ALIFLayer
-from tests.functional.test_lif_sequence import _ExactFastSigmoid, _starts, _weights
+from tests.functional.test_lif_sequence import (
+    SNN_FAST_SIGMOID,
+    SPIKE_FN_IDS,
+    SPIKE_FNS,
+    _ExactFastSigmoid,
+    _starts,
+    _weights,
+)
 
 F64 = torch.float64
 
@@ -63,15 +70,7 @@ def test_golden_trajectory_by_hand(reset, v, z, a):
         torch.testing.assert_close(got.view(-1), torch.tensor(want, dtype=F64))
 
 
-SNN_FAST_SIGMOID = surrogate.fast_sigmoid(slope=25)
-
-
-@pytest.mark.parametrize(
-    "spike_fn",
-    [Surrogate(kind) for kind in sorted(SURROGATE_KINDS)]
-    + [SNN_FAST_SIGMOID, _ExactFastSigmoid.apply],
-    ids=[*sorted(SURROGATE_KINDS), "snntorch_fast_sigmoid", "custom_function"],
-)
+@pytest.mark.parametrize("spike_fn", SPIKE_FNS, ids=SPIKE_FN_IDS)
 @pytest.mark.parametrize("rec", ["none", "free", "dale"])
 @pytest.mark.parametrize("reset", RESETS)
 def test_outputs_and_all_gradients_equal_the_step_loop_float64(reset, rec, spike_fn):

@@ -79,6 +79,13 @@ def test_recurrent_spike_feeds_next_step():
 
 
 SNN_FAST_SIGMOID = surrogate.fast_sigmoid(slope=25)
+#: Every closed-form surrogate kind, a snntorch closure and a custom autograd.Function (the
+#: fused backward's two derivative paths), with their test ids; the ALIF tests use them too.
+SPIKE_FNS = [Surrogate(kind) for kind in sorted(SURROGATE_KINDS)] + [
+    SNN_FAST_SIGMOID,
+    _ExactFastSigmoid.apply,
+]
+SPIKE_FN_IDS = [*sorted(SURROGATE_KINDS), "snntorch_fast_sigmoid", "custom_function"]
 
 
 def _weights(kind, n, seed):
@@ -95,12 +102,7 @@ def _weights(kind, n, seed):
     return raw, lambda: signed_weights(raw, sign, mask)
 
 
-@pytest.mark.parametrize(
-    "spike_fn",
-    [Surrogate(kind) for kind in sorted(SURROGATE_KINDS)]
-    + [SNN_FAST_SIGMOID, _ExactFastSigmoid.apply],
-    ids=[*sorted(SURROGATE_KINDS), "snntorch_fast_sigmoid", "custom_function"],
-)
+@pytest.mark.parametrize("spike_fn", SPIKE_FNS, ids=SPIKE_FN_IDS)
 @pytest.mark.parametrize("rec", ["none", "free", "dale"])
 @pytest.mark.parametrize("reset", RESETS)
 def test_outputs_and_all_gradients_equal_the_step_loop_float64(reset, rec, spike_fn):
