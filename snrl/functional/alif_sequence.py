@@ -46,14 +46,14 @@ from snrl.errors import UserError
 from snrl.functional import _native
 from snrl.functional.lif_sequence import (
     _CHUNK,
-    BACKWARDS,
     _outer_sum,
     _previous,
     _resets,
     _row_mask,
     _start_steps,
+    check_names,
 )
-from snrl.functional.neurons import RESETS, ALIFState, alif_step
+from snrl.functional.neurons import ALIFState, alif_step
 from snrl.functional.surrogate import derivative_fn
 
 
@@ -373,10 +373,7 @@ def _check(
     beta: float,
 ) -> None:
     """Raise UserError on a bad argument of :func:`alif_sequence`."""
-    if reset not in RESETS:
-        raise UserError(f"unknown reset {reset!r} (use one of {', '.join(RESETS)})")
-    if backward not in BACKWARDS:
-        raise UserError(f"unknown backward {backward!r} (use one of {', '.join(BACKWARDS)})")
+    check_names(reset, backward)
     if isinstance(beta, Tensor) or float(beta) < 0:
         raise UserError(f"beta must be a number >= 0, got {beta!r}")
     if u.dim() != 3:

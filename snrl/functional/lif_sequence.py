@@ -479,6 +479,15 @@ class _LISequence(torch.autograd.Function):
         return dv if need_u else None, dv0, dalpha, None, dfresh
 
 
+def check_names(reset: str, backward: str) -> None:
+    """Raise UserError on an unknown ``reset`` or ``backward`` of a sequence function
+    (:func:`lif_sequence`, :func:`~snrl.functional.alif_sequence.alif_sequence`)."""
+    if reset not in RESETS:
+        raise UserError(f"unknown reset {reset!r} (use one of {', '.join(RESETS)})")
+    if backward not in BACKWARDS:
+        raise UserError(f"unknown backward {backward!r} (use one of {', '.join(BACKWARDS)})")
+
+
 def _check(
     u: Tensor,
     w_rec: Tensor | None,
@@ -490,10 +499,7 @@ def _check(
 ) -> Tensor:
     """Raise UserError on a bad argument of :func:`lif_sequence`; return ``alpha`` ready to
     broadcast against one step's (B, N), or (G, 1, N) for a group's (G, B, N)."""
-    if reset not in RESETS:
-        raise UserError(f"unknown reset {reset!r} (use one of {', '.join(RESETS)})")
-    if backward not in BACKWARDS:
-        raise UserError(f"unknown backward {backward!r} (use one of {', '.join(BACKWARDS)})")
+    check_names(reset, backward)
     if u.dim() not in (3, 4):
         raise UserError(
             f"u must be (T, B, N), or (T, G, B, N) for a group of layers, got shape "
