@@ -80,13 +80,14 @@ class AgentConfig:
     """Fraction of inhibitory neurons with Dale's law (the biological 80/20). The layers
     balance it at init (each neuron's recurrent input sums to zero; the same spectral radius
     as without Dale), so 0.2 learns CartPole (docs/benchmarks.md#dale-init-at-8020-issue-12)."""
-    tau_m: float | None = override(
+    tau_m: float | tuple[float, float] | None = override(
         None,
         "None: 10 task steps where the task has a clock (1 s at NeuroGym's 100 ms, DelayMatch"
         "Sample 0.60 -> 0.98), else 10 ms (CartPole PPO: 20 ms best 196 at 100k steps, 10 ms 500)",
     )
-    """Membrane time constant of spiking layers, seconds; None: :meth:`resolve_time`'s rule
-    (the resolved value replaces None in ``algo.config`` and config.json)."""
+    """Membrane time constant of spiking layers, seconds; ``(low, high)``: one per neuron,
+    spread log-uniformly over the range (:func:`spread_time`); None: :meth:`resolve_time`'s
+    rule (the resolved value replaces None in ``algo.config`` and config.json)."""
     readout_tau_m: float | None = override(
         None, "None: as tau_m (10 task steps, or 10 ms: the readout follows the hidden layer)"
     )
@@ -96,11 +97,13 @@ class AgentConfig:
     )
     """Neuron time step, seconds; None: from the task (docs/architecture.md, "Time"). The
     resolved value replaces None in ``algo.config`` and config.json."""
-    tau_a: float | None = override(
+    tau_a: float | tuple[float, float] | None = override(
         None, "None: the time profile's (200 ms; 1.5 s with time_profile=biological on a task)"
     )
     """Adaptation time constant of ALIF layers, seconds (the other backbones ignore it);
-    None: :meth:`resolve_time`'s rule."""
+    ``(low, high)``: one per neuron, spread log-uniformly over the range (LSNN's adaptive
+    neurons span hundreds of ms to seconds; :func:`spread_time`); None: :meth:`resolve_time`'s
+    rule."""
     beta: float | None = override(
         None, "None: the time profile's (1.8; 20 with time_profile=biological on a task)"
     )
@@ -272,9 +275,17 @@ class AgentConfig:
                 f"{name}={v!r} (must be an integer >= 1)",
             )
         check(
-            all(v is None or v > 0 for v in (self.tau_m, self.readout_tau_m, self.tau_a, self.dt)),
-            "tau_m, readout_tau_m, tau_a and dt must be > 0 seconds (or None: from the task)",
+            all(v is None or v > 0 for v in (self.readout_tau_m, self.dt)),
+            "readout_tau_m and dt must be > 0 seconds (or None: from the task)",
         )
+        for name in ("tau_m", "tau_a"):
+            v = getattr(self, name)
+            lo, hi = v if isinstance(v, tuple) else (v, v)
+            check(
+                v is None or 0 < lo <= hi,
+                f"{name}={v!r} (seconds > 0, a (low, high) range with 0 < low <= high, or None: "
+                "from the task)",
+            )
         check(self.noise_std >= 0, f"noise_std={self.noise_std} (a current std, must be >= 0)")
         check(
             self.beta is None or self.beta >= 0,
@@ -420,7 +431,7 @@ class AgentConfig:
             dt = NEURON_DEFAULTS["dt"] if task_dt is None else task_dt / substeps
         resolved = dataclasses.replace(self, dt=dt, substeps=substeps, **taus)
         if task_dt is not None and self.backbone in SPIKING and not biological:
-            membranes = {k: taus[k] for k in ("tau_m", "readout_tau_m")}
+            membranes = {k: shortest(taus[k]) for k in ("tau_m", "readout_tau_m")}
             short = {k: v for k, v in membranes.items() if v < task_dt}
             if short:
                 warnings.warn(
@@ -447,13 +458,14 @@ class AgentConfig:
             return self.resolve_time(None).build_backbone(input_size, output_size, seed=seed)
         params = None
         if self.backbone in SPIKING:
-            adaptation: dict[str, float] = {}
+            adaptation: dict[str, float | torch.Tensor] = {}
             if self.backbone == "alif":
                 adaptation["beta"] = self.beta
                 if self.tau_a is not None:
-                    adaptation["tau_a"] = self.tau_a
+                    # its own order: not the membranes'
+                    adaptation["tau_a"] = spread_time(self.tau_a, self.hidden_size, seed=seed + 1)
             params = NEURONS[self.backbone].params_type(
-                tau_m=self.tau_m,
+                tau_m=spread_time(self.tau_m, self.hidden_size, seed=seed),
                 dt=self.neuron_dt,
                 hh_init=self.hh_init,
                 noise_std=self.noise_std,
@@ -466,6 +478,25 @@ class AgentConfig:
         return build_backbone(
             self.backbone, input_size, output_size, params=params, seed=seed, **options
         )
+
+
+def shortest(tau: float | tuple[float, float]) -> float:
+    """The shortest of a time constant: itself, or the low end of a range."""
+    return tau[0] if isinstance(tau, tuple) else tau
+
+
+def spread_time(tau: float | tuple[float, float], n: int, *, seed: int) -> float | torch.Tensor:
+    """A config's time constant as a layer takes it: a float stays; ``(low, high)`` becomes
+    an ``(n,)`` tensor of the range's log-uniform quantiles ``low (high / low) ** ((i + 1/2)
+    / n)`` in an order drawn from ``seed`` (excitatory and inhibitory neurons each get the
+    spread; a checkpoint's config rebuilds it)."""
+    if not isinstance(tau, tuple):
+        return tau
+    low, high = (float(x) for x in tau)
+    quantiles = (torch.arange(n, dtype=torch.float64) + 0.5) / n
+    values = low * (high / low) ** quantiles
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(int(seed)))
+    return values[order].to(torch.float32)
 
 
 def _check_biological(cfg: AgentConfig, task_dt: float | None) -> None:

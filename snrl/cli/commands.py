@@ -223,6 +223,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _seconds(tau: float | tuple[float, float]) -> str:
+    """A config's time constant for people: ``0.02 s``, or ``0.1-2 s per neuron``."""
+    if isinstance(tau, tuple):
+        return f"{tau[0]:g}-{tau[1]:g} s per neuron"
+    return f"{tau:g} s"
+
+
 class _NeuronTime(Callback):
     """Prints the resolved neuron time of a spiking run when training starts, before its
     first env step (the ``dt`` derived from the task is what a user checks first;
@@ -231,9 +238,9 @@ class _NeuronTime(Callback):
     def on_training_start(self, algo: Any) -> None:
         cfg = algo.config
         if cfg.backbone in SPIKING:
-            taus = f"tau_m={cfg.tau_m:g} s, readout_tau_m={cfg.readout_tau_m:g} s"
+            taus = f"tau_m={_seconds(cfg.tau_m)}, readout_tau_m={cfg.readout_tau_m:g} s"
             if cfg.backbone == "alif":
-                taus += f", tau_a={cfg.tau_a:g} s, beta={cfg.beta:g}"
+                taus += f", tau_a={_seconds(cfg.tau_a)}, beta={cfg.beta:g}"
             say(
                 f"neuron time: dt={cfg.dt:g} s, substeps={cfg.substeps} per env step, {taus} "
                 f"(time_profile={cfg.time_profile})"

@@ -215,12 +215,17 @@ def check_space(data: Mapping[str, Any], algo: str, *, source: str) -> dict[str,
 
 def _key_types(cls: type) -> dict[str, Any]:
     """Each config key's type, ``X`` for ``X | None`` (``tau_m``'s None means "from the
-    task's clock"; a search samples numbers)."""
+    task's clock"; a search samples numbers), ``float`` for a number that may also be a
+    range (``tau_m``, ``tau_a``: a search samples one value for every neuron)."""
     out = {}
     for key, tp in typing.get_type_hints(cls).items():
         args = [a for a in typing.get_args(tp) if a is not type(None)]
-        optional = typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 1
-        out[key] = args[0] if optional and type(None) in typing.get_args(tp) else tp
+        union = typing.get_origin(tp) in (typing.Union, types.UnionType)
+        if union and float in args:
+            out[key] = float
+        else:
+            optional = union and len(args) == 1
+            out[key] = args[0] if optional and type(None) in typing.get_args(tp) else tp
     return out
 
 

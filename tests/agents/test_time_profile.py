@@ -155,6 +155,8 @@ def test_cli_set_time_profile_reaches_config_json(tmp_path, capsys) -> None:
     [
         (["time_profile=fast"], "GoNogo-v0", "time_profile"),
         (["time_profile=biological"], "CartPole-v1", "needs a task with a clock"),
+        (["tau_a=2,0.1"], "GoNogo-v0", "0 < low <= high"),
+        (["tau_m=0.005,0.01,0.02"], "GoNogo-v0", "tau_m"),
     ],
 )
 def test_cli_bad_profile_exits_2_and_writes_nothing(tmp_path, capsys, sets, env, match) -> None:
@@ -165,3 +167,67 @@ def test_cli_bad_profile_exits_2_and_writes_nothing(tmp_path, capsys, sets, env,
     err = capsys.readouterr().err
     assert err.startswith("error: ") and match in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_spread_time_by_hand() -> None:
+    # (low, high): the range's log-uniform quantiles low * (high / low) ** ((i + 1/2) / n)
+    from snrl.agents.config import spread_time
+
+    got = spread_time((0.1, 1.6), 4, seed=0)
+    assert sorted(got.tolist()) == pytest.approx([0.1 * 16 ** (k / 8) for k in (1, 3, 5, 7)])
+    assert got.dtype == torch.float32
+    assert spread_time(0.02, 4, seed=0) == 0.02  # a number stays one number
+    assert spread_time((0.3, 0.3), 3, seed=0).tolist() == pytest.approx([0.3] * 3)
+    # the order comes from the seed: the same seed the same neurons, another seed others
+    a, b = spread_time((0.1, 2.0), 64, seed=5), spread_time((0.1, 2.0), 64, seed=6)
+    assert torch.equal(a, spread_time((0.1, 2.0), 64, seed=5))
+    assert not torch.equal(a, b) and torch.equal(a.sort().values, b.sort().values)
+
+
+def test_time_constant_ranges_reach_every_neuron_and_the_checkpoint(tmp_path, capsys) -> None:
+    pytest.importorskip("neurogym")
+    out = tmp_path / "run"
+    code = main(
+        ["train", "--env", "GoNogo-v0", "--backbone", "alif", "--hidden", "40", "--steps", "64",
+         "--n-envs", "2", "--set", "n_steps=32", "--set", "eval_interval=0", "--set",
+         "eval_episodes=1", "--set", "time_profile=biological", "--set", "tau_a=0.1,2",
+         "--set", "tau_m=[0.005, 0.05]", "--quiet", "--out", str(out)]
+    )  # fmt: skip
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "tau_m=0.005-0.05 s per neuron, readout_tau_m=0.1 s" in printed
+    assert "tau_a=0.1-2 s per neuron, beta=20" in printed
+    saved = json.loads((out / "config.json").read_text())
+    assert (saved["tau_m"], saved["tau_a"]) == ([0.005, 0.05], [0.1, 2.0])
+    algo = snrl.PPO.load(out / "checkpoints" / "last.pt", trust_env_module=True)
+    assert (algo.config.tau_m, algo.config.tau_a) == ((0.005, 0.05), (0.1, 2.0))
+    for net in (algo.agent.policy, algo.agent.critic):
+        layer = net.layers["alif0"]
+        tau_m, tau_a = layer.tau_m.detach(), layer.tau_a.detach()
+        want_m = [0.005 * 10 ** ((i + 0.5) / 40) for i in range(40)]
+        want_a = [0.1 * 20 ** ((i + 0.5) / 40) for i in range(40)]
+        assert sorted(tau_m.tolist()) == pytest.approx(want_m, rel=1e-5)
+        assert sorted(tau_a.tolist()) == pytest.approx(want_a, rel=1e-5)
+        # per neuron in the dynamics, and in another order than the membranes'
+        assert layer.decay("tau_a").tolist() == pytest.approx(torch.exp(-0.01 / tau_a).tolist())
+        assert not torch.equal(tau_m.argsort(), tau_a.argsort())
+        assert float(net.layers["readout"].tau_m.min()) == pytest.approx(0.1)
+        # the inhibitory fifth spans the range too, not one end of it
+        inhibitory = layer.recurrent_sign < 0
+        assert tau_a[inhibitory].min() < 0.3 and tau_a[inhibitory].max() > 0.6
+
+
+def test_a_membrane_range_warns_by_its_shortest() -> None:
+    with pytest.warns(UserWarning, match="tau_m=0.01 s is shorter than the task's step"):
+        snrl.PPOConfig(tau_m=(0.01, 2.0)).resolve_time(0.1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        snrl.PPOConfig(tau_m=(0.5, 2.0)).resolve_time(0.1)
+
+
+def test_tune_samples_one_number_for_a_key_that_may_be_a_range() -> None:
+    from snrl.experiments.tune import _key_types
+
+    types_ = _key_types(snrl.PPOConfig)
+    assert types_["tau_m"] is float and types_["tau_a"] is float
+    assert types_["readout_tau_m"] is float and types_["n_steps"] is int
