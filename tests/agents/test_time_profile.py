@@ -132,15 +132,18 @@ def test_beta_reaches_the_alif_layers_and_the_checkpoint(tmp_path) -> None:
         snrl.PPOConfig(beta=-1.0)
 
 
+def _train_bio_gonogo(out, *, hidden: int, sets: tuple[str, ...] = ()) -> int:
+    """``snrl train`` of a tiny biological-profile ALIF on GoNogo-v0 (64 env steps)."""
+    sets = ("n_steps=32", "eval_interval=0", "eval_episodes=1", "time_profile=biological", *sets)
+    argv = ["train", "--env", "GoNogo-v0", "--backbone", "alif", "--hidden", str(hidden)]
+    argv += ["--steps", "64", "--n-envs", "2", "--quiet", "--out", str(out)]
+    return main(argv + [x for s in sets for x in ("--set", s)])
+
+
 def test_cli_set_time_profile_reaches_config_json(tmp_path, capsys) -> None:
     pytest.importorskip("neurogym")
     out = tmp_path / "run"
-    code = main(
-        ["train", "--env", "GoNogo-v0", "--backbone", "alif", "--hidden", "8", "--steps", "64",
-         "--n-envs", "2", "--set", "n_steps=32", "--set", "eval_interval=0", "--set",
-         "eval_episodes=1", "--set", "time_profile=biological", "--quiet", "--out", str(out)]
-    )  # fmt: skip
-    assert code == 0
+    assert _train_bio_gonogo(out, hidden=8) == 0
     printed = capsys.readouterr().out
     assert "neuron time: dt=0.01 s, substeps=10 per env step, tau_m=0.02 s" in printed
     assert "readout_tau_m=0.1 s, tau_a=1.5 s, beta=20 (time_profile=biological)" in printed
@@ -187,13 +190,7 @@ def test_spread_time_by_hand() -> None:
 def test_time_constant_ranges_reach_every_neuron_and_the_checkpoint(tmp_path, capsys) -> None:
     pytest.importorskip("neurogym")
     out = tmp_path / "run"
-    code = main(
-        ["train", "--env", "GoNogo-v0", "--backbone", "alif", "--hidden", "40", "--steps", "64",
-         "--n-envs", "2", "--set", "n_steps=32", "--set", "eval_interval=0", "--set",
-         "eval_episodes=1", "--set", "time_profile=biological", "--set", "tau_a=0.1,2",
-         "--set", "tau_m=[0.005, 0.05]", "--quiet", "--out", str(out)]
-    )  # fmt: skip
-    assert code == 0
+    assert _train_bio_gonogo(out, hidden=40, sets=("tau_a=0.1,2", "tau_m=[0.005, 0.05]")) == 0
     printed = capsys.readouterr().out
     assert "tau_m=0.005-0.05 s per neuron, readout_tau_m=0.1 s" in printed
     assert "tau_a=0.1-2 s per neuron, beta=20" in printed
