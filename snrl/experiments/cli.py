@@ -13,8 +13,21 @@ def _csv_list(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+def _grid_values(text: str) -> list[str]:
+    """``"0.01,0.02"`` -> ``["0.01", "0.02"]``; commas inside brackets stay in their value
+    (``"[0.1,2],1.5"`` -> ``["[0.1,2]", "1.5"]``: a range of ``tau_a`` is one value)."""
+    values, depth, start = [], 0, 0
+    for i, ch in enumerate(text + ","):
+        depth += {"[": 1, "(": 1, "]": -1, ")": -1}.get(ch, 0)
+        if ch == "," and depth <= 0:
+            values.append(text[start:i].strip())
+            start = i + 1
+    return [v for v in values if v]
+
+
 def parse_grid(items: list[str]) -> dict[str, list[str]]:
-    """``["tau_m=0.01,0.02", "hidden_size=16"]`` -> ``{"tau_m": ["0.01", "0.02"], ...}``.
+    """``["tau_m=0.01,0.02", "hidden_size=16"]`` -> ``{"tau_m": ["0.01", "0.02"], ...}``;
+    a bracketed value keeps its commas (``tau_a=[0.1,2],1.5``: a range and a number).
 
     Raises:
         UserError: an item without ``=``, an empty value list, a repeated key.
@@ -27,7 +40,7 @@ def parse_grid(items: list[str]) -> dict[str, list[str]]:
         key = key.strip()
         if not sep or not key:
             raise UserError(f"bad --grid item {item!r} (use key=v1,v2, e.g. tau_m=0.01,0.02)")
-        vals = _csv_list(values)
+        vals = _grid_values(values)
         if not vals:
             raise UserError(f"--grid {key} has no values (use {key}=v1,v2,...)")
         if key in grid:

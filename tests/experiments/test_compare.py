@@ -241,6 +241,21 @@ def test_cli_strings_become_typed_values(tmp_path):
         parse_grid(["tau_m=1", "tau_m=2"])
 
 
+def test_a_grid_crosses_time_constant_ranges_with_numbers(tmp_path):
+    from snrl.experiments import spec_from_strings
+
+    grid = parse_grid(["tau_a=[0.1,2], 1.5", "tau_m=0.01,0.02"])
+    assert grid == {"tau_a": ["[0.1,2]", "1.5"], "tau_m": ["0.01", "0.02"]}
+    spec = spec_from_strings(
+        "CartPole-v1", out=tmp_path / "x", backbones=["alif"], seeds=1, grid=grid
+    )
+    assert spec.grid["tau_a"] == ((0.1, 2.0), 1.5)
+    names = [r.name for r in plan_runs(spec)]
+    assert "alif__tau_a=0.1-2__tau_m=0.01__seed0" in names and len(names) == 4
+    with pytest.raises(UserError, match="tau_a"):  # a range of three is no range
+        spec_from_strings("CartPole-v1", out=tmp_path / "y", grid=parse_grid(["tau_a=[0.1,1,2]"]))
+
+
 def test_plan_builds_every_config_and_checks_the_env_up_front(tmp_path):
     base = dict(out=tmp_path / "x", seeds=1, steps=64)
     # spiking-only grid keys do not repeat an ANN backbone; values are typed
