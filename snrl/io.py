@@ -572,14 +572,21 @@ _LOCK_FORMAT = "snrl-lock"
 _HELD: dict[tuple[int, int], list[int]] = {}
 
 
-def _holder(fd: int) -> str:
-    """Who holds the lock in ``fd``'s file, in words, from the record its holder wrote."""
-    try:
-        data = json.loads(os.pread(fd, 4096, 0).decode("utf-8"))
-        when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(float(data["started"])))
-        return f"pid {int(data['pid'])} on {data['host']}, since {when}"
-    except (OSError, ValueError, KeyError, TypeError, OverflowError):
-        return "a process that has not said who it is yet"
+def _holder(fd: int, *, wait: float = 0.5) -> str:
+    """Who holds the lock in ``fd``'s file, in words, from the record its holder wrote. A
+    holder writes its record just after it takes the lock, so a record not there yet is
+    read again for up to ``wait`` seconds (two runs started together: the loser names the
+    winner)."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            data = json.loads(os.pread(fd, 4096, 0).decode("utf-8"))
+            when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(float(data["started"])))
+            return f"pid {int(data['pid'])} on {data['host']}, since {when}"
+        except (OSError, ValueError, KeyError, TypeError, OverflowError):
+            if time.monotonic() >= deadline:
+                return "a process that has not said who it is yet"
+            time.sleep(0.02)
 
 
 def _is_lock_record(data: bytes) -> bool:

@@ -197,7 +197,10 @@ def test_two_trains_started_together_one_wins_and_its_run_is_whole(tmp_path):
     loser = next(r for r in results if r[0] == 2)
     lines = loser[2].strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), loser[2]
-    assert "is in use by pid" in lines[0] or "holds an earlier run" in lines[0], lines[0]
+    # the winner named, or (a record not written within the loser's wait, on a loaded
+    # machine) the run folder in use all the same, or the winner's finished run refused
+    named = ("is in use by pid", "is in use by a process that has not said", "holds an earlier run")
+    assert any(words in lines[0] for words in named), lines[0]
     from snrl.training.checkpoint import load_checkpoint
     from snrl.training.metrics import read_metrics
 

@@ -166,3 +166,29 @@ def test_a_lock_file_removed_between_open_and_lock_is_not_the_lock(tmp_path, mon
                 fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
         finally:
             os.close(probe)
+
+
+def test_a_lock_holder_that_writes_its_record_late_is_still_named(tmp_path):
+    # two runs started together: the loser reads the lock file before the winner has written
+    # who it is; it waits a moment for the record instead of naming nobody
+    import json
+    import os
+    import threading
+    import time
+
+    from snrl.io import _holder
+
+    path = tmp_path / ".snrl-lock"
+    path.write_bytes(b"")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert _holder(fd, wait=0.0) == "a process that has not said who it is yet"
+        record = {"format": "snrl-lock", "pid": 4242, "host": "here", "started": time.time()}
+        later = threading.Timer(0.1, path.write_text, args=(json.dumps(record),))
+        later.start()
+        try:
+            assert _holder(fd, wait=5.0).startswith("pid 4242 on here, since ")
+        finally:
+            later.join()
+    finally:
+        os.close(fd)
