@@ -431,7 +431,7 @@ class AgentConfig:
             dt = NEURON_DEFAULTS["dt"] if task_dt is None else task_dt / substeps
         resolved = dataclasses.replace(self, dt=dt, substeps=substeps, **taus)
         if task_dt is not None and self.backbone in SPIKING and not biological:
-            membranes = {k: shortest(taus[k]) for k in ("tau_m", "readout_tau_m")}
+            membranes = {k: _shortest(taus[k]) for k in ("tau_m", "readout_tau_m")}
             short = {k: v for k, v in membranes.items() if v < task_dt}
             if short:
                 warnings.warn(
@@ -480,7 +480,7 @@ class AgentConfig:
         )
 
 
-def shortest(tau: float | tuple[float, float]) -> float:
+def _shortest(tau: float | tuple[float, float]) -> float:
     """The shortest of a time constant: itself, or the low end of a range."""
     return tau[0] if isinstance(tau, tuple) else tau
 
