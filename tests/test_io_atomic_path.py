@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+import threading
+import time
 
 import pytest
 
-from snrl.io import atomic_path
+from snrl.io import _holder, atomic_path
 
 
 def _temps(directory) -> list[str]:
@@ -171,13 +174,6 @@ def test_a_lock_file_removed_between_open_and_lock_is_not_the_lock(tmp_path, mon
 def test_a_lock_holder_that_writes_its_record_late_is_still_named(tmp_path):
     # two runs started together: the loser reads the lock file before the winner has written
     # who it is; it waits a moment for the record instead of naming nobody
-    import json
-    import os
-    import threading
-    import time
-
-    from snrl.io import _holder
-
     path = tmp_path / ".snrl-lock"
     path.write_bytes(b"")
     fd = os.open(path, os.O_RDONLY)
