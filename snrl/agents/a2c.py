@@ -95,8 +95,8 @@ class A2C(ActorCriticAlgorithm):
         if restart is not None:  # online e-prop: episodes that start with this window
             restart(mb.starts[0])
         with self.learning_rule.applied(self.agent):  # e-prop: spiking layers without a graph
-            logp, entropy, values, activity = self.agent.evaluate_sequence(
-                mb.obs, mb.actions, mb.starts, mb.states, mb.logit_noise
+            logp, entropy, values, activity, *supervised = self.agent.evaluate_sequence(
+                mb.obs, mb.actions, mb.starts, mb.states, mb.logit_noise, targets=mb.targets
             )
         adv = mb.advantages
         if cfg.norm_adv and adv.numel() > 1:
@@ -107,7 +107,11 @@ class A2C(ActorCriticAlgorithm):
         loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss + cfg.rate_term(activity)
         if self.loss_terms:
             loss = loss + self._extra_loss(activity, mb)
-        return loss, {"policy": pg_loss, "value": v_loss, "entropy": ent}, activity
+        parts = {"policy": pg_loss, "value": v_loss, "entropy": ent}
+        if supervised:
+            loss = loss + cfg.supervised_weight(self.env_step) * supervised[0]
+            parts["supervised"] = supervised[0]
+        return loss, parts, activity
 
     def _learn_from(self, rollout: RolloutBuffer) -> dict[str, Any]:
         """One gradient step on the window; its row entries: the learning rate, the losses,
@@ -137,6 +141,8 @@ class A2C(ActorCriticAlgorithm):
             "grad_norm": float(grad_norm),
             "explained_variance": explained_variance(rollout),
         }
+        if "supervised" in parts:
+            out["supervised_loss"] = parts["supervised"].item()
         for k, v in activity.spike_rates().items():
             out[f"spike_rate_{k}"] = float(v)
         return out

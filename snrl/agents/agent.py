@@ -493,23 +493,30 @@ class ActorCriticAgent(Agent):
         starts: Tensor,
         states: list[AgentState],
         logit_noise: Tensor | None = None,
-    ) -> tuple[Tensor, Tensor, Tensor, dict[str, Tensor]]:
+        *,
+        targets: Tensor | None = None,
+    ) -> tuple[Any, ...]:
         """Log-probs, entropies and values of a whole (T, b) sequence, with gradients.
 
         The state is rebuilt from ``states[0]`` (the state recorded before the first step) and
         re-initialized where an episode starts inside the sequence, exactly as in the rollout.
         ``logit_noise`` (T, b, A): the exploration offsets the rollout added to the logits
-        (Discrete ``use_sde``), added again.
+        (Discrete ``use_sde``), added again. ``targets`` (T, b) ints, Discrete actions only:
+        the ground-truth action of each step (-1: none).
 
         Returns:
-            (log_probs, entropy, values), each (T, b), and the policy's activity.
+            (log_probs, entropy, values), each (T, b), and the policy's activity; with
+            ``targets``, a fifth item: the mean over the steps that have one of the policy's
+            cross-entropy against it (``-log pi(target)``; 0 when no step has one).
         """
         pol_out, values, activity = self._run_sequence(obs, starts, states)
         z = self.sde_features(activity, pol_out) if self.use_sde else None
         out = pol_out if logit_noise is None else pol_out + logit_noise
         dist = self._distribution(out, z)
         log_prob, entropy = self._log_prob_entropy(dist, actions)
-        return log_prob, entropy, values, activity
+        if targets is None:
+            return log_prob, entropy, values, activity
+        return log_prob, entropy, values, activity, _target_nll(out, targets)
 
     def _run_sequence(
         self, obs: Tensor, starts: Tensor, states: list[AgentState]
@@ -609,6 +616,15 @@ def _sde_feature_size(policy: nn.Module, kind: str) -> int:
             f"ones do; {type(policy).__name__} does not)"
         )
     return int(hidden[-1].size)
+
+
+def _target_nll(logits: Tensor, targets: Tensor) -> Tensor:
+    """The mean of ``-log softmax(logits)[target]`` over the entries whose target is >= 0
+    (a scalar; 0, with the graph, when there are none)."""
+    has = targets >= 0
+    logp = logits - logits.logsumexp(-1, keepdim=True)
+    picked = logp.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return -(picked * has).sum() / has.sum().clamp(min=1)
 
 
 def _categorical_log_prob_entropy(logits: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:

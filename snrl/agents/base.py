@@ -120,6 +120,20 @@ def _check_task_groups(cfg: Any, source: Any) -> None:
     )
 
 
+def _check_ground_truth(cfg: Any, probe: Any) -> None:
+    """Refuse ``supervised_coef`` for an env snrl made that is no trial task (no task clock:
+    its steps give no ground-truth action), before anything is written; an env object the
+    user passed is checked at its first step."""
+    if not getattr(cfg, "supervised_coef", 0) or isinstance(probe, _Spaces):
+        return
+    if env_time_step(probe) is None:
+        raise UserError(
+            f"supervised_coef={cfg.supervised_coef} trains the policy toward the ground-truth "
+            f"action of a trial task (NeuroGym, snrl.tasks); {cfg.env} is none (set "
+            "supervised_coef=0)"
+        )
+
+
 class Algorithm:
     """Base of :class:`snrl.PPO` and :class:`snrl.DQN`."""
 
@@ -271,6 +285,7 @@ class Algorithm:
             self.config = cfg = cfg.resolve_time(env_time_step(probe))  # docs: "Time"
             trained_schedule(cfg.env, cfg.n_envs, env_kwargs=cfg.env_kwargs)  # checked now
             _check_task_groups(cfg, source)
+            _check_ground_truth(cfg, probe)
             self.check_spaces(probe.observation_space, probe.action_space)
             obs_size = ObsFlattener(probe.observation_space).size
             act = probe.action_space

@@ -35,6 +35,7 @@ from snrl.agents.config import AgentConfig
 from snrl.agents.limits import check, check_finite, check_parameters
 from snrl.buffers.rollout import RolloutBuffer, normalized_advantages
 from snrl.envs import ActionMap, ObsFlattener, finished_episodes
+from snrl.envs.trials import ground_truth
 from snrl.errors import NonFiniteError, UserError
 from snrl.functional.state import index_state
 from snrl.layers.base import cached_weights
@@ -85,6 +86,16 @@ class ActorCriticConfig(AgentConfig):
     per step over the minibatch: no pull inside the range (0: off; ANN backbones ignore it).
     Without it trained CartPole policies drift above 0.3 spikes per step
     (docs/benchmarks.md#ppos-defaults)."""
+    supervised_coef: float = 0.0
+    """A supervised term beside the rewards: adds ``supervised_coef`` times the policy's
+    cross-entropy against the task's ground-truth action (the ``gt`` of a trial task's step
+    info: NeuroGym and snrl.tasks) at every step that has one (0: off; Discrete actions).
+    The teacher signal with which Song et al. 2016 and Yang et al. 2019 train their networks,
+    here as a warm start (see supervised_steps)."""
+    supervised_steps: int = 0
+    """With supervised_coef: the env step at which the term's weight, falling linearly from
+    supervised_coef, reaches 0; the rewards alone train the policy after it (0: the weight
+    stays supervised_coef for the whole run)."""
 
     has_critic: ClassVar[bool] = True
     positive_ints: ClassVar[tuple[str, ...]] = (*AgentConfig.positive_ints, "n_steps")
@@ -97,6 +108,11 @@ class ActorCriticConfig(AgentConfig):
         check(self.max_grad_norm > 0, f"max_grad_norm={self.max_grad_norm} (must be > 0)")
         check(self.ent_coef >= 0, f"ent_coef={self.ent_coef} (must be >= 0)")
         check(self.vf_coef >= 0, f"vf_coef={self.vf_coef} (must be >= 0)")
+        check(self.supervised_coef >= 0, f"supervised_coef={self.supervised_coef} (must be >= 0)")
+        check(
+            self.supervised_steps >= 0,
+            f"supervised_steps={self.supervised_steps} (must be >= 0; 0: no decay)",
+        )
         check(
             self.norm_adv or not self.norm_adv_by_task,
             "norm_adv_by_task=true normalizes within each task, but norm_adv=false turns the "
@@ -116,6 +132,13 @@ class ActorCriticConfig(AgentConfig):
         per_step = 2 * obs_size + states * self.n_layers * self.hidden_size + 12
         parts["rollout"] = 4 * self.n_envs * self.n_steps * per_step
         return parts
+
+    def supervised_weight(self, env_step: int) -> float:
+        """The supervised term's weight at ``env_step``: ``supervised_coef``, falling linearly
+        to 0 at ``supervised_steps`` (when that is set)."""
+        if not self.supervised_steps:
+            return self.supervised_coef
+        return self.supervised_coef * max(0.0, 1.0 - env_step / self.supervised_steps)
 
     @property
     def batch_size(self) -> int:
@@ -387,6 +410,12 @@ class ActorCriticAlgorithm(Algorithm):
             agent=self.agent,
             online=self.online_eprop,
         )
+        if cfg.supervised_coef and self.agent.actions.kind != "discrete":
+            raise UserError(
+                f"supervised_coef={cfg.supervised_coef} trains the policy toward a task's "
+                f"ground-truth action, which needs Discrete actions ({cfg.env} has "
+                f"{self.agent.actions.kind} ones; set supervised_coef=0)"
+            )
         if policy is not None:
             self._check_output_width("policy", policy, self.agent.head_size)
         if critic is not None:
@@ -482,11 +511,32 @@ class ActorCriticAlgorithm(Algorithm):
             done=done_t,
             logit_noise=res.outputs.get("logit_noise"),
             group=group,
+            target=self._targets(info) if cfg.supervised_coef else None,
         )
         episode_returns.extend(finished_episodes(info)[1].tolist())
         self._state = agent.reset_state(res.state, done_t)
         self._start = done_t
         self._obs = next_obs
+
+    def _targets(self, info: dict[str, Any]) -> torch.Tensor:
+        """Each env's ground-truth action index at the step just taken (-1: none), for the
+        supervised term."""
+        gt = ground_truth(info, self.config.n_envs)
+        if gt is None:
+            raise UserError(
+                f"supervised_coef={self.config.supervised_coef} needs a task whose steps give "
+                f"a ground-truth action (info['gt']: NeuroGym and snrl.tasks trial tasks); "
+                f"{self.config.env} gives none (set supervised_coef=0)"
+            )
+        actions = self.agent.actions
+        index = np.where(gt >= 0, gt - int(actions.space.start), -1)
+        if (index >= actions.size).any() or (index < -1).any():
+            raise UserError(
+                f"{self.config.env} gave a ground-truth action {int(gt[index != -1].max())} "
+                f"outside its action space {actions.space} (supervised_coef needs gt to be "
+                "one of the actions; set supervised_coef=0)"
+            )
+        return torch.as_tensor(index, device=self.device)
 
     def _explain(self, error: ValueError, x: torch.Tensor, state: Any, env_step: int) -> Exception:
         """A :class:`NonFiniteError` naming what made ``agent.step`` fail on ``x`` (the
@@ -534,8 +584,8 @@ class PPO(ActorCriticAlgorithm):
         ``log_ratio``; ``activity`` the policy's."""
         cfg = self.config
         with self.learning_rule.applied(self.agent):  # e-prop: spiking layers without a graph
-            logp, entropy, values, activity = self.agent.evaluate_sequence(
-                mb.obs, mb.actions, mb.starts, mb.states, mb.logit_noise
+            logp, entropy, values, activity, *supervised = self.agent.evaluate_sequence(
+                mb.obs, mb.actions, mb.starts, mb.states, mb.logit_noise, targets=mb.targets
             )
         log_ratio = logp - mb.log_probs
         ratio = log_ratio.exp()
@@ -562,6 +612,9 @@ class PPO(ActorCriticAlgorithm):
             "ratio": ratio,
             "log_ratio": log_ratio,
         }
+        if supervised:
+            loss = loss + cfg.supervised_weight(self.env_step) * supervised[0]
+            parts["supervised"] = supervised[0]
         return loss, parts, activity
 
     def _update(self, buf: RolloutBuffer) -> dict[str, float]:
@@ -596,6 +649,8 @@ class PPO(ActorCriticAlgorithm):
                     with torch.no_grad():
                         approx_kl = ((ratio - 1) - log_ratio).mean().item()
                         clipfrac = ((ratio - 1).abs() > cfg.clip_coef).float().mean().item()
+                    if "supervised" in parts:
+                        stats.setdefault("supervised_loss", []).append(parts["supervised"].item())
                     for k, v in (
                         ("policy_loss", pg_loss.item()),
                         ("value_loss", v_loss.item()),

@@ -90,6 +90,9 @@ class Minibatch(NamedTuple):
     """(T, b, A): the exploration offsets added to the logits (Discrete ``use_sde``), or None."""
     groups: Tensor | None = None
     """(T, b) ints: the task of each step (``norm_adv_by_task``), or None."""
+    targets: Tensor | None = None
+    """(T, b) ints: the ground-truth action of each step, -1 where the env gave none
+    (``supervised_coef``), or None."""
 
 
 class RolloutBuffer:
@@ -129,18 +132,24 @@ class RolloutBuffer:
         self.states: list[Any] = [None] * T
         self.logit_noise: Tensor | None = None  # (T, B, A), made by the first add that has it
         self.groups: Tensor | None = None  # (T, B) task of each step, made by the first add with it
+        self.targets: Tensor | None = None  # (T, B) ground-truth actions, -1: none (likewise)
         self.advantages = z(T, B)
         self.returns = z(T, B)
         self.t = 0
 
     def add(
         self, *, obs, state, start, action, log_prob, value, reward, terminated, done,
-        logit_noise=None, group=None,
+        logit_noise=None, group=None, target=None,
     ) -> None:  # fmt: skip
         """Store step ``t``: what the agent saw (obs, state, whether it starts an episode),
         what it did (with the offsets it added to its logits, if any), and what followed;
-        ``group``: each env's task at this step, where advantages are normalized per task."""
+        ``group``: each env's task at this step, where advantages are normalized per task;
+        ``target``: each env's ground-truth action (-1: none), for a supervised term."""
         t = self.t
+        if target is not None:
+            if self.targets is None:
+                self.targets = torch.full_like(self.starts, -1, dtype=torch.long)
+            self.targets[t] = target
         if group is not None:
             if self.groups is None:
                 self.groups = torch.zeros_like(self.starts, dtype=torch.long)
@@ -193,6 +202,7 @@ class RolloutBuffer:
             states,
             None if self.logit_noise is None else self.logit_noise[sl],
             None if self.groups is None else self.groups[sl],
+            None if self.targets is None else self.targets[sl],
         )
 
     def reset(self) -> None:

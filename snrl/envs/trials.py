@@ -56,6 +56,7 @@ __all__ = [
     "TrialTracker",
     "accuracy_by_condition",
     "accuracy_by_task",
+    "ground_truth",
     "is_trial_env",
     "space_names",
     "summarize_trials",
@@ -238,6 +239,36 @@ def unbatch_info(infos: Mapping[str, Any], i: int) -> dict[str, Any]:
             except (TypeError, IndexError, KeyError):
                 continue
     return out
+
+
+def ground_truth(infos: Mapping[str, Any], n_envs: int) -> np.ndarray | None:
+    """Each env's ground-truth action at the step these batched ``infos`` followed (the
+    ``gt`` a trial task gives, masked by ``_gt`` where some envs lack it; for an env whose
+    episode ended there, the ``gt`` of its ``final_info``): ``(n_envs,)`` int64, -1 where an
+    env gave none or one that is not a whole number; None when no env gave one."""
+    out = _gt_row(infos, n_envs)
+    ended = np.asarray(infos.get("_final_info", np.zeros(n_envs, bool)), dtype=bool)
+    if ended.any():
+        final = _gt_row(infos["final_info"], n_envs)
+        if final is not None:
+            out = np.where(ended, final, -1 if out is None else out)
+        elif out is not None:
+            out = np.where(ended, -1, out)
+    return out
+
+
+def _gt_row(infos: Mapping[str, Any], n_envs: int) -> np.ndarray | None:
+    """:func:`ground_truth` of the step's own infos, without its ``final_info``."""
+    gt = infos.get("gt")
+    if gt is None:
+        return None
+    try:
+        values = np.asarray(gt, dtype=np.float64).reshape(n_envs)
+    except (TypeError, ValueError):  # a gt per env that is not one number (an array, None)
+        return np.full(n_envs, -1, dtype=np.int64)
+    mask = np.asarray(infos.get("_gt", np.ones(n_envs, bool)), dtype=bool)
+    whole = mask & np.isfinite(values) & (values == np.round(values))
+    return np.where(whole, values, -1).astype(np.int64)
 
 
 def _scalar(value: Any) -> Any:
