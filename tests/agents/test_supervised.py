@@ -73,10 +73,18 @@ def test_the_term_is_the_cross_entropy_of_the_policy_against_the_targets():
         ],
         dim=-1,
     )
-    expected = torch.nn.functional.nll_loss(
-        logp.reshape(-1, n), mb.targets.reshape(-1), ignore_index=-1
-    )
-    torch.testing.assert_close(nll, expected, atol=1e-5, rtol=1e-5)
+    # balanced over the target actions: each action's steps averaged, then the actions
+    flat_logp, flat_t = logp.reshape(-1, n), mb.targets.reshape(-1)
+    per_action = [
+        torch.nn.functional.nll_loss(flat_logp[flat_t == a], flat_t[flat_t == a])
+        for a in range(n)
+        if bool((flat_t == a).any())
+    ]
+    assert len(per_action) == 3  # fixation and both choices occur in the segment
+    torch.testing.assert_close(nll, torch.stack(per_action).mean(), atol=1e-5, rtol=1e-5)
+    # not the plain mean over steps, which fixation (most steps) would dominate
+    plain = torch.nn.functional.nll_loss(flat_logp, flat_t, ignore_index=-1)
+    assert abs(nll.item() - plain.item()) > 0.05
     # PPO's loss carries it with the weight of the schedule
     loss, parts, _ = algo.minibatch_loss(mb)
     algo.config = dataclasses.replace(algo.config, supervised_coef=0.0)
@@ -112,8 +120,9 @@ def test_training_with_the_term_lowers_the_cross_entropy_it_logs(tmp_path, algo_
     with open(tmp_path / "run" / "metrics.csv", newline="") as f:
         ce = [float(r["supervised_loss"]) for r in csv.DictReader(f)]
     # the first update starts near chance over 3 actions (ln 3 = 1.10); fixation is most
-    # steps' target, which the term teaches within a few thousand steps
-    assert ce[0] > 0.5 and np.mean(ce[-3:]) < 0.5 * ce[0], ce
+    # steps' target and the two choices follow the stimulus, which the term teaches within a
+    # few thousand steps (balanced over the three: about 0.6 at 6,000 steps)
+    assert ce[0] > 0.9 and np.mean(ce[-3:]) < 0.75 * ce[0], ce
 
 
 def test_refusals(tmp_path):
