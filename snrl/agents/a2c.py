@@ -109,8 +109,9 @@ class A2C(ActorCriticAlgorithm):
             loss = loss + self._extra_loss(activity, mb)
         parts = {"policy": pg_loss, "value": v_loss, "entropy": ent}
         if supervised:
-            loss = loss + cfg.supervised_weight(self.env_step) * supervised[0]
-            parts["supervised"] = supervised[0]
+            term = cfg.supervised_term(supervised[0], mb.targets)
+            loss = loss + cfg.supervised_weight(self.env_step) * term
+            parts["supervised"] = term
         return loss, parts, activity
 
     def _learn_from(self, rollout: RolloutBuffer) -> dict[str, Any]:

@@ -506,9 +506,8 @@ class ActorCriticAgent(Agent):
 
         Returns:
             (log_probs, entropy, values), each (T, b), and the policy's activity; with
-            ``targets``, a fifth item: the policy's cross-entropy against them
-            (``-log pi(target)``), averaged within the steps of each target action and then
-            over the actions, so that each weighs the same (0 when no step has a target).
+            ``targets``, a fifth item: the policy's cross-entropy against them per step,
+            ``-log pi(target)`` (T, b), 0 where a step has none.
         """
         pol_out, values, activity = self._run_sequence(obs, starts, states)
         z = self.sde_features(activity, pol_out) if self.use_sde else None
@@ -620,21 +619,10 @@ def _sde_feature_size(policy: nn.Module, kind: str) -> int:
 
 
 def _target_nll(logits: Tensor, targets: Tensor) -> Tensor:
-    """The policy's cross-entropy ``-log softmax(logits)[target]`` over the entries whose
-    target is >= 0, balanced over the target actions: averaged within the entries of each
-    action that occurs, then over those actions (a scalar; 0, with the graph, when no entry
-    has a target)."""
-    has = targets >= 0
+    """``-log softmax(logits)[target]`` per entry, 0 where the target is -1 (none)."""
     logp = logits - logits.logsumexp(-1, keepdim=True)
-    index = targets.clamp(min=0)
-    nll = -logp.gather(-1, index.unsqueeze(-1)).squeeze(-1)
-    if not bool(has.any()):
-        return (nll * has).sum()
-    index, nll = index[has], nll[has]
-    counts = torch.bincount(index, minlength=logits.shape[-1])
-    sums = nll.new_zeros(logits.shape[-1]).index_add(0, index, nll)
-    present = counts > 0
-    return (sums[present] / counts[present]).mean()
+    nll = -logp.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return nll * (targets >= 0)
 
 
 def _categorical_log_prob_entropy(logits: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:

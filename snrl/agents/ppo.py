@@ -92,6 +92,10 @@ class ActorCriticConfig(AgentConfig):
     info: NeuroGym and snrl.tasks) at every step that has one (0: off; Discrete actions).
     The teacher signal with which Song et al. 2016 and Yang et al. 2019 train their networks,
     here as a warm start (see supervised_steps)."""
+    supervised_balance: bool = True
+    """With supervised_coef: average the cross-entropy within the steps of each ground-truth
+    action and then over the actions, so each weighs the same (true), or over all steps
+    (false: fixation, most of a trial, weighs most)."""
     supervised_steps: int = 0
     """With supervised_coef: the env step at which the term's weight, falling linearly from
     supervised_coef, reaches 0; the rewards alone train the policy after it (0: the weight
@@ -139,6 +143,21 @@ class ActorCriticConfig(AgentConfig):
         if not self.supervised_steps:
             return self.supervised_coef
         return self.supervised_coef * max(0.0, 1.0 - env_step / self.supervised_steps)
+
+    def supervised_term(self, nll: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """The supervised term's cross-entropy from the per-step ``nll`` (T, b) and
+        ``targets`` (-1: none): balanced over the target actions (``supervised_balance``) or
+        the mean over the steps with a target (a scalar; 0, with the graph, when none has)."""
+        has = targets >= 0
+        if not bool(has.any()):
+            return nll.sum()  # every entry is 0
+        if not self.supervised_balance:
+            return nll[has].mean()
+        index, values = targets[has], nll[has]
+        counts = torch.bincount(index)
+        sums = values.new_zeros(len(counts)).index_add(0, index, values)
+        present = counts > 0
+        return (sums[present] / counts[present]).mean()
 
     @property
     def batch_size(self) -> int:
@@ -613,8 +632,9 @@ class PPO(ActorCriticAlgorithm):
             "log_ratio": log_ratio,
         }
         if supervised:
-            loss = loss + cfg.supervised_weight(self.env_step) * supervised[0]
-            parts["supervised"] = supervised[0]
+            term = cfg.supervised_term(supervised[0], mb.targets)
+            loss = loss + cfg.supervised_weight(self.env_step) * term
+            parts["supervised"] = term
         return loss, parts, activity
 
     def _update(self, buf: RolloutBuffer) -> dict[str, float]:

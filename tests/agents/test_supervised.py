@@ -59,9 +59,10 @@ def test_the_term_is_the_cross_entropy_of_the_policy_against_the_targets():
     buf, _ = algo._collect()
     buf.targets[5:9, 2] = -1  # steps without a ground truth are left out
     mb = buf.minibatch(torch.arange(algo.config.n_envs))
-    *_, nll = algo.agent.evaluate_sequence(
+    *_, per_step = algo.agent.evaluate_sequence(
         mb.obs, mb.actions, mb.starts, mb.states, targets=mb.targets
     )
+    nll = algo.config.supervised_term(per_step, mb.targets)
     # oracle: the log-probability of every action through the ordinary log-prob path
     n = algo.agent.head_size
     logp = torch.stack(
@@ -82,9 +83,16 @@ def test_the_term_is_the_cross_entropy_of_the_policy_against_the_targets():
     ]
     assert len(per_action) == 3  # fixation and both choices occur in the segment
     torch.testing.assert_close(nll, torch.stack(per_action).mean(), atol=1e-5, rtol=1e-5)
-    # not the plain mean over steps, which fixation (most steps) would dominate
+    # not the plain mean over steps, which fixation (most steps) would dominate: that is
+    # supervised_balance=false
     plain = torch.nn.functional.nll_loss(flat_logp, flat_t, ignore_index=-1)
     assert abs(nll.item() - plain.item()) > 0.05
+    unbalanced = dataclasses.replace(algo.config, supervised_balance=False)
+    torch.testing.assert_close(
+        unbalanced.supervised_term(per_step, mb.targets), plain, atol=1e-5, rtol=1e-5
+    )
+    no_target = torch.full_like(mb.targets, -1)
+    assert algo.config.supervised_term(per_step * 0, no_target).item() == 0.0
     # PPO's loss carries it with the weight of the schedule
     loss, parts, _ = algo.minibatch_loss(mb)
     algo.config = dataclasses.replace(algo.config, supervised_coef=0.0)
