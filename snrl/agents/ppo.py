@@ -91,7 +91,7 @@ class ActorCriticConfig(AgentConfig):
     cross-entropy against the task's ground-truth action (the ``gt`` of a trial task's step
     info: NeuroGym and snrl.tasks) at every step that has one (0: off; Discrete actions).
     The teacher signal with which Song et al. 2016 and Yang et al. 2019 train their networks,
-    here as a warm start (see supervised_steps)."""
+    held for the whole run or, with supervised_steps, a warm start."""
     supervised_balance: bool = True
     """With supervised_coef: average the cross-entropy within the steps of each ground-truth
     action and then over the actions, so each weighs the same (true), or over all steps
