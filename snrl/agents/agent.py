@@ -619,10 +619,12 @@ def _sde_feature_size(policy: nn.Module, kind: str) -> int:
 
 
 def _target_nll(logits: Tensor, targets: Tensor) -> Tensor:
-    """``-log softmax(logits)[target]`` per entry, 0 where the target is -1 (none)."""
-    logp = logits - logits.logsumexp(-1, keepdim=True)
-    nll = -logp.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-    return nll * (targets >= 0)
+    """``-log softmax(logits)[target]`` per entry (torch's cross-entropy), 0 where the target
+    is -1 (none)."""
+    flat = nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-1, reduction="none"
+    )
+    return flat.reshape(targets.shape)
 
 
 def _categorical_log_prob_entropy(logits: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:

@@ -121,16 +121,22 @@ def _check_task_groups(cfg: Any, source: Any) -> None:
 
 
 def _check_ground_truth(cfg: Any, probe: Any) -> None:
-    """Refuse ``supervised_coef`` for an env snrl made that is no trial task (no task clock:
-    its steps give no ground-truth action), before anything is written; an env object the
-    user passed is checked at its first step."""
-    if not getattr(cfg, "supervised_coef", 0) or isinstance(probe, _Spaces):
+    """Refuse ``supervised_coef`` before anything is written for an env snrl made that is no
+    trial task (no task clock: its steps give no ground-truth action; an env object the user
+    passed is checked at its first step), and for any env without Discrete actions."""
+    if not getattr(cfg, "supervised_coef", 0):
         return
-    if env_time_step(probe) is None:
+    if not isinstance(probe, _Spaces) and env_time_step(probe) is None:
         raise UserError(
             f"supervised_coef={cfg.supervised_coef} trains the policy toward the ground-truth "
             f"action of a trial task (NeuroGym, snrl.tasks); {cfg.env} is none (set "
             "supervised_coef=0)"
+        )
+    if not isinstance(probe.action_space, gym.spaces.Discrete):
+        raise UserError(
+            f"supervised_coef={cfg.supervised_coef} trains the policy toward a task's "
+            f"ground-truth action, which needs Discrete actions ({cfg.env} has "
+            f"{type(probe.action_space).__name__} ones; set supervised_coef=0)"
         )
 
 

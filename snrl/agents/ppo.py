@@ -429,12 +429,6 @@ class ActorCriticAlgorithm(Algorithm):
             agent=self.agent,
             online=self.online_eprop,
         )
-        if cfg.supervised_coef and self.agent.actions.kind != "discrete":
-            raise UserError(
-                f"supervised_coef={cfg.supervised_coef} trains the policy toward a task's "
-                f"ground-truth action, which needs Discrete actions ({cfg.env} has "
-                f"{self.agent.actions.kind} ones; set supervised_coef=0)"
-            )
         if policy is not None:
             self._check_output_width("policy", policy, self.agent.head_size)
         if critic is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -142,6 +143,10 @@ def test_refusals(tmp_path):
         PPO("Pendulum-v1", supervised_coef=1.0, **SMALL)
     with pytest.raises(UserError, match="CartPole-v1 is none"):
         PPO("CartPole-v1", supervised_coef=1.0, **SMALL)
+    # an env object is checked for its ground truth at its first step, its actions at once
+    with pytest.raises(UserError, match="needs Discrete actions"):
+        one = {**SMALL, "n_envs": 1, "n_minibatches": 1}
+        PPO(gym.make("Pendulum-v1"), supervised_coef=1.0, **one)
     out = tmp_path / "cartpole"
     res = snrl_cli(
         "train", "--env", "CartPole-v1", "--steps", "500", "--set", "supervised_coef=1",
