@@ -144,8 +144,8 @@ def test_refusals(tmp_path):
     with pytest.raises(UserError, match="CartPole-v1 is none"):
         PPO("CartPole-v1", supervised_coef=1.0, **SMALL)
     # an env object is checked for its ground truth at its first step, its actions at once
+    one = {**SMALL, "n_envs": 1, "n_minibatches": 1}
     with pytest.raises(UserError, match="needs Discrete actions"):
-        one = {**SMALL, "n_envs": 1, "n_minibatches": 1}
         PPO(gym.make("Pendulum-v1"), supervised_coef=1.0, **one)
     out = tmp_path / "cartpole"
     res = snrl_cli(
