@@ -20,6 +20,7 @@ from snrl.envs.neurogym import EVAL_MAX_EPISODE_STEPS, wrap_task
 from snrl.envs.trials import (
     TrialTracker,
     accuracy_by_task,
+    fixation_cue,
     is_trial_env,
     space_names,
     summarize_trials,
@@ -59,9 +60,11 @@ def evaluate_agent(
         ``{"mean_return", "std_return", "n_episodes", "returns", "mean_length",
         "spike_rates"}``; ``spike_rates`` maps each spiking layer of the actor to its spikes
         per neuron per network step over all live env steps (empty for ANN backbones). For a
-        trial task also ``"n_trials"``, ``"accuracy"``, ``"accuracy_by_condition"`` (see
+        trial task also ``"n_trials"``, ``"accuracy"``, ``"accuracy_fixation_held"``,
+        ``"fixation_breaks"``, ``"accuracy_by_condition"`` (see
         :func:`snrl.envs.trials.summarize_trials`) and ``"trials"`` (the trial log); on a
-        multitask env (snrl.tasks.multitask) also ``"accuracy_by_task"`` ({task id: accuracy}).
+        multitask env (snrl.tasks.multitask) also ``"accuracy_by_task"`` ({task id: accuracy})
+        and ``"accuracy_fixation_held_by_task"``.
     """
     if n_episodes < 1:
         raise ValueError(f"n_episodes must be >= 1, got {n_episodes}")
@@ -94,8 +97,9 @@ def evaluate_agent(
             if hook is not None and hasattr(hook, "after_step"):
                 hook.after_step(res, live)
             action = agent.env_action(res.action)
+            cue = fixation_cue(envs, obs)
             obs, reward, term, trunc, info = envs.step(action)
-            trials += [t for t in tracker.step(action, info) if live[t["env"]]]
+            trials += [t for t in tracker.step(action, info, cue=cue) if live[t["env"]]]
             for layer in res.activity.spiking():
                 # (B, N), or (substeps, B, N): spikes per neuron per neuron step
                 rows = layer.spikes[..., torch.as_tensor(live), :]
@@ -121,6 +125,7 @@ def evaluate_agent(
         tasks = getattr(envs, "task_ids", ())
         if tasks:  # a multitask env: every task, in its order
             out["accuracy_by_task"] = accuracy_by_task(trials, tasks)
+            out["accuracy_fixation_held_by_task"] = accuracy_by_task(trials, tasks, held=True)
         out["trials"] = trials
     return out
 

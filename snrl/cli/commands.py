@@ -129,7 +129,13 @@ def _train_config(args: argparse.Namespace):
 #: what `snrl eval` prints (DESIGN.md's contract; evaluate() also has mean_length, spike_rates)
 EVAL_KEYS = ("mean_return", "std_return", "n_episodes", "returns")
 #: what `snrl eval` adds on a trial task (NeuroGym; docs/neuro.md)
-EVAL_TRIAL_KEYS = ("n_trials", "accuracy", "accuracy_by_condition")
+EVAL_TRIAL_KEYS = (
+    "n_trials",
+    "accuracy",
+    "accuracy_fixation_held",
+    "fixation_breaks",
+    "accuracy_by_condition",
+)
 #: the figure `snrl eval` writes into the run directory of a two-choice coherence task
 PSYCHOMETRIC_PNG = "psychometric.png"
 #: the figure of the behaviour readouts `snrl eval` writes where one applies (docs/analysis.md)
@@ -258,8 +264,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     out = {k: res[k] for k in (*EVAL_KEYS, "lesson") if k in res}
     if "n_trials" in res:  # a trial task (NeuroGym): accuracy, and for decisions the curve
         out.update({k: res[k] for k in EVAL_TRIAL_KEYS})
-        if "accuracy_by_task" in res:  # a multitask env (snrl train --tasks)
-            out["accuracy_by_task"] = res["accuracy_by_task"]
+        for key in ("accuracy_by_task", "accuracy_fixation_held_by_task"):
+            if key in res:  # a multitask env (snrl train --tasks)
+                out[key] = res[key]
         run_dir = Path(args.run_dir)
         out.update(_psychometric(run_dir, res["trials"], algo.config.env, args.style))
         out.update(_behaviour(run_dir, res["trials"], algo.config.env, args.style))

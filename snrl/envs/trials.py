@@ -35,6 +35,15 @@ A trial's record:
     the env's ``performance > 0``. (NeuroGym 2.3.1 reports ``performance`` 0 for a GoNogo
     no-go trial that the agent rightly withheld: ``TrialEnv.step`` zeroes ``performance`` after
     ``_new_trial`` set it; ``correct`` does not inherit that.)
+``fixation_break``
+    whether the agent left fixation while told to hold it: a non-fixation action before the
+    ``decision`` (``production``) period at a step whose observation shows the fixation cue
+    (NeuroGym's channel ``fixation``; the caller passes it to :meth:`TrialTracker.step` as
+    ``cue``). NeuroGym's tasks (and :mod:`snrl.tasks`) pay such a response ``abort`` and let
+    the trial go on, so ``correct`` ignores it; Yang et al. (2019) count a trial only if the
+    network fixated as long as the cue was on, which :func:`summarize_trials` reports as
+    ``accuracy_fixation_held``. ``None`` without the cue, a fixation action or a response
+    period (DualDelayMatchSample answers in its test periods with the cue on).
 ``reaction_time``
     for tasks that allow a response during the stimulus (the ``decision`` period starts before
     the ``stimulus`` period ends, e.g. NeuroGym's ``ReactionTime`` wrapper): seconds from the
@@ -56,6 +65,7 @@ __all__ = [
     "TrialTracker",
     "accuracy_by_condition",
     "accuracy_by_task",
+    "fixation_cue",
     "ground_truth",
     "is_trial_env",
     "space_names",
@@ -74,6 +84,7 @@ TRIAL_KEYS = (
     "choice",
     "gt",
     "correct",
+    "fixation_break",
     "performance",
     "decision_time",
     "reaction_time",
@@ -158,6 +169,22 @@ def space_names(env: gym.Env) -> dict[str, list[str]]:
         if names is not None:
             out[key] = names
     return out
+
+
+def fixation_cue(env: Any, obs: Any) -> np.ndarray | None:
+    """Bool per env of a trial task's (vector) env: whether the observations ``obs`` (the
+    env's own, not normalized) show the fixation cue; None when the env names no cue channel.
+    The channel is NeuroGym's ``fixation`` (its tasks' channel 0), the batched tasks'
+    ``fixation_channel`` (:mod:`snrl.tasks`)."""
+    channel = getattr(env, "fixation_channel", None)
+    if channel is None:
+        subs = getattr(env, "envs", None)  # gymnasium's SyncVectorEnv: its first env's names
+        names = space_names(subs[0] if subs else env).get("obs_names") or []
+        channel = names.index("fixation") if "fixation" in names else None
+    if channel is None:
+        return None
+    o = np.asarray(obs)
+    return o.reshape(1, -1)[:, channel] > 0.5 if o.ndim == 1 else o[:, channel] > 0.5
 
 
 def _fixation_action(env: gym.Env) -> int | None:
@@ -294,6 +321,7 @@ class _Running:
         self.index = index
         self.actions: list[Any] = []
         self.gts: list[Any] = []
+        self.cues: list[bool] | None = []  # None once a step came without its cue
 
 
 class TrialTracker:
@@ -354,6 +382,7 @@ class TrialTracker:
         *,
         terminated: Any = None,
         truncated: Any = None,
+        cue: Any = None,
     ) -> list[dict[str, Any]]:
         """Record one step of every env.
 
@@ -364,6 +393,9 @@ class TrialTracker:
                 (passed to :meth:`reset`) starts it again. Batched infos say it themselves
                 (``_final_info``).
             truncated: As ``terminated``.
+            cue: Bool per env (or one for one env): whether the fixation cue was on in the
+                observation the action was taken on (:func:`fixation_cue`); given at every
+                step, trials report ``fixation_break``.
 
         Returns:
             The trials completed at this step (dicts with :data:`TRIAL_KEYS`).
@@ -399,6 +431,7 @@ class TrialTracker:
         )
         now = _LazyInfos(infos, self.n_envs) if batched else self._split(infos)
         act_list = acts.tolist() if acts.ndim == 1 else [_scalar(a) for a in acts]
+        cue = None if cue is None else np.asarray(cue, dtype=bool).reshape(self.n_envs)
         completed: list[dict[str, Any]] = []
         for i in range(self.n_envs):
             if finals is not None and done_mask[i]:
@@ -407,7 +440,7 @@ class TrialTracker:
                 step_info = now.light(i)  # gt and new_trial; all of it on a new_trial step
             else:
                 step_info = now[i]
-            trial = self._record(i, act_list[i], step_info)
+            trial = self._record(i, act_list[i], step_info, None if cue is None else cue[i])
             if trial is not None:
                 completed.append(trial)
             self._steps[i] += 1
@@ -421,11 +454,17 @@ class TrialTracker:
                 self._running[i] = None  # the caller resets this env next
         return completed
 
-    def _record(self, i: int, action: Any, info: Mapping[str, Any]) -> dict[str, Any] | None:
+    def _record(
+        self, i: int, action: Any, info: Mapping[str, Any], cue: bool | None
+    ) -> dict[str, Any] | None:
         run = self._running[i]
         if run is None:
             return None
         run.actions.append(action)
+        if cue is None:
+            run.cues = None
+        elif run.cues is not None:
+            run.cues.append(bool(cue))
         run.gts.append(_scalar(info["gt"]) if "gt" in info else None)
         if not info.get("new_trial"):
             return None
@@ -444,8 +483,14 @@ class TrialTracker:
         # interval production (ReadySetGo) responds in "production": its go is the choice
         respond = decision if decision is not None else periods.get("production")
         k_choice = None
+        broke = None
         if respond is not None and run.fixation is not None:
             eps = 1e-9
+            if run.cues is not None:
+                broke = any(
+                    c and t < respond[0] - eps and _differs(a, run.fixation)
+                    for t, a, c in zip(times, run.actions, run.cues)
+                )
             for k, (t, a) in enumerate(zip(times, run.actions)):
                 in_decision = respond[0] - eps <= t < respond[1] - eps
                 if in_decision and _differs(a, run.fixation):
@@ -474,6 +519,7 @@ class TrialTracker:
             "choice": _scalar(choice),
             "gt": gt,
             "correct": correct,
+            "fixation_break": broke,
             "performance": perf,
             "decision_time": decision_time,
             "reaction_time": reaction_time,
@@ -516,32 +562,50 @@ def _differs(action: Any, fixation: int) -> bool:
 
 # ---- summaries -------------------------------------------------------------------------------
 def summarize_trials(trials: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """``{"n_trials", "accuracy", "accuracy_by_condition"}`` of a trial log, and
-    ``"accuracy_by_task"`` when its trials come from several tasks.
+    """``{"n_trials", "accuracy", "accuracy_fixation_held", "fixation_breaks",
+    "accuracy_by_condition"}`` of a trial log, and ``"accuracy_by_task"`` and
+    ``"accuracy_fixation_held_by_task"`` when its trials come from several tasks.
 
     ``accuracy`` is the fraction of trials with ``correct`` True (NaN without trials);
+    ``accuracy_fixation_held`` counts a trial only if it is also without a
+    ``fixation_break`` (Yang et al., 2019's criterion; a trial without a response period
+    counts as ``correct`` says); ``fixation_breaks`` is the fraction of the trials with a
+    response period in which the agent left fixation before it (NaN without such trials);
     ``accuracy_by_condition`` maps each scalar condition (``"coh"``, ``"ground_truth"`` ...)
     to ``{value (as text): {"n": trials, "accuracy": fraction}}``, values sorted. Trials of a
     multitask env (snrl.tasks.multitask) have the condition ``task``; ``accuracy_by_task``
     maps each task id to its accuracy (:func:`accuracy_by_task`).
     """
     scored = [t for t in trials if t.get("correct") is not None]
-    acc = float(np.mean([bool(t["correct"]) for t in scored])) if scored else math.nan
+    breaks = [bool(t["fixation_break"]) for t in trials if t.get("fixation_break") is not None]
     out = {
         "n_trials": len(trials),
-        "accuracy": acc,
+        "accuracy": _fraction([bool(t["correct"]) for t in scored]),
+        "accuracy_fixation_held": _fraction([_held(t) for t in scored]),
+        "fixation_breaks": _fraction(breaks),
         "accuracy_by_condition": accuracy_by_condition(scored),
     }
     if any("task" in (t.get("conditions") or {}) for t in trials):
         out["accuracy_by_task"] = accuracy_by_task(trials)
+        out["accuracy_fixation_held_by_task"] = accuracy_by_task(trials, held=True)
     return out
 
 
+def _fraction(flags: Sequence[bool]) -> float:
+    return float(np.mean(flags)) if flags else math.nan
+
+
+def _held(trial: Mapping[str, Any]) -> bool:
+    """A scored trial correct with fixation held until its response period."""
+    return bool(trial["correct"]) and not trial.get("fixation_break")
+
+
 def accuracy_by_task(
-    trials: Sequence[Mapping[str, Any]], tasks: Sequence[str] = ()
+    trials: Sequence[Mapping[str, Any]], tasks: Sequence[str] = (), *, held: bool = False
 ) -> dict[str, float]:
     """{task id: fraction of its scored trials correct} of a multitask trial log (NaN for a
-    task of ``tasks`` without scored trials); tasks in ``tasks`` order, then first seen."""
+    task of ``tasks`` without scored trials); tasks in ``tasks`` order, then first seen.
+    ``held``: count a trial only if fixation was also held (``accuracy_fixation_held``)."""
     groups: dict[str, list[bool]] = {str(k): [] for k in tasks}
     for t in trials:
         task = (t.get("conditions") or {}).get("task")
@@ -549,8 +613,8 @@ def accuracy_by_task(
             continue
         scores = groups.setdefault(str(task), [])
         if t.get("correct") is not None:
-            scores.append(bool(t["correct"]))
-    return {k: float(np.mean(v)) if v else math.nan for k, v in groups.items()}
+            scores.append(_held(t) if held else bool(t["correct"]))
+    return {k: _fraction(v) for k, v in groups.items()}
 
 
 def accuracy_by_condition(

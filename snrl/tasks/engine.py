@@ -633,6 +633,12 @@ class TaskVectorEnv(gym.vector.VectorEnv):
         """The task step, ms (NeuroGym's unit)."""
         return float(self.spec.dt)
 
+    @property
+    def fixation_channel(self) -> int | None:
+        """The observation channel of the fixation cue (NeuroGym's ``fixation``), or None."""
+        channel = self.spec.obs_names.get("fixation")
+        return channel if isinstance(channel, int) else None
+
     def close_extras(self, **kwargs: Any) -> None:  # noqa: D102
         self._pool = self._pool[:0]
 

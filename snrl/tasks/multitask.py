@@ -394,6 +394,11 @@ class MultiTaskVectorEnv(gym.vector.VectorEnv):
         """The tasks' step, ms (NeuroGym's unit)."""
         return float(self.specs[0].dt)
 
+    @property
+    def fixation_channel(self) -> int:
+        """The observation channel of the fixation cue: 0 for every task (the layout)."""
+        return 0
+
     def _layout(self, parts: Sequence[torch.Tensor]) -> torch.Tensor:
         """(N, C + K) float32: each task's observation, padded, then the rule one-hot."""
         k_total = len(parts)

@@ -64,6 +64,9 @@ def test_train_and_eval_a_decision_task(tmp_path, capsys):
     assert res["n_episodes"] == 6 and len(res["returns"]) == 6
     assert res["n_trials"] == 6 * 4  # 88 steps: 21 + 22 + 22 + 22 (+ one step of a cut trial)
     assert 0 <= res["accuracy"] <= 1
+    # the cue was read from NeuroGym's own env (null, NaN, if it were not)
+    assert 0 <= res["fixation_breaks"] <= 1
+    assert res["accuracy_fixation_held"] <= res["accuracy"]
     assert set(res["accuracy_by_condition"]) == {"coh", "ground_truth"}
     assert sum(v["n"] for v in res["accuracy_by_condition"]["coh"].values()) == res["n_trials"]
     psy = res["psychometric"]

@@ -29,6 +29,8 @@ PERIODS_B = {"fixation": [0.0, 0.1], "stimulus": [0.1, 0.4], "decision": [0.2, 0
 PERIODS_C = {"fixation": [0.0, 0.1], "decision": [0.1, 0.3]}
 RESET_INFO = {"trial_start": _start({"ground_truth": 1, "coh": 6.4}, 0.1)}
 ACTIONS = [1, 0, 0, 2, 0, 1, 1, 0, 0, 0, 0, 0]
+# the fixation cue in the observation each action was taken on: on until the decision period
+CUES = [1, 1, 0, 0, 1, 1, 0, 1, 0, 0, 1, 1]
 STREAM = [
     {"new_trial": False, "gt": 0},
     {"new_trial": False, "gt": 0},
@@ -73,6 +75,7 @@ ORACLE = [
         "choice": 2,
         "gt": 2,
         "correct": True,
+        "fixation_break": True,  # the 1 at t = 0.1, with the cue on
         "performance": 1.0,
         "decision_time": 0.4,
         "reaction_time": None,
@@ -89,6 +92,7 @@ ORACLE = [
         "choice": 1,
         "gt": 1,
         "correct": True,
+        "fixation_break": True,  # the 1 at t = 0.1, with the cue on (decision from 0.2)
         "performance": 0.0,
         "decision_time": 0.2,
         "reaction_time": 0.1,  # 0.2 s (choice) - 0.1 s (stimulus onset)
@@ -105,6 +109,7 @@ ORACLE = [
         "choice": 0,
         "gt": 2,
         "correct": False,
+        "fixation_break": False,
         "performance": 0.0,
         "decision_time": None,
         "reaction_time": None,
@@ -136,8 +141,8 @@ def test_one_env_stream_gives_the_hand_computed_trial_log():
     tracker = TrialTracker(1)
     tracker.reset(RESET_INFO)
     got = []
-    for action, info in zip(ACTIONS, STREAM):
-        got += tracker.step(action, info)
+    for action, info, cue in zip(ACTIONS, STREAM, CUES):
+        got += tracker.step(action, info, cue=bool(cue))
     assert tracker.active
     _assert_log(got, ORACLE)
 
@@ -152,10 +157,35 @@ def test_summary_and_metrics_columns_of_the_oracle_log():
         "51.2": {"n": 1, "accuracy": 0.0},
     }
     assert s["accuracy_by_condition"]["ground_truth"]["1"] == {"n": 2, "accuracy": 0.5}
+    # A and B were right but left fixation before their decision periods; C held it and
+    # missed: by Yang et al.'s criterion no trial counts
+    assert s["fixation_breaks"] == pytest.approx(2 / 3)
+    assert s["accuracy_fixation_held"] == 0.0
     cols = trial_columns(ORACLE)
     assert cols["trials"] == 3 and cols["trial_accuracy"] == pytest.approx(2 / 3)
     assert math.isnan(cols["eval_trial_accuracy"])
     assert math.isnan(trial_columns([])["trial_accuracy"])
+
+
+def test_fixation_held_accuracy_per_task_counts_only_trials_without_a_break():
+    def trial(task, correct, broke):
+        return {"correct": correct, "fixation_break": broke, "conditions": {"task": task}}
+
+    log = [
+        trial("a", True, False),
+        trial("a", True, True),
+        trial("a", False, False),
+        trial("a", True, None),  # no response period: counts as `correct` says
+        trial("b", True, True),
+        trial("b", None, None),  # not scored
+    ]
+    s = summarize_trials(log)
+    assert s["accuracy_by_task"] == {"a": 0.75, "b": 1.0}
+    assert s["accuracy_fixation_held_by_task"] == {"a": 0.5, "b": 0.0}
+    assert s["accuracy"] == pytest.approx(4 / 5)
+    assert s["accuracy_fixation_held"] == pytest.approx(2 / 5)
+    assert s["fixation_breaks"] == pytest.approx(2 / 4)
+    assert math.isnan(summarize_trials([trial("a", True, None)])["fixation_breaks"])
 
 
 def test_an_env_without_trials_reports_nothing():
@@ -195,9 +225,9 @@ def test_vector_env_with_autoreset_gives_the_same_log_per_env():
     # one whole episode (the last step truncates: trial D is dropped), then 4 more steps of
     # the next episode: its first trial again, counted from step 0
     actions = ACTIONS + ACTIONS[:4]
-    for a in actions:
+    for a, cue in zip(actions, CUES + CUES[:4]):
         _, _, _, trunc, info = envs.step(np.full(n, a))
-        got += tracker.step(np.full(n, a), info)
+        got += tracker.step(np.full(n, a), info, cue=np.full(n, bool(cue)))
         truncs.append(trunc.copy())
     assert truncs[len(STREAM) - 1].all() and not np.any(truncs[: len(STREAM) - 1])
     envs.close()

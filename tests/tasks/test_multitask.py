@@ -494,6 +494,11 @@ def test_cli_train_yang19_smoke(tmp_path, capsys):
     assert list(result["accuracy_by_task"]) == ids
     scored = [a for a in result["accuracy_by_task"].values() if a is not None]  # null: NaN
     assert scored and all(0.0 <= a <= 1.0 for a in scored)
+    held = result["accuracy_fixation_held_by_task"]
+    assert list(held) == ids and 0 <= result["fixation_breaks"] <= 1
+    for task in ids:
+        if held[task] is not None:
+            assert held[task] <= result["accuracy_by_task"][task]
 
 
 @pytest.mark.parametrize("n_envs", [4, 5])  # slots; a task drawn per trial
