@@ -11,7 +11,9 @@ Every run goes through the ``snrl`` command as a user would run it, one at a tim
     snrl analyze OUT/TASK-B-P --episodes A --checkpoint last --no-decode --no-initial
 
 and the final model is measured: trial accuracy over ``E`` held-out episodes (20 trials
-each, env seeds from 10000, as ``snrl eval`` counts them), the training wall time, and from
+each, env seeds from 10000, as ``snrl eval`` counts them; also with fixation held, Yang et
+al.'s criterion, and the fraction of trials with a fixation break), the training wall time,
+and from
 ``analysis/summary.json`` the policy's firing rate (Hz), ISI CV and Fano factor of its E and
 I neurons. ``gru`` runs (no neuron time; the profile does not apply) give the 0.95x target.
 It prints a Markdown table and writes ``OUT/bench_time_profile.json``.
@@ -92,6 +94,8 @@ def run_one(task: str, backbone: str, profile: str, args: argparse.Namespace) ->
         "steps": args.steps,
         "train_s": train_s,
         "accuracy": ev.get("accuracy"),
+        "accuracy_fixation_held": ev.get("accuracy_fixation_held"),
+        "fixation_breaks": ev.get("fixation_breaks"),
         "n_trials": ev.get("n_trials"),
         "time": {
             k: config.get(k) for k in ("dt", "substeps", "tau_m", "readout_tau_m", "tau_a", "beta")
@@ -121,7 +125,12 @@ def _row(r: dict[str, Any]) -> str:
         cells.append(f"{t['dt'] * 1e3:g} ms x {t['substeps']}, tau_m {t['tau_m'] * 1e3:g} ms")
     else:
         cells.append("-")
-    cells += [f"{r['accuracy']:.3f}", f"{r['train_s'] / 60:.1f}"]
+    held, breaks = r.get("accuracy_fixation_held"), r.get("fixation_breaks")
+    cells += [
+        f"{r['accuracy']:.3f}",
+        "-" if held is None else f"{held:.3f} ({'-' if breaks is None else f'{breaks:.2f}'})",
+        f"{r['train_s'] / 60:.1f}",
+    ]
     f = r.get("firing")
     for pop in ("E", "I"):
         s = f[pop] if f else None
@@ -133,10 +142,10 @@ def _row(r: dict[str, Any]) -> str:
 
 def print_table(results: list[dict[str, Any]]) -> None:
     print(
-        "| task | backbone | time_profile | neuron time | accuracy | train min "
-        "| E: Hz / ISI CV / Fano | I: Hz / ISI CV / Fano |"
+        "| task | backbone | time_profile | neuron time | accuracy | fixation held (breaks) "
+        "| train min | E: Hz / ISI CV / Fano | I: Hz / ISI CV / Fano |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(_row(r))
 

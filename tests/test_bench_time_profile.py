@@ -30,12 +30,16 @@ def test_firing_and_row_from_a_summary(tmp_path) -> None:
     assert firing["dt"] == 0.01 and firing["I"]["rate_mean"] == 13.6
     result = {
         "task": "PerceptualDecisionMaking-v0", "backbone": "lif", "time_profile": "biological",
-        "accuracy": 0.7914, "train_s": 126.0, "firing": firing,
-        "time": {"dt": 0.01, "substeps": 10, "tau_m": 0.02},
+        "accuracy": 0.7914, "accuracy_fixation_held": 0.6021, "fixation_breaks": 0.2349,
+        "train_s": 126.0, "firing": firing, "time": {"dt": 0.01, "substeps": 10, "tau_m": 0.02},
     }  # fmt: skip
     assert bench._row(result) == (
-        "| PerceptualDecisionMaking | lif | biological | 10 ms x 10, tau_m 20 ms | 0.791 | 2.1 "
-        "| 10.4 / 3.11 / 12.38 | 13.6 / 3.18 / 14.25 |"
+        "| PerceptualDecisionMaking | lif | biological | 10 ms x 10, tau_m 20 ms | 0.791 "
+        "| 0.602 (0.23) | 2.1 | 10.4 / 3.11 / 12.38 | 13.6 / 3.18 / 14.25 |"
     )
+    # a GRU; snrl eval's null (NaN: no trial with a response period) and an older result
     gru = {**result, "backbone": "gru", "time_profile": "task", "firing": None}
-    assert bench._row(gru).endswith("| gru | task | - | 0.791 | 2.1 | - | - |")
+    gru["fixation_breaks"] = None
+    assert bench._row(gru).endswith("| gru | task | - | 0.791 | 0.602 (-) | 2.1 | - | - |")
+    del gru["accuracy_fixation_held"]
+    assert bench._row(gru).endswith("| gru | task | - | 0.791 | - | 2.1 | - | - |")
