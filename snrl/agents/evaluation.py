@@ -20,7 +20,7 @@ from snrl.envs.neurogym import EVAL_MAX_EPISODE_STEPS, wrap_task
 from snrl.envs.trials import (
     TrialTracker,
     accuracy_by_task,
-    fixation_cue,
+    fixation_channel,
     is_trial_env,
     space_names,
     summarize_trials,
@@ -79,6 +79,7 @@ def evaluate_agent(
     spikes: dict[str, float] = {}
     counts: dict[str, int] = {}
     tracker = TrialTracker(n_episodes)
+    cue_channel = fixation_channel(envs)  # the trials' fixation_break reads it each step
     trials: list[dict[str, Any]] = []
     try:
         obs, reset_info = envs.reset(seed=seed)
@@ -97,7 +98,7 @@ def evaluate_agent(
             if hook is not None and hasattr(hook, "after_step"):
                 hook.after_step(res, live)
             action = agent.env_action(res.action)
-            cue = fixation_cue(envs, obs)
+            cue = None if cue_channel is None else np.asarray(obs)[:, cue_channel] > 0.5
             obs, reward, term, trunc, info = envs.step(action)
             trials += [t for t in tracker.step(action, info, cue=cue) if live[t["env"]]]
             for layer in res.activity.spiking():

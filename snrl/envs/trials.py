@@ -65,7 +65,7 @@ __all__ = [
     "TrialTracker",
     "accuracy_by_condition",
     "accuracy_by_task",
-    "fixation_cue",
+    "fixation_channel",
     "ground_truth",
     "is_trial_env",
     "space_names",
@@ -171,20 +171,17 @@ def space_names(env: gym.Env) -> dict[str, list[str]]:
     return out
 
 
-def fixation_cue(env: Any, obs: Any) -> np.ndarray | None:
-    """Bool per env of a trial task's (vector) env: whether the observations ``obs`` (the
-    env's own, not normalized) show the fixation cue; None when the env names no cue channel.
-    The channel is NeuroGym's ``fixation`` (its tasks' channel 0), the batched tasks'
-    ``fixation_channel`` (:mod:`snrl.tasks`)."""
+def fixation_channel(env: Any) -> int | None:
+    """The observation channel of a trial task's (vector) env that shows the fixation cue:
+    the batched tasks' ``fixation_channel`` (:mod:`snrl.tasks`), else NeuroGym's channel named
+    ``fixation`` (its tasks' channel 0); None when the env names none. The cue is on where
+    the env's own (not normalized) observation is above 0.5 on it."""
     channel = getattr(env, "fixation_channel", None)
     if channel is None:
         subs = getattr(env, "envs", None)  # gymnasium's SyncVectorEnv: its first env's names
         names = space_names(subs[0] if subs else env).get("obs_names") or []
         channel = names.index("fixation") if "fixation" in names else None
-    if channel is None:
-        return None
-    o = np.asarray(obs)
-    return o.reshape(1, -1)[:, channel] > 0.5 if o.ndim == 1 else o[:, channel] > 0.5
+    return channel
 
 
 def _fixation_action(env: gym.Env) -> int | None:
@@ -394,7 +391,7 @@ class TrialTracker:
                 (``_final_info``).
             truncated: As ``terminated``.
             cue: Bool per env (or one for one env): whether the fixation cue was on in the
-                observation the action was taken on (:func:`fixation_cue`); given at every
+                observation the action was taken on (:func:`fixation_channel`); given at every
                 step, trials report ``fixation_break``.
 
         Returns:

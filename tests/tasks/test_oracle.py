@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("neurogym")
 import snrl.tasks as tasks  # noqa: E402
 from snrl.envs import make_vector_env  # noqa: E402
-from snrl.envs.trials import TrialTracker, fixation_cue, summarize_trials  # noqa: E402
+from snrl.envs.trials import TrialTracker, fixation_channel, summarize_trials  # noqa: E402
 from tests.tasks.oracles import Oracle  # noqa: E402
 
 
@@ -26,12 +26,13 @@ def oracle_summary(envs, env_id: str, n_trials: int, seed: int = 0, oracle=None)
     n = envs.num_envs
     oracle = Oracle(env_id, n) if oracle is None else oracle
     tracker = TrialTracker(n)
+    channel = fixation_channel(envs)  # None: NeuroGym's yang19 envs name no channels
     obs, info = envs.reset(seed=seed)
     tracker.reset(info)
     trials = []
     while len(trials) < n_trials:
         actions = oracle(obs)
-        cue = fixation_cue(envs, obs)
+        cue = None if channel is None else np.asarray(obs)[:, channel] > 0.5
         obs, _, terminated, truncated, info = envs.step(actions)
         trials += tracker.step(actions, info, cue=cue)
         new = np.asarray(info.get("new_trial", np.zeros(n, bool)), bool)
